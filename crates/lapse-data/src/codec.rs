@@ -1,0 +1,177 @@
+//! Compact encodings of the two high-volume streams.
+//!
+//! Events: `varint base_ts`, then per event `varint(function << 1 | is_exit)`
+//! and `varint(ts - previous ts)`. A call of a small function costs about
+//! four bytes before compression (two events of one-byte id and delta), and
+//! zstd takes repetitive call patterns well below that.
+//!
+//! Samples: per sample `varint pid, varint tid, varint zigzag(ts delta),
+//! varint cpu, varint(stack + 1 or 0), varint weight`.
+
+use crate::model::{Event, EventKind, FunctionId, Sample, StackId, Timestamp};
+use crate::varint;
+
+/// Appends the encoding of `events` (which must be in time order) to `out`.
+pub fn encode_events(events: &[Event], out: &mut Vec<u8>) {
+    let base = events.first().map_or(0, |e| e.ts.as_nanos());
+    varint::put(out, base);
+    let mut prev = base;
+    for e in events {
+        let exit = matches!(e.kind, EventKind::Exit) as u64;
+        varint::put(out, (u64::from(e.function.0) << 1) | exit);
+        let ts = e.ts.as_nanos();
+        varint::put(out, ts.wrapping_sub(prev));
+        prev = ts;
+    }
+}
+
+/// Decodes `count` events from `raw` into `out` (cleared first). `None` when
+/// the bytes do not hold that many well-formed events.
+pub fn decode_events(raw: &[u8], count: usize, out: &mut Vec<Event>) -> Option<()> {
+    out.clear();
+    // Every event takes at least two bytes: never reserve more than the input allows.
+    out.reserve(count.min(raw.len() / 2));
+    let mut pos = 0;
+    let mut ts = varint::get(raw, &mut pos)?;
+    for _ in 0..count {
+        let word = varint::get(raw, &mut pos)?;
+        let delta = varint::get(raw, &mut pos)?;
+        ts = ts.wrapping_add(delta);
+        let function = u32::try_from(word >> 1).ok()?;
+        out.push(Event {
+            ts: Timestamp::from_nanos(ts),
+            kind: if word & 1 == 1 {
+                EventKind::Exit
+            } else {
+                EventKind::Enter
+            },
+            function: FunctionId(function),
+        });
+    }
+    (pos == raw.len()).then_some(())
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+pub fn encode_samples(samples: &[Sample], out: &mut Vec<u8>) {
+    varint::put(out, samples.len() as u64);
+    let mut prev = 0u64;
+    for s in samples {
+        varint::put(out, u64::from(s.pid));
+        varint::put(out, u64::from(s.tid));
+        let ts = s.ts.as_nanos();
+        varint::put(out, zigzag(ts.wrapping_sub(prev) as i64));
+        prev = ts;
+        varint::put(out, u64::from(s.cpu));
+        varint::put(out, s.stack.map_or(0, |id| u64::from(id.0) + 1));
+        varint::put(out, s.weight);
+    }
+}
+
+pub fn decode_samples(raw: &[u8], out: &mut Vec<Sample>) -> Option<()> {
+    out.clear();
+    let mut pos = 0;
+    let count = varint::get(raw, &mut pos)?;
+    // Each sample takes at least six bytes.
+    out.reserve((count as usize).min(raw.len() / 6));
+    let mut ts = 0u64;
+    for _ in 0..count {
+        let pid = u32::try_from(varint::get(raw, &mut pos)?).ok()?;
+        let tid = u32::try_from(varint::get(raw, &mut pos)?).ok()?;
+        ts = ts.wrapping_add(unzigzag(varint::get(raw, &mut pos)?) as u64);
+        let cpu = u32::try_from(varint::get(raw, &mut pos)?).ok()?;
+        let stack = match varint::get(raw, &mut pos)? {
+            0 => None,
+            n => Some(StackId(u32::try_from(n - 1).ok()?)),
+        };
+        let weight = varint::get(raw, &mut pos)?;
+        out.push(Sample {
+            pid,
+            tid,
+            ts: Timestamp::from_nanos(ts),
+            cpu,
+            stack,
+            weight,
+        });
+    }
+    (pos == raw.len()).then_some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ts: u64, kind: EventKind, f: u32) -> Event {
+        Event {
+            ts: Timestamp::from_nanos(ts),
+            kind,
+            function: FunctionId(f),
+        }
+    }
+
+    #[test]
+    fn events_round_trip_and_are_compact() {
+        let events: Vec<Event> = (0..1000u64)
+            .map(|i| {
+                ev(
+                    1_000_000 + i * 30,
+                    if i % 2 == 0 {
+                        EventKind::Enter
+                    } else {
+                        EventKind::Exit
+                    },
+                    7,
+                )
+            })
+            .collect();
+        let mut raw = Vec::new();
+        encode_events(&events, &mut raw);
+        // two bytes per event plus the base timestamp
+        assert!(raw.len() <= 2 * events.len() + 4, "{} bytes", raw.len());
+        let mut back = Vec::new();
+        decode_events(&raw, events.len(), &mut back).unwrap();
+        assert_eq!(back, events);
+    }
+
+    #[test]
+    fn events_reject_wrong_count() {
+        let mut raw = Vec::new();
+        encode_events(&[ev(5, EventKind::Enter, 1)], &mut raw);
+        let mut back = Vec::new();
+        assert!(decode_events(&raw, 2, &mut back).is_none());
+        assert!(decode_events(&raw, 0, &mut back).is_none());
+    }
+
+    #[test]
+    fn samples_round_trip_out_of_order() {
+        let samples = vec![
+            Sample {
+                pid: 1,
+                tid: 2,
+                ts: Timestamp::from_nanos(500),
+                cpu: 1,
+                stack: Some(StackId(0)),
+                weight: 1_000_000,
+            },
+            Sample {
+                pid: 1,
+                tid: 3,
+                ts: Timestamp::from_nanos(400),
+                cpu: 0,
+                stack: None,
+                weight: 1_000_000,
+            },
+        ];
+        let mut raw = Vec::new();
+        encode_samples(&samples, &mut raw);
+        let mut back = Vec::new();
+        decode_samples(&raw, &mut back).unwrap();
+        assert_eq!(back, samples);
+    }
+}

@@ -1,0 +1,27 @@
+//! The lapse data file.
+//!
+//! This crate owns what a recording *is* on disk and in memory: the model
+//! types every other stage speaks ([`model`]), the compact codec for
+//! instrumentation event streams ([`codec`]), and the chunked, self-checking,
+//! compressed file format ([`writer`], [`reader`]).
+//!
+//! Design constraints:
+//! - The file is a header followed by self-checking chunks (length, raw length,
+//!   CRC-32) appended as data arrives, so a file cut off at any byte still
+//!   yields every complete chunk before the cut.
+//! - No length field can make the reader allocate more than [`format::MAX_CHUNK_RAW`].
+//! - The reader never panics on any input; every failure is a [`DataError`]
+//!   naming the file and, where it applies, the byte offset.
+
+pub mod codec;
+pub mod error;
+pub mod format;
+pub mod model;
+pub mod reader;
+pub mod varint;
+pub mod writer;
+
+pub use error::DataError;
+pub use model::*;
+pub use reader::{Damage, DataFile, EventChunkRef};
+pub use writer::DataWriter;

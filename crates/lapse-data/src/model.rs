@@ -1,0 +1,275 @@
+//! The model every stage speaks: what a recording holds.
+//!
+//! Times are [`Timestamp`]s on CLOCK_MONOTONIC in nanoseconds; durations are
+//! plain `u64` fields whose names end in `_ns`. Addresses in [`FunctionInfo`]
+//! and [`FrameInfo`] are module-relative (file offset based virtual address as
+//! in the ELF, i.e. the address `addr2line` would take); absolute addresses
+//! appear only in [`MappingInfo`].
+
+use serde::{Deserialize, Serialize};
+
+/// A point on CLOCK_MONOTONIC, in nanoseconds.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Timestamp(u64);
+
+impl Timestamp {
+    pub const fn from_nanos(ns: u64) -> Self {
+        Timestamp(ns)
+    }
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+    /// Nanoseconds from `earlier` to `self`, zero if `earlier` is later.
+    pub const fn since(self, earlier: Timestamp) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
+/// Dense index into the session's function table.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct FunctionId(pub u32);
+
+/// Dense index into the session's module table.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct ModuleId(pub u32);
+
+/// Dense index into the session's frame table (sampling: one unwound address).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct FrameId(pub u32);
+
+/// Dense index into the session's stack table (sampling: a prefix tree of frames).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct StackId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Method {
+    Instrumentation,
+    Sampling,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Instrumentation => "instrumentation",
+            Method::Sampling => "sampling",
+        }
+    }
+}
+
+/// The first record of every file: what was recorded, how and where.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionHeader {
+    /// The profiled command line (or `["import", FILE]`, `["--pid", N]`).
+    pub command: Vec<String>,
+    /// Wall-clock time of the start, nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// CLOCK_MONOTONIC at the start; every [`Timestamp`] is on this clock.
+    pub start: Timestamp,
+    /// Name of the clock all timestamps are on (`"monotonic"`).
+    pub clock: String,
+    pub host: String,
+    pub method: Method,
+    /// Measured cost of one probe (instrumentation), subtracted per interval.
+    pub probe_cost_ns: f64,
+    /// Kinds of OS events recorded: `switch`, `fault`, `syscall`.
+    pub os_events: Vec<String>,
+    /// Sampling event name (`cpu-clock`, ...), `None` for instrumentation.
+    pub sample_event: Option<String>,
+    /// Sampling period in the event's unit (ns for cpu-clock/task-clock).
+    pub sample_period: Option<u64>,
+    /// True when `sample_period` is in nanoseconds, so `estimated_ns` makes sense.
+    pub sample_period_is_time: bool,
+    pub lapse_version: String,
+    /// Free-form remarks shown by `info` and reports (e.g. "ptrace fallback sampler").
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    pub ppid: Option<u32>,
+    pub command: Vec<String>,
+    pub start: Option<Timestamp>,
+    pub end: Option<Timestamp>,
+    /// Exit status as `record` reports it (128 + signal when killed).
+    pub exit_status: Option<i32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    pub pid: u32,
+    pub tid: u32,
+    pub name: String,
+    /// When the thread began; bounds its first (empty-stack) interval.
+    pub start: Option<Timestamp>,
+    /// When the thread ended; bounds its last interval and closes open calls.
+    pub end: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleInfo {
+    pub id: ModuleId,
+    /// Full path as mapped (or a pseudo name such as `[vdso]`, or a trace's category).
+    pub path: String,
+    pub build_id: Option<Vec<u8>>,
+}
+
+impl ModuleInfo {
+    /// The file name part of the path, as reports show it.
+    pub fn name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+}
+
+/// One mapping of a module into a process' address space.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MappingInfo {
+    pub pid: u32,
+    pub module: ModuleId,
+    pub start: u64,
+    pub end: u64,
+    pub file_offset: u64,
+    /// Subtract from an absolute address in this mapping to get the
+    /// module-relative address (`start - file_offset` adjusted by the ELF
+    /// segment's vaddr; computed by the recorder).
+    pub bias: u64,
+    pub time: Timestamp,
+}
+
+/// A function: identity is (module, name).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionInfo {
+    pub id: FunctionId,
+    pub module: ModuleId,
+    /// Module-relative start address (0 when unknown, e.g. imported traces).
+    pub address: u64,
+    /// Demangled name; `0x1234` style when no symbol was found.
+    pub name: String,
+    pub source_file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// Instrumentation: one probe firing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub ts: Timestamp,
+    pub kind: EventKind,
+    pub function: FunctionId,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Enter,
+    Exit,
+}
+
+/// Why the thread was off the CPU (or otherwise not running its own code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OsEventKind {
+    /// Switched out voluntarily (blocked: sleep, I/O, lock, futex).
+    Switch,
+    /// Switched out while runnable (preempted).
+    Preempt,
+    /// A major page fault.
+    Fault,
+    /// A system call.
+    Syscall,
+}
+
+/// A period in which the thread was off the CPU: from switch-out to switch-in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsEvent {
+    pub from: Timestamp,
+    pub to: Timestamp,
+    pub kind: OsEventKind,
+}
+
+/// A batch of a thread's OS events, in time order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsEventBlock {
+    pub pid: u32,
+    pub tid: u32,
+    pub events: Vec<OsEvent>,
+}
+
+/// Sampling: one unwound address.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameInfo {
+    pub id: FrameId,
+    pub module: ModuleId,
+    /// Module-relative address of the instruction (for caller frames: the
+    /// return address minus one, i.e. inside the call instruction).
+    pub address: u64,
+    /// Symbolization result, outermost first: the last entry is the function
+    /// whose code the address is in; earlier ones are the functions it was
+    /// inlined into. Empty until symbols are resolved.
+    pub functions: Vec<FrameFunction>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameFunction {
+    pub function: FunctionId,
+    /// Source location of this frame's current position (for inlined callers: the call site).
+    pub source_file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// Sampling: one node of the stack prefix tree (outermost frame at the root).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackNode {
+    pub id: StackId,
+    pub parent: Option<StackId>,
+    pub frame: FrameId,
+}
+
+/// Sampling: one kept sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sample {
+    pub pid: u32,
+    pub tid: u32,
+    pub ts: Timestamp,
+    pub cpu: u32,
+    /// The innermost node of the sample's stack; `None` when nothing unwound.
+    pub stack: Option<StackId>,
+    /// Event count this sample stands for (the period).
+    pub weight: u64,
+}
+
+/// Counters the recorder knows only at the end; absent when the recording
+/// did not finish (the file is then reported as incomplete).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Footer {
+    pub end: Timestamp,
+    /// Events or samples the kernel or the runtime reported lost.
+    pub lost_events: u64,
+    pub discarded_samples: u64,
+    pub target_exit_status: Option<i32>,
+    pub events: u64,
+    pub samples: u64,
+}
+
+/// Every kind of record a data file holds. Event and sample streams are
+/// written through dedicated compact codecs, everything else with postcard.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Record {
+    Session(SessionHeader),
+    Process(ProcessInfo),
+    Thread(ThreadInfo),
+    Module(ModuleInfo),
+    Mapping(MappingInfo),
+    Functions(Vec<FunctionInfo>),
+    OsEvents(OsEventBlock),
+    Frames(Vec<FrameInfo>),
+    Stacks(Vec<StackNode>),
+    Footer(Footer),
+}

@@ -1,0 +1,58 @@
+//! LEB128 unsigned varints: the building block of the event codec.
+
+/// Appends `v` as an unsigned LEB128 varint.
+#[inline]
+pub fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads one varint at `*pos`, advancing it. `None` if the input ends inside
+/// the varint or the varint is longer than ten bytes.
+#[inline]
+pub fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut result = 0u64;
+    let mut shift = 0u32;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        if shift == 63 && b > 1 {
+            return None;
+        }
+        result |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(result);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_edge_values() {
+        for v in [0, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
+            let mut b = Vec::new();
+            put(&mut b, v);
+            let mut p = 0;
+            assert_eq!(get(&b, &mut p), Some(v));
+            assert_eq!(p, b.len());
+        }
+    }
+
+    #[test]
+    fn rejects_truncated_and_overlong() {
+        let mut p = 0;
+        assert_eq!(get(&[0x80], &mut p), None);
+        let mut p = 0;
+        assert_eq!(get(&[0xff; 11], &mut p), None);
+    }
+}

@@ -1,0 +1,137 @@
+//! The file format's promises: round trip, recovery of a truncated file,
+//! clear errors for foreign, empty, corrupted and missing files.
+
+use std::path::Path;
+
+use lapse_data::*;
+
+fn session() -> SessionHeader {
+    SessionHeader {
+        command: vec!["./app".into(), "x".into()],
+        start_unix_ns: 1,
+        start: Timestamp::from_nanos(1000),
+        clock: "monotonic".into(),
+        host: "h".into(),
+        method: Method::Instrumentation,
+        probe_cost_ns: 12.5,
+        os_events: vec!["switch".into()],
+        sample_event: None,
+        sample_period: None,
+        sample_period_is_time: false,
+        lapse_version: "0".into(),
+        notes: vec![],
+    }
+}
+
+fn events(n: u64, base: u64) -> Vec<Event> {
+    (0..n)
+        .map(|i| Event {
+            ts: Timestamp::from_nanos(base + i * 10),
+            kind: if i % 2 == 0 {
+                EventKind::Enter
+            } else {
+                EventKind::Exit
+            },
+            function: FunctionId(0),
+        })
+        .collect()
+}
+
+fn sample_file() -> Vec<u8> {
+    let mut w = DataWriter::new(Vec::new()).unwrap();
+    w.write_record(&Record::Session(session())).unwrap();
+    w.write_record(&Record::Thread(ThreadInfo {
+        pid: 1,
+        tid: 1,
+        name: "main".into(),
+        start: None,
+        end: None,
+    }))
+    .unwrap();
+    for block in 0..4 {
+        w.write_events(1, 1, &events(100, 1000 + block * 1000))
+            .unwrap();
+    }
+    w.write_record(&Record::Footer(Footer {
+        events: 400,
+        ..Default::default()
+    }))
+    .unwrap();
+    w.into_inner()
+}
+
+fn open(bytes: Vec<u8>) -> Result<DataFile, DataError> {
+    DataFile::from_bytes(Path::new("t.data"), bytes)
+}
+
+#[test]
+fn round_trip() {
+    let f = open(sample_file()).unwrap();
+    assert_eq!(f.session, session());
+    assert_eq!(f.threads.len(), 1);
+    assert_eq!(f.event_chunks.len(), 4);
+    assert!(f.is_complete());
+    let mut out = Vec::new();
+    f.read_events(&f.event_chunks[2], &mut out).unwrap();
+    assert_eq!(out, events(100, 3000));
+}
+
+#[test]
+fn every_truncation_recovers_complete_chunks_or_errors_cleanly() {
+    let full = sample_file();
+    for cut in 0..full.len() {
+        match open(full[..cut].to_vec()) {
+            Ok(f) => {
+                assert!(!f.is_complete(), "cut at {cut} not flagged");
+                for c in &f.event_chunks {
+                    let mut out = Vec::new();
+                    f.read_events(c, &mut out).unwrap();
+                    assert_eq!(out.len(), 100);
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.starts_with("t.data: "), "{msg}");
+                assert!(!msg.contains('\n'));
+            }
+        }
+    }
+}
+
+#[test]
+fn foreign_empty_and_corrupted() {
+    assert!(matches!(
+        open(b"{\"traceEvents\": []}".to_vec()),
+        Err(DataError::Foreign { .. })
+    ));
+    assert!(matches!(open(Vec::new()), Err(DataError::Empty { .. })));
+    // Flip a byte inside the third event chunk: reading stops there with damage noted.
+    let mut bytes = sample_file();
+    let f = open(bytes.clone()).unwrap();
+    let off = f.event_chunks[2].offset as usize + 20;
+    bytes[off] ^= 0xff;
+    let f = open(bytes).unwrap();
+    assert_eq!(f.event_chunks.len(), 2);
+    assert_eq!(f.damage.len(), 1);
+    assert!(f.damage[0].what.contains("checksum"));
+}
+
+#[test]
+fn huge_length_field_does_not_allocate() {
+    let mut bytes = sample_file();
+    // First chunk header starts at 16: set stored_len to 4 GiB - 1.
+    bytes[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
+    let err = open(bytes).err().unwrap();
+    assert!(err.to_string().contains("out of range"), "{err}");
+}
+
+#[test]
+fn missing_file_names_the_path() {
+    let err = DataFile::open(Path::new("/nonexistent/lapse.data"))
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().starts_with("/nonexistent/lapse.data: "),
+        "{err}"
+    );
+}
