@@ -92,6 +92,17 @@ pub struct SessionHeader {
     pub lapse_version: String,
     /// Free-form remarks shown by `info` and reports (e.g. "ptrace fallback sampler").
     pub notes: Vec<String>,
+    /// How the runtime's raw tick counter maps to CLOCK_MONOTONIC (instrumentation).
+    pub tsc: Option<TscCalibration>,
+}
+
+/// `ns = ref_ns + (ticks - ref_ticks) * 1e9 / ticks_per_sec`: the conversion
+/// the recorder applied to the runtime's raw timestamps, kept for the record.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TscCalibration {
+    pub ticks_per_sec: f64,
+    pub ref_ticks: u64,
+    pub ref_ns: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

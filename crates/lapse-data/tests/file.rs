@@ -20,6 +20,7 @@ fn session() -> SessionHeader {
         sample_period_is_time: false,
         lapse_version: "0".into(),
         notes: vec![],
+        tsc: None,
     }
 }
 
