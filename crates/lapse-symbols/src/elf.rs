@@ -1,0 +1,295 @@
+//! One ELF module: its identity, layout, symbols, debug info and unwind tables.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
+
+use crate::bytes::SectionData;
+use crate::dwarf::DwarfInfo;
+use crate::symtab::{FunctionSymbol, SymbolTable};
+use crate::{debugfile, demangle, SymbolError};
+
+/// A `PT_LOAD` segment: where file bytes land in the module's address space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadSegment {
+    pub vaddr: u64,
+    pub memsz: u64,
+    pub offset: u64,
+    pub filesz: u64,
+    pub executable: bool,
+}
+
+/// A section's bytes and the module-relative address (SVMA) they start at.
+#[derive(Clone, Debug)]
+pub struct Section {
+    pub svma: u64,
+    pub data: SectionData,
+}
+
+/// What an unwinder needs from a module, all addresses module-relative.
+#[derive(Clone, Debug, Default)]
+pub struct UnwindSections {
+    pub text_svma: Option<Range<u64>>,
+    pub text: Option<SectionData>,
+    pub eh_frame: Option<Section>,
+    pub eh_frame_hdr: Option<Section>,
+    pub debug_frame: Option<Section>,
+    pub got_svma: Option<u64>,
+}
+
+/// One level of the inline chain at an address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SymbolFrame {
+    /// Demangled function name.
+    pub name: String,
+    /// Source position inside this function: the address's own line for the
+    /// innermost frame, the call site of the next-inner frame otherwise.
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// Everything known about one module-relative address.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Symbolized {
+    /// Outermost first: the last entry is the function whose code holds the
+    /// address, earlier ones those it was inlined into. Empty when nothing is
+    /// known about the address.
+    pub frames: Vec<SymbolFrame>,
+    /// The symbol-table function holding the address, when there is one.
+    pub symbol: Option<FunctionSymbol>,
+}
+
+/// A parsed ELF module. Lookups take module-relative addresses (the ELF's own
+/// virtual addresses); use [`ElfModule::bias`] to get there from a mapping.
+pub struct ElfModule {
+    path: PathBuf,
+    build_id: Option<Vec<u8>>,
+    segments: Vec<LoadSegment>,
+    symbols: SymbolTable,
+    dwarf: Option<DwarfInfo>,
+    unwind: UnwindSections,
+    debug_file: Option<PathBuf>,
+}
+
+impl ElfModule {
+    /// Maps and parses the file at `path`; when it has no DWARF, looks for a
+    /// separate debug file (build-id tree, `.gnu_debuglink`).
+    pub fn open(path: &Path) -> Result<ElfModule, SymbolError> {
+        let data = map_file(path)?;
+        let (mut module, debuglink) = ElfModule::parse(path, data)?;
+        if module.dwarf.is_none() {
+            let found = debugfile::candidates(path, module.build_id(), debuglink.as_deref());
+            for candidate in found {
+                if module.attach_debug_file(&candidate).is_ok() {
+                    break;
+                }
+            }
+        }
+        Ok(module)
+    }
+
+    /// Parses a module held in memory; `name` is used in errors and as its path.
+    /// Does no file I/O.
+    pub fn from_bytes(name: &Path, bytes: Vec<u8>) -> Result<ElfModule, SymbolError> {
+        ElfModule::parse(name, SectionData::from_vec(bytes)).map(|(m, _)| m)
+    }
+
+    fn parse(path: &Path, data: SectionData) -> Result<(ElfModule, Option<String>), SymbolError> {
+        let file = parse_object(path, &data)?;
+        let build_id = file.build_id().ok().flatten().map(<[u8]>::to_vec);
+        let debuglink = file
+            .gnu_debuglink()
+            .ok()
+            .flatten()
+            .map(|(name, _crc)| String::from_utf8_lossy(name).into_owned());
+        let segments = file
+            .segments()
+            .map(|seg| {
+                let (offset, filesz) = seg.file_range();
+                LoadSegment {
+                    vaddr: seg.address(),
+                    memsz: seg.size(),
+                    offset,
+                    filesz,
+                    executable: matches!(seg.flags(), SegmentFlags::Elf { p_flags, .. } if p_flags.contains(object::elf::PF_X)),
+                }
+            })
+            .collect();
+        let module = ElfModule {
+            path: path.to_owned(),
+            build_id,
+            segments,
+            symbols: SymbolTable::from_object(&file),
+            dwarf: DwarfInfo::load(path, &file, &data)?,
+            unwind: unwind_sections(&file, &data),
+            debug_file: None,
+        };
+        Ok((module, debuglink))
+    }
+
+    /// Takes DWARF (and the symbol table, when richer) from a separate debug
+    /// file. A debug file whose build-id differs from the module's is refused.
+    pub fn attach_debug_file(&mut self, debug_path: &Path) -> Result<(), SymbolError> {
+        let data = map_file(debug_path)?;
+        let file = parse_object(debug_path, &data)?;
+        let their_id = file.build_id().ok().flatten();
+        if let (Some(ours), Some(theirs)) = (self.build_id.as_deref(), their_id) {
+            if ours != theirs {
+                return Err(SymbolError::NotElf {
+                    path: debug_path.to_owned(),
+                });
+            }
+        }
+        let symbols = SymbolTable::from_object(&file);
+        if symbols.len() > self.symbols.len() {
+            self.symbols = symbols;
+        }
+        self.dwarf = DwarfInfo::load(debug_path, &file, &data)?;
+        self.debug_file = Some(debug_path.to_owned());
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The separate debug file in use, if one was found.
+    pub fn debug_file(&self) -> Option<&Path> {
+        self.debug_file.as_deref()
+    }
+
+    pub fn build_id(&self) -> Option<&[u8]> {
+        self.build_id.as_deref()
+    }
+
+    pub fn segments(&self) -> &[LoadSegment] {
+        &self.segments
+    }
+
+    pub fn has_dwarf(&self) -> bool {
+        self.dwarf.is_some()
+    }
+
+    pub fn unwind_sections(&self) -> &UnwindSections {
+        &self.unwind
+    }
+
+    /// The value to subtract from an absolute address inside a mapping of
+    /// this module (mapped at `mapping_start` from `file_offset`) to get the
+    /// module-relative address. Accounts for segments whose virtual address
+    /// differs from their file offset. Meant for executable mappings: when a
+    /// page holds the ends of two segments, the executable one is assumed,
+    /// then the lower one.
+    pub fn bias(&self, mapping_start: u64, file_offset: u64) -> u64 {
+        let holds = |s: &&LoadSegment| {
+            let first_page = s.offset & !0xfff;
+            file_offset >= first_page && file_offset < s.offset.saturating_add(s.filesz.max(1))
+        };
+        let segment = self
+            .segments
+            .iter()
+            .filter(holds)
+            .min_by_key(|s| (!s.executable, s.offset));
+        let shift = segment.map_or(0, |s| s.vaddr.wrapping_sub(s.offset));
+        mapping_start.wrapping_sub(file_offset).wrapping_sub(shift)
+    }
+
+    /// The symbol-table function holding `addr`.
+    pub fn function_at(&self, addr: u64) -> Option<&FunctionSymbol> {
+        self.symbols.lookup(addr)
+    }
+
+    /// Source file and line of `addr` from the line table (no inline chain).
+    pub fn location(&self, addr: u64) -> (Option<String>, Option<u32>) {
+        match &self.dwarf {
+            Some(d) => d.location(addr),
+            None => (None, None),
+        }
+    }
+
+    /// Function names (with inline chain) and source positions for `addr`.
+    /// The outermost function is named from the symbol table when it has an
+    /// entry (so `foo.constprop.0` stays distinct, as in `perf`), from DWARF
+    /// otherwise.
+    pub fn symbolize(&self, addr: u64) -> Symbolized {
+        let symbol = self.symbols.lookup(addr).cloned();
+        let mut dwarf_frames = match &self.dwarf {
+            Some(d) => d.frames(addr),
+            None => Vec::new(),
+        };
+        dwarf_frames.reverse();
+        let mut frames = Vec::with_capacity(dwarf_frames.len().max(1));
+        let outermost = dwarf_frames.first();
+        let outer_name = symbol
+            .as_ref()
+            .map(|s| s.name.clone())
+            .or_else(|| outermost.and_then(|f| f.name.as_deref()).map(demangle));
+        if let Some(name) = outer_name {
+            let (file, line) = match outermost {
+                Some(f) => (f.file.clone(), f.line),
+                None => (None, None),
+            };
+            frames.push(SymbolFrame { name, file, line });
+        }
+        for inner in dwarf_frames.iter().skip(1) {
+            if let Some(raw) = &inner.name {
+                frames.push(SymbolFrame {
+                    name: demangle(raw),
+                    file: inner.file.clone(),
+                    line: inner.line,
+                });
+            }
+        }
+        Symbolized { frames, symbol }
+    }
+}
+
+fn map_file(path: &Path) -> Result<SectionData, SymbolError> {
+    let io = |source| SymbolError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    // SAFETY: the mapping is read-only. A module rewritten while lapse reads
+    // it could change under us; that risk is shared by every profiler and
+    // debugger reading binaries in place.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    Ok(SectionData::from_map(map))
+}
+
+fn parse_object<'d>(path: &Path, data: &'d [u8]) -> Result<object::File<'d>, SymbolError> {
+    let file = object::File::parse(data).map_err(|source| SymbolError::Elf {
+        path: path.to_owned(),
+        source,
+    })?;
+    if file.format() != object::BinaryFormat::Elf {
+        return Err(SymbolError::NotElf {
+            path: path.to_owned(),
+        });
+    }
+    Ok(file)
+}
+
+fn unwind_sections(file: &object::File<'_>, data: &SectionData) -> UnwindSections {
+    let section = |name: &str| -> Option<Section> {
+        let s = file.section_by_name(name)?;
+        let raw = s.uncompressed_data().ok()?;
+        if raw.is_empty() {
+            return None;
+        }
+        Some(Section {
+            svma: s.address(),
+            data: data.sub_slice(&raw),
+        })
+    };
+    let text = section(".text");
+    UnwindSections {
+        text_svma: text.as_ref().map(|t| t.svma..t.svma + t.data.len() as u64),
+        text: text.map(|t| t.data),
+        eh_frame: section(".eh_frame"),
+        eh_frame_hdr: section(".eh_frame_hdr"),
+        debug_frame: section(".debug_frame"),
+        got_svma: file.section_by_name(".got").map(|s| s.address()),
+    }
+}

@@ -1,0 +1,37 @@
+//! Symbolization for lapse: what function, source line and inline chain an
+//! address in an ELF module stands for.
+//!
+//! This crate owns reading ELF modules: build-ids, `PT_LOAD` layout (to turn
+//! an absolute address in a mapping into a module-relative one), the
+//! `.symtab`/`.dynsym` function symbols, DWARF lines and inline frames (via
+//! `addr2line`/`gimli`/`object`), demangling (Rust and C++), separate debug
+//! files, and handing out the unwind sections (`.eh_frame`, ...) an unwinder
+//! needs.
+//!
+//! Design constraints:
+//! - Never panics on a bad ELF or DWARF: a module that cannot be parsed is a
+//!   [`SymbolError`] naming the path; damaged debug info only makes lookups
+//!   return less.
+//! - File I/O is limited to [`ElfModule::open`] (which maps the file once and
+//!   looks for a debug file in the conventional places);
+//!   [`ElfModule::from_bytes`] does none.
+//! - Many lookups are cheap: one parse per module ([`SymbolCache`]), symbols
+//!   pre-sorted and demangled, DWARF units parsed lazily and kept.
+//! - Addresses taken and returned are module-relative (the ELF's virtual
+//!   addresses), the address `addr2line -e MODULE` takes.
+
+mod bytes;
+mod cache;
+mod debugfile;
+mod demangle;
+mod dwarf;
+mod elf;
+mod error;
+mod symtab;
+
+pub use bytes::SectionData;
+pub use cache::SymbolCache;
+pub use demangle::demangle;
+pub use elf::{ElfModule, LoadSegment, Section, SymbolFrame, Symbolized, UnwindSections};
+pub use error::SymbolError;
+pub use symtab::FunctionSymbol;

@@ -1,0 +1,75 @@
+//! The ELF symbol table as a sorted list of sized function symbols.
+//!
+//! `.symtab` and `.dynsym` are merged (stripped libraries only have the
+//! latter); when both name the same address the `.symtab` entry wins.
+//! Names are demangled once, here, so every lookup is a binary search.
+
+use object::{Object, ObjectSymbol, SymbolKind};
+
+/// A function symbol: module-relative start (ELF virtual address), size, name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionSymbol {
+    pub start: u64,
+    pub size: u64,
+    /// Demangled name.
+    pub name: String,
+}
+
+impl FunctionSymbol {
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.start && addr - self.start < self.size
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct SymbolTable {
+    /// Sorted by start; at most one entry per start address.
+    symbols: Vec<FunctionSymbol>,
+}
+
+impl SymbolTable {
+    pub(crate) fn from_object(file: &object::File<'_>) -> SymbolTable {
+        let mut raw: Vec<(u64, u64, bool, &str)> = Vec::new();
+        let tables = [(file.symbols(), true), (file.dynamic_symbols(), false)];
+        for (symbols, from_symtab) in tables {
+            for sym in symbols {
+                if sym.kind() != SymbolKind::Text || sym.is_undefined() || sym.size() == 0 {
+                    continue;
+                }
+                if let Ok(name) = sym.name() {
+                    if !name.is_empty() {
+                        raw.push((sym.address(), sym.size(), from_symtab, name));
+                    }
+                }
+            }
+        }
+        // Per address the .symtab entry sorts first and is the one kept;
+        // among aliases from the same table the first in table order wins.
+        raw.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.cmp(&a.2)));
+        raw.dedup_by_key(|s| s.0);
+        let symbols = raw
+            .into_iter()
+            .map(|(start, size, _, name)| FunctionSymbol {
+                start,
+                size,
+                name: crate::demangle(name),
+            })
+            .collect();
+        SymbolTable { symbols }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.symbols.len()
+    }
+
+    /// The sized symbol whose range holds `addr`. Symbols may nest (a local
+    /// label inside a function), so a few earlier ones are tried too.
+    pub(crate) fn lookup(&self, addr: u64) -> Option<&FunctionSymbol> {
+        let after = self.symbols.partition_point(|s| s.start <= addr);
+        self.symbols[..after]
+            .iter()
+            .rev()
+            .take(4)
+            .find(|s| s.contains(addr))
+    }
+}

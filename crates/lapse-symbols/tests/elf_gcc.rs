@@ -1,0 +1,171 @@
+//! Builds small C programs with gcc during the test and checks what
+//! lapse-symbols says about them against the source.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use lapse_symbols::{ElfModule, SymbolCache, SymbolError};
+
+const SOURCE: &str = r#"
+static inline __attribute__((always_inline)) int inner(int x) {
+    return x * 3 + (x >> 2); /* LINE_INNER */
+}
+
+__attribute__((noinline)) int outer(int x) {
+    int s = 0;
+    for (int i = 0; i < x; i++)
+        s += inner(i) ^ s; /* LINE_CALL */
+    return s;
+}
+
+int main(int argc, char **argv) {
+    (void)argv;
+    return outer(argc * 1000) & 1;
+}
+"#;
+
+fn line_of(marker: &str) -> u32 {
+    let idx = SOURCE
+        .lines()
+        .position(|l| l.contains(marker))
+        .expect("marker in source");
+    idx as u32 + 1
+}
+
+/// Compiles `source` with gcc into a fresh temp dir; `None` when gcc is missing.
+fn build(name: &str, source: &str, args: &[&str]) -> Option<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("lapse-symbols-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).ok()?;
+    let out = dir.join(name);
+    let status = Command::new("gcc")
+        .args(args)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .ok()?;
+    status.success().then_some(out)
+}
+
+fn module(path: &Path) -> ElfModule {
+    ElfModule::open(path).expect("gcc output parses")
+}
+
+#[test]
+fn names_lines_and_inline_chain() {
+    let Some(exe) = build("inline", SOURCE, &["-g", "-O1"]) else {
+        eprintln!("skipping: gcc not available");
+        return;
+    };
+    let m = module(&exe);
+    assert!(m.has_dwarf());
+    assert!(m.build_id().is_some_and(|id| !id.is_empty()));
+
+    let outer = (0..0x10_0000u64)
+        .step_by(1)
+        .find_map(|a| m.function_at(a).filter(|s| s.name == "outer").cloned())
+        .expect("outer in the symbol table");
+    assert!(outer.size > 0);
+
+    // Somewhere in outer's body the inlined `inner` must show as a second frame.
+    let chain = (outer.start..outer.start + outer.size)
+        .map(|a| m.symbolize(a))
+        .find(|s| s.frames.len() == 2)
+        .expect("an address inside the inlined inner()");
+    assert_eq!(chain.frames[0].name, "outer");
+    assert_eq!(chain.frames[1].name, "inner");
+    assert_eq!(chain.frames[0].line, Some(line_of("LINE_CALL")));
+    assert_eq!(chain.frames[1].line, Some(line_of("LINE_INNER")));
+    let file = chain.frames[1].file.as_deref().unwrap_or("");
+    assert!(file.ends_with("inline.c"), "file {file}");
+    assert_eq!(chain.symbol.as_ref().map(|s| s.start), Some(outer.start));
+
+    // main calls outer: its first address is in main, one frame.
+    let main = (0..0x10_0000u64)
+        .find_map(|a| m.function_at(a).filter(|s| s.name == "main").cloned())
+        .expect("main in the symbol table");
+    let s = m.symbolize(main.start);
+    assert_eq!(s.frames.len(), 1);
+    assert_eq!(s.frames[0].name, "main");
+}
+
+#[test]
+fn stripped_module_falls_back_to_symbols() {
+    let Some(exe) = build("nodebug", SOURCE, &["-O1"]) else {
+        return;
+    };
+    let m = module(&exe);
+    assert!(!m.has_dwarf());
+    let outer = (0..0x10_0000u64)
+        .find_map(|a| m.function_at(a).filter(|s| s.name == "outer").cloned())
+        .expect("outer in the symbol table");
+    let s = m.symbolize(outer.start + 1);
+    assert_eq!(s.frames.len(), 1);
+    assert_eq!(s.frames[0].name, "outer");
+    assert_eq!(s.frames[0].line, None);
+}
+
+#[test]
+fn bias_maps_every_load_segment_to_its_vaddr() {
+    let lib_src = "int hot(int x) { return x * 7; }\n";
+    let Some(lib) = build("libhot.so", lib_src, &["-g", "-O2", "-shared", "-fPIC"]) else {
+        return;
+    };
+    let m = module(&lib);
+    assert!(m.segments().iter().any(|s| s.executable));
+    let load_base = 0x7f00_0000_0000u64;
+    for seg in m.segments().iter().filter(|s| s.executable) {
+        // The kernel maps whole pages: the mapping starts at the page holding
+        // the segment's first file byte.
+        let page_offset = seg.offset & !0xfff;
+        let mapping_start = load_base + (seg.vaddr & !0xfff);
+        let bias = m.bias(mapping_start, page_offset);
+        let abs = mapping_start + (seg.offset - page_offset);
+        assert_eq!(abs - bias, seg.vaddr, "segment {seg:?}");
+    }
+    let hot = (0..0x10_0000u64)
+        .find_map(|a| m.function_at(a).filter(|s| s.name == "hot").cloned())
+        .expect("hot in the symbol table");
+    assert!(m.symbolize(hot.start).frames[0].line.is_some());
+    assert!(m.unwind_sections().eh_frame.is_some());
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let err = ElfModule::open(Path::new("/nonexistent/lapse/module.so"));
+    assert!(matches!(err, Err(SymbolError::Io { .. })));
+    assert!(ElfModule::from_bytes(Path::new("junk"), b"not an elf".to_vec()).is_err());
+
+    // Every truncation of a real ELF either parses or fails cleanly.
+    let Some(exe) = build("trunc", SOURCE, &["-g", "-O1"]) else {
+        return;
+    };
+    let bytes = std::fs::read(&exe).expect("read gcc output");
+    for cut in (0..bytes.len()).step_by(97) {
+        if let Ok(m) = ElfModule::from_bytes(Path::new("cut"), bytes[..cut].to_vec()) {
+            for a in (0..0x3000).step_by(13) {
+                let _ = m.symbolize(a);
+            }
+        }
+    }
+    // Flipped bytes in the debug info must not panic either.
+    let mut noisy = bytes.clone();
+    for i in (64..noisy.len()).step_by(31) {
+        noisy[i] ^= 0x5a;
+    }
+    if let Ok(m) = ElfModule::from_bytes(Path::new("noisy"), noisy) {
+        for a in (0..0x3000).step_by(7) {
+            let _ = m.symbolize(a);
+        }
+    }
+}
+
+#[test]
+fn cache_opens_each_module_once_and_remembers_failures() {
+    let mut cache = SymbolCache::new();
+    let missing = Path::new("/nonexistent/lapse/other.so");
+    assert!(cache.module(missing).is_err());
+    assert!(cache.symbolize(missing, 0x1000).frames.is_empty());
+}
