@@ -1,0 +1,376 @@
+//! The interval engine of SPEC section 2.1.
+//!
+//! Every value is kept in O(1) per event with running clocks instead of
+//! walking the stack per interval:
+//! - `clock` holds the thread's cumulative elapsed, application and removed
+//!   (probe-cost) time; a call's inclusive values are the clock's advance
+//!   between its enter and its exit.
+//! - A function's inclusive values are taken only from its *outermost* frame
+//!   on the stack (per-function depth counters), which is exactly "each
+//!   distinct function once per interval".
+//! - A call's exclusive values follow the same rules restricted to the call's
+//!   span: the advance of the function's own exclusive total between enter and
+//!   exit (so inner recursive calls' exclusive time is inside the outer
+//!   call's, just as their inclusive time is).
+
+use lapse_data::{Event, EventKind, FunctionId, ModuleId, OsEvent, Timestamp};
+
+use crate::calltree::CallTree;
+use crate::fine::Fine;
+use crate::values::{FunctionStats, ModuleStats, ThreadStats};
+
+/// How to turn intervals into values.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Cost of one probe, removed from every interval delimited by two probes.
+    pub probe_cost_ns: f64,
+    /// `false` for `--no-compensation`.
+    pub compensate: bool,
+    /// `--from`/`--to`: only the parts of intervals inside this window count.
+    pub window: Option<(Timestamp, Timestamp)>,
+    /// Build the call tree (for `calltree`, `callers`, `callees`).
+    pub call_tree: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            probe_cost_ns: 0.0,
+            compensate: true,
+            window: None,
+            call_tree: false,
+        }
+    }
+}
+
+/// One worker's results: dense per-function and per-module tables plus one
+/// row per thread it processed.
+#[derive(Clone, Debug, Default)]
+pub struct Accumulator {
+    pub functions: Vec<FunctionStats>,
+    pub modules: Vec<ModuleStats>,
+    pub threads: Vec<ThreadStats>,
+    pub trees: Vec<CallTree>,
+    /// Frames of each function currently on the stack of the running thread.
+    fn_depth: Vec<u32>,
+    mod_depth: Vec<u32>,
+}
+
+impl Accumulator {
+    /// `module_of[f]` is the module of function `f`; the table's length is the
+    /// number of functions.
+    pub fn new(module_of: &[ModuleId], modules: usize) -> Accumulator {
+        let modules = modules.max(
+            module_of
+                .iter()
+                .map(|m| m.0 as usize + 1)
+                .max()
+                .unwrap_or(0),
+        );
+        Accumulator {
+            functions: vec![FunctionStats::default(); module_of.len()],
+            modules: vec![ModuleStats::default(); modules],
+            threads: Vec::new(),
+            trees: Vec::new(),
+            fn_depth: vec![0; module_of.len()],
+            mod_depth: vec![0; modules],
+        }
+    }
+
+    /// Adds another worker's results (tables of the same sizes).
+    pub fn merge(&mut self, other: Accumulator) {
+        for (a, b) in self.functions.iter_mut().zip(&other.functions) {
+            a.merge(b);
+        }
+        for (a, b) in self.modules.iter_mut().zip(&other.modules) {
+            a.merge(b);
+        }
+        self.threads.extend(other.threads);
+        self.trees.extend(other.trees);
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    function: FunctionId,
+    module: ModuleId,
+    /// Outermost frame of its function: owns the function's inclusive time.
+    first_of_function: bool,
+    first_of_module: bool,
+    /// Whether the enter fell inside the window (only those calls are counted).
+    counted: bool,
+    node: u32,
+    at_enter: Clock,
+    exclusive_at_enter: [Fine; 2],
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Clock {
+    elapsed: Fine,
+    application: Fine,
+    removed: Fine,
+}
+
+/// The analysis of one thread, fed its events in time order.
+pub struct ThreadRun<'a> {
+    acc: &'a mut Accumulator,
+    module_of: &'a [ModuleId],
+    config: Config,
+    cost: Fine,
+    off_cpu: &'a [OsEvent],
+    next_off: usize,
+    stack: Vec<Frame>,
+    clock: Clock,
+    last: Option<Timestamp>,
+    /// The previous boundary was a probe (so the next interval may be compensated).
+    last_was_probe: bool,
+    stats: ThreadStats,
+    tree: Option<CallTree>,
+}
+
+impl<'a> ThreadRun<'a> {
+    /// Starts a thread. `start` is when the thread began (its first interval,
+    /// empty-stack, runs from there to the first event); `off_cpu` are its OS
+    /// events in time order.
+    pub fn new(
+        acc: &'a mut Accumulator,
+        module_of: &'a [ModuleId],
+        config: Config,
+        pid: u32,
+        tid: u32,
+        start: Option<Timestamp>,
+        off_cpu: &'a [OsEvent],
+    ) -> ThreadRun<'a> {
+        let cost = if config.compensate {
+            Fine::from_nanos_f64(config.probe_cost_ns)
+        } else {
+            Fine(0)
+        };
+        let tree = config.call_tree.then(|| CallTree::new(pid, tid));
+        ThreadRun {
+            acc,
+            module_of,
+            config,
+            cost,
+            off_cpu,
+            next_off: 0,
+            stack: Vec::new(),
+            clock: Clock::default(),
+            last: start,
+            last_was_probe: false,
+            stats: ThreadStats {
+                pid,
+                tid,
+                ..ThreadStats::default()
+            },
+            tree,
+        }
+    }
+
+    pub fn feed(&mut self, events: &[Event]) {
+        for e in events {
+            self.event(e);
+        }
+    }
+
+    #[inline]
+    pub fn event(&mut self, e: &Event) {
+        self.stats.events += 1;
+        if e.function.0 as usize >= self.module_of.len() {
+            self.stats.invalid_events += 1;
+            return;
+        }
+        self.advance(e.ts, true);
+        match e.kind {
+            EventKind::Enter => self.enter(e.function, e.ts),
+            EventKind::Exit => self.exit(e.function),
+        }
+    }
+
+    /// Ends the thread at `end` (or at its last event when `None` or earlier):
+    /// the last interval runs to `end`, calls still open are closed there.
+    pub fn finish(mut self, end: Option<Timestamp>) -> ThreadStats {
+        if let Some(end) = end {
+            if self.last.is_none_or(|last| end >= last) {
+                self.advance(end, false);
+            }
+        }
+        while !self.stack.is_empty() {
+            self.stats.open_calls += 1;
+            let f = self.stack[self.stack.len() - 1].function;
+            self.acc.functions[f.0 as usize].open_calls += 1;
+            self.pop();
+        }
+        self.stats.probe_overhead = self.clock.removed;
+        let stats = self.stats;
+        if let Some(tree) = self.tree.take() {
+            self.acc.trees.push(tree);
+        }
+        self.acc.threads.push(stats);
+        stats
+    }
+
+    /// Accounts the interval from the previous boundary to `ts` to the current stack.
+    #[inline]
+    fn advance(&mut self, ts: Timestamp, is_probe: bool) {
+        let Some(last) = self.last else {
+            self.last = Some(ts);
+            self.last_was_probe = is_probe;
+            return;
+        };
+        if ts < last {
+            self.stats.backward_timestamps += 1;
+            self.last_was_probe = is_probe;
+            return;
+        }
+        let has_os_event = self.has_os_event(last, ts);
+        let ns = match self.config.window {
+            None => ts.since(last),
+            Some((from, to)) => ts.min(to).since(last.max(from)),
+        };
+        self.last = Some(ts);
+        let probe_bounded = is_probe && self.last_was_probe;
+        self.last_was_probe = is_probe;
+        let raw = Fine::from_nanos(ns);
+        let removed = if probe_bounded && ns > 0 {
+            Fine(raw.0.min(self.cost.0))
+        } else {
+            Fine(0)
+        };
+        let d = Fine(raw.0 - removed.0);
+        self.clock.elapsed.0 += d.0;
+        self.clock.removed.0 += removed.0;
+        let app = if has_os_event { 0 } else { d.0 };
+        self.clock.application.0 += app;
+        self.stats.time.elapsed_inclusive.0 += d.0;
+        self.stats.time.application_inclusive.0 += app;
+        match self.stack.last() {
+            None => {
+                self.stats.time.elapsed_exclusive.0 += d.0;
+                self.stats.time.application_exclusive.0 += app;
+            }
+            Some(top) => {
+                let f = &mut self.acc.functions[top.function.0 as usize].time;
+                f.elapsed_exclusive.0 += d.0;
+                f.application_exclusive.0 += app;
+                let m = &mut self.acc.modules[top.module.0 as usize].time;
+                m.elapsed_exclusive.0 += d.0;
+                m.application_exclusive.0 += app;
+                if let Some(tree) = &mut self.tree {
+                    tree.add_exclusive(top.node, d, Fine(app));
+                }
+            }
+        }
+    }
+
+    /// True when an off-CPU period overlaps the open interval (`from`, `to`).
+    #[inline]
+    fn has_os_event(&mut self, from: Timestamp, to: Timestamp) -> bool {
+        while let Some(p) = self.off_cpu.get(self.next_off) {
+            if p.to <= from {
+                self.next_off += 1;
+            } else {
+                return p.from < to;
+            }
+        }
+        false
+    }
+
+    fn in_window(&self, ts: Timestamp) -> bool {
+        self.config
+            .window
+            .is_none_or(|(from, to)| ts >= from && ts <= to)
+    }
+
+    #[inline]
+    fn enter(&mut self, function: FunctionId, ts: Timestamp) {
+        let f = function.0 as usize;
+        let module = self.module_of[f];
+        let counted = self.in_window(ts);
+        let first_of_function = self.acc.fn_depth[f] == 0;
+        self.acc.fn_depth[f] += 1;
+        let first_of_module = self.acc.mod_depth[module.0 as usize] == 0;
+        self.acc.mod_depth[module.0 as usize] += 1;
+        let stats = &mut self.acc.functions[f];
+        if counted {
+            stats.calls += 1;
+            self.stats.calls += 1;
+            self.acc.modules[module.0 as usize].calls += 1;
+        }
+        let exclusive_at_enter = [
+            stats.time.elapsed_exclusive,
+            stats.time.application_exclusive,
+        ];
+        let node = match &mut self.tree {
+            Some(tree) => {
+                let parent = self.stack.last().map_or(0, |f| f.node);
+                tree.enter(parent, function, counted)
+            }
+            None => 0,
+        };
+        self.stack.push(Frame {
+            function,
+            module,
+            first_of_function,
+            first_of_module,
+            counted,
+            node,
+            at_enter: self.clock,
+            exclusive_at_enter,
+        });
+    }
+
+    #[inline]
+    fn exit(&mut self, function: FunctionId) {
+        match self.stack.last() {
+            Some(top) if top.function == function => self.pop(),
+            _ => match self.stack.iter().rposition(|f| f.function == function) {
+                // A frame further down matches (longjmp, exception, lost exits):
+                // close the frames above it here, then the matching one.
+                Some(pos) => {
+                    while self.stack.len() > pos + 1 {
+                        self.stats.repaired_exits += 1;
+                        self.pop();
+                    }
+                    self.pop();
+                }
+                None => self.stats.unmatched_exits += 1,
+            },
+        }
+    }
+
+    /// Closes the top frame at the current clock.
+    #[inline]
+    fn pop(&mut self) {
+        let Some(frame) = self.stack.pop() else {
+            return;
+        };
+        let f = frame.function.0 as usize;
+        let m = frame.module.0 as usize;
+        self.acc.fn_depth[f] -= 1;
+        self.acc.mod_depth[m] -= 1;
+        let inc_e = Fine(self.clock.elapsed.0 - frame.at_enter.elapsed.0);
+        let inc_a = Fine(self.clock.application.0 - frame.at_enter.application.0);
+        let removed = Fine(self.clock.removed.0 - frame.at_enter.removed.0);
+        let stats = &mut self.acc.functions[f];
+        let exc_e = Fine(stats.time.elapsed_exclusive.0 - frame.exclusive_at_enter[0].0);
+        let exc_a = Fine(stats.time.application_exclusive.0 - frame.exclusive_at_enter[1].0);
+        if frame.counted {
+            stats.per_call.add_call([inc_e, exc_e, inc_a, exc_a]);
+        }
+        if frame.first_of_function {
+            stats.time.elapsed_inclusive.0 += inc_e.0;
+            stats.time.application_inclusive.0 += inc_a.0;
+            stats.probe_overhead.0 += removed.0;
+        }
+        if frame.first_of_module {
+            let module = &mut self.acc.modules[m];
+            module.time.elapsed_inclusive.0 += inc_e.0;
+            module.time.application_inclusive.0 += inc_a.0;
+            module.probe_overhead.0 += removed.0;
+        }
+        if let Some(tree) = &mut self.tree {
+            tree.exit(frame.node, inc_e, inc_a, removed, frame.counted);
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! One test per rule of SPEC section 2.1/2.3/2.4, on event streams small
+//! enough to check by hand. Times are nanoseconds; every expected value is
+//! worked out in the comment above it.
+
+use lapse_analysis::instrument::{Accumulator, Config, ThreadRun};
+use lapse_analysis::values::{FunctionStats, SessionTotals, ThreadStats};
+use lapse_analysis::Fine;
+use lapse_data::{Event, EventKind, FunctionId, ModuleId, OsEvent, OsEventKind, Timestamp};
+
+const F: u32 = 0;
+const G: u32 = 1;
+const H: u32 = 2;
+
+fn t(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
+
+fn enter(ts: u64, f: u32) -> Event {
+    Event {
+        ts: t(ts),
+        kind: EventKind::Enter,
+        function: FunctionId(f),
+    }
+}
+
+fn exit(ts: u64, f: u32) -> Event {
+    Event {
+        ts: t(ts),
+        kind: EventKind::Exit,
+        function: FunctionId(f),
+    }
+}
+
+fn off(from: u64, to: u64) -> OsEvent {
+    OsEvent {
+        from: t(from),
+        to: t(to),
+        kind: OsEventKind::Switch,
+    }
+}
+
+/// A thread of pid 1: (tid, start, end, events, off-CPU periods).
+struct Thread {
+    pid: u32,
+    tid: u32,
+    start: Option<u64>,
+    end: Option<u64>,
+    events: Vec<Event>,
+    off: Vec<OsEvent>,
+}
+
+fn thread(events: Vec<Event>) -> Thread {
+    Thread {
+        pid: 1,
+        tid: 1,
+        start: None,
+        end: None,
+        events,
+        off: vec![],
+    }
+}
+
+/// Three functions F, G, H; F and H in module 0, G in module 1.
+const MODULE_OF: [ModuleId; 3] = [ModuleId(0), ModuleId(1), ModuleId(0)];
+
+fn run(threads: &[Thread], config: Config) -> Accumulator {
+    let mut acc = Accumulator::new(&MODULE_OF, 2);
+    for th in threads {
+        let mut r = ThreadRun::new(
+            &mut acc,
+            &MODULE_OF,
+            config,
+            th.pid,
+            th.tid,
+            th.start.map(t),
+            &th.off,
+        );
+        r.feed(&th.events);
+        r.finish(th.end.map(t));
+    }
+    acc
+}
+
+fn plain() -> Config {
+    Config::default()
+}
+
+fn ns(v: Fine) -> u64 {
+    v.to_nanos()
+}
+
+/// (elapsed incl, elapsed excl, application incl, application excl)
+fn times(s: &FunctionStats) -> (u64, u64, u64, u64) {
+    let t = s.time;
+    (
+        ns(t.elapsed_inclusive),
+        ns(t.elapsed_exclusive),
+        ns(t.application_inclusive),
+        ns(t.application_exclusive),
+    )
+}
+
+fn thread_times(s: &ThreadStats) -> (u64, u64, u64, u64) {
+    let t = s.time;
+    (
+        ns(t.elapsed_inclusive),
+        ns(t.elapsed_exclusive),
+        ns(t.application_inclusive),
+        ns(t.application_exclusive),
+    )
+}
+
+fn per_call(s: &FunctionStats, i: usize) -> (u64, u64, u64) {
+    (
+        ns(s.per_call.min[i]),
+        ns(s.per_call.max[i]),
+        ns(s.per_call.sum[i]),
+    )
+}
+
+#[test]
+fn recursion_is_counted_once_per_interval() {
+    // F@0 → F@10 → exit F@30 → exit F@40. Intervals: [0,10] {F}, [10,30] {F,F}, [30,40] {F}.
+    // Inclusive counts F once per interval: 10+20+10 = 40 (not 60); exclusive: 40.
+    let acc = run(
+        &[thread(vec![
+            enter(0, F),
+            enter(10, F),
+            exit(30, F),
+            exit(40, F),
+        ])],
+        plain(),
+    );
+    let f = &acc.functions[F as usize];
+    assert_eq!(times(f), (40, 40, 40, 40));
+    assert_eq!(f.calls, 2);
+    // Per call: outer spans 40, inner 20 (inclusive); exclusive restricted to
+    // each span is the same (F is the top throughout): min 20, max 40, sum 60.
+    assert_eq!(per_call(f, 0), (20, 40, 60));
+    assert_eq!(per_call(f, 1), (20, 40, 60));
+    // Thread total equals F's inclusive: inclusive never exceeds the thread's time.
+    assert_eq!(thread_times(&acc.threads[0]).0, 40);
+}
+
+#[test]
+fn os_event_inside_an_interval_removes_it_from_application_time() {
+    // F@0 → G@10 → exit G@30 → exit F@40; the thread is off the CPU during [15,25],
+    // which lies inside interval [10,30] (stack F,G).
+    let mut th = thread(vec![enter(0, F), enter(10, G), exit(30, G), exit(40, F)]);
+    th.off = vec![off(15, 25)];
+    let acc = run(&[th], plain());
+    // G: elapsed 20 incl/excl; the whole interval has an OS event: application 0.
+    assert_eq!(times(&acc.functions[G as usize]), (20, 20, 0, 0));
+    // F: elapsed incl 40, excl [0,10]+[30,40] = 20; application incl 40-20 = 20, excl 20.
+    assert_eq!(times(&acc.functions[F as usize]), (40, 20, 20, 20));
+    let th = &acc.threads[0];
+    assert_eq!(thread_times(th), (40, 0, 20, 0));
+}
+
+#[test]
+fn off_cpu_period_spanning_two_intervals_marks_both() {
+    // F@0 → G@10 → exit G@20; off CPU [5,15] straddles the probe at 10.
+    let mut th = thread(vec![enter(0, F), enter(10, G), exit(20, G), exit(30, F)]);
+    th.off = vec![off(5, 15)];
+    let acc = run(&[th], plain());
+    // [0,10] and [10,20] have the OS event, [20,30] not.
+    assert_eq!(times(&acc.functions[F as usize]), (30, 20, 10, 10));
+    assert_eq!(times(&acc.functions[G as usize]), (10, 10, 0, 0));
+}
+
+#[test]
+fn empty_stack_time_belongs_to_the_thread_only() {
+    // Thread runs [0,50]; F runs [10,30]. Empty-stack intervals [0,10] and [30,50].
+    let mut th = thread(vec![enter(10, F), exit(30, F)]);
+    th.start = Some(0);
+    th.end = Some(50);
+    let acc = run(&[th], plain());
+    assert_eq!(times(&acc.functions[F as usize]), (20, 20, 20, 20));
+    // Thread inclusive = all 50; thread exclusive = the 30 ns of empty stack.
+    assert_eq!(thread_times(&acc.threads[0]), (50, 30, 50, 30));
+    let session = SessionTotals::of_threads(&acc.threads);
+    assert_eq!(ns(session.elapsed_inclusive), 50);
+    // F's exclusive share 20/50 = 40 %, empty stack 60 %: together 100 %.
+    let p = session.time_pcts(&acc.functions[F as usize].time);
+    assert_eq!(p[1], 40.0);
+    assert_eq!(p[1] + session.time_pcts(&acc.threads[0].time)[1], 100.0);
+}
+
+#[test]
+fn thread_that_calls_nothing_still_counts() {
+    let mut th = thread(vec![]);
+    th.start = Some(100);
+    th.end = Some(400);
+    let acc = run(&[th], plain());
+    assert_eq!(thread_times(&acc.threads[0]), (300, 300, 300, 300));
+}
+
+#[test]
+fn two_threads_add_up_in_the_session() {
+    // Thread 1: F [0,100]. Thread 2: G [0,60], off CPU [10,30].
+    let a = thread(vec![enter(0, F), exit(100, F)]);
+    let mut b = thread(vec![enter(0, G), exit(60, G)]);
+    b.tid = 2;
+    b.off = vec![off(10, 30)];
+    let acc = run(&[a, b], plain());
+    let session = SessionTotals::of_threads(&acc.threads);
+    // Elapsed: 100 + 60; application: 100 + 0 (G's only interval has the OS event).
+    assert_eq!(ns(session.elapsed_inclusive), 160);
+    assert_eq!(ns(session.application_inclusive), 100);
+    let p = session.time_pcts(&acc.functions[F as usize].time);
+    // F: 100/160 elapsed = 62.5 %, 100/100 application = 100 %.
+    assert_eq!(p, [62.5, 62.5, 100.0, 100.0]);
+    let p = session.time_pcts(&acc.functions[G as usize].time);
+    assert_eq!(p, [37.5, 37.5, 0.0, 0.0]);
+}
+
+#[test]
+fn two_processes_each_get_their_threads() {
+    let a = thread(vec![enter(0, F), exit(10, F)]);
+    let mut b = thread(vec![enter(0, F), exit(30, F)]);
+    b.pid = 2;
+    b.tid = 2;
+    let acc = run(&[a, b], plain());
+    let by_pid = |pid| {
+        acc.threads
+            .iter()
+            .filter(|t| t.pid == pid)
+            .map(|t| ns(t.time.elapsed_inclusive))
+            .sum::<u64>()
+    };
+    assert_eq!((by_pid(1), by_pid(2)), (10, 30));
+    // The function row sums over processes: 10 + 30.
+    assert_eq!(times(&acc.functions[F as usize]).0, 40);
+    assert_eq!(acc.functions[F as usize].calls, 2);
+}
+
+#[test]
+fn module_is_counted_once_when_any_of_its_frames_is_on_the_stack() {
+    // F(mod 0)@0 → G(mod 1)@10 → H(mod 0)@20 → exit H@30 → exit G@40 → exit F@50.
+    let acc = run(
+        &[thread(vec![
+            enter(0, F),
+            enter(10, G),
+            enter(20, H),
+            exit(30, H),
+            exit(40, G),
+            exit(50, F),
+        ])],
+        plain(),
+    );
+    let m0 = &acc.modules[0].time;
+    let m1 = &acc.modules[1].time;
+    // Module 0 is on the stack in every interval: inclusive 50 (not 50 + 10 for H).
+    assert_eq!(ns(m0.elapsed_inclusive), 50);
+    // Module 0 exclusive: top in module 0 during [0,10], [20,30], [40,50] = 30.
+    assert_eq!(ns(m0.elapsed_exclusive), 30);
+    // Module 1: inclusive [10,40] = 30; exclusive [10,20] + [30,40] = 20.
+    assert_eq!(
+        (ns(m1.elapsed_inclusive), ns(m1.elapsed_exclusive)),
+        (30, 20)
+    );
+    assert_eq!(acc.modules[0].calls, 2);
+}
+
+#[test]
+fn per_call_min_max_under_recursion_and_mixed_calls() {
+    // F@0 → G@5 → exit G@15 → F@20 → exit F@50 → exit F@60.
+    // Calls of F: outer [0,60] inclusive 60; inner [20,50] inclusive 30.
+    // F's exclusive: [0,5] 5 + [15,20] 5 + [20,50] 30 + [50,60] 10 = 50.
+    // Per-call exclusive (F on top within the span): outer 50, inner 30.
+    let acc = run(
+        &[thread(vec![
+            enter(0, F),
+            enter(5, G),
+            exit(15, G),
+            enter(20, F),
+            exit(50, F),
+            exit(60, F),
+        ])],
+        plain(),
+    );
+    let f = &acc.functions[F as usize];
+    assert_eq!(times(f), (60, 50, 60, 50));
+    assert_eq!(per_call(f, 0), (30, 60, 90));
+    assert_eq!(per_call(f, 1), (30, 50, 80));
+    let g = &acc.functions[G as usize];
+    assert_eq!(per_call(g, 0), (10, 10, 10));
+}
+
+#[test]
+fn call_open_at_thread_end_is_closed_there_and_marked() {
+    let mut th = thread(vec![enter(10, F), enter(20, G), exit(30, G)]);
+    th.end = Some(50);
+    let acc = run(&[th], plain());
+    let f = &acc.functions[F as usize];
+    // F closed at the thread's end, 50: inclusive 40, exclusive [10,20] + [30,50] = 30.
+    assert_eq!(times(f), (40, 30, 40, 30));
+    assert_eq!((f.calls, f.open_calls), (1, 1));
+    assert_eq!(per_call(f, 0), (40, 40, 40));
+    assert_eq!(acc.threads[0].open_calls, 1);
+}
+
+#[test]
+fn zero_length_intervals_count_as_calls_with_zero_time() {
+    let acc = run(
+        &[thread(vec![
+            enter(10, F),
+            enter(10, G),
+            exit(10, G),
+            exit(20, F),
+        ])],
+        plain(),
+    );
+    let g = &acc.functions[G as usize];
+    assert_eq!(times(g), (0, 0, 0, 0));
+    assert_eq!(g.calls, 1);
+    assert_eq!(per_call(g, 0), (0, 0, 0));
+    assert_eq!(times(&acc.functions[F as usize]), (10, 10, 10, 10));
+}
+
+#[test]
+fn compensation_subtracts_the_probe_cost_per_interval_never_below_zero() {
+    // Cost 5 ns. Intervals between probes: [0,3] 3 → 0 (floor, 3 removed),
+    // [3,13] 10 → 5, [13,20] 7 → 2. The thread starts at -: no start bound.
+    let events = vec![enter(0, F), enter(3, G), exit(13, G), exit(20, F)];
+    let config = Config {
+        probe_cost_ns: 5.0,
+        ..Config::default()
+    };
+    let acc = run(&[thread(events.clone())], config);
+    let f = &acc.functions[F as usize];
+    // F inclusive 0 + 5 + 2 = 7, exclusive 0 + 2 = 2; G inclusive = exclusive = 5.
+    assert_eq!(times(f), (7, 2, 7, 2));
+    assert_eq!(times(&acc.functions[G as usize]), (5, 5, 5, 5));
+    // Removed inside F's span: 3 + 5 + 5 = 13.
+    assert_eq!(ns(f.probe_overhead), 13);
+    // --no-compensation gives the raw values.
+    let raw = run(
+        &[thread(events)],
+        Config {
+            probe_cost_ns: 5.0,
+            compensate: false,
+            ..Config::default()
+        },
+    );
+    assert_eq!(times(&raw.functions[F as usize]), (20, 10, 20, 10));
+    assert_eq!(ns(raw.functions[F as usize].probe_overhead), 0);
+}
+
+#[test]
+fn fractional_probe_cost_is_exact_over_many_intervals() {
+    // 1000 calls of G, each exit 100 ns after its enter, cost 0.25 ns:
+    // G inclusive = 1000 × 99.75 = 99750 exactly.
+    let mut ev = vec![enter(0, F)];
+    for i in 0..1000u64 {
+        ev.push(enter(200 * i + 100, G));
+        ev.push(exit(200 * i + 200, G));
+    }
+    ev.push(exit(200_100, F));
+    let config = Config {
+        probe_cost_ns: 0.25,
+        ..Config::default()
+    };
+    let acc = run(&[thread(ev)], config);
+    assert_eq!(ns(acc.functions[G as usize].time.elapsed_inclusive), 99_750);
+}
+
+#[test]
+fn compensation_skips_intervals_bounded_by_thread_start_or_end() {
+    // Start 0, F [10,20], end 30: only [10,20] is delimited by two probes.
+    let mut th = thread(vec![enter(10, F), exit(20, F)]);
+    th.start = Some(0);
+    th.end = Some(30);
+    let acc = run(
+        &[th],
+        Config {
+            probe_cost_ns: 4.0,
+            ..Config::default()
+        },
+    );
+    assert_eq!(thread_times(&acc.threads[0]), (26, 20, 26, 20));
+    assert_eq!(times(&acc.functions[F as usize]).0, 6);
+}
+
+#[test]
+fn percentages_use_their_own_denominators() {
+    // F [0,100] with off-CPU [0,50] inside its only interval... split so that
+    // application and elapsed denominators differ: F@0 → G@40 → exit G@60 → exit F@100,
+    // off CPU [45,55] (inside G's interval).
+    let mut th = thread(vec![enter(0, F), enter(40, G), exit(60, G), exit(100, F)]);
+    th.off = vec![off(45, 55)];
+    let acc = run(&[th], plain());
+    let s = SessionTotals::of_threads(&acc.threads);
+    // Session: elapsed 100, application 80.
+    assert_eq!(
+        (ns(s.elapsed_inclusive), ns(s.application_inclusive)),
+        (100, 80)
+    );
+    // F: elapsed incl 100 → 100 %, excl 80 → 80 %; application incl 80 → 100 %, excl 80 → 100 %.
+    assert_eq!(
+        s.time_pcts(&acc.functions[F as usize].time),
+        [100.0, 80.0, 100.0, 100.0]
+    );
+    // G: elapsed 20 → 20 %, application 0.
+    assert_eq!(
+        s.time_pcts(&acc.functions[G as usize].time),
+        [20.0, 20.0, 0.0, 0.0]
+    );
+    // Samples: 3 of 4 → 75 %.
+    let s = SessionTotals { samples: 4, ..s };
+    assert_eq!(s.sample_pcts(3, 1), [75.0, 25.0]);
+}
+
+#[test]
+fn exits_that_match_no_entry_are_repaired_and_counted() {
+    // F@0 → G@10 → exit F@20 (G's exit lost, e.g. longjmp): G is closed at 20.
+    // Then an exit of H which is not on the stack at all: ignored.
+    let acc = run(
+        &[thread(vec![
+            enter(0, F),
+            enter(10, G),
+            exit(20, F),
+            exit(25, H),
+        ])],
+        plain(),
+    );
+    assert_eq!(times(&acc.functions[G as usize]).0, 10);
+    assert_eq!(times(&acc.functions[F as usize]).0, 20);
+    let th = &acc.threads[0];
+    assert_eq!((th.repaired_exits, th.unmatched_exits), (1, 1));
+}
+
+#[test]
+fn window_keeps_only_the_part_of_each_interval_inside_it() {
+    // F [0,100], G [20,80]; window [50,90]: F 40, G [50,80] 30; F excl [80,90] 10.
+    let config = Config {
+        window: Some((t(50), t(90))),
+        ..Config::default()
+    };
+    let acc = run(
+        &[thread(vec![
+            enter(0, F),
+            enter(20, G),
+            exit(80, G),
+            exit(100, F),
+        ])],
+        config,
+    );
+    assert_eq!(times(&acc.functions[F as usize]), (40, 10, 40, 10));
+    assert_eq!(times(&acc.functions[G as usize]), (30, 30, 30, 30));
+    // Calls whose enter lies outside the window are not counted.
+    assert_eq!(acc.functions[G as usize].calls, 0);
+}
+
+#[test]
+fn call_tree_and_edges() {
+    // F → G [10,20]; F → H → G [30,50]; G → G recursion [35,45] inside.
+    let events = vec![
+        enter(0, F),
+        enter(10, G),
+        exit(20, G),
+        enter(30, H),
+        enter(30, G),
+        enter(35, G),
+        exit(45, G),
+        exit(50, G),
+        exit(50, H),
+        exit(60, F),
+    ];
+    let config = Config {
+        call_tree: true,
+        ..Config::default()
+    };
+    let acc = run(&[thread(events)], config);
+    let tree = &acc.trees[0];
+    // root → F → {G, H → G → G}: 5 nodes + root.
+    assert_eq!(tree.nodes.len(), 6);
+    let edges = tree.edges();
+    let fg = edges[&(Some(FunctionId(F)), FunctionId(G))];
+    assert_eq!((fg.calls, ns(fg.time.elapsed_inclusive)), (1, 10));
+    let hg = edges[&(Some(FunctionId(H)), FunctionId(G))];
+    assert_eq!((hg.calls, ns(hg.time.elapsed_inclusive)), (1, 20));
+    // G → G: the recursive call, 10 ns.
+    let gg = edges[&(Some(FunctionId(G)), FunctionId(G))];
+    assert_eq!(
+        (
+            gg.calls,
+            ns(gg.time.elapsed_inclusive),
+            ns(gg.time.elapsed_exclusive)
+        ),
+        (1, 10, 10)
+    );
+    let root = edges[&(None, FunctionId(F))];
+    assert_eq!(ns(root.time.elapsed_inclusive), 60);
+}
