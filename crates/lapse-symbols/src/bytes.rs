@@ -65,6 +65,13 @@ impl SectionData {
     }
 }
 
+impl Default for SectionData {
+    /// No bytes.
+    fn default() -> Self {
+        SectionData::from_vec(Vec::new())
+    }
+}
+
 impl Deref for SectionData {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

@@ -35,7 +35,7 @@ pub struct UnwindSections {
     pub eh_frame: Option<Section>,
     pub eh_frame_hdr: Option<Section>,
     pub debug_frame: Option<Section>,
-    pub got_svma: Option<u64>,
+    pub got_svma: Option<Range<u64>>,
 }
 
 /// One level of the inline chain at an address.
@@ -290,6 +290,8 @@ fn unwind_sections(file: &object::File<'_>, data: &SectionData) -> UnwindSection
         eh_frame: section(".eh_frame"),
         eh_frame_hdr: section(".eh_frame_hdr"),
         debug_frame: section(".debug_frame"),
-        got_svma: file.section_by_name(".got").map(|s| s.address()),
+        got_svma: file
+            .section_by_name(".got")
+            .map(|s| s.address()..s.address() + s.size()),
     }
 }

@@ -1,0 +1,113 @@
+//! One process' modules and the unwinder over them.
+
+use std::ops::Range;
+
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
+use lapse_symbols::{SectionData, UnwindSections};
+
+use crate::stack::{StackCopy, UserRegs};
+use crate::MAX_FRAMES;
+
+type Native = framehop::UnwinderNative<SectionData, framehop::MayAllocateDuringUnwind>;
+type Cache = framehop::CacheNative<framehop::MayAllocateDuringUnwind>;
+
+/// The code modules mapped in one process, ready to unwind its samples.
+/// Cloning it gives a forked child the parent's modules.
+pub struct ProcessUnwinder {
+    unwinder: Native,
+    cache: Cache,
+}
+
+impl Default for ProcessUnwinder {
+    fn default() -> Self {
+        ProcessUnwinder::new()
+    }
+}
+
+impl Clone for ProcessUnwinder {
+    fn clone(&self) -> Self {
+        ProcessUnwinder {
+            unwinder: self.unwinder.clone(),
+            cache: Cache::new(),
+        }
+    }
+}
+
+impl ProcessUnwinder {
+    pub fn new() -> ProcessUnwinder {
+        ProcessUnwinder {
+            unwinder: Native::new(),
+            cache: Cache::new(),
+        }
+    }
+
+    /// Adds an executable mapping `avma` of a module whose module-relative
+    /// addresses are `absolute - bias`. A module without unwind sections is
+    /// still worth adding: its frames are then unwound with frame pointers.
+    pub fn add_module(
+        &mut self,
+        name: &str,
+        avma: Range<u64>,
+        bias: u64,
+        sections: &UnwindSections,
+    ) {
+        let range = |s: &Option<lapse_symbols::Section>| {
+            s.as_ref()
+                .map(|s| s.svma..s.svma.saturating_add(s.data.len() as u64))
+        };
+        let info = ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma: sections.text_svma.clone(),
+            text: sections.text.clone(),
+            got_svma: sections.got_svma.clone(),
+            eh_frame_svma: range(&sections.eh_frame),
+            eh_frame: sections.eh_frame.as_ref().map(|s| s.data.clone()),
+            eh_frame_hdr_svma: range(&sections.eh_frame_hdr),
+            eh_frame_hdr: sections.eh_frame_hdr.as_ref().map(|s| s.data.clone()),
+            debug_frame: sections.debug_frame.as_ref().map(|s| s.data.clone()),
+            ..Default::default()
+        };
+        self.unwinder
+            .add_module(Module::new(name.to_owned(), avma, bias, info));
+    }
+
+    /// Forgets the mapping that started at `avma_start` (munmap, exec).
+    pub fn remove_module(&mut self, avma_start: u64) {
+        self.unwinder.remove_module(avma_start);
+    }
+
+    /// Unwinds one sample into `out` (cleared first): absolute lookup
+    /// addresses, innermost first. Stops at the root, at the end of the
+    /// stack copy, at the first address it cannot unwind, or at [`MAX_FRAMES`].
+    pub fn unwind(&mut self, regs: &UserRegs, stack: &StackCopy<'_>, out: &mut Vec<u64>) {
+        out.clear();
+        if regs.ip == 0 {
+            return;
+        }
+        let mut read = |addr: u64| stack.read_u64(addr).ok_or(());
+        let mut frames =
+            self.unwinder
+                .iter_frames(regs.ip, native_regs(regs), &mut self.cache, &mut read);
+        while out.len() < MAX_FRAMES {
+            match frames.next() {
+                Ok(Some(frame)) => out.push(lookup_address(frame)),
+                // `Err` is also how a stack whose root was not recognised ends.
+                Ok(None) | Err(_) => break,
+            }
+        }
+    }
+}
+
+fn lookup_address(frame: FrameAddress) -> u64 {
+    frame.address_for_lookup()
+}
+
+#[cfg(target_arch = "x86_64")]
+fn native_regs(regs: &UserRegs) -> framehop::UnwindRegsNative {
+    framehop::UnwindRegsNative::new(regs.ip, regs.sp, regs.fp)
+}
+
+#[cfg(target_arch = "aarch64")]
+fn native_regs(regs: &UserRegs) -> framehop::UnwindRegsNative {
+    framehop::UnwindRegsNative::new(regs.lr, regs.sp, regs.fp)
+}
