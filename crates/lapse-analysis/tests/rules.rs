@@ -493,3 +493,117 @@ fn call_tree_and_edges() {
     let root = edges[&(None, FunctionId(F))];
     assert_eq!(ns(root.time.elapsed_inclusive), 60);
 }
+
+mod sampling {
+    use lapse_analysis::sample::SampleAnalysis;
+    use lapse_data::*;
+
+    fn frame(id: u32, module: u32, functions: &[(u32, u32)]) -> FrameInfo {
+        FrameInfo {
+            id: FrameId(id),
+            module: ModuleId(module),
+            address: 0x100 * u64::from(id),
+            functions: functions
+                .iter()
+                .map(|&(f, line)| FrameFunction {
+                    function: FunctionId(f),
+                    source_file: Some("a.c".into()),
+                    line: Some(line),
+                })
+                .collect(),
+        }
+    }
+
+    fn node(id: u32, parent: Option<u32>, frame: u32) -> StackNode {
+        StackNode {
+            id: StackId(id),
+            parent: parent.map(StackId),
+            frame: FrameId(frame),
+        }
+    }
+
+    fn sample(stack: Option<u32>) -> Sample {
+        Sample {
+            pid: 1,
+            tid: 1,
+            ts: Timestamp::from_nanos(0),
+            cpu: 0,
+            stack: stack.map(StackId),
+            weight: 1,
+        }
+    }
+
+    #[test]
+    fn inclusive_once_per_sample_exclusive_to_the_top() {
+        // Frames: 0 = main (fn 0, line 10), 1 = fib (fn 1, line 20), 2 = fib (fn 1, line 21),
+        // 3 = leaf in module 1 with an inlined helper (fn 3 inlined into fn 2).
+        let frames = vec![
+            frame(0, 0, &[(0, 10)]),
+            frame(1, 0, &[(1, 20)]),
+            frame(2, 0, &[(1, 21)]),
+            frame(3, 1, &[(2, 30), (3, 31)]),
+        ];
+        // Stacks: 0 main; 1 main→fib; 2 main→fib→fib(line 21); 3 main→leaf(inlined).
+        let stacks = vec![
+            node(0, None, 0),
+            node(1, Some(0), 1),
+            node(2, Some(1), 2),
+            node(3, Some(0), 3),
+        ];
+        let mut a = SampleAnalysis::default();
+        for s in [Some(2), Some(2), Some(1), Some(3), None] {
+            a.add(&sample(s));
+        }
+        a.finish(&stacks, &frames);
+        assert_eq!(a.samples, 5);
+        // main: on 4 stacks, top of none.
+        assert_eq!(
+            (
+                a.functions[&FunctionId(0)].inclusive,
+                a.functions[&FunctionId(0)].exclusive
+            ),
+            (4, 0)
+        );
+        // fib: recursion counted once: inclusive 3 (not 5), exclusive 3.
+        assert_eq!(
+            (
+                a.functions[&FunctionId(1)].inclusive,
+                a.functions[&FunctionId(1)].exclusive
+            ),
+            (3, 3)
+        );
+        // The inlined function 3 is the top of stack 3; its caller fn 2 is inclusive only.
+        assert_eq!(
+            (
+                a.functions[&FunctionId(3)].inclusive,
+                a.functions[&FunctionId(3)].exclusive
+            ),
+            (1, 1)
+        );
+        assert_eq!(
+            (
+                a.functions[&FunctionId(2)].inclusive,
+                a.functions[&FunctionId(2)].exclusive
+            ),
+            (1, 0)
+        );
+        // Lines: a.c:21 is the top of two samples; a.c:20 is the call site in them and top of one.
+        let line = |l: u32| a.lines[&("a.c".to_string(), l)];
+        assert_eq!((line(21).inclusive, line(21).exclusive), (2, 2));
+        assert_eq!((line(20).inclusive, line(20).exclusive), (3, 1));
+        // Module 0 on every resolved stack; module 1 top of one.
+        assert_eq!(a.modules[&ModuleId(0)].inclusive, 4);
+        assert_eq!(
+            (
+                a.modules[&ModuleId(1)].inclusive,
+                a.modules[&ModuleId(1)].exclusive
+            ),
+            (1, 1)
+        );
+        // Thread: 5 samples, 1 without a frame (exclusive).
+        assert_eq!(
+            (a.threads[&(1, 1)].inclusive, a.threads[&(1, 1)].exclusive),
+            (5, 1)
+        );
+    }
+}
