@@ -1,0 +1,242 @@
+//! Sampling: every traced process' address space, kept current from mmap,
+//! fork and exec records, and the unwinding of its samples.
+//!
+//! Modules are opened once (by path) with `lapse-symbols`; the same parsed
+//! module serves unwinding during recording (its `.eh_frame`) and
+//! symbolization at the end. Only executable mappings are tracked: those are
+//! the only ones code addresses can fall in.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use lapse_data::{MappingInfo, ModuleId, ModuleInfo, Timestamp};
+use lapse_symbols::ElfModule;
+use lapse_unwind::{ProcessUnwinder, StackCopy, UserRegs};
+
+/// Name of the pseudo module holding addresses that fall in no known mapping.
+pub(crate) const UNKNOWN_MODULE: &str = "[unknown]";
+
+pub(crate) struct LoadedModule {
+    pub(crate) info: ModuleInfo,
+    /// `None` when the file could not be read (deleted, anonymous, foreign).
+    pub(crate) elf: Option<ElfModule>,
+}
+
+/// Every module seen in the session, by path; ids are dense in order of appearance.
+#[derive(Default)]
+pub(crate) struct ModuleTable {
+    by_path: HashMap<String, ModuleId>,
+    modules: Vec<LoadedModule>,
+}
+
+impl ModuleTable {
+    /// The id for `path`, and the module's record when it is new (to be written).
+    pub(crate) fn intern(&mut self, path: &str) -> (ModuleId, Option<ModuleInfo>) {
+        if let Some(&id) = self.by_path.get(path) {
+            return (id, None);
+        }
+        let id = ModuleId(self.modules.len() as u32);
+        let elf = open_module(path);
+        let info = ModuleInfo {
+            id,
+            path: path.to_owned(),
+            build_id: elf.as_ref().and_then(|e| e.build_id()).map(<[u8]>::to_vec),
+        };
+        self.by_path.insert(path.to_owned(), id);
+        self.modules.push(LoadedModule {
+            info: info.clone(),
+            elf,
+        });
+        (id, Some(info))
+    }
+
+    pub(crate) fn get(&self, id: ModuleId) -> Option<&LoadedModule> {
+        self.modules.get(id.0 as usize)
+    }
+}
+
+/// Opens the ELF behind a mapping's path; `[vdso]` is read from lapse's own
+/// process, whose vdso is the same image the kernel gives every process.
+fn open_module(path: &str) -> Option<ElfModule> {
+    if path == "[vdso]" {
+        return own_vdso().and_then(|b| ElfModule::from_bytes(Path::new(path), b).ok());
+    }
+    let real = path.strip_suffix(" (deleted)").unwrap_or(path);
+    if !real.starts_with('/') {
+        return None;
+    }
+    ElfModule::open(Path::new(real)).ok()
+}
+
+fn own_vdso() -> Option<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
+    let (start, end) = line.split_whitespace().next()?.split_once('-')?;
+    let start = u64::from_str_radix(start, 16).ok()?;
+    let end = u64::from_str_radix(end, 16).ok()?;
+    let mut mem = std::fs::File::open("/proc/self/mem").ok()?;
+    mem.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = vec![0u8; usize::try_from(end.checked_sub(start)?).ok()?];
+    mem.read_exact(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Mapped {
+    start: u64,
+    end: u64,
+    module: ModuleId,
+    bias: u64,
+}
+
+/// One process' executable mappings and its unwinder.
+#[derive(Clone, Default)]
+struct ProcessSpace {
+    /// Sorted by start, non-overlapping.
+    mappings: Vec<Mapped>,
+    unwinder: ProcessUnwinder,
+}
+
+impl ProcessSpace {
+    fn find(&self, addr: u64) -> Option<&Mapped> {
+        let i = self.mappings.partition_point(|m| m.start <= addr);
+        self.mappings[..i].last().filter(|m| addr < m.end)
+    }
+}
+
+/// What a new mapping produced for the data file.
+pub(crate) struct NewMapping {
+    pub(crate) module: Option<ModuleInfo>,
+    pub(crate) mapping: MappingInfo,
+}
+
+#[derive(Default)]
+pub(crate) struct AddressSpaces {
+    pub(crate) modules: ModuleTable,
+    processes: HashMap<u32, ProcessSpace>,
+    unknown: Option<ModuleId>,
+}
+
+impl AddressSpaces {
+    /// An executable mapping appeared in `pid` (mmap2 record or /proc/PID/maps).
+    pub(crate) fn map(
+        &mut self,
+        pid: u32,
+        start: u64,
+        len: u64,
+        file_offset: u64,
+        path: &str,
+        time: Timestamp,
+    ) -> NewMapping {
+        let end = start.saturating_add(len);
+        let (module, new_module) = self.modules.intern(path);
+        let loaded = self.modules.get(module);
+        let elf = loaded.and_then(|m| m.elf.as_ref());
+        let bias = match elf {
+            Some(e) => e.bias(start, file_offset),
+            None => start.wrapping_sub(file_offset),
+        };
+        let space = self.processes.entry(pid).or_default();
+        // A mapping over old ones replaces them (mmap MAP_FIXED, dlclose + dlopen).
+        let overlapping: Vec<u64> = space
+            .mappings
+            .iter()
+            .filter(|m| m.start < end && start < m.end)
+            .map(|m| m.start)
+            .collect();
+        for old in overlapping {
+            space.unwinder.remove_module(old);
+        }
+        space.mappings.retain(|m| !(m.start < end && start < m.end));
+        let at = space.mappings.partition_point(|m| m.start < start);
+        space.mappings.insert(
+            at,
+            Mapped {
+                start,
+                end,
+                module,
+                bias,
+            },
+        );
+        if let Some(e) = elf {
+            space
+                .unwinder
+                .add_module(path, start..end, bias, e.unwind_sections());
+        }
+        NewMapping {
+            module: new_module,
+            mapping: MappingInfo {
+                pid,
+                module,
+                start,
+                end,
+                file_offset,
+                bias,
+                time,
+            },
+        }
+    }
+
+    /// `child` was forked from `parent`: it starts with the parent's mappings.
+    pub(crate) fn fork(&mut self, parent: u32, child: u32) {
+        if parent == child || self.processes.contains_key(&child) {
+            return;
+        }
+        if let Some(space) = self.processes.get(&parent) {
+            let copy = space.clone();
+            self.processes.insert(child, copy);
+        }
+    }
+
+    /// `pid` called exec: the old image is gone, the new one's mmaps follow.
+    pub(crate) fn exec(&mut self, pid: u32) {
+        self.processes.insert(pid, ProcessSpace::default());
+    }
+
+    /// Module and module-relative address of absolute `addr` in `pid`.
+    pub(crate) fn resolve(&self, pid: u32, addr: u64) -> Option<(ModuleId, u64)> {
+        let m = self.processes.get(&pid)?.find(addr)?;
+        Some((m.module, addr.wrapping_sub(m.bias)))
+    }
+
+    /// Like [`resolve`](Self::resolve), but an address in no mapping lands in
+    /// the `[unknown]` pseudo module with its absolute value; the new module
+    /// record is returned when that module is first needed.
+    pub(crate) fn resolve_or_unknown(
+        &mut self,
+        pid: u32,
+        addr: u64,
+    ) -> ((ModuleId, u64), Option<ModuleInfo>) {
+        if let Some(hit) = self.resolve(pid, addr) {
+            return (hit, None);
+        }
+        match self.unknown {
+            Some(id) => ((id, addr), None),
+            None => {
+                let (id, info) = self.modules.intern(UNKNOWN_MODULE);
+                self.unknown = Some(id);
+                ((id, addr), info)
+            }
+        }
+    }
+
+    /// Unwinds one sample of `pid` into absolute lookup addresses, innermost first.
+    pub(crate) fn unwind(
+        &mut self,
+        pid: u32,
+        regs: &UserRegs,
+        stack: &StackCopy<'_>,
+        out: &mut Vec<u64>,
+    ) {
+        match self.processes.get_mut(&pid) {
+            Some(space) => space.unwinder.unwind(regs, stack, out),
+            None => {
+                out.clear();
+                if regs.ip != 0 {
+                    out.push(regs.ip);
+                }
+            }
+        }
+    }
+}
