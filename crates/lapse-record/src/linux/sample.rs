@@ -224,13 +224,17 @@ fn record_time(rec: &[u8], id_layout: &SampleIdLayout) -> u64 {
 }
 
 fn create_output(opts: &RecordOptions) -> Result<File, RecordError> {
-    File::create(&opts.output).map_err(|e| {
-        RecordError::Unsupported(format!("cannot write {}: {e}", opts.output.display()))
+    File::create(&opts.output).map_err(|source| RecordError::Output {
+        path: opts.output.clone(),
+        source,
     })
 }
 
 fn io_error(opts: &RecordOptions) -> impl Fn(std::io::Error) -> RecordError + '_ {
-    move |e| RecordError::Unsupported(format!("writing {}: {e}", opts.output.display()))
+    move |source| RecordError::Output {
+        path: opts.output.clone(),
+        source,
+    }
 }
 
 /// `lapse record --method sample -- CMD`: launch held, arm, release, record until it exits.
@@ -239,15 +243,16 @@ pub(crate) fn record_command(
     command: &[String],
 ) -> Result<RecordOutcome, RecordError> {
     let mut plan = Plan::from_options(opts)?;
-    let Some(program_name) = command.first() else {
-        return Err(RecordError::Unsupported("no command to record".into()));
-    };
+    let program_name = command.first().ok_or(RecordError::NoCommand)?;
     let program = launch::resolve_command(program_name)
-        .ok_or_else(|| RecordError::Unsupported(format!("{program_name}: command not found")))?;
+        .ok_or_else(|| RecordError::CommandNotFound(program_name.clone()))?;
     let file = create_output(opts)?;
     launch::catch_termination_signals();
     let child = launch::spawn_held(&program, command, &[])
-        .map_err(|e| RecordError::Unsupported(format!("cannot start {program_name}: {e}")))?;
+        .map_err(|source| RecordError::Spawn {
+            command: program_name.clone(),
+            source,
+        })?;
     let mut rings = match Rings::open(&mut plan, &[child.pid], true) {
         Ok(r) => r,
         Err(e) => {
@@ -282,11 +287,7 @@ pub(crate) fn record_command(
         match launch::wait(child.pid, false) {
             Ok(Some(status)) => break status,
             Ok(None) => {}
-            Err(e) => {
-                return Err(RecordError::Unsupported(format!(
-                    "waiting for the target: {e}"
-                )))
-            }
+            Err(e) => return Err(RecordError::Wait(e)),
         }
     };
     rings

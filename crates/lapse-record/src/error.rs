@@ -1,0 +1,28 @@
+//! What can go wrong while recording, with enough context for one line.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::linux::perf::PerfError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("no command to record")]
+    NoCommand,
+    #[error("command not found: {0}")]
+    CommandNotFound(String),
+    #[error("cannot write the data file {path}: {source}")]
+    Output { path: PathBuf, source: io::Error },
+    #[error("cannot set up the session directory {path}: {source}")]
+    SessionDir { path: PathBuf, source: io::Error },
+    #[error("cannot start {command}: {source}")]
+    Spawn { command: String, source: io::Error },
+    #[error(transparent)]
+    Perf(#[from] PerfError),
+    #[error("waiting for the target: {0}")]
+    Wait(io::Error),
+    #[error("receiving from the runtime: {0}")]
+    Receive(io::Error),
+}

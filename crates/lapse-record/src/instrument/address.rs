@@ -1,0 +1,264 @@
+//! From absolute addresses in a process to (module, module-relative address),
+//! and from there to the session's dense function ids.
+//!
+//! Mappings come from perf MMAP2 records as they are processed and, when an
+//! address falls outside every known mapping (the perf records lag behind the
+//! runtime's events, or a fork child has not been seen yet), from
+//! `/proc/PID/maps`. Only executable mappings matter here.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use lapse_data::{FunctionId, MappingInfo, ModuleId, ModuleInfo, Record, Timestamp};
+use lapse_symbols::ElfModule;
+
+/// One executable mapping of a module into a process.
+#[derive(Clone, Copy, Debug)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    module: ModuleId,
+    /// absolute − bias = module-relative
+    bias: u64,
+}
+
+#[derive(Clone, Default)]
+struct AddressSpace {
+    /// Sorted by start, non-overlapping.
+    maps: Vec<Mapping>,
+    /// absolute function address → id, for this process image.
+    functions: HashMap<u64, FunctionId>,
+}
+
+struct ModuleEntry {
+    /// The module's ELF (layout, build-id, symbols), when it could be read.
+    elf: Option<ElfModule>,
+}
+
+/// A new mapping as perf or /proc reports it.
+pub struct NewMapping<'a> {
+    pub pid: u32,
+    pub start: u64,
+    pub len: u64,
+    pub pgoff: u64,
+    pub path: &'a str,
+    pub build_id: Option<&'a [u8]>,
+    pub time: Timestamp,
+}
+
+/// Modules, per-process address spaces and the function table.
+#[derive(Default)]
+pub struct AddressBook {
+    module_ids: HashMap<String, ModuleId>,
+    modules: Vec<ModuleInfo>,
+    module_entries: Vec<ModuleEntry>,
+    spaces: HashMap<u32, AddressSpace>,
+    function_ids: HashMap<(ModuleId, u64), FunctionId>,
+    /// Indexed by FunctionId: (module, module-relative address).
+    functions: Vec<(ModuleId, u64)>,
+    /// Module and mapping records not yet written to the file.
+    pending: Vec<Record>,
+}
+
+impl AddressBook {
+    /// Every function so far: (id = index, module, module-relative address).
+    pub fn functions(&self) -> &[(ModuleId, u64)] {
+        &self.functions
+    }
+
+    /// The parsed ELF of `module`, if it could be read.
+    pub fn elf(&self, module: ModuleId) -> Option<&ElfModule> {
+        self.module_entries.get(module.0 as usize)?.elf.as_ref()
+    }
+
+    /// Module and mapping records to write.
+    pub fn take_pending(&mut self) -> Vec<Record> {
+        std::mem::take(&mut self.pending)
+    }
+
+    fn module(&mut self, path: &str, build_id: Option<&[u8]>) -> ModuleId {
+        if let Some(&id) = self.module_ids.get(path) {
+            return id;
+        }
+        let id = ModuleId(self.modules.len() as u32);
+        let elf = if path.starts_with('/') {
+            ElfModule::open(Path::new(path)).ok()
+        } else {
+            None
+        };
+        let file_build_id = elf.as_ref().and_then(|e| e.build_id()).map(<[u8]>::to_vec);
+        let info = ModuleInfo {
+            id,
+            path: path.to_owned(),
+            build_id: build_id.map(<[u8]>::to_vec).or(file_build_id),
+        };
+        self.pending.push(Record::Module(info.clone()));
+        self.modules.push(info);
+        self.module_entries.push(ModuleEntry { elf });
+        self.module_ids.insert(path.to_owned(), id);
+        id
+    }
+
+    /// Records an executable mapping.
+    pub fn add_mapping(&mut self, m: NewMapping<'_>) {
+        let path = if m.path.is_empty() { "[anon]" } else { m.path };
+        let module = self.module(path, m.build_id);
+        let bias = match &self.module_entries[module.0 as usize].elf {
+            Some(elf) => elf.bias(m.start, m.pgoff),
+            None => m.start.wrapping_sub(m.pgoff),
+        };
+        let end = m.start.saturating_add(m.len);
+        let space = self.spaces.entry(m.pid).or_default();
+        space.maps.retain(|x| x.end <= m.start || x.start >= end);
+        let at = space.maps.partition_point(|x| x.start < m.start);
+        space.maps.insert(
+            at,
+            Mapping {
+                start: m.start,
+                end,
+                module,
+                bias,
+            },
+        );
+        space.functions.retain(|&a, _| a < m.start || a >= end);
+        self.pending.push(Record::Mapping(MappingInfo {
+            pid: m.pid,
+            module,
+            start: m.start,
+            end,
+            file_offset: m.pgoff,
+            bias,
+            time: m.time,
+        }));
+    }
+
+    /// A fork child starts with its parent's address space.
+    pub fn fork(&mut self, parent: u32, child: u32) {
+        if self.spaces.contains_key(&child) {
+            return;
+        }
+        let copy = self.spaces.get(&parent).cloned().unwrap_or_default();
+        self.spaces.insert(child, copy);
+    }
+
+    /// A new image replaced the process: forget its mappings.
+    pub fn exec(&mut self, pid: u32) {
+        self.spaces.remove(&pid);
+    }
+
+    /// The function id for absolute address `addr` in process `pid`.
+    pub fn resolve(&mut self, pid: u32, addr: u64, now: Timestamp) -> FunctionId {
+        if let Some(&id) = self.spaces.get(&pid).and_then(|s| s.functions.get(&addr)) {
+            return id;
+        }
+        let mut hit = self.lookup(pid, addr);
+        if hit.is_none() {
+            self.load_proc_maps(pid, now);
+            hit = self.lookup(pid, addr);
+        }
+        let (module, rel) = match hit {
+            Some(m) => (m.module, addr.wrapping_sub(m.bias)),
+            None => (self.module("[unknown]", None), addr),
+        };
+        let next = FunctionId(self.functions.len() as u32);
+        let id = *self.function_ids.entry((module, rel)).or_insert(next);
+        if id == next {
+            self.functions.push((module, rel));
+        }
+        self.spaces
+            .entry(pid)
+            .or_default()
+            .functions
+            .insert(addr, id);
+        id
+    }
+
+    fn lookup(&self, pid: u32, addr: u64) -> Option<Mapping> {
+        let maps = &self.spaces.get(&pid)?.maps;
+        let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
+        let m = maps[i];
+        (addr < m.end).then_some(m)
+    }
+
+    /// Reads the executable mappings of a live process from /proc.
+    pub fn load_proc_maps(&mut self, pid: u32, now: Timestamp) {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return;
+        };
+        for line in text.lines() {
+            if let Some((start, end, pgoff, path)) = parse_maps_line(line) {
+                if self
+                    .lookup(pid, start)
+                    .is_some_and(|m| m.start == start && m.end == end)
+                {
+                    continue;
+                }
+                self.add_mapping(NewMapping {
+                    pid,
+                    start,
+                    len: end - start,
+                    pgoff,
+                    path,
+                    build_id: None,
+                    time: now,
+                });
+            }
+        }
+    }
+}
+
+/// `start-end perms offset dev inode path` → executable mappings only.
+fn parse_maps_line(line: &str) -> Option<(u64, u64, u64, &str)> {
+    let mut fields = line.splitn(6, ' ');
+    let range = fields.next()?;
+    let perms = fields.next()?;
+    let offset = fields.next()?;
+    let _dev = fields.next()?;
+    let _inode = fields.next()?;
+    let path = fields.next().unwrap_or("").trim_start();
+    if perms.as_bytes().get(2) != Some(&b'x') {
+        return None;
+    }
+    let (a, b) = range.split_once('-')?;
+    let start = u64::from_str_radix(a, 16).ok()?;
+    let end = u64::from_str_radix(b, 16).ok()?;
+    let pgoff = u64::from_str_radix(offset, 16).ok()?;
+    (end > start).then_some((start, end, pgoff, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_keep_executable_ones() {
+        let l = "5581a000-5581b000 r-xp 00001000 08:01 1234   /usr/bin/demo";
+        assert_eq!(
+            parse_maps_line(l),
+            Some((0x5581a000, 0x5581b000, 0x1000, "/usr/bin/demo"))
+        );
+        assert_eq!(parse_maps_line("1000-2000 rw-p 00000000 00:00 0"), None);
+    }
+
+    #[test]
+    fn same_function_in_two_processes_gets_one_id() {
+        let mut book = AddressBook::default();
+        for (pid, start) in [(1, 0x1000_0000u64), (2, 0x2000_0000)] {
+            book.add_mapping(NewMapping {
+                pid,
+                start,
+                len: 0x1000,
+                pgoff: 0,
+                path: "[test]",
+                build_id: None,
+                time: Timestamp::from_nanos(0),
+            });
+        }
+        let a = book.resolve(1, 0x1000_0040, Timestamp::from_nanos(0));
+        let b = book.resolve(2, 0x2000_0040, Timestamp::from_nanos(0));
+        let c = book.resolve(2, 0x2000_0080, Timestamp::from_nanos(0));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(book.functions()[a.0 as usize].1, 0x40);
+    }
+}

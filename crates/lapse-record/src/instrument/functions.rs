@@ -1,0 +1,30 @@
+//! Naming the session's functions at the end of recording, from each
+//! module's symbol table and line table (via `lapse-symbols`).
+
+use lapse_data::{FunctionId, FunctionInfo};
+
+use super::address::AddressBook;
+
+/// One [`FunctionInfo`] per function id, named `0x<addr>` when no symbol holds it.
+pub fn function_table(book: &AddressBook) -> Vec<FunctionInfo> {
+    book.functions()
+        .iter()
+        .enumerate()
+        .map(|(i, &(module, address))| {
+            let elf = book.elf(module);
+            let symbol = elf.and_then(|e| e.function_at(address));
+            let (source_file, line) = match (elf, symbol) {
+                (Some(e), Some(s)) => e.location(s.start),
+                _ => (None, None),
+            };
+            FunctionInfo {
+                id: FunctionId(i as u32),
+                module,
+                address,
+                name: symbol.map_or_else(|| format!("{address:#x}"), |s| s.name.clone()),
+                source_file,
+                line,
+            }
+        })
+        .collect()
+}

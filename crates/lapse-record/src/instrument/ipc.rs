@@ -1,0 +1,164 @@
+//! The recorder's end of the runtime's transport: a listening SOCK_SEQPACKET
+//! socket in the session's temporary directory, and the connections of the
+//! target's process images. Everything is non-blocking; the main loop polls.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+use lapse_rt::protocol::MAX_DATAGRAM;
+
+/// Receive buffer asked of the kernel per connection, to absorb bursts.
+const RCVBUF_BYTES: i32 = 8 << 20;
+
+pub struct Listener {
+    fd: OwnedFd,
+}
+
+pub struct Conn {
+    fd: OwnedFd,
+    /// Processes that have sent on this connection (fork children share it).
+    pub pids: Vec<u32>,
+}
+
+/// What one `recv` on a connection gave.
+pub enum Recv {
+    Datagram(usize),
+    WouldBlock,
+    Closed,
+}
+
+fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+impl Listener {
+    pub fn bind(path: &Path) -> io::Result<Listener> {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = path.as_os_str().as_bytes();
+        // SAFETY: sockaddr_un is plain old data.
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        if bytes.len() >= addr.sun_path.len() {
+            return Err(io::Error::other("socket path too long"));
+        }
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+            *d = *s as libc::c_char;
+        }
+        // SAFETY: plain socket calls on a fd we own; addr is initialised.
+        unsafe {
+            let fd = cvt(libc::socket(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                0,
+            ))?;
+            let fd = OwnedFd::from_raw_fd(fd);
+            cvt(libc::bind(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_un).cast(),
+                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            ))?;
+            cvt(libc::listen(fd.as_raw_fd(), 128))?;
+            Ok(Listener { fd })
+        }
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// A pending connection, if any.
+    pub fn accept(&self) -> io::Result<Option<Conn>> {
+        // SAFETY: accept4 on our listening socket; no address wanted.
+        let rc = unsafe {
+            libc::accept4(
+                self.fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNABORTED) => Ok(None),
+                _ => Err(e),
+            };
+        }
+        // SAFETY: rc is a new fd that we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(rc) };
+        for (opt, val) in [
+            (libc::SO_RCVBUFFORCE, RCVBUF_BYTES),
+            (libc::SO_RCVBUF, RCVBUF_BYTES),
+        ] {
+            // SAFETY: setting an int socket option; failure is harmless.
+            let ok = unsafe {
+                libc::setsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&val as *const i32).cast(),
+                    std::mem::size_of::<i32>() as libc::socklen_t,
+                )
+            };
+            if ok == 0 {
+                break;
+            }
+        }
+        Ok(Some(Conn {
+            fd,
+            pids: Vec::new(),
+        }))
+    }
+}
+
+impl Conn {
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Receives one datagram into `buf` (at least [`MAX_DATAGRAM`] long).
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Recv> {
+        debug_assert!(buf.len() >= MAX_DATAGRAM);
+        // SAFETY: buf is valid for writes of buf.len() bytes.
+        let n = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(Recv::WouldBlock),
+                Some(libc::ECONNRESET) => Ok(Recv::Closed),
+                _ => Err(e),
+            };
+        }
+        Ok(if n == 0 {
+            Recv::Closed
+        } else {
+            Recv::Datagram(n as usize)
+        })
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passes.
+pub fn wait_readable(fds: &[RawFd], timeout_ms: i32) {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: pfds is a valid array of pollfd; EINTR just ends the wait early.
+    unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+}

@@ -1,0 +1,330 @@
+//! What the kernel tells about the target: context switches (→ off-CPU
+//! `OsEvent`s), forks, exits, thread names and executable mappings, from one
+//! software "dummy" perf event per CPU that follows every thread and child
+//! (`inherit`) and is armed at exec (`enable_on_exec`). Optional major page
+//! faults go into the same rings.
+//!
+//! Records from different CPUs' rings are merged in time order before use
+//! (a thread's switch-out and switch-in may be on two CPUs): each round only
+//! records older than the moment the round began, less a margin, are applied.
+
+use std::collections::HashMap;
+
+use lapse_data::{OsEvent, OsEventBlock, OsEventKind, Timestamp};
+use perf_event_open_sys::bindings as b;
+
+use super::address::{AddressBook, NewMapping};
+use crate::linux::perf::{self, KernelTscScale, PerfError, PerfEvent};
+use crate::linux::records::{self, PerfRecord, SampleIdLayout};
+
+/// Ring size per CPU, in pages.
+const RING_PAGES: usize = 256;
+/// Records younger than this stay queued for one more round.
+const ORDER_MARGIN_NS: u64 = 2_000_000;
+
+#[derive(Debug, Default, Clone)]
+pub struct ThreadLife {
+    pub name: Option<String>,
+    pub start: Option<Timestamp>,
+    pub end: Option<Timestamp>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct ProcessLife {
+    pub ppid: Option<u32>,
+    pub start: Option<Timestamp>,
+    pub end: Option<Timestamp>,
+}
+
+#[derive(Default)]
+struct OffCpu {
+    since: Option<(u64, bool)>,
+    done: Vec<OsEvent>,
+}
+
+enum Queued {
+    Switch {
+        pid: u32,
+        tid: u32,
+        out: bool,
+        preempted: bool,
+    },
+    Fault {
+        pid: u32,
+        tid: u32,
+    },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+    },
+    Exit {
+        pid: u32,
+        tid: u32,
+    },
+    Comm {
+        pid: u32,
+        tid: u32,
+        name: String,
+    },
+    Mmap {
+        pid: u32,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+        build_id: Option<Vec<u8>>,
+        path: String,
+    },
+}
+
+pub struct OsCollector {
+    events: Vec<PerfEvent>,
+    /// Extra events (faults) whose output goes to `events`' rings.
+    _redirected: Vec<PerfEvent>,
+    layout: SampleIdLayout,
+    queue: Vec<(u64, Queued)>,
+    off_cpu: HashMap<(u32, u32), OffCpu>,
+    pub threads: HashMap<(u32, u32), ThreadLife>,
+    pub processes: HashMap<u32, ProcessLife>,
+    pub lost_records: u64,
+    scratch: Vec<u8>,
+}
+
+impl OsCollector {
+    /// Opens the per-CPU events on `pid` (disabled until it execs).
+    pub fn open(pid: i32, faults: bool) -> Result<OsCollector, PerfError> {
+        let sample_type = u64::from(b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME);
+        let mut events = Vec::new();
+        let mut redirected = Vec::new();
+        for cpu in perf::online_cpus() {
+            let mut attr = perf::new_attr();
+            attr.type_ = b::PERF_TYPE_SOFTWARE;
+            attr.config = u64::from(b::PERF_COUNT_SW_DUMMY);
+            attr.sample_type = sample_type;
+            attr.set_disabled(1);
+            attr.set_enable_on_exec(1);
+            attr.set_inherit(1);
+            attr.set_context_switch(1);
+            attr.set_comm(1);
+            attr.set_comm_exec(1);
+            attr.set_task(1);
+            attr.set_mmap(1);
+            attr.set_mmap2(1);
+            attr.set_sample_id_all(1);
+            attr.set_exclude_kernel(1);
+            attr.set_exclude_hv(1);
+            attr.set_use_clockid(1);
+            attr.clockid = libc::CLOCK_MONOTONIC;
+            let ev = PerfEvent::open(&mut attr, pid, cpu, RING_PAGES)?;
+            if faults {
+                let mut fa = perf::new_attr();
+                fa.type_ = b::PERF_TYPE_SOFTWARE;
+                fa.config = u64::from(b::PERF_COUNT_SW_PAGE_FAULTS_MAJ);
+                fa.__bindgen_anon_1.sample_period = 1;
+                fa.sample_type = sample_type;
+                fa.set_disabled(1);
+                fa.set_enable_on_exec(1);
+                fa.set_inherit(1);
+                fa.set_sample_id_all(1);
+                fa.set_use_clockid(1);
+                fa.clockid = libc::CLOCK_MONOTONIC;
+                let f = PerfEvent::open(&mut fa, pid, cpu, 0)?;
+                f.set_output(&ev)?;
+                redirected.push(f);
+            }
+            events.push(ev);
+        }
+        Ok(OsCollector {
+            events,
+            _redirected: redirected,
+            layout: SampleIdLayout::new(sample_type),
+            queue: Vec::new(),
+            off_cpu: HashMap::new(),
+            threads: HashMap::new(),
+            processes: HashMap::new(),
+            lost_records: 0,
+            scratch: Vec::new(),
+        })
+    }
+
+    pub fn tsc_scale(&self) -> Option<KernelTscScale> {
+        self.events.iter().find_map(PerfEvent::tsc_scale)
+    }
+
+    /// Reads every ring, then applies the queued records older than `upto_ns`.
+    pub fn poll(&mut self, upto_ns: u64, book: &mut AddressBook) {
+        let layout = self.layout;
+        let queue = &mut self.queue;
+        let mut lost = 0;
+        for ev in &mut self.events {
+            ev.drain(&mut self.scratch, |rec| {
+                match records::parse(rec, &layout) {
+                    Some(r) => {
+                        if let Some(q) = queued(r, &mut lost) {
+                            queue.push(q);
+                        }
+                    }
+                    None => lost += 1,
+                }
+            });
+        }
+        self.lost_records += lost;
+        self.queue.sort_by_key(|q| q.0);
+        let ready = self
+            .queue
+            .partition_point(|q| q.0 <= upto_ns.saturating_sub(ORDER_MARGIN_NS));
+        let now: Vec<(u64, Queued)> = self.queue.drain(..ready).collect();
+        for (time, q) in now {
+            self.apply(time, q, book);
+        }
+    }
+
+    fn apply(&mut self, time: u64, q: Queued, book: &mut AddressBook) {
+        let ts = Timestamp::from_nanos(time);
+        match q {
+            Queued::Switch {
+                pid,
+                tid,
+                out,
+                preempted,
+            } => {
+                let oc = self.off_cpu.entry((pid, tid)).or_default();
+                if out {
+                    oc.since = Some((time, preempted));
+                } else if let Some((from, pre)) = oc.since.take() {
+                    let kind = if pre {
+                        OsEventKind::Preempt
+                    } else {
+                        OsEventKind::Switch
+                    };
+                    oc.done.push(OsEvent {
+                        from: Timestamp::from_nanos(from),
+                        to: ts,
+                        kind,
+                    });
+                }
+                self.threads.entry((pid, tid)).or_default();
+            }
+            Queued::Fault { pid, tid } => {
+                let oc = self.off_cpu.entry((pid, tid)).or_default();
+                oc.done.push(OsEvent {
+                    from: ts,
+                    to: ts,
+                    kind: OsEventKind::Fault,
+                });
+            }
+            Queued::Fork { pid, ppid, tid } => {
+                self.threads.entry((pid, tid)).or_default().start = Some(ts);
+                if pid == tid && pid != ppid {
+                    let p = self.processes.entry(pid).or_default();
+                    p.ppid = Some(ppid);
+                    p.start = Some(ts);
+                    book.fork(ppid, pid);
+                }
+            }
+            Queued::Exit { pid, tid } => {
+                self.threads.entry((pid, tid)).or_default().end = Some(ts);
+                if pid == tid {
+                    self.processes.entry(pid).or_default().end = Some(ts);
+                }
+            }
+            Queued::Comm { pid, tid, name } => {
+                self.threads.entry((pid, tid)).or_default().name = Some(name);
+            }
+            Queued::Mmap {
+                pid,
+                addr,
+                len,
+                pgoff,
+                build_id,
+                path,
+            } => book.add_mapping(NewMapping {
+                pid,
+                start: addr,
+                len,
+                pgoff,
+                path: &path,
+                build_id: build_id.as_deref(),
+                time: ts,
+            }),
+        }
+    }
+
+    /// Off-CPU periods collected so far, as blocks ready to write.
+    pub fn take_blocks(&mut self) -> Vec<OsEventBlock> {
+        let mut blocks = Vec::new();
+        for (&(pid, tid), oc) in &mut self.off_cpu {
+            if !oc.done.is_empty() {
+                blocks.push(OsEventBlock {
+                    pid,
+                    tid,
+                    events: std::mem::take(&mut oc.done),
+                });
+            }
+        }
+        blocks
+    }
+}
+
+fn queued(r: PerfRecord<'_>, lost: &mut u64) -> Option<(u64, Queued)> {
+    Some(match r {
+        PerfRecord::Switch { out, preempted, id } => (
+            id.time,
+            Queued::Switch {
+                pid: id.pid,
+                tid: id.tid,
+                out,
+                preempted,
+            },
+        ),
+        PerfRecord::Fork {
+            pid,
+            ppid,
+            tid,
+            time,
+            ..
+        } => (time, Queued::Fork { pid, ppid, tid }),
+        PerfRecord::Exit { pid, tid, time, .. } => (time, Queued::Exit { pid, tid }),
+        PerfRecord::Comm {
+            pid, tid, name, id, ..
+        } => (id.time, Queued::Comm { pid, tid, name }),
+        PerfRecord::Mmap2 {
+            pid,
+            addr,
+            len,
+            pgoff,
+            prot,
+            build_id,
+            path,
+            id,
+            ..
+        } => {
+            if prot & libc::PROT_EXEC as u32 == 0 {
+                return None;
+            }
+            let build_id = build_id.map(<[u8]>::to_vec);
+            (
+                id.time,
+                Queued::Mmap {
+                    pid,
+                    addr,
+                    len,
+                    pgoff,
+                    build_id,
+                    path,
+                },
+            )
+        }
+        PerfRecord::Sample { body, .. } => {
+            // sample_type TID|TIME: pid, tid, time
+            let mut r = records::Reader::new(body, 0);
+            let (pid, tid, time) = (r.u32()?, r.u32()?, r.u64()?);
+            (time, Queued::Fault { pid, tid })
+        }
+        PerfRecord::Lost { lost: n } => {
+            *lost += n;
+            return None;
+        }
+        PerfRecord::Other { .. } => return None,
+    })
+}

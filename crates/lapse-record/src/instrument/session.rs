@@ -1,0 +1,492 @@
+//! One instrumentation recording from launch to footer.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lapse_data::{Footer, Method, ProcessInfo, Record, SessionHeader, ThreadInfo, Timestamp};
+use lapse_rt::protocol::{self, MsgHeader, MsgKind, MAX_DATAGRAM};
+
+use super::address::AddressBook;
+use super::functions::function_table;
+use super::ipc::{wait_readable, Conn, Listener, Recv};
+use super::os::OsCollector;
+use super::output::Output;
+use super::session_dir::SessionDir;
+use super::threads::Threads;
+use crate::linux::clock::{self, TickClock};
+use crate::linux::launch::{self, HeldChild};
+use crate::{RecordError, RecordOptions, RecordOutcome};
+
+/// How long to wait for the runtime's first hello before writing the header anyway.
+const HELLO_WAIT: Duration = Duration::from_millis(500);
+/// After the target exited, how long descendants may keep the session open silently.
+const LINGER: Duration = Duration::from_secs(2);
+/// Datagrams read from one connection before looking at the others.
+const READ_BURST: usize = 256;
+
+#[derive(Default)]
+struct Proc {
+    command: Vec<String>,
+    ppid: Option<u32>,
+    start: Option<Timestamp>,
+    exec_at: Option<Timestamp>,
+    said_hello: bool,
+}
+
+struct Session {
+    out: Output,
+    book: AddressBook,
+    threads: Threads,
+    os: OsCollector,
+    clock: TickClock,
+    listener: Listener,
+    conns: Vec<(Conn, bool)>,
+    buf: Vec<u8>,
+    procs: HashMap<u32, Proc>,
+    probe_cost_ns: Option<f64>,
+    last_data: Instant,
+    bad_datagrams: u64,
+    root: u32,
+}
+
+/// Records `argv` (resolved to `program`) with the runtime preloaded.
+pub fn record(
+    opts: &RecordOptions,
+    program: &Path,
+    argv: &[String],
+) -> Result<RecordOutcome, RecordError> {
+    let dir = SessionDir::create()?;
+    let listener =
+        Listener::bind(&dir.socket_path()).map_err(|source| RecordError::SessionDir {
+            path: dir.socket_path(),
+            source,
+        })?;
+    let out = Output::create(&opts.output)?;
+    let mut preload = dir.runtime_path().display().to_string();
+    if let Ok(old) = std::env::var("LD_PRELOAD") {
+        if !old.is_empty() {
+            preload = format!("{preload} {old}");
+        }
+    }
+    let spill = format!("{}.spill", opts.output.display());
+    let env = [
+        ("LD_PRELOAD".to_owned(), preload),
+        (
+            protocol::ENV_SOCKET.to_owned(),
+            dir.socket_path().display().to_string(),
+        ),
+        (protocol::ENV_SPILL.to_owned(), spill),
+        (protocol::ENV_CALIBRATE.to_owned(), "1".to_owned()),
+    ];
+    let mut child =
+        launch::spawn_held(program, argv, &env).map_err(|source| RecordError::Spawn {
+            command: argv.join(" "),
+            source,
+        })?;
+    let faults = opts.os_events.iter().any(|e| e == "fault");
+    let os = match OsCollector::open(child.pid, faults) {
+        Ok(os) => os,
+        Err(e) => {
+            child.abandon();
+            return Err(e.into());
+        }
+    };
+    let clock = TickClock::calibrate(os.tsc_scale());
+    launch::catch_termination_signals();
+    let mut s = Session {
+        out,
+        book: AddressBook::default(),
+        threads: Threads::default(),
+        os,
+        clock,
+        listener,
+        conns: Vec::new(),
+        buf: Vec::new(),
+        procs: HashMap::new(),
+        probe_cost_ns: None,
+        last_data: Instant::now(),
+        bad_datagrams: 0,
+        root: child.pid as u32,
+    };
+    let start = clock::monotonic_now();
+    let start_unix_ns = clock::realtime_unix_ns();
+    s.procs.insert(
+        s.root,
+        Proc {
+            command: argv.to_vec(),
+            start: Some(start),
+            ..Proc::default()
+        },
+    );
+    child.release();
+    let run = s.run(opts, &mut child, start, start_unix_ns, faults);
+    drop(dir);
+    run
+}
+
+impl Session {
+    fn run(
+        &mut self,
+        opts: &RecordOptions,
+        child: &mut HeldChild,
+        start: Timestamp,
+        start_unix_ns: u64,
+        faults: bool,
+    ) -> Result<RecordOutcome, RecordError> {
+        let mut exit_status = None;
+        // The header carries the probe cost the runtime measures at start-up.
+        let hello_deadline = Instant::now() + HELLO_WAIT;
+        while self.probe_cost_ns.is_none()
+            && Instant::now() < hello_deadline
+            && exit_status.is_none()
+        {
+            self.accept()?;
+            let first = self.conns.first().map(|c| c.0.raw_fd());
+            let got = first.is_some() && self.read_conn(0, 1)?;
+            if !got {
+                let fds: Vec<i32> = first.into_iter().chain([self.listener.raw_fd()]).collect();
+                wait_readable(&fds, 5);
+            }
+            exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
+        }
+        let mut os_events = vec!["switch".to_owned()];
+        if faults {
+            os_events.push("fault".to_owned());
+        }
+        let mut notes = Vec::new();
+        if opts.os_events.iter().any(|e| e == "syscall") {
+            notes.push("syscall OS events are not collected by this version".to_owned());
+        }
+        let header = SessionHeader {
+            command: match &opts.target {
+                crate::Target::Command(c) => c.clone(),
+                crate::Target::Pid { pid, .. } => vec!["--pid".into(), pid.to_string()],
+            },
+            start_unix_ns,
+            start,
+            clock: "monotonic".into(),
+            host: hostname(),
+            method: Method::Instrumentation,
+            probe_cost_ns: self.probe_cost_ns.unwrap_or(0.0),
+            os_events,
+            sample_event: None,
+            sample_period: None,
+            sample_period_is_time: false,
+            lapse_version: env!("CARGO_PKG_VERSION").into(),
+            notes,
+            tsc: Some(self.clock.calibration()),
+        };
+        self.out.record(&Record::Session(header))?;
+        // The datagram read above (if any) was handled; go on until the end.
+        let mut exited_at: Option<Instant> = None;
+        loop {
+            launch::forward_pending_signal(child.pid);
+            self.accept()?;
+            let mut busy = false;
+            for i in 0..self.conns.len() {
+                busy |= self.read_conn(i, READ_BURST)?;
+            }
+            self.conns.retain(|c| !c.1);
+            self.poll_os(false)?;
+            self.flush_periodic(false)?;
+            if exit_status.is_none() {
+                exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
+                if exit_status.is_some() {
+                    exited_at = Some(Instant::now());
+                }
+            }
+            if let Some(t) = exited_at {
+                if self.conns.is_empty()
+                    || (self.last_data.elapsed() > LINGER && t.elapsed() > LINGER)
+                {
+                    self.accept()?;
+                    if self.conns.is_empty() || t.elapsed() > LINGER {
+                        break;
+                    }
+                }
+            }
+            if !busy {
+                let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
+                fds.push(self.listener.raw_fd());
+                wait_readable(&fds, 20);
+            }
+        }
+        // Whatever is still queued on open connections.
+        for i in 0..self.conns.len() {
+            self.read_conn(i, usize::MAX)?;
+        }
+        self.poll_os(true)?;
+        self.flush_periodic(true)?;
+        self.finish(exit_status)
+    }
+
+    fn accept(&mut self) -> Result<(), RecordError> {
+        while let Some(c) = self.listener.accept().map_err(RecordError::Receive)? {
+            self.conns.push((c, false));
+        }
+        Ok(())
+    }
+
+    /// Reads up to `max` datagrams from connection `i`; true if any came.
+    fn read_conn(&mut self, i: usize, max: usize) -> Result<bool, RecordError> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(MAX_DATAGRAM + 64, 0);
+        let mut got = false;
+        let mut n = 0;
+        while n < max && !self.conns[i].1 {
+            match self.conns[i]
+                .0
+                .recv(&mut buf)
+                .map_err(RecordError::Receive)?
+            {
+                Recv::Datagram(len) => {
+                    got = true;
+                    n += 1;
+                    self.handle(i, &buf[..len])?;
+                }
+                Recv::WouldBlock => break,
+                Recv::Closed => self.conns[i].1 = true,
+            }
+        }
+        if got {
+            self.last_data = Instant::now();
+        }
+        self.buf = buf;
+        Ok(got)
+    }
+
+    fn handle(&mut self, conn: usize, datagram: &[u8]) -> Result<(), RecordError> {
+        let Ok(h) = MsgHeader::parse(datagram) else {
+            self.bad_datagrams += 1;
+            return Ok(());
+        };
+        let at = self.clock.to_timestamp(h.b);
+        match h.kind {
+            MsgKind::Hello => self.hello(conn, &h, at)?,
+            MsgKind::Events => {
+                if h.flags & protocol::FLAG_DISCARD == 0 {
+                    let events = protocol::events(datagram);
+                    let batch = self.threads.add_events(
+                        h.pid,
+                        h.tid,
+                        h.a,
+                        events,
+                        &mut self.book,
+                        &self.clock,
+                    );
+                    self.write_book()?;
+                    if let Some(b) = batch {
+                        self.out.events(h.pid, h.tid, &b)?;
+                    }
+                }
+            }
+            MsgKind::Fork => self.threads.fork(h.pid, h.tid, h.b),
+            MsgKind::Child => {
+                self.book.fork(h.c, h.pid);
+                self.threads.child(h.pid, h.tid, h.c, h.b, at);
+                let p = self.procs.entry(h.pid).or_default();
+                p.ppid = Some(h.c);
+                p.start.get_or_insert(at);
+                p.said_hello = true;
+                let parent_cmd = self
+                    .procs
+                    .get(&h.c)
+                    .map(|p| p.command.clone())
+                    .unwrap_or_default();
+                let p = self.procs.entry(h.pid).or_default();
+                if p.command.is_empty() {
+                    p.command = parent_cmd;
+                }
+                self.note_pid(conn, h.pid);
+            }
+            MsgKind::Exec => {
+                self.procs.entry(h.pid).or_default().exec_at = Some(at);
+            }
+        }
+        Ok(())
+    }
+
+    fn note_pid(&mut self, conn: usize, pid: u32) {
+        let pids = &mut self.conns[conn].0.pids;
+        if !pids.contains(&pid) {
+            pids.push(pid);
+        }
+    }
+
+    fn hello(&mut self, conn: usize, h: &MsgHeader, at: Timestamp) -> Result<(), RecordError> {
+        if self.probe_cost_ns.is_none() && h.a > 0 {
+            self.probe_cost_ns = Some(self.clock.ticks_to_ns(h.a as f64 / 1024.0));
+        }
+        let exec = self.procs.get(&h.pid).is_some_and(|p| p.said_hello);
+        if exec {
+            // The old image's last datagrams are on its own (now closed)
+            // connection: take them before closing its calls.
+            for j in 0..self.conns.len() {
+                if j != conn && self.conns[j].0.pids.contains(&h.pid) {
+                    self.read_conn(j, usize::MAX)?;
+                }
+            }
+            let end = self.procs.get(&h.pid).and_then(|p| p.exec_at).unwrap_or(at);
+            for (tid, batch) in self.threads.exec(h.pid, end) {
+                self.out.events(h.pid, tid, &batch)?;
+            }
+            self.book.exec(h.pid);
+        }
+        let p = self.procs.entry(h.pid).or_default();
+        p.said_hello = true;
+        p.exec_at = None;
+        p.start.get_or_insert(at);
+        if p.ppid.is_none() {
+            p.ppid = Some(h.c);
+        }
+        if let Some(cmd) = read_cmdline(h.pid) {
+            p.command = cmd;
+        }
+        self.note_pid(conn, h.pid);
+        Ok(())
+    }
+
+    fn write_book(&mut self) -> Result<(), RecordError> {
+        for r in self.book.take_pending() {
+            self.out.record(&r)?;
+        }
+        Ok(())
+    }
+
+    fn poll_os(&mut self, all: bool) -> Result<(), RecordError> {
+        let upto = if all {
+            u64::MAX
+        } else {
+            clock::monotonic_now().as_nanos()
+        };
+        self.os.poll(upto, &mut self.book);
+        self.write_book()
+    }
+
+    /// Every 100 ms (or at the end): partial batches and OS events go out and
+    /// the file is flushed, so a killed recorder loses at most that much.
+    fn flush_periodic(&mut self, force: bool) -> Result<(), RecordError> {
+        if !force && !self.out.due() {
+            return Ok(());
+        }
+        let batches: Vec<_> = self
+            .threads
+            .streams_mut()
+            .filter_map(|s| s.take_batch(true).map(|b| (s.pid, s.tid, b)))
+            .collect();
+        for (pid, tid, b) in batches {
+            self.out.events(pid, tid, &b)?;
+        }
+        for block in self.os.take_blocks() {
+            self.out.record(&Record::OsEvents(block))?;
+        }
+        self.out.flush(true)
+    }
+
+    fn finish(&mut self, exit_status: Option<i32>) -> Result<RecordOutcome, RecordError> {
+        let end = clock::monotonic_now();
+        let mut last_ts: HashMap<(u32, u32), Timestamp> = HashMap::new();
+        for s in self.threads.streams() {
+            last_ts.insert((s.pid, s.tid), s.last_ts());
+        }
+        let mut keys: Vec<(u32, u32)> = last_ts.keys().copied().collect();
+        keys.extend(self.os.threads.keys().copied());
+        keys.sort_unstable();
+        keys.dedup();
+        let mut pids: Vec<u32> = keys.iter().map(|k| k.0).collect();
+        pids.extend(self.procs.keys().copied());
+        pids.sort_unstable();
+        pids.dedup();
+        for &pid in &pids {
+            let p = self.procs.remove(&pid).unwrap_or_default();
+            let life = self.os.processes.get(&pid).cloned().unwrap_or_default();
+            let last = keys
+                .iter()
+                .filter(|k| k.0 == pid)
+                .filter_map(|k| last_ts.get(k))
+                .max()
+                .copied();
+            let proc_end = life.end.or(last).map(|e| e.max(last.unwrap_or(e)));
+            let is_root = pid == self.root;
+            self.out.record(&Record::Process(ProcessInfo {
+                pid,
+                ppid: life.ppid.or(p.ppid),
+                command: p.command.clone(),
+                start: life.start.or(p.start),
+                end: proc_end,
+                exit_status: if is_root { exit_status } else { None },
+            }))?;
+            for &(kpid, tid) in keys.iter().filter(|k| k.0 == pid) {
+                let t = self
+                    .os
+                    .threads
+                    .get(&(kpid, tid))
+                    .cloned()
+                    .unwrap_or_default();
+                let last = last_ts.get(&(kpid, tid)).copied();
+                let start_ts = t.start.or(if tid == pid {
+                    life.start.or(p.start)
+                } else {
+                    None
+                });
+                let end_ts = t
+                    .end
+                    .or(proc_end)
+                    .or(Some(end))
+                    .map(|e| e.max(last.unwrap_or(e)));
+                let fallback = p
+                    .command
+                    .first()
+                    .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned());
+                self.out.record(&Record::Thread(ThreadInfo {
+                    pid,
+                    tid,
+                    name: t.name.or(fallback).unwrap_or_default(),
+                    start: start_ts,
+                    end: end_ts,
+                }))?;
+            }
+        }
+        self.out
+            .record(&Record::Functions(function_table(&self.book)))?;
+        let footer = Footer {
+            end,
+            lost_events: self.threads.lost_events + self.os.lost_records,
+            discarded_samples: 0,
+            target_exit_status: exit_status,
+            events: self.out.events,
+            samples: 0,
+        };
+        self.out.record(&Record::Footer(footer))?;
+        self.out.flush(true)?;
+        Ok(RecordOutcome {
+            output: self.out_path(),
+            method: Method::Instrumentation,
+            events: self.out.events,
+            samples: 0,
+            bytes: self.out.bytes(),
+            exit_status: exit_status.unwrap_or(0),
+        })
+    }
+
+    fn out_path(&self) -> std::path::PathBuf {
+        self.out.path().to_owned()
+    }
+}
+
+fn read_cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    (!args.is_empty()).then_some(args)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default()
+}

@@ -1,0 +1,257 @@
+//! The runtime's event streams, thread by thread: ticks become timestamps,
+//! addresses become function ids, and each thread's call stack is followed
+//! so that a fork child can start with the stack it inherited and an exec can
+//! close the calls the old image left open.
+
+use std::collections::HashMap;
+
+use lapse_data::{Event, EventKind, FunctionId, Timestamp};
+use lapse_rt::protocol::RawEvent;
+
+use super::address::AddressBook;
+use crate::linux::clock::TickClock;
+
+/// Events per `write_events` chunk.
+pub const BATCH_EVENTS: usize = 4096;
+/// Deeper stacks are not followed (the events are still written).
+const MAX_TRACKED_DEPTH: usize = 1 << 16;
+const CACHE_SLOTS: usize = 512;
+
+pub struct ThreadStream {
+    pub pid: u32,
+    pub tid: u32,
+    pending: Vec<Event>,
+    stack: Vec<FunctionId>,
+    /// Index of the next event the runtime will send for this thread.
+    next_index: u64,
+    last_ts: Timestamp,
+    pub first_ts: Option<Timestamp>,
+    /// address → id, direct-mapped: most events hit here, not the hash maps.
+    cache: Box<[(u64, FunctionId); CACHE_SLOTS]>,
+}
+
+impl ThreadStream {
+    fn new(pid: u32, tid: u32) -> Self {
+        ThreadStream {
+            pid,
+            tid,
+            pending: Vec::with_capacity(BATCH_EVENTS),
+            stack: Vec::new(),
+            next_index: 0,
+            last_ts: Timestamp::default(),
+            first_ts: None,
+            cache: Box::new([(u64::MAX, FunctionId(0)); CACHE_SLOTS]),
+        }
+    }
+
+    pub fn last_ts(&self) -> Timestamp {
+        self.last_ts
+    }
+
+    fn push(&mut self, ts: Timestamp, kind: EventKind, function: FunctionId) {
+        // Ticks can step back by a few ns across CPUs: keep the stream ordered.
+        let ts = ts.max(self.last_ts);
+        self.last_ts = ts;
+        self.first_ts.get_or_insert(ts);
+        match kind {
+            EventKind::Enter => {
+                if self.stack.len() < MAX_TRACKED_DEPTH {
+                    self.stack.push(function);
+                }
+            }
+            EventKind::Exit => {
+                if let Some(at) = self.stack.iter().rposition(|&f| f == function) {
+                    self.stack.truncate(at);
+                }
+            }
+        }
+        self.pending.push(Event { ts, kind, function });
+    }
+
+    /// Events ready for the file (a full batch, or everything when `all`).
+    pub fn take_batch(&mut self, all: bool) -> Option<Vec<Event>> {
+        if self.pending.len() >= BATCH_EVENTS || (all && !self.pending.is_empty()) {
+            Some(std::mem::replace(
+                &mut self.pending,
+                Vec::with_capacity(BATCH_EVENTS),
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// Closes every open call at `ts` (the image is being replaced).
+    pub fn close_all(&mut self, ts: Timestamp) {
+        while let Some(&f) = self.stack.last() {
+            self.push(ts, EventKind::Exit, f);
+        }
+    }
+}
+
+/// All threads' streams plus the stacks parked at fork time.
+#[derive(Default)]
+pub struct Threads {
+    streams: HashMap<(u32, u32), ThreadStream>,
+    /// (parent pid, fork ticks) → the forking thread's stack then.
+    fork_stacks: HashMap<(u32, u64), Vec<FunctionId>>,
+    /// Events the runtime's indices say never arrived.
+    pub lost_events: u64,
+    pub events: u64,
+}
+
+impl Threads {
+    pub fn stream(&mut self, pid: u32, tid: u32) -> &mut ThreadStream {
+        self.streams
+            .entry((pid, tid))
+            .or_insert_with(|| ThreadStream::new(pid, tid))
+    }
+
+    pub fn streams_mut(&mut self) -> impl Iterator<Item = &mut ThreadStream> {
+        self.streams.values_mut()
+    }
+
+    pub fn streams(&self) -> impl Iterator<Item = &ThreadStream> {
+        self.streams.values()
+    }
+
+    /// Adds one EVENTS datagram whose first event has index `first_index`.
+    /// Events already received (a buffer sent twice at exit) are skipped.
+    pub fn add_events(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        first_index: u64,
+        raw: impl Iterator<Item = RawEvent>,
+        book: &mut AddressBook,
+        clock: &TickClock,
+    ) -> Option<Vec<Event>> {
+        let s = self.stream(pid, tid);
+        let mut skip = s.next_index.saturating_sub(first_index);
+        let mut lost = 0;
+        if first_index > s.next_index {
+            lost = first_index - s.next_index;
+            s.next_index = first_index;
+        }
+        let mut added = 0;
+        for e in raw {
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            let slot = ((e.function >> 4) as usize) % CACHE_SLOTS;
+            let f = if s.cache[slot].0 == e.function {
+                s.cache[slot].1
+            } else {
+                let f = book.resolve(pid, e.function, s.last_ts);
+                s.cache[slot] = (e.function, f);
+                f
+            };
+            let kind = if e.is_exit {
+                EventKind::Exit
+            } else {
+                EventKind::Enter
+            };
+            s.push(clock.to_timestamp(e.ticks), kind, f);
+            s.next_index += 1;
+            added += 1;
+        }
+        let batch = s.take_batch(false);
+        self.lost_events += lost;
+        self.events += added;
+        batch
+    }
+
+    /// The thread is about to fork: remember its stack for the child.
+    pub fn fork(&mut self, pid: u32, tid: u32, fork_ticks: u64) {
+        let stack = self.stream(pid, tid).stack.clone();
+        self.fork_stacks.insert((pid, fork_ticks), stack);
+    }
+
+    /// A fork child's first message: it starts inside the calls its parent
+    /// thread had open, entered at the moment of the fork.
+    pub fn child(&mut self, pid: u32, tid: u32, ppid: u32, fork_ticks: u64, at: Timestamp) {
+        let stack = self
+            .fork_stacks
+            .remove(&(ppid, fork_ticks))
+            .unwrap_or_default();
+        let s = self.stream(pid, tid);
+        for f in stack {
+            s.push(at, EventKind::Enter, f);
+        }
+        self.events += s.pending.len() as u64;
+    }
+
+    /// An exec replaced process `pid`: its threads' open calls end at `at`,
+    /// and the new image starts numbering events from zero.
+    pub fn exec(&mut self, pid: u32, at: Timestamp) -> Vec<(u32, Vec<Event>)> {
+        let mut out = Vec::new();
+        for s in self.streams.values_mut().filter(|s| s.pid == pid) {
+            let before = s.pending.len();
+            s.close_all(at.max(s.last_ts));
+            self.events += (s.pending.len() - before) as u64;
+            s.next_index = 0;
+            s.cache.fill((u64::MAX, FunctionId(0)));
+            if let Some(b) = s.take_batch(true) {
+                out.push((s.tid, b));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::linux::clock::TickClock;
+
+    fn raw(function: u64, ticks: u64, is_exit: bool) -> RawEvent {
+        RawEvent {
+            function,
+            ticks,
+            is_exit,
+        }
+    }
+
+    #[test]
+    fn duplicates_are_dropped_and_gaps_counted() {
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let evs = [raw(0x10, 100, false), raw(0x10, 200, true)];
+        t.add_events(1, 1, 0, evs.into_iter(), &mut book, &clock);
+        // the same buffer again (sent by an exit-time flush), plus one more
+        let again = [
+            raw(0x10, 100, false),
+            raw(0x10, 200, true),
+            raw(0x20, 300, false),
+        ];
+        t.add_events(1, 1, 0, again.into_iter(), &mut book, &clock);
+        assert_eq!(t.events, 3);
+        t.add_events(
+            1,
+            1,
+            10,
+            [raw(0x20, 400, true)].into_iter(),
+            &mut book,
+            &clock,
+        );
+        assert_eq!(t.lost_events, 7);
+    }
+
+    #[test]
+    fn fork_child_inherits_the_stack() {
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let evs = [raw(0x10, 100, false), raw(0x20, 200, false)];
+        t.add_events(1, 1, 0, evs.into_iter(), &mut book, &clock);
+        t.fork(1, 1, 250);
+        t.child(2, 2, 1, 250, Timestamp::from_nanos(5));
+        let child = t.stream(2, 2).take_batch(true).unwrap_or_default();
+        let kinds: Vec<_> = child.iter().map(|e| (e.kind, e.function)).collect();
+        let parent_ids: Vec<_> = t.stream(1, 1).stack.clone();
+        assert_eq!(kinds.len(), 2);
+        assert_eq!(kinds.iter().map(|k| k.1).collect::<Vec<_>>(), parent_ids);
+        assert!(kinds.iter().all(|k| k.0 == EventKind::Enter));
+    }
+}

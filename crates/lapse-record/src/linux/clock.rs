@@ -1,0 +1,134 @@
+//! Clocks: CLOCK_MONOTONIC (the file's clock) and the raw tick counter the
+//! runtime stamps events with, and the conversion between the two.
+
+use lapse_data::{Timestamp, TscCalibration};
+
+use super::perf::KernelTscScale;
+
+pub fn monotonic_now() -> Timestamp {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    Timestamp::from_nanos(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+pub fn realtime_unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The same counter the runtime reads (`rdtsc` / `cntvct_el0`).
+#[inline]
+pub fn ticks_now() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: rdtsc is available on every x86-64 CPU.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let v: u64;
+        // SAFETY: reading the virtual counter is allowed at EL0 on Linux.
+        unsafe { core::arch::asm!("mrs {}, cntvct_el0", out(reg) v) };
+        v
+    }
+}
+
+/// Ticks → CLOCK_MONOTONIC: `ns = ref_ns + (ticks - ref_ticks) * mult >> shift`
+/// in integer arithmetic, so the conversion is exact and cheap per event.
+#[derive(Clone, Copy, Debug)]
+pub struct TickClock {
+    ref_ticks: u64,
+    ref_ns: u64,
+    mult: u64,
+    shift: u32,
+}
+
+impl TickClock {
+    /// Anchors the counter to CLOCK_MONOTONIC: the pair read closest together
+    /// out of a few tries. The rate comes from the kernel when it publishes
+    /// one, else from a 10 ms measurement.
+    pub fn calibrate(kernel: Option<KernelTscScale>) -> TickClock {
+        let (ref_ticks, ref_ns) = anchor();
+        let (mult, shift) = match kernel {
+            Some(k) => (u64::from(k.mult), u32::from(k.shift)),
+            None => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                let (t1, n1) = anchor();
+                let ticks = t1.saturating_sub(ref_ticks).max(1);
+                let ns = n1.saturating_sub(ref_ns);
+                // ns per tick as a 32.32 fixed-point number
+                (((u128::from(ns) << 32) / u128::from(ticks)) as u64, 32)
+            }
+        };
+        TickClock {
+            ref_ticks,
+            ref_ns,
+            mult,
+            shift,
+        }
+    }
+
+    pub fn to_timestamp(&self, ticks: u64) -> Timestamp {
+        let delta = ticks.wrapping_sub(self.ref_ticks) as i64;
+        let scaled = ((i128::from(delta) * i128::from(self.mult)) >> self.shift) as i64;
+        Timestamp::from_nanos(self.ref_ns.saturating_add_signed(scaled))
+    }
+
+    /// Converts a tick count (a duration) to nanoseconds.
+    pub fn ticks_to_ns(&self, ticks: f64) -> f64 {
+        ticks * self.mult as f64 / (1u64 << self.shift) as f64
+    }
+
+    pub fn calibration(&self) -> TscCalibration {
+        TscCalibration {
+            ticks_per_sec: 1e9 * (1u64 << self.shift) as f64 / self.mult as f64,
+            ref_ticks: self.ref_ticks,
+            ref_ns: self.ref_ns,
+        }
+    }
+}
+
+fn anchor() -> (u64, u64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..7 {
+        let t0 = ticks_now();
+        let ns = monotonic_now().as_nanos();
+        let t1 = ticks_now();
+        if t1.wrapping_sub(t0) < best.0 {
+            best = (t1.wrapping_sub(t0), t0 + (t1.wrapping_sub(t0)) / 2, ns);
+        }
+    }
+    (best.1, best.2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversion_follows_the_scale() {
+        let c = TickClock {
+            ref_ticks: 1000,
+            ref_ns: 5_000,
+            mult: 1 << 31,
+            shift: 32,
+        };
+        assert_eq!(c.to_timestamp(3000).as_nanos(), 6_000);
+        assert_eq!(c.to_timestamp(0).as_nanos(), 4_500);
+        assert!((c.calibration().ticks_per_sec - 2e9).abs() < 1.0);
+    }
+
+    #[test]
+    fn calibrated_clock_tracks_monotonic() {
+        let c = TickClock::calibrate(None);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = monotonic_now().as_nanos() as i64;
+        let conv = c.to_timestamp(ticks_now()).as_nanos() as i64;
+        assert!((now - conv).abs() < 200_000, "off by {} ns", now - conv);
+    }
+}

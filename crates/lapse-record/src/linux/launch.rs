@@ -1,0 +1,201 @@
+//! Starting the target held: it is forked, waits on a pipe until the
+//! recorder has armed its perf events, then execs. Also signal forwarding
+//! (Ctrl-C and SIGTERM reach the target, the recorder finishes the file) and
+//! reaping with the exit status `record` reports.
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// Finds `cmd` the way execvp would: as given when it holds a `/`, else in PATH.
+pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
+    if cmd.contains('/') {
+        let p = PathBuf::from(cmd);
+        return p.is_file().then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(cmd))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// A forked target blocked before exec.
+pub struct HeldChild {
+    pub pid: i32,
+    release_fd: i32,
+    released: bool,
+}
+
+fn cstring(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| io::Error::other("argument holds a NUL byte"))
+}
+
+/// Forks a child that will exec `program` with `args` (argv[0] included) and
+/// the current environment plus `extra_env`, once [`HeldChild::release`] is called.
+pub fn spawn_held(
+    program: &Path,
+    args: &[String],
+    extra_env: &[(String, String)],
+) -> io::Result<HeldChild> {
+    // Everything the child needs is built before fork: it may not allocate.
+    let prog = cstring(program.as_os_str())?;
+    let argv_c: Vec<CString> = args
+        .iter()
+        .map(|a| cstring(OsStr::new(a)))
+        .collect::<io::Result<_>>()?;
+    let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let overridden: Vec<&str> = extra_env.iter().map(|(k, _)| k.as_str()).collect();
+    let mut env_c: Vec<CString> = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        if overridden.iter().any(|o| OsStr::new(o) == k) {
+            continue;
+        }
+        let mut kv = k.as_bytes().to_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        env_c.push(CString::new(kv).map_err(|_| io::Error::other("environment holds a NUL byte"))?);
+    }
+    for (k, v) in extra_env {
+        env_c.push(cstring(OsStr::new(&format!("{k}={v}")))?);
+    }
+    let mut envp: Vec<*const libc::c_char> = env_c.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the child only calls async-signal-safe functions (read, close,
+    // execve, write, _exit) on memory prepared above.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let e = io::Error::last_os_error();
+        // SAFETY: closing the pipe we just made.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        return Err(e);
+    }
+    if pid == 0 {
+        // SAFETY: see above; nothing here returns to Rust code.
+        unsafe {
+            libc::close(fds[1]);
+            let mut b = 0u8;
+            // Wait until the recorder releases us (writes a byte or closes the pipe).
+            while libc::read(fds[0], (&mut b as *mut u8).cast(), 1) < 0 {}
+            libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            let msg = b"lapse: could not execute the target\n";
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::_exit(127);
+        }
+    }
+    // SAFETY: the read end belongs to the child now.
+    unsafe { libc::close(fds[0]) };
+    Ok(HeldChild {
+        pid,
+        release_fd: fds[1],
+        released: false,
+    })
+}
+
+impl HeldChild {
+    /// Lets the child exec.
+    pub fn release(&mut self) {
+        if !self.released {
+            self.released = true;
+            // SAFETY: our end of the pipe; closing it wakes the child's read.
+            unsafe { libc::close(self.release_fd) };
+        }
+    }
+
+    /// Kills a child that should not run after all (set-up failed) and reaps it.
+    pub fn abandon(mut self) {
+        // SAFETY: signalling and reaping our own child.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+        }
+        self.release();
+        let _ = wait(self.pid, true);
+    }
+}
+
+impl Drop for HeldChild {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// `Some(status)` once `pid` has ended: its exit code, or 128 + signal.
+pub fn wait(pid: i32, block: bool) -> io::Result<Option<i32>> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on our own child with a valid status pointer.
+        let rc = unsafe { libc::waitpid(pid, &mut status, if block { 0 } else { libc::WNOHANG }) };
+        if rc == 0 {
+            return Ok(None);
+        }
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        if libc::WIFEXITED(status) {
+            return Ok(Some(libc::WEXITSTATUS(status)));
+        }
+        if libc::WIFSIGNALED(status) {
+            return Ok(Some(128 + libc::WTERMSIG(status)));
+        }
+    }
+}
+
+static PENDING_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static PENDING_FROM_TTY: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn note_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
+    let code = if info.is_null() {
+        0
+    } else {
+        unsafe { (*info).si_code }
+    };
+    PENDING_FROM_TTY.store(i32::from(code == libc::SI_KERNEL), Ordering::SeqCst);
+    PENDING_SIGNAL.store(sig, Ordering::SeqCst);
+}
+
+/// Catches SIGINT, SIGTERM and SIGHUP so the recorder can pass them on and
+/// still finish the data file.
+pub fn catch_termination_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installing a handler that only stores into atomics.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = note_signal as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Passes a caught signal on to `pid`. A Ctrl-C typed at the terminal already
+/// reached the target (same process group), so only signals sent to the
+/// recorder alone are forwarded.
+pub fn forward_pending_signal(pid: i32) {
+    let sig = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
+    if sig != 0 && PENDING_FROM_TTY.load(Ordering::SeqCst) == 0 {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid, sig) };
+    }
+}

@@ -1,0 +1,6 @@
+//! Linux-specific collection: perf events, launching targets, clocks.
+
+pub mod clock;
+pub mod launch;
+pub mod perf;
+pub mod records;

@@ -1,0 +1,45 @@
+//! Builds `liblapse_rt.so` from the C sources in `csrc/` into OUT_DIR, so the
+//! crate can hand the library's bytes to the recorder (which embeds it in the
+//! `lapse` binary and writes it out for `LD_PRELOAD`).
+
+use std::env;
+use std::path::PathBuf;
+use std::process::Command;
+
+const SOURCES: [&str; 3] = ["csrc/probe.c", "csrc/runtime.c", "csrc/exec.c"];
+
+fn main() {
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let so = out_dir.join("liblapse_rt.so");
+    for src in SOURCES.iter().chain(["csrc/lapse_rt.h"].iter()) {
+        println!("cargo:rerun-if-changed={src}");
+    }
+    // cc knows the right compiler for the target; it builds static archives
+    // only, so we run its compiler ourselves with -shared.
+    let compiler = cc::Build::new()
+        .opt_level(2)
+        .pic(true)
+        .cargo_metadata(false)
+        .get_compiler();
+    let mut cmd: Command = compiler.to_command();
+    cmd.args([
+        "-shared",
+        "-fPIC",
+        "-O2",
+        "-g",
+        "-std=gnu11",
+        "-Wall",
+        "-Wextra",
+        "-fvisibility=hidden",
+        "-fno-omit-frame-pointer",
+        "-Icsrc",
+        "-o",
+    ])
+    .arg(&so)
+    .args(SOURCES)
+    .args(["-ldl", "-pthread"]);
+    let status = cmd
+        .status()
+        .expect("running the C compiler for liblapse_rt.so");
+    assert!(status.success(), "building liblapse_rt.so failed: {cmd:?}");
+}

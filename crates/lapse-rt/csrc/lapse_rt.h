@@ -1,0 +1,93 @@
+/* lapse_rt.h - what the runtime's C files share, and the wire protocol the
+ * recorder reads (mirrored in src/protocol.rs; keep the two in step). */
+#ifndef LAPSE_RT_H
+#define LAPSE_RT_H
+
+#include <stdint.h>
+
+/* Events per thread buffer: 4096 x 16 bytes = 64 KiB, one datagram. */
+#define LAPSE_BUF_EVENTS 4096
+#define LAPSE_MAX_THREADS 4096
+
+#define LAPSE_MAGIC 0x3153504cu /* "LPS1" little-endian */
+
+enum lapse_msg_kind {
+    LAPSE_MSG_HELLO = 1,  /* a process (or a new exec image) starts */
+    LAPSE_MSG_EVENTS = 2, /* a thread's events follow the header */
+    LAPSE_MSG_FORK = 3,   /* sent by the forking thread just before fork() */
+    LAPSE_MSG_CHILD = 4,  /* first message of a fork child */
+    LAPSE_MSG_EXEC = 5,   /* sent just before execve() */
+};
+
+/* EVENTS flag: calibration events, the recorder drops them. */
+#define LAPSE_FLAG_DISCARD 1u
+
+/* One 40-byte header per datagram.
+ *  HELLO:  a = probe cost in ticks x 1024, b = tsc now, c = ppid
+ *  EVENTS: a = index of the thread's first event in this message, c = count
+ *  FORK:   b = tsc at fork
+ *  CHILD:  b = tsc at fork (as in the parent's FORK), c = ppid, d = parent tid
+ *  EXEC:   b = tsc now */
+struct lapse_msg {
+    uint32_t magic;
+    uint16_t kind;
+    uint16_t flags;
+    uint32_t pid;
+    uint32_t tid;
+    uint64_t a;
+    uint64_t b;
+    uint32_t c;
+    uint32_t d;
+};
+
+/* One probe firing: the function's address and (ticks << 1 | is_exit). */
+struct lapse_event {
+    uint64_t fn;
+    uint64_t stamp;
+};
+
+enum lapse_thread_state {
+    LAPSE_T_NEW = 0,  /* zero-initialised TLS: the first probe sets it up */
+    LAPSE_T_ACTIVE,   /* has a buffer */
+    LAPSE_T_OFF,      /* not profiled (no recorder, thread ended, out of slots) */
+};
+
+/* Per-thread state, in initial-exec TLS. The probe touches only cur/end. */
+struct lapse_tls {
+    struct lapse_event *cur;
+    struct lapse_event *end;
+    struct lapse_event *base;
+    uint64_t sent;        /* events of this thread already sent */
+    uint32_t tid;
+    uint32_t state;
+    uint32_t in_slow;     /* the slow path is running on this thread */
+    uint32_t discard;     /* calibration: flushes are marked discard */
+    uint32_t dtor_rounds; /* pthread key destructor calls so far */
+    int32_t slot;         /* index in the thread registry, -1 if none */
+};
+
+extern __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
+
+static inline uint64_t lapse_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+#error "lapse runtime: no cheap tick counter on this architecture"
+#endif
+}
+
+/* runtime.c: called by the probe when the buffer is full or not set up. */
+void lapse_slow_path(struct lapse_tls *t, void *fn, uint64_t is_exit);
+/* probe.c: median cost of one probe in ticks x 1024, measured through the real path. */
+uint64_t lapse_measure_probe_cost(void);
+/* runtime.c: hand every buffer over before the process image is replaced. */
+void lapse_before_exec(void);
+
+#endif

@@ -1,0 +1,381 @@
+/* runtime.c - the runtime's slow path: set-up, handing full buffers to the
+ * recorder, and keeping events through thread exit, fork, exec, exit() and
+ * fatal signals.
+ *
+ * Transport: one SOCK_SEQPACKET connection per process image to the socket
+ * named by LAPSE_SOCKET; every datagram is a struct lapse_msg, for EVENTS
+ * followed by the events. Datagrams are atomic, so threads share the
+ * connection without a lock, and a fork child keeps using the inherited one
+ * (the order parent FORK -> child CHILD is then the order the recorder reads).
+ * If the recorder goes away, datagrams are appended to LAPSE_SPILL (a file
+ * next to the output) instead.
+ *
+ * Nothing here allocates with malloc or creates a thread: the runtime's own
+ * work never shows up in the profile. Everything the signal handler calls is
+ * async-signal-safe (sendmsg, write, sigaction, raise). */
+#define _GNU_SOURCE
+#include "lapse_rt.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define NOINSTR __attribute__((no_instrument_function))
+
+static int g_fd = -1;             /* connection to the recorder */
+static int g_spill_fd = -1;       /* fallback when the recorder is gone */
+static int g_inited;              /* 0 never, 1 running, 2 disabled */
+static uint32_t g_pid;            /* pid of this process image */
+static uint64_t g_probe_cost;     /* ticks x 1024 */
+static pthread_key_t g_key;
+static uint64_t g_fork_tsc;
+static uint32_t g_fork_ptid;
+static struct lapse_tls *g_threads[LAPSE_MAX_THREADS];
+
+static const int g_fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
+#define N_FATAL (sizeof g_fatal / sizeof g_fatal[0])
+static const int g_term[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+#define N_TERM (sizeof g_term / sizeof g_term[0])
+static struct sigaction g_old[65];
+
+NOINSTR static uint32_t lapse_gettid(void) { return (uint32_t)syscall(SYS_gettid); }
+
+NOINSTR static void spill(const struct iovec *iov, int n)
+{
+    if (g_spill_fd < 0) {
+        const char *path = getenv("LAPSE_SPILL");
+        if (!path)
+            return;
+        g_spill_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (g_spill_fd < 0)
+            return;
+    }
+    uint32_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += (uint32_t)iov[i].iov_len;
+    struct iovec all[3] = {{&len, sizeof len}};
+    for (int i = 0; i < n && i < 2; i++)
+        all[i + 1] = iov[i];
+    (void)!writev(g_spill_fd, all, n + 1);
+}
+
+/* Sends one datagram; blocks while the recorder catches up (backpressure
+ * keeps the recorder's memory bounded). */
+NOINSTR static void send_msg(struct lapse_msg *m, const void *body, size_t body_len)
+{
+    m->magic = LAPSE_MAGIC;
+    struct iovec iov[2] = {{m, sizeof *m}, {(void *)body, body_len}};
+    int n = body_len ? 2 : 1;
+    if (g_fd >= 0) {
+        struct msghdr mh = {0};
+        mh.msg_iov = iov;
+        mh.msg_iovlen = n;
+        for (;;) {
+            if (sendmsg(g_fd, &mh, MSG_NOSIGNAL) >= 0)
+                return;
+            if (errno != EINTR)
+                break;
+        }
+        close(g_fd);
+        g_fd = -1;
+    }
+    spill(iov, n);
+}
+
+/* Sends [base, upto) of thread t as events first_index... */
+NOINSTR static void send_events(struct lapse_tls *t, struct lapse_event *upto)
+{
+    size_t count = (size_t)(upto - t->base);
+    if (count == 0)
+        return;
+    struct lapse_msg m = {0};
+    m.kind = LAPSE_MSG_EVENTS;
+    m.flags = t->discard ? LAPSE_FLAG_DISCARD : 0;
+    m.pid = g_pid;
+    m.tid = t->tid;
+    m.a = t->sent;
+    m.c = (uint32_t)count;
+    send_msg(&m, t->base, count * sizeof(struct lapse_event));
+}
+
+/* The calling thread's own buffer: send and start over. */
+NOINSTR static void flush_own(struct lapse_tls *t)
+{
+    if (t->state != LAPSE_T_ACTIVE)
+        return;
+    struct lapse_event *upto = t->cur;
+    send_events(t, upto);
+    t->sent += (uint64_t)(upto - t->base);
+    t->cur = t->base;
+}
+
+/* Every thread's buffer, at exit, exec or a crash. Other threads may still be
+ * running: their buffers are sent as they are without being reset, and the
+ * event index in the header lets the recorder drop what it gets twice. */
+NOINSTR static void flush_all(void)
+{
+    struct lapse_tls *self = &lapse_t;
+    for (int i = 0; i < LAPSE_MAX_THREADS; i++) {
+        struct lapse_tls *t = __atomic_load_n(&g_threads[i], __ATOMIC_ACQUIRE);
+        if (!t || t == self)
+            continue;
+        struct lapse_event *upto = __atomic_load_n(&t->cur, __ATOMIC_ACQUIRE);
+        if (upto > t->base && upto <= t->end)
+            send_events(t, upto);
+    }
+    self->in_slow++;
+    flush_own(self);
+    self->in_slow--;
+}
+
+NOINSTR static void thread_done(void *arg)
+{
+    struct lapse_tls *t = arg;
+    if (t != &lapse_t || t->state != LAPSE_T_ACTIVE)
+        return;
+    t->in_slow++;
+    flush_own(t);
+    /* Later key destructors may still run instrumented code: stay armed for
+     * the rounds glibc allows, then let the buffer go. */
+    if (++t->dtor_rounds < 3) {
+        pthread_setspecific(g_key, t);
+        t->in_slow--;
+        return;
+    }
+    if (t->slot >= 0)
+        __atomic_store_n(&g_threads[t->slot], NULL, __ATOMIC_RELEASE);
+    t->state = LAPSE_T_OFF;
+    t->cur = t->end = NULL;
+    munmap(t->base, LAPSE_BUF_EVENTS * sizeof(struct lapse_event));
+    t->base = NULL;
+    t->in_slow--;
+}
+
+NOINSTR static int thread_setup(struct lapse_tls *t)
+{
+    void *mem = mmap(NULL, LAPSE_BUF_EVENTS * sizeof(struct lapse_event),
+                     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+        return -1;
+    t->slot = -1;
+    for (int i = 0; i < LAPSE_MAX_THREADS; i++) {
+        struct lapse_tls *expected = NULL;
+        if (__atomic_compare_exchange_n(&g_threads[i], &expected, t, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            t->slot = i;
+            break;
+        }
+    }
+    if (t->slot < 0) {
+        munmap(mem, LAPSE_BUF_EVENTS * sizeof(struct lapse_event));
+        return -1;
+    }
+    t->base = t->cur = mem;
+    t->end = t->base + LAPSE_BUF_EVENTS;
+    t->sent = 0;
+    t->tid = lapse_gettid();
+    t->state = LAPSE_T_ACTIVE;
+    pthread_setspecific(g_key, t);
+    return 0;
+}
+
+static void lapse_init(void);
+
+NOINSTR void lapse_slow_path(struct lapse_tls *t, void *fn, uint64_t is_exit)
+{
+    if (t->in_slow || t->state == LAPSE_T_OFF)
+        return;
+    t->in_slow = 1;
+    if (t->state == LAPSE_T_NEW) {
+        if (g_inited == 0)
+            lapse_init();
+        /* lapse_init's calibration may have set this thread up already */
+        if (t->state == LAPSE_T_NEW && (g_inited != 1 || thread_setup(t) != 0)) {
+            t->state = LAPSE_T_OFF;
+            t->in_slow = 0;
+            return;
+        }
+    } else {
+        flush_own(t);
+    }
+    struct lapse_event *e = t->cur++;
+    e->fn = (uint64_t)fn;
+    e->stamp = (lapse_ticks() << 1) | is_exit;
+    t->in_slow = 0;
+}
+
+/* ---- fork, exec, exit, signals ---- */
+
+NOINSTR static void before_fork(void)
+{
+    struct lapse_tls *t = &lapse_t;
+    if (g_inited != 1)
+        return;
+    t->in_slow++;
+    flush_own(t);
+    g_fork_tsc = lapse_ticks();
+    g_fork_ptid = t->tid ? t->tid : lapse_gettid();
+    struct lapse_msg m = {0};
+    m.kind = LAPSE_MSG_FORK;
+    m.pid = g_pid;
+    m.tid = g_fork_ptid;
+    m.b = g_fork_tsc;
+    send_msg(&m, NULL, 0);
+    t->in_slow--;
+}
+
+NOINSTR static void after_fork_parent(void) {}
+
+/* The child: only the forking thread exists. Its buffer was flushed just
+ * before fork, so it starts empty; the recorder gives it the parent's stack. */
+NOINSTR static void after_fork_child(void)
+{
+    struct lapse_tls *self = &lapse_t;
+    if (g_inited != 1)
+        return;
+    uint32_t ppid = g_pid;
+    g_pid = (uint32_t)getpid();
+    for (int i = 0; i < LAPSE_MAX_THREADS; i++) {
+        struct lapse_tls *t = g_threads[i];
+        if (t && t != self)
+            g_threads[i] = NULL; /* their memory stays: those threads are gone */
+    }
+    self->tid = lapse_gettid();
+    self->sent = 0;
+    if (self->base)
+        self->cur = self->base;
+    struct lapse_msg m = {0};
+    m.kind = LAPSE_MSG_CHILD;
+    m.pid = g_pid;
+    m.tid = self->tid;
+    m.b = g_fork_tsc;
+    m.c = ppid;
+    m.d = g_fork_ptid;
+    send_msg(&m, NULL, 0);
+}
+
+NOINSTR void lapse_before_exec(void)
+{
+    if (g_inited != 1 || (uint32_t)getpid() != g_pid)
+        return; /* not started, or a vfork child sharing the parent's memory */
+    flush_all();
+    struct lapse_msg m = {0};
+    m.kind = LAPSE_MSG_EXEC;
+    m.pid = g_pid;
+    m.tid = lapse_gettid();
+    m.b = lapse_ticks();
+    send_msg(&m, NULL, 0);
+}
+
+/* Fatal signal: hand over everything, then let the original disposition act. */
+NOINSTR static void on_signal(int sig)
+{
+    int saved = errno;
+    if ((uint32_t)getpid() == g_pid)
+        flush_all();
+    sigaction(sig, &g_old[sig], NULL);
+    errno = saved;
+    raise(sig);
+}
+
+NOINSTR static void install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    for (size_t i = 0; i < N_FATAL + N_TERM; i++) {
+        int sig = i < N_FATAL ? g_fatal[i] : g_term[i - N_FATAL];
+        struct sigaction old;
+        if (sigaction(sig, NULL, &old) != 0 || old.sa_handler != SIG_DFL)
+            continue; /* ignored or handled by someone else: leave it alone */
+        g_old[sig] = old;
+        sigaction(sig, &sa, NULL);
+    }
+}
+
+NOINSTR static void connect_recorder(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    struct sockaddr_un addr = {0};
+    addr.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof addr.sun_path) {
+        close(fd);
+        return;
+    }
+    strcpy(addr.sun_path, path);
+    int sndbuf = 1 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        close(fd);
+        return;
+    }
+    g_fd = fd;
+}
+
+NOINSTR static void lapse_init(void)
+{
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&g_inited, &expected, 2, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return; /* done or under way */
+    const char *path = getenv("LAPSE_SOCKET");
+    if (!path || !*path)
+        return;
+    connect_recorder(path);
+    if (g_fd < 0 && !getenv("LAPSE_SPILL"))
+        return;
+    g_pid = (uint32_t)getpid();
+    if (pthread_key_create(&g_key, thread_done) != 0)
+        return;
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    install_handlers();
+    __atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
+    if (getenv("LAPSE_CALIBRATE")) {
+        /* only the first process measures; its children inherit the value */
+        unsetenv("LAPSE_CALIBRATE");
+        struct lapse_tls *t = &lapse_t;
+        uint32_t in_slow = t->in_slow; /* we may be inside the first probe */
+        t->in_slow = 0;
+        g_probe_cost = lapse_measure_probe_cost();
+        t->in_slow = in_slow;
+        flush_own(t);
+        t->discard = 0;
+        t->sent = 0;
+    }
+    struct lapse_msg m = {0};
+    m.kind = LAPSE_MSG_HELLO;
+    m.pid = g_pid;
+    m.tid = lapse_gettid();
+    m.a = g_probe_cost;
+    m.b = lapse_ticks();
+    m.c = (uint32_t)getppid();
+    send_msg(&m, NULL, 0);
+}
+
+__attribute__((constructor(101), no_instrument_function)) static void lapse_ctor(void)
+{
+    if (g_inited == 0)
+        lapse_init();
+}
+
+/* exit(): runs after the program's own atexit handlers and destructors. */
+__attribute__((destructor(101), no_instrument_function)) static void lapse_dtor(void)
+{
+    if (g_inited == 1 && (uint32_t)getpid() == g_pid)
+        flush_all();
+}

@@ -1,0 +1,26 @@
+//! The lapse runtime: the code that runs inside the profiled process.
+//!
+//! It owns the probe hooks (`__cyg_profile_func_enter`/`_exit`), the
+//! per-thread event buffers and their hand-off to the recorder, and keeps
+//! every event through thread exit, fork, exec, `exit()` and fatal signals.
+//! The runtime itself is C (`csrc/`), built by `build.rs` into
+//! `liblapse_rt.so` for `LD_PRELOAD`; this crate gives the recorder the
+//! library's bytes ([`RUNTIME_SO`]) and the wire protocol ([`protocol`]).
+//!
+//! Constraints: the probe path takes no lock, allocates nothing, makes no
+//! system call and cannot fail; the slow path uses only async-signal-safe
+//! calls, no malloc and no thread of its own (so nothing of the runtime shows
+//! up in the profile).
+//!
+//! Why C and not a Rust cdylib: the buffer pointer must sit in initial-exec
+//! TLS (one `%fs` load), which stable Rust cannot ask for, and a cdylib built
+//! by cargo cannot be embedded in another crate's binary without a nested
+//! cargo invocation; a C library built by this build script can.
+
+pub mod protocol;
+
+/// The runtime shared library, ready to be written to a file and preloaded.
+pub static RUNTIME_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/liblapse_rt.so"));
+
+/// File name under which the recorder writes [`RUNTIME_SO`].
+pub const RUNTIME_FILE_NAME: &str = "liblapse_rt.so";
