@@ -248,8 +248,8 @@ pub(crate) fn record_command(
         .ok_or_else(|| RecordError::CommandNotFound(program_name.clone()))?;
     let file = create_output(opts)?;
     launch::catch_termination_signals();
-    let child = launch::spawn_held(&program, command, &[])
-        .map_err(|source| RecordError::Spawn {
+    let child =
+        launch::spawn_held(&program, command, &[]).map_err(|source| RecordError::Spawn {
             command: program_name.clone(),
             source,
         })?;
