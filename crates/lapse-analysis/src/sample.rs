@@ -84,7 +84,8 @@ pub struct SampleAnalysis {
     pub threads: HashMap<(u32, u32), Counts>,
     pub samples: u64,
     pub weight: u64,
-    per_stack: HashMap<(StackId, u32, u32), u64>,
+    /// Samples per (stack, pid, tid), kept for call trees.
+    pub per_stack: HashMap<(StackId, u32, u32), u64>,
 }
 
 fn bump<K: std::hash::Hash + Eq>(
@@ -117,7 +118,7 @@ impl SampleAnalysis {
     /// count as having no resolvable frame (thread exclusive).
     pub fn finish(&mut self, stacks: &[StackNode], frames: &[FrameInfo]) {
         let mut by_stack: HashMap<StackId, u64> = HashMap::new();
-        for ((stack, pid, tid), n) in std::mem::take(&mut self.per_stack) {
+        for (&(stack, pid, tid), &n) in &self.per_stack {
             if frames_of(stacks, stack)
                 .iter()
                 .any(|f| (f.0 as usize) < frames.len())

@@ -1,1 +1,51 @@
-fn main() {}
+//! The `lapse` command: a thin layer mapping flags onto the library crates.
+//! `main` prints one error line and returns an exit code; a closed stdout
+//! pipe (`lapse report | head`) is success.
+
+mod cli;
+mod commands;
+mod demo;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = match cli::Cli::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            if !e.use_stderr() {
+                // --help, --version
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            // Bad flags: one line, keeping clap's hint (e.g. the possible values).
+            let text = e.render().to_string();
+            let parts: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| {
+                    !l.is_empty()
+                        && !l.starts_with("Usage:")
+                        && !l.starts_with("For more information")
+                })
+                .collect();
+            eprintln!("lapse: {} (see lapse --help)", parts.join(" "));
+            return ExitCode::from(2);
+        }
+    };
+    match commands::run(args) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("lapse: error: {}", msg.join(": ").replace('\n', " "));
+            ExitCode::from(1)
+        }
+    }
+}

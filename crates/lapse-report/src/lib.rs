@@ -1,0 +1,15 @@
+//! Reports: runs the analysis over a data file ([`load`]), shapes the result
+//! into the views of SPEC section 3 ([`views`]) and renders them as aligned
+//! tables, CSV or JSON ([`render`]). Reports take a writer; nothing here
+//! touches a terminal or a file by name.
+
+pub mod load;
+pub mod render;
+mod render_table;
+pub mod table;
+pub mod units;
+pub mod views;
+
+pub use load::{analyze, Analysis, Query, ReportError};
+pub use render::{render, Format, RenderOptions};
+pub use views::{build_view, View};

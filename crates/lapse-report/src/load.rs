@@ -1,0 +1,237 @@
+//! Runs the analysis over a data file: threads in parallel, and within a
+//! thread the next batch of chunks is decompressed and decoded while the
+//! current one is analysed, so a single long thread still uses two cores.
+
+use lapse_analysis::calltree::CallTree;
+use lapse_analysis::instrument::{Accumulator, Config, ThreadRun};
+use lapse_analysis::sample::SampleAnalysis;
+use lapse_analysis::values::{SessionTotals, ThreadStats};
+use lapse_data::{
+    DataError, DataFile, Event, EventChunkRef, Method, ModuleId, ThreadInfo, Timestamp,
+};
+use rayon::prelude::*;
+use regex::Regex;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Data(#[from] DataError),
+    #[error("--{flag}: {what}")]
+    Option { flag: &'static str, what: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What to analyse and show: SPEC section 3's filters and switches.
+#[derive(Clone, Debug, Default)]
+pub struct Query {
+    pub pids: Vec<u32>,
+    pub tids: Vec<u32>,
+    pub function: Option<Regex>,
+    pub module: Option<Regex>,
+    /// Seconds since the session start.
+    pub from_s: Option<f64>,
+    pub to_s: Option<f64>,
+    pub no_compensation: bool,
+    /// Build call trees (calltree, callers, callees, summary's hot path).
+    pub call_tree: bool,
+}
+
+impl Query {
+    pub fn wants_thread(&self, pid: u32, tid: u32) -> bool {
+        (self.pids.is_empty() || self.pids.contains(&pid))
+            && (self.tids.is_empty() || self.tids.contains(&tid))
+    }
+
+    fn window(&self, file: &DataFile) -> Option<(Timestamp, Timestamp)> {
+        if self.from_s.is_none() && self.to_s.is_none() {
+            return None;
+        }
+        let start = file.session.start.as_nanos();
+        let at = |s: f64| Timestamp::from_nanos(start.saturating_add((s.max(0.0) * 1e9) as u64));
+        Some((
+            self.from_s.map_or(Timestamp::from_nanos(0), at),
+            self.to_s.map_or(Timestamp::from_nanos(u64::MAX), at),
+        ))
+    }
+}
+
+pub struct InstrResult {
+    pub acc: Accumulator,
+    pub session: SessionTotals,
+    /// All selected threads' call trees merged path by path.
+    pub tree: Option<CallTree>,
+    /// Chunks that failed to decode (damage found late).
+    pub bad_chunks: u64,
+}
+
+pub struct SampleResult {
+    pub analysis: SampleAnalysis,
+    pub session: SessionTotals,
+    pub bad_chunks: u64,
+}
+
+pub enum Analysis {
+    Instr(InstrResult),
+    Sample(SampleResult),
+}
+
+/// Analyses `file` as `query` says.
+pub fn analyze(file: &DataFile, query: &Query) -> Result<Analysis, ReportError> {
+    if let (Some(a), Some(b)) = (query.from_s, query.to_s) {
+        if b < a {
+            return Err(ReportError::Option {
+                flag: "to",
+                what: format!("{b} is before --from {a}"),
+            });
+        }
+    }
+    Ok(match file.session.method {
+        Method::Instrumentation => Analysis::Instr(analyze_instr(file, query)),
+        Method::Sampling => Analysis::Sample(analyze_samples(file, query)),
+    })
+}
+
+/// Threads to analyse: every thread with a record or with events, filtered.
+fn threads(file: &DataFile, query: &Query) -> Vec<ThreadInfo> {
+    let mut out: Vec<ThreadInfo> = file.threads.clone();
+    for c in &file.event_chunks {
+        if !out.iter().any(|t| t.pid == c.pid && t.tid == c.tid) {
+            out.push(ThreadInfo {
+                pid: c.pid,
+                tid: c.tid,
+                name: String::new(),
+                start: None,
+                end: None,
+            });
+        }
+    }
+    out.retain(|t| query.wants_thread(t.pid, t.tid));
+    out
+}
+
+fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
+    let module_of: Vec<ModuleId> = file.functions.iter().map(|f| f.module).collect();
+    let config = Config {
+        probe_cost_ns: file.session.probe_cost_ns,
+        compensate: !query.no_compensation,
+        window: query.window(file),
+        call_tree: query.call_tree,
+    };
+    let modules = file.modules.len();
+    let threads = threads(file, query);
+    let new_acc = || (Accumulator::new(&module_of, modules), 0u64);
+    let (mut acc, bad_chunks) = threads
+        .par_iter()
+        .fold(new_acc, |(mut acc, mut bad), t| {
+            let chunks: Vec<&EventChunkRef> = file.thread_chunks(t.pid, t.tid).collect();
+            let off = file
+                .os_events
+                .get(&(t.pid, t.tid))
+                .map_or(&[][..], Vec::as_slice);
+            let mut run = ThreadRun::new(&mut acc, &module_of, config, t.pid, t.tid, t.start, off);
+            bad += feed_pipelined(file, &chunks, &mut run);
+            run.finish(t.end);
+            (acc, bad)
+        })
+        .reduce(new_acc, |(mut a, x), (b, y)| {
+            a.merge(b);
+            (a, x + y)
+        });
+    acc.threads.sort_by_key(|t| (t.pid, t.tid));
+    let session = SessionTotals::of_threads(&acc.threads);
+    let tree = query.call_tree.then(|| {
+        let mut merged = CallTree::new(0, 0);
+        acc.trees.sort_by_key(|t| (t.pid, t.tid));
+        for t in &acc.trees {
+            merged.merge(t);
+        }
+        merged
+    });
+    InstrResult {
+        acc,
+        session,
+        tree,
+        bad_chunks,
+    }
+}
+
+/// Feeds a thread's chunks in order, decoding batch n+1 while batch n is analysed.
+/// Returns the number of chunks that failed to decode (skipped).
+fn feed_pipelined(file: &DataFile, chunks: &[&EventChunkRef], run: &mut ThreadRun<'_>) -> u64 {
+    const BATCH: usize = 4;
+    let decode = |batch: &[&EventChunkRef]| -> Vec<Result<Vec<Event>, DataError>> {
+        batch
+            .par_iter()
+            .map(|c| {
+                let mut v = Vec::new();
+                file.read_events(c, &mut v).map(|()| v)
+            })
+            .collect()
+    };
+    let mut bad = 0;
+    let mut batches = chunks.chunks(BATCH);
+    let mut current = batches.next().map(decode);
+    while let Some(decoded) = current.take() {
+        let next_batch = batches.next();
+        let (next, ()) = rayon::join(
+            || next_batch.map(decode),
+            || {
+                for events in &decoded {
+                    match events {
+                        Ok(events) => run.feed(events),
+                        Err(_) => bad += 1,
+                    }
+                }
+            },
+        );
+        current = next;
+    }
+    bad
+}
+
+fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
+    let window = query.window(file);
+    let decoded: Vec<_> = file
+        .sample_chunks
+        .par_iter()
+        .map(|c| {
+            let mut v = Vec::new();
+            file.read_samples(c, &mut v).map(|()| v)
+        })
+        .collect();
+    let mut analysis = SampleAnalysis::default();
+    let mut bad_chunks = 0;
+    for chunk in decoded {
+        let Ok(samples) = chunk else {
+            bad_chunks += 1;
+            continue;
+        };
+        for s in &samples {
+            if !query.wants_thread(s.pid, s.tid) {
+                continue;
+            }
+            if let Some((from, to)) = window {
+                if s.ts < from || s.ts > to {
+                    continue;
+                }
+            }
+            analysis.add(s);
+        }
+    }
+    analysis.finish(&file.stacks, &file.frames);
+    let session = SessionTotals {
+        samples: analysis.samples,
+        ..SessionTotals::default()
+    };
+    SampleResult {
+        analysis,
+        session,
+        bad_chunks,
+    }
+}
+
+/// Thread rows of an instrumentation result, for `threads`/`processes`.
+pub fn thread_stats(r: &InstrResult) -> &[ThreadStats] {
+    &r.acc.threads
+}

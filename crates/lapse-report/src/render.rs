@@ -1,0 +1,258 @@
+//! Renders a [`ViewOutput`] as an aligned terminal table, CSV, or the JSON
+//! report of SPEC section 5.
+
+use std::io::{self, Write};
+
+use lapse_data::DataFile;
+use serde_json::{json, Map, Value};
+
+use crate::load::Analysis;
+use crate::table::{Cell, Column, Kind, Table, TreeRow};
+use crate::units;
+use crate::views::{View, ViewOutput};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(Clone, Debug)]
+pub struct RenderOptions {
+    pub view: View,
+    pub format: Format,
+    pub sort: Option<String>,
+    pub limit: Option<usize>,
+    /// ANSI colour in the table (only on a terminal, never with NO_COLOR).
+    pub color: bool,
+    pub no_compensation: bool,
+}
+
+/// Orders rows by `--sort` (numbers descending, text ascending) or the view's
+/// default, then applies `--limit`. An unknown column is an error naming the choices.
+pub fn sort_rows(
+    columns: &[Column],
+    rows: &mut Vec<Vec<Cell>>,
+    view: View,
+    is_sampling: bool,
+    sort: Option<&str>,
+    limit: Option<usize>,
+) -> Result<(), String> {
+    let default = match (view, is_sampling) {
+        (View::Threads, _) => "tid",
+        (View::Processes, _) => "pid",
+        (View::Modules, false) => "elapsed_inclusive_ns",
+        (View::Modules, true) => "inclusive_samples",
+        (_, false) => "elapsed_exclusive_ns",
+        (_, true) => "exclusive_samples",
+    };
+    let key = sort.unwrap_or(default);
+    let Some(i) = columns.iter().position(|c| c.key == key) else {
+        if sort.is_none() {
+            return Ok(());
+        }
+        let names: Vec<&str> = columns.iter().map(|c| c.key).collect();
+        return Err(format!(
+            "--sort: no column {key} in this view (columns: {})",
+            names.join(", ")
+        ));
+    };
+    let numeric = !matches!(columns[i].kind, Kind::Text);
+    let ascending = !numeric || matches!(key, "pid" | "tid");
+    rows.sort_by(|a, b| {
+        let ord = match (&a[i], &b[i]) {
+            (Cell::Text(x), Cell::Text(y)) => x.cmp(y),
+            (x, y) => x
+                .as_f64()
+                .unwrap_or(f64::MIN)
+                .total_cmp(&y.as_f64().unwrap_or(f64::MIN)),
+        };
+        let ord = if ascending { ord } else { ord.reverse() };
+        ord.then_with(|| match (&a[0], &b[0]) {
+            (Cell::Text(x), Cell::Text(y)) => x.cmp(y),
+            (x, y) => x
+                .as_f64()
+                .unwrap_or(0.0)
+                .total_cmp(&y.as_f64().unwrap_or(0.0)),
+        })
+    });
+    if let Some(n) = limit {
+        rows.truncate(n);
+    }
+    Ok(())
+}
+
+fn session_json(file: &DataFile, a: &Analysis) -> Value {
+    let s = &file.session;
+    let end = file
+        .footer
+        .as_ref()
+        .map(|f| f.end)
+        .filter(|e| e.as_nanos() > 0)
+        .or_else(|| file.threads.iter().filter_map(|t| t.end).max());
+    let duration = end.map_or(0, |e| e.since(s.start));
+    let threads = match a {
+        Analysis::Instr(r) => r.acc.threads.len(),
+        Analysis::Sample(r) => r.analysis.threads.len().max(file.threads.len()),
+    };
+    let mut pids: Vec<u32> = file
+        .processes
+        .iter()
+        .map(|p| p.pid)
+        .chain(file.threads.iter().map(|t| t.pid))
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    let (el, app, samples) = match a {
+        Analysis::Instr(r) => (
+            r.session.elapsed_inclusive.to_nanos(),
+            r.session.application_inclusive.to_nanos(),
+            0,
+        ),
+        Analysis::Sample(r) => (0, 0, r.session.samples),
+    };
+    let footer = file.footer.clone().unwrap_or_default();
+    json!({
+        "command": s.command,
+        "duration_ns": duration,
+        "processes": pids.len(),
+        "threads": threads,
+        "elapsed_inclusive_ns": el,
+        "application_inclusive_ns": app,
+        "samples": samples,
+        "discarded_samples": footer.discarded_samples,
+        "sample_event": s.sample_event,
+        "sample_period": s.sample_period,
+        "os_events": s.os_events,
+        "probe_cost_ns": s.probe_cost_ns,
+        "lost_events": footer.lost_events,
+        "complete": file.is_complete(),
+    })
+}
+
+fn tree_json(columns: &[Column], rows: &[TreeRow]) -> Value {
+    Value::Array(
+        rows.iter()
+            .map(|r| {
+                let mut m = Table::row_json(columns, &r.cells);
+                m.insert("hot".into(), Value::Bool(r.hot));
+                m.insert("children".into(), tree_json(columns, &r.children));
+                Value::Object(m)
+            })
+            .collect(),
+    )
+}
+
+fn rows_json(columns: &[Column], rows: &[Vec<Cell>]) -> Value {
+    Value::Array(
+        rows.iter()
+            .map(|r| Value::Object(Table::row_json(columns, r)))
+            .collect(),
+    )
+}
+
+pub fn render(
+    out: &mut dyn Write,
+    file: &DataFile,
+    a: &Analysis,
+    v: &ViewOutput,
+    opts: &RenderOptions,
+) -> io::Result<()> {
+    match opts.format {
+        Format::Json => {
+            let mut doc = Map::new();
+            doc.insert("schema".into(), json!("lapse-report/1"));
+            doc.insert("view".into(), json!(opts.view.name()));
+            doc.insert("method".into(), json!(file.session.method.name()));
+            doc.insert("session".into(), session_json(file, a));
+            if let Some(roots) = &v.roots {
+                doc.insert("roots".into(), tree_json(&v.columns, roots));
+            } else if let Some((f, callers, callees)) = &v.focus {
+                doc.insert(
+                    "function".into(),
+                    Value::Object(Table::row_json(&v.columns, f)),
+                );
+                doc.insert("callers".into(), rows_json(&v.columns, callers));
+                doc.insert("callees".into(), rows_json(&v.columns, callees));
+            } else {
+                doc.insert("rows".into(), rows_json(&v.columns, &v.rows));
+            }
+            if opts.view == View::Summary || opts.view == View::Calltree {
+                doc.insert("hot_path".into(), json!(v.hot_path));
+            }
+            serde_json::to_writer(&mut *out, &Value::Object(doc)).map_err(io::Error::other)?;
+            writeln!(out)
+        }
+        Format::Csv => {
+            let mut columns: Vec<&str> = Vec::new();
+            if v.roots.is_some() {
+                columns.extend(["depth", "hot"]);
+            }
+            if v.focus.is_some() {
+                columns.push("relation");
+            }
+            columns.extend(v.columns.iter().map(|c| c.key));
+            writeln!(out, "{}", columns.join(","))?;
+            let line = |out: &mut dyn Write, prefix: &[String], r: &[Cell]| -> io::Result<()> {
+                let mut fields: Vec<String> = prefix.to_vec();
+                fields.extend(
+                    v.columns
+                        .iter()
+                        .zip(r)
+                        .map(|(c, cell)| csv_field(cell, c.kind)),
+                );
+                writeln!(out, "{}", fields.join(","))
+            };
+            if let Some(roots) = &v.roots {
+                let mut todo: Vec<(usize, &TreeRow)> = roots.iter().rev().map(|r| (0, r)).collect();
+                while let Some((d, r)) = todo.pop() {
+                    line(out, &[d.to_string(), r.hot.to_string()], &r.cells)?;
+                    todo.extend(r.children.iter().rev().map(|c| (d + 1, c)));
+                }
+            } else if let Some((f, callers, callees)) = &v.focus {
+                line(out, &["function".into()], f)?;
+                for r in callers {
+                    line(out, &["caller".into()], r)?;
+                }
+                for r in callees {
+                    line(out, &["callee".into()], r)?;
+                }
+            } else {
+                for r in &v.rows {
+                    line(out, &[], r)?;
+                }
+            }
+            Ok(())
+        }
+        Format::Table => crate::render_table::table(out, file, a, v, opts, &session_json(file, a)),
+    }
+}
+
+fn csv_field(cell: &Cell, kind: Kind) -> String {
+    match cell.to_json(kind) {
+        Value::Null => String::new(),
+        Value::String(s) => {
+            if s.contains([',', '"', '\n']) {
+                format!("\"{}\"", s.replace('"', "\"\""))
+            } else {
+                s
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Human text of a cell for the terminal table.
+pub fn human(cell: &Cell, kind: Kind) -> String {
+    match (cell, kind) {
+        (Cell::Null, _) => "-".into(),
+        (Cell::Int(v), Kind::Nanos) => units::duration(*v),
+        (Cell::Float(p), Kind::Percent) => units::percent(*p),
+        (Cell::Int(v), Kind::Hex) => format!("{v:#x}"),
+        (Cell::Text(s), _) => s.clone(),
+        (Cell::Int(v), _) => v.to_string(),
+        (Cell::Float(v), _) => format!("{v:.2}"),
+        (Cell::Bool(b), _) => b.to_string(),
+    }
+}

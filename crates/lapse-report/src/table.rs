@@ -1,0 +1,104 @@
+//! The neutral shape every view produces: named, typed columns and rows of
+//! cells, rendered alike by the table, CSV and JSON writers.
+
+use serde_json::Value;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Text,
+    Int,
+    /// Integer nanoseconds (human units in the terminal table).
+    Nanos,
+    Percent,
+    /// Module-relative address, rendered as a hex string.
+    Hex,
+    Bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cell {
+    Null,
+    Text(String),
+    Int(u64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl Cell {
+    pub fn opt_text(s: Option<&str>) -> Cell {
+        s.map_or(Cell::Null, |s| Cell::Text(s.to_owned()))
+    }
+
+    pub fn to_json(&self, kind: Kind) -> Value {
+        match (self, kind) {
+            (Cell::Null, _) => Value::Null,
+            (Cell::Int(v), Kind::Hex) => Value::String(format!("{v:#x}")),
+            (Cell::Text(s), _) => Value::String(s.clone()),
+            (Cell::Int(v), _) => Value::from(*v),
+            (Cell::Float(v), _) => {
+                serde_json::Number::from_f64(*v).map_or(Value::Null, Value::Number)
+            }
+            (Cell::Bool(b), _) => Value::Bool(*b),
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Cell::Int(v) => Some(*v as f64),
+            Cell::Float(v) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Column {
+    pub key: &'static str,
+    pub kind: Kind,
+    /// Shown in the terminal table (CSV and JSON show every column).
+    pub terminal: Option<&'static str>,
+}
+
+pub const fn col(key: &'static str, kind: Kind) -> Column {
+    Column {
+        key,
+        kind,
+        terminal: None,
+    }
+}
+
+pub const fn shown(key: &'static str, kind: Kind, header: &'static str) -> Column {
+    Column {
+        key,
+        kind,
+        terminal: Some(header),
+    }
+}
+
+/// A tree row: a row plus children (for `calltree`).
+#[derive(Clone, Debug)]
+pub struct TreeRow {
+    pub cells: Vec<Cell>,
+    pub hot: bool,
+    pub children: Vec<TreeRow>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    pub columns: Vec<Column>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
+impl Table {
+    pub fn index(&self, key: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.key == key)
+    }
+
+    pub fn row_json(columns: &[Column], row: &[Cell]) -> serde_json::Map<String, Value> {
+        columns
+            .iter()
+            .zip(row)
+            .map(|(c, v)| (c.key.to_owned(), v.to_json(c.kind)))
+            .collect()
+    }
+}

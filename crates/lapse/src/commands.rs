@@ -1,0 +1,342 @@
+//! One function per subcommand; each returns the process exit code.
+
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use lapse_data::DataFile;
+use lapse_record::{CallGraph, MethodChoice, RecordOptions, Target};
+use lapse_report::render::sort_rows;
+use lapse_report::{analyze, build_view, render, Analysis, Format, Query, RenderOptions, View};
+use regex::Regex;
+
+use crate::cli::{
+    CallGraphArg, Cli, Command, FormatArg, MethodArg, RecordArgs, ReportArgs, ViewArg,
+};
+
+pub fn run(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Record(a) => record(a),
+        Command::Report(a) => report(a),
+        Command::Info { file } => info(&file.unwrap_or_else(default_file)),
+        Command::Import { trace, output } => import(&trace, &output),
+        Command::Demo => crate::demo::run(),
+    }
+}
+
+fn default_file() -> PathBuf {
+    PathBuf::from("lapse.data")
+}
+
+pub fn open(path: &Path) -> Result<DataFile> {
+    let file = DataFile::open(path)?;
+    if let Some(d) = file.damage.first() {
+        eprintln!(
+            "lapse: warning: {}: damaged at byte {} ({}); reporting the intact part before it",
+            path.display(),
+            d.offset,
+            d.what
+        );
+    } else if file.footer.is_none() {
+        eprintln!("lapse: warning: {}: the recording did not finish (no footer); reporting what was written", path.display());
+    }
+    Ok(file)
+}
+
+pub fn record(a: RecordArgs) -> Result<u8> {
+    let target = match (a.pid, a.command.is_empty()) {
+        (Some(pid), _) => Target::Pid {
+            pid,
+            duration: a.duration.map(Duration::from_secs_f64),
+        },
+        (None, false) => Target::Command(a.command),
+        (None, true) => bail!("nothing to record: give a command after `--` (lapse record -- ./prog args) or --pid PID"),
+    };
+    for kind in &a.os_events {
+        if !matches!(kind.as_str(), "switch" | "fault" | "syscall") {
+            bail!("--os-events: unknown kind {kind:?} (choose from switch, fault, syscall)");
+        }
+    }
+    let opts = RecordOptions {
+        method: match a.method {
+            MethodArg::Auto => MethodChoice::Auto,
+            MethodArg::Instrument => MethodChoice::Instrument,
+            MethodArg::Sample => MethodChoice::Sample,
+        },
+        frequency: a.frequency,
+        period: a.period,
+        event: a.event,
+        call_graph: match a.call_graph {
+            CallGraphArg::Dwarf => CallGraph::Dwarf,
+            CallGraphArg::Fp => CallGraph::FramePointer,
+        },
+        os_events: a.os_events,
+        inherit: !a.no_inherit,
+        output: a.output,
+        target,
+    };
+    let outcome = lapse_record::record(&opts)?;
+    let what = match outcome.method {
+        lapse_data::Method::Instrumentation => format!("{} events", outcome.events),
+        lapse_data::Method::Sampling => format!("{} samples", outcome.samples),
+    };
+    eprintln!(
+        "lapse: {} recorded {} ({} bytes) to {}; target exited with status {}",
+        outcome.method.name(),
+        what,
+        outcome.bytes,
+        outcome.output.display(),
+        outcome.exit_status
+    );
+    Ok(u8::try_from(outcome.exit_status.clamp(0, 255)).unwrap_or(1))
+}
+
+fn view_of(v: ViewArg) -> View {
+    match v {
+        ViewArg::Summary => View::Summary,
+        ViewArg::Functions => View::Functions,
+        ViewArg::Callers => View::Callers,
+        ViewArg::Callees => View::Callees,
+        ViewArg::Calltree => View::Calltree,
+        ViewArg::Modules => View::Modules,
+        ViewArg::Threads => View::Threads,
+        ViewArg::Processes => View::Processes,
+        ViewArg::Lines => View::Lines,
+        ViewArg::Instructions => View::Instructions,
+    }
+}
+
+fn regex(flag: &str, pattern: &Option<String>) -> Result<Option<Regex>> {
+    pattern
+        .as_deref()
+        .map(|p| {
+            Regex::new(p).with_context(|| format!("--{flag}: invalid regular expression {p:?}"))
+        })
+        .transpose()
+}
+
+pub fn report(a: ReportArgs) -> Result<u8> {
+    let path = a.file.clone().unwrap_or_else(default_file);
+    let file = open(&path)?;
+    let view = view_of(a.view);
+    if !(a.threshold.is_finite() && a.threshold >= 0.0) {
+        bail!(
+            "--threshold: expected a percentage >= 0, got {}",
+            a.threshold
+        );
+    }
+    let query = Query {
+        pids: a.pid,
+        tids: a.tid,
+        // callers/callees take --function as the focus, not a row filter.
+        function: if matches!(view, View::Callers | View::Callees) {
+            None
+        } else {
+            regex("function", &a.function)?
+        },
+        module: regex("module", &a.module)?,
+        from_s: a.from,
+        to_s: a.to,
+        no_compensation: a.no_compensation,
+        call_tree: view.needs_call_tree(),
+    };
+    let analysis = analyze(&file, &query)?;
+    let focus_query = Query {
+        function: regex("function", &a.function)?,
+        ..query.clone()
+    };
+    let mut out = build_view(
+        &file,
+        &analysis,
+        &focus_query_for(view, &query, &focus_query),
+        view,
+        a.function.as_deref(),
+        a.threshold,
+    )?;
+    let sampling = matches!(analysis, Analysis::Sample(_));
+    let limit = a.limit.or((view == View::Summary).then_some(10));
+    sort_rows(
+        &out.columns,
+        &mut out.rows,
+        view,
+        sampling,
+        a.sort.as_deref(),
+        limit,
+    )
+    .map_err(anyhow::Error::msg)?;
+    if let Some((_, callers, callees)) = &mut out.focus {
+        sort_rows(
+            &out.columns,
+            callers,
+            view,
+            sampling,
+            a.sort.as_deref(),
+            a.limit,
+        )
+        .map_err(anyhow::Error::msg)?;
+        sort_rows(
+            &out.columns,
+            callees,
+            view,
+            sampling,
+            a.sort.as_deref(),
+            a.limit,
+        )
+        .map_err(anyhow::Error::msg)?;
+    }
+    let stdout = io::stdout();
+    let color = a.format == FormatArg::Table
+        && stdout.is_terminal()
+        && std::env::var_os("NO_COLOR").is_none();
+    let opts = RenderOptions {
+        view,
+        format: match a.format {
+            FormatArg::Table => Format::Table,
+            FormatArg::Csv => Format::Csv,
+            FormatArg::Json => Format::Json,
+        },
+        sort: a.sort,
+        limit: a.limit,
+        color,
+        no_compensation: a.no_compensation,
+    };
+    let mut w = BufWriter::new(stdout.lock());
+    render(&mut w, &file, &analysis, &out, &opts)?;
+    w.flush()?;
+    Ok(0)
+}
+
+fn focus_query_for<'a>(view: View, q: &'a Query, focus: &'a Query) -> &'a Query {
+    if matches!(view, View::Callers | View::Callees) {
+        focus
+    } else {
+        q
+    }
+}
+
+fn info(path: &Path) -> Result<u8> {
+    let file = DataFile::open(path)?;
+    let s = &file.session;
+    let mut o = BufWriter::new(io::stdout().lock());
+    writeln!(
+        o,
+        "file:        {} ({} bytes)",
+        path.display(),
+        file.file_len
+    )?;
+    writeln!(
+        o,
+        "complete:    {}",
+        if file.is_complete() { "yes" } else { "no" }
+    )?;
+    writeln!(o, "command:     {}", s.command.join(" "))?;
+    writeln!(o, "method:      {}", s.method.name())?;
+    writeln!(o, "host:        {}", s.host)?;
+    writeln!(o, "clock:       {}", s.clock)?;
+    writeln!(o, "lapse:       {}", s.lapse_version)?;
+    if s.method == lapse_data::Method::Instrumentation {
+        writeln!(o, "probe cost:  {:.2} ns per probe", s.probe_cost_ns)?;
+        if let Some(t) = &s.tsc {
+            writeln!(o, "tsc:         {:.0} ticks/s", t.ticks_per_sec)?;
+        }
+        writeln!(o, "os events:   {}", s.os_events.join(","))?;
+    } else {
+        writeln!(
+            o,
+            "event:       {} (period {})",
+            s.sample_event.as_deref().unwrap_or("?"),
+            s.sample_period.unwrap_or(0)
+        )?;
+    }
+    for n in &s.notes {
+        writeln!(o, "note:        {n}")?;
+    }
+    writeln!(o, "processes:   {}", file.processes.len())?;
+    writeln!(o, "threads:     {}", file.threads.len())?;
+    writeln!(o, "modules:     {}", file.modules.len())?;
+    writeln!(o, "functions:   {}", file.functions.len())?;
+    writeln!(
+        o,
+        "events:      {} in {} chunks",
+        file.total_events(),
+        file.event_chunks.len()
+    )?;
+    writeln!(
+        o,
+        "samples:     {} chunks; {} frames, {} stack nodes",
+        file.sample_chunks.len(),
+        file.frames.len(),
+        file.stacks.len()
+    )?;
+    if let Some(f) = &file.footer {
+        writeln!(o, "lost:        {} events", f.lost_events)?;
+        writeln!(o, "discarded:   {} samples", f.discarded_samples)?;
+        if let Some(st) = f.target_exit_status {
+            writeln!(o, "exit status: {st}")?;
+        }
+    }
+    for d in &file.damage {
+        writeln!(o, "damage:      at byte {}: {}", d.offset, d.what)?;
+    }
+    if file.skipped_chunks > 0 {
+        writeln!(
+            o,
+            "skipped:     {} chunks of unknown kind",
+            file.skipped_chunks
+        )?;
+    }
+    if s.method == lapse_data::Method::Instrumentation {
+        if let Analysis::Instr(r) = analyze(&file, &Query::default())? {
+            let sum = |f: fn(&lapse_analysis::ThreadStats) -> u64| {
+                r.acc.threads.iter().map(f).sum::<u64>()
+            };
+            writeln!(
+                o,
+                "repaired:    {} exits closed by a later exit (longjmp, lost exits)",
+                sum(|t| t.repaired_exits)
+            )?;
+            writeln!(
+                o,
+                "unmatched:   {} exits matching no entry (ignored)",
+                sum(|t| t.unmatched_exits)
+            )?;
+            writeln!(
+                o,
+                "open calls:  {} closed at thread end",
+                sum(|t| t.open_calls)
+            )?;
+            let bad = sum(|t| t.invalid_events) + sum(|t| t.backward_timestamps) + r.bad_chunks;
+            if bad > 0 {
+                writeln!(o, "invalid:     {bad} events or chunks skipped")?;
+            }
+        }
+    }
+    o.flush()?;
+    Ok(0)
+}
+
+fn import(trace: &Path, output: &Path) -> Result<u8> {
+    let bytes = std::fs::read(trace).with_context(|| trace.display().to_string())?;
+    let name = trace.display().to_string();
+    let imported = lapse_import::import(&bytes, &name)?;
+    let out =
+        File::create(output).with_context(|| format!("{}: cannot create", output.display()))?;
+    let events = imported
+        .write(BufWriter::new(out))
+        .with_context(|| output.display().to_string())?;
+    let mut line = format!(
+        "lapse: imported {events} events from {} into {}",
+        trace.display(),
+        output.display()
+    );
+    if imported.unmatched_ends > 0 {
+        line.push_str(&format!(
+            " ({} end events without a begin ignored)",
+            imported.unmatched_ends
+        ));
+    }
+    eprintln!("{line}");
+    Ok(0)
+}

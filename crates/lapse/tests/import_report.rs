@@ -1,0 +1,347 @@
+//! A hand-written Chrome trace with known answers, imported and reported in
+//! JSON, CSV and table form; plus the errors a user meets with bad files.
+//!
+//! Thread 1 (pid 1): main [0, 10 µs]; work [1, 5 µs] with the thread off the
+//! CPU during [2, 4 µs] (so work's only interval has an OS event); helper, an
+//! X event, [6, 8 µs]. Thread 2: worker, X event [0, 3.5 µs], category "lib".
+//!
+//! Intervals of thread 1: [0,1] main; [1,5] main>work (OS event); [5,6] main;
+//! [6,8] main>helper; [8,10] main.
+//! main:   elapsed incl 10000, excl 1000+1000+2000 = 4000, application incl 6000, excl 4000.
+//! work:   elapsed 4000/4000, application 0/0.
+//! helper: 2000 everywhere. worker: 3500 everywhere.
+//! Session: elapsed 10000 + 3500 = 13500 ns, application 6000 + 3500 = 9500 ns.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const TRACE: &str = r#"{"traceEvents": [
+  {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main-thread"}},
+  {"ph": "B", "name": "main", "pid": 1, "tid": 1, "ts": 0},
+  {"ph": "X", "name": "worker", "cat": "lib", "pid": 1, "tid": 2, "ts": 0, "dur": 3.5},
+  {"ph": "B", "name": "work", "pid": 1, "tid": 1, "ts": 1},
+  {"ph": "i", "name": "lapse:switch_out", "pid": 1, "tid": 1, "ts": 2},
+  {"ph": "i", "name": "lapse:switch_in", "pid": 1, "tid": 1, "ts": 4},
+  {"ph": "E", "pid": 1, "tid": 1, "ts": 5},
+  {"ph": "X", "name": "helper", "pid": 1, "tid": 1, "ts": 6, "dur": 2},
+  {"ph": "E", "name": "main", "pid": 1, "tid": 1, "ts": 10},
+  {"ph": "C", "name": "counter", "pid": 1, "tid": 1, "ts": 3, "args": {"v": 1}}
+]}"#;
+
+fn lapse(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run lapse")
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lapse-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn imported(name: &str, trace: &str) -> PathBuf {
+    let dir = tempdir(name);
+    std::fs::write(dir.join("trace.json"), trace).unwrap();
+    let out = lapse(&dir, &["import", "trace.json", "-o", "t.data"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+fn json(dir: &Path, args: &[&str]) -> Value {
+    let out = lapse(dir, args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn row<'a>(doc: &'a Value, key: &str, name: &str) -> &'a Value {
+    doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[key] == name)
+        .unwrap_or_else(|| panic!("no row {name}"))
+}
+
+fn close(v: &Value, expected: f64) {
+    let got = v.as_f64().unwrap();
+    assert!((got - expected).abs() < 1e-9, "{got} != {expected}");
+}
+
+#[test]
+fn json_functions_view_has_the_exact_spec_values() {
+    let dir = imported("json", TRACE);
+    let doc = json(
+        &dir,
+        &[
+            "report",
+            "t.data",
+            "--view",
+            "functions",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(doc["schema"], "lapse-report/1");
+    assert_eq!(doc["method"], "instrumentation");
+    assert_eq!(doc["session"]["elapsed_inclusive_ns"], 13500);
+    assert_eq!(doc["session"]["application_inclusive_ns"], 9500);
+    assert_eq!(doc["session"]["threads"], 2);
+    let main = row(&doc, "function", "main");
+    assert_eq!(main["calls"], 1);
+    assert_eq!(main["elapsed_inclusive_ns"], 10000);
+    assert_eq!(main["elapsed_exclusive_ns"], 4000);
+    assert_eq!(main["application_inclusive_ns"], 6000);
+    assert_eq!(main["application_exclusive_ns"], 4000);
+    close(&main["elapsed_inclusive_pct"], 100.0 * 10000.0 / 13500.0);
+    close(&main["elapsed_exclusive_pct"], 100.0 * 4000.0 / 13500.0);
+    close(&main["application_inclusive_pct"], 100.0 * 6000.0 / 9500.0);
+    close(&main["application_exclusive_pct"], 100.0 * 4000.0 / 9500.0);
+    assert_eq!(main["module"], "trace.json");
+    let work = row(&doc, "function", "work");
+    assert_eq!(
+        (
+            work["elapsed_inclusive_ns"].as_u64(),
+            work["application_inclusive_ns"].as_u64()
+        ),
+        (Some(4000), Some(0))
+    );
+    assert_eq!(work["max_elapsed_inclusive_ns"], 4000);
+    let worker = row(&doc, "function", "worker");
+    assert_eq!(worker["elapsed_exclusive_ns"], 3500);
+    assert_eq!(worker["module"], "lib");
+    // Default order: elapsed exclusive, largest first.
+    let names: Vec<&str> = doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["function"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["main", "work", "worker", "helper"]);
+}
+
+#[test]
+fn threads_processes_and_modules_views() {
+    let dir = imported("views", TRACE);
+    let doc = json(
+        &dir,
+        &["report", "t.data", "--view", "threads", "--format", "json"],
+    );
+    let t1 = doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tid"] == 1)
+        .unwrap();
+    assert_eq!(t1["thread_name"], "main-thread");
+    assert_eq!(
+        (
+            t1["elapsed_inclusive_ns"].as_u64(),
+            t1["application_inclusive_ns"].as_u64()
+        ),
+        (Some(10000), Some(6000))
+    );
+    let doc = json(
+        &dir,
+        &[
+            "report",
+            "t.data",
+            "--view",
+            "processes",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(doc["rows"][0]["elapsed_inclusive_ns"], 13500);
+    let doc = json(
+        &dir,
+        &["report", "t.data", "--view", "modules", "--format", "json"],
+    );
+    let m = row(&doc, "module", "trace.json");
+    assert_eq!(
+        (
+            m["elapsed_inclusive_ns"].as_u64(),
+            m["elapsed_exclusive_ns"].as_u64()
+        ),
+        (Some(10000), Some(10000))
+    );
+}
+
+#[test]
+fn csv_and_table_show_the_same_values() {
+    let dir = imported("csv", TRACE);
+    let out = lapse(
+        &dir,
+        &["report", "t.data", "--view", "functions", "--format", "csv"],
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(
+        &header[..7],
+        [
+            "function",
+            "module",
+            "module_path",
+            "address",
+            "source_file",
+            "line",
+            "calls"
+        ]
+    );
+    let main: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = |k: &str| main[header.iter().position(|h| *h == k).unwrap()];
+    assert_eq!(
+        (
+            at("function"),
+            at("elapsed_inclusive_ns"),
+            at("application_inclusive_ns")
+        ),
+        ("main", "10000", "6000")
+    );
+
+    let out = lapse(&dir, &["report", "t.data", "--view", "functions"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let main = text.lines().find(|l| l.starts_with("main ")).expect(&text);
+    assert!(
+        main.contains("10.0 µs") && main.contains("4.00 µs") && main.contains("6.00 µs"),
+        "{main}"
+    );
+    assert!(!text.contains('\x1b'), "no colour when not on a terminal");
+}
+
+#[test]
+fn bare_array_and_unsorted_input_give_the_same_answer() {
+    let events: Value = serde_json::from_str::<Value>(TRACE).unwrap()["traceEvents"].clone();
+    let mut list = events.as_array().unwrap().clone();
+    list.reverse();
+    let dir = imported("bare", &serde_json::to_string(&list).unwrap());
+    let doc = json(
+        &dir,
+        &[
+            "report",
+            "t.data",
+            "--view",
+            "functions",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(row(&doc, "function", "main")["elapsed_exclusive_ns"], 4000);
+    assert_eq!(row(&doc, "function", "work")["application_inclusive_ns"], 0);
+}
+
+#[test]
+fn filters_sort_and_limit() {
+    let dir = imported("filters", TRACE);
+    let doc = json(
+        &dir,
+        &[
+            "report",
+            "t.data",
+            "--view",
+            "functions",
+            "--format",
+            "json",
+            "--tid",
+            "2",
+        ],
+    );
+    assert_eq!(doc["rows"].as_array().unwrap().len(), 1);
+    let doc = json(
+        &dir,
+        &[
+            "report",
+            "t.data",
+            "--view",
+            "functions",
+            "--format",
+            "json",
+            "--function",
+            "^w",
+        ],
+    );
+    assert_eq!(doc["rows"].as_array().unwrap().len(), 2);
+    let doc = json(
+        &dir,
+        &[
+            "report",
+            "t.data",
+            "--view",
+            "functions",
+            "--format",
+            "json",
+            "--sort",
+            "calls",
+            "--limit",
+            "1",
+        ],
+    );
+    assert_eq!(doc["rows"].as_array().unwrap().len(), 1);
+    let out = lapse(
+        &dir,
+        &["report", "t.data", "--sort", "nope", "--view", "functions"],
+    );
+    assert!(!out.status.success());
+}
+
+#[test]
+fn bad_files_give_one_clear_line_and_no_panic() {
+    let dir = imported("bad", TRACE);
+    let check = |args: &[&str], needle: &str| {
+        let out = lapse(&dir, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    };
+    check(&["report", "missing.data"], "missing.data");
+    check(&["report", "trace.json"], "not a lapse data file");
+    std::fs::write(dir.join("empty.data"), b"").unwrap();
+    check(&["report", "empty.data"], "empty");
+    std::fs::write(dir.join("broken.json"), "{\"traceEvents\": [").unwrap();
+    check(&["import", "broken.json"], "not valid JSON");
+    std::fs::write(
+        dir.join("shape.json"),
+        "{\"traceEvents\": [{\"ph\": \"B\", \"name\": \"x\"}]}",
+    )
+    .unwrap();
+    check(&["import", "shape.json"], "missing \"ts\"");
+    check(&["report", "t.data", "--view", "bogus"], "bogus");
+
+    // Truncated: the intact part is reported with a warning.
+    let full = std::fs::read(dir.join("t.data")).unwrap();
+    std::fs::write(dir.join("cut.data"), &full[..full.len() - 10]).unwrap();
+    let out = lapse(
+        &dir,
+        &[
+            "report",
+            "cut.data",
+            "--view",
+            "functions",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["session"]["complete"], false);
+    let out = lapse(&dir, &["info", "cut.data"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("damage:"));
+}
