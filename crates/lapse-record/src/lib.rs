@@ -88,9 +88,12 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let argv = match &opts.target {
         Target::Command(argv) => argv,
         Target::Pid { .. } => {
-            return Err(RecordError::Unsupported(
-                "attaching to a running process (--pid) needs the sampling method, which this build does not have yet".into(),
-            ))
+            if opts.method == MethodChoice::Instrument {
+                return Err(RecordError::Unsupported(
+                    "attaching to a running process (--pid) records by sampling; drop --method instrument".into(),
+                ));
+            }
+            return linux::sample::record(opts);
         }
     };
     let first = argv.first().ok_or(RecordError::NoCommand)?;
@@ -115,9 +118,6 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             }
             instrument::record(opts, &program, argv)
         }
-        Method::Sampling => Err(RecordError::Unsupported(format!(
-            "{} has no instrumentation probes and the sampling method is not available yet; build it with -finstrument-functions or use --method instrument",
-            program.display()
-        ))),
+        Method::Sampling => linux::sample::record(opts),
     }
 }

@@ -4,3 +4,13 @@ pub mod clock;
 pub mod launch;
 pub mod perf;
 pub mod records;
+
+// Sampling (`--method sample`, `--pid`).
+mod proc_scan;
+pub(crate) mod sample;
+mod sample_attr;
+mod sample_parse;
+mod sample_session;
+mod sample_symbols;
+mod stack_table;
+mod unwind_glue;

@@ -50,7 +50,6 @@ pub(crate) struct SampleLayout {
 /// One decoded sample; slices borrow from the record.
 #[derive(Debug)]
 pub(crate) struct RawSample<'a> {
-    pub(crate) ip: u64,
     pub(crate) pid: u32,
     pub(crate) tid: u32,
     pub(crate) time: u64,
@@ -92,7 +91,9 @@ impl<'a> Cursor<'a> {
 /// shorter than its own fields say.
 pub(crate) fn parse(layout: SampleLayout, body: &[u8]) -> Option<RawSample<'_>> {
     let mut c = Cursor { buf: body, pos: 0 };
-    let ip = c.u64()?;
+    // The sampled IP may be a kernel address; the user IP comes from the
+    // user registers (or the callchain) instead.
+    let _ip = c.u64()?;
     let (pid, tid) = c.u32_pair()?;
     let time = c.u64()?;
     let (cpu, _) = c.u32_pair()?;
@@ -130,7 +131,6 @@ pub(crate) fn parse(layout: SampleLayout, body: &[u8]) -> Option<RawSample<'_>> 
         }
     }
     Some(RawSample {
-        ip,
         pid,
         tid,
         time,

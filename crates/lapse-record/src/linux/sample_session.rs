@@ -143,18 +143,10 @@ impl<W: Write> SampleSession<W> {
                 path,
                 id,
                 ..
-            } => {
-                if prot & libc::PROT_EXEC as u32 != 0 && self.targets.contains(&pid) {
-                    let new = self.spaces.map(
-                        pid,
-                        addr,
-                        len,
-                        pgoff,
-                        &path,
-                        Timestamp::from_nanos(id.time),
-                    );
-                    self.write_mapping(new)?;
-                }
+            } if prot & libc::PROT_EXEC as u32 != 0 && self.targets.contains(&pid) => {
+                let time = Timestamp::from_nanos(id.time);
+                let new = self.spaces.map(pid, addr, len, pgoff, &path, time);
+                self.write_mapping(new)?;
             }
             PerfRecord::Fork {
                 pid,

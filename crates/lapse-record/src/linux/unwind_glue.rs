@@ -17,7 +17,6 @@ use lapse_unwind::{ProcessUnwinder, StackCopy, UserRegs};
 pub(crate) const UNKNOWN_MODULE: &str = "[unknown]";
 
 pub(crate) struct LoadedModule {
-    pub(crate) info: ModuleInfo,
     /// `None` when the file could not be read (deleted, anonymous, foreign).
     pub(crate) elf: Option<ElfModule>,
 }
@@ -43,10 +42,7 @@ impl ModuleTable {
             build_id: elf.as_ref().and_then(|e| e.build_id()).map(<[u8]>::to_vec),
         };
         self.by_path.insert(path.to_owned(), id);
-        self.modules.push(LoadedModule {
-            info: info.clone(),
-            elf,
-        });
+        self.modules.push(LoadedModule { elf });
         (id, Some(info))
     }
 
