@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=demo/demo.c");
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("lapse-demo");
+    let out =
+        PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("lapse-demo");
     let compiler = cc::Build::new().cargo_metadata(false).get_compiler();
     let mut cmd = compiler.to_command();
     cmd.args([

@@ -1,0 +1,356 @@
+//! End to end: C programs built during the test with `-finstrument-functions`
+//! are recorded by the `lapse` binary and checked through
+//! `lapse report --format json`, against what the programs are known to do.
+//!
+//! Time checks use the thread's own CPU clock inside the programs (spins), so
+//! a loaded machine stretches elapsed time but not application time; bounds
+//! are loose enough for a busy 2-core VM and tight enough that a recorder
+//! that loses OS events, mixes threads up or drops events fails them.
+//! Tests skip (with a message) when perf_event_open is refused or gcc is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const MS: f64 = 1e6;
+
+/// C helpers shared by the programs: a CPU-time spin that calls an
+/// instrumented clock read about every 50 µs (so a preemption costs one short
+/// interval, not the whole spin).
+const PRELUDE: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#define NOINLINE __attribute__((noinline))
+NOINLINE double cpu_ms(void) {
+    struct timespec ts; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+NOINLINE uint64_t spin(double ms) {
+    uint64_t x = 88172645463325252ULL; double end = cpu_ms() + ms;
+    while (cpu_ms() < end) for (int i = 0; i < 20000; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; }
+    return x;
+}
+volatile uint64_t sink;
+"#;
+
+struct Recorded {
+    dir: PathBuf,
+    data: PathBuf,
+    status: i32,
+}
+
+fn work_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("instrument_e2e-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create test dir");
+    dir
+}
+
+/// Builds `body` (after the prelude) and records it; `None` means skip.
+fn record(name: &str, body: &str) -> Option<Recorded> {
+    let dir = work_dir(name);
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, format!("{PRELUDE}\n{body}")).expect("write source");
+    let exe = dir.join(name);
+    let gcc = Command::new("gcc")
+        .args(["-finstrument-functions", "-O1", "-pthread", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output();
+    match gcc {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!("gcc failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("skipping {name}: gcc not available ({e})");
+            return None;
+        }
+    }
+    let data = dir.join("out.lapse");
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("record")
+        .arg("-o")
+        .arg(&data)
+        .arg("--")
+        .arg(&exe)
+        .current_dir(&dir)
+        .output()
+        .expect("run lapse record");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("perf_event_open") && !data.exists() {
+        eprintln!("skipping {name}: perf events are not available here: {stderr}");
+        return None;
+    }
+    let status = out.status.code().unwrap_or(-1);
+    assert!(data.exists(), "no data file; lapse said: {stderr}");
+    Some(Recorded { dir, data, status })
+}
+
+fn report(r: &Recorded, view: &str) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("report")
+        .arg(&r.data)
+        .args(["--view", view, "--format", "json"])
+        .current_dir(&r.dir)
+        .output()
+        .expect("run lapse report");
+    assert!(
+        out.status.success(),
+        "lapse report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("report is JSON")
+}
+
+fn rows(v: &Value) -> &[Value] {
+    v["rows"].as_array().map_or(&[], Vec::as_slice)
+}
+
+fn function<'a>(v: &'a Value, name: &str) -> &'a Value {
+    rows(v)
+        .iter()
+        .find(|r| r["function"] == name)
+        .unwrap_or_else(|| panic!("no row for {name} in {v}"))
+}
+
+fn ns(row: &Value, key: &str) -> f64 {
+    row[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {row}"))
+}
+
+fn within(what: &str, value: f64, lo: f64, hi: f64) {
+    assert!(
+        (lo..=hi).contains(&value),
+        "{what} = {:.2} ms, expected {:.2}..{:.2} ms",
+        value / MS,
+        lo / MS,
+        hi / MS
+    );
+}
+
+#[test]
+fn sleep_is_elapsed_and_spin_is_application_time() {
+    let Some(r) = record(
+        "sleep_spin",
+        r#"
+NOINLINE void sleeper(void) { struct timespec d = {0, 200000000}; nanosleep(&d, NULL); }
+NOINLINE void spinner(void) { sink = spin(150.0); }
+int main(void) { sleeper(); spinner(); return 0; }
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 0);
+    let v = report(&r, "functions");
+    let sleeper = function(&v, "sleeper");
+    within(
+        "sleeper elapsed",
+        ns(sleeper, "elapsed_inclusive_ns"),
+        199.0 * MS,
+        320.0 * MS,
+    );
+    within(
+        "sleeper application",
+        ns(sleeper, "application_inclusive_ns"),
+        0.0,
+        2.0 * MS,
+    );
+    let spinner = function(&v, "spinner");
+    within(
+        "spinner application",
+        ns(spinner, "application_inclusive_ns"),
+        135.0 * MS,
+        170.0 * MS,
+    );
+    assert!(ns(spinner, "elapsed_inclusive_ns") >= ns(spinner, "application_inclusive_ns"));
+    assert_eq!(ns(spinner, "calls"), 1.0);
+    assert!(
+        v["session"]["probe_cost_ns"].as_f64().unwrap_or(0.0) > 0.0,
+        "probe cost was measured"
+    );
+}
+
+#[test]
+fn blocking_io_with_fsync_is_off_cpu() {
+    let Some(r) = record(
+        "io_fsync",
+        r#"
+static char buf[1 << 20];
+NOINLINE void write_and_sync(void) {
+    memset(buf, 'x', sizeof buf);
+    int fd = open("io.tmp", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) exit(3);
+    for (int i = 0; i < 16; i++) if (write(fd, buf, sizeof buf) != (ssize_t)sizeof buf) exit(4);
+    if (fsync(fd) != 0) exit(5);
+    close(fd); unlink("io.tmp");
+}
+int main(void) { write_and_sync(); return 0; }
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 0);
+    let v = report(&r, "functions");
+    let io = function(&v, "write_and_sync");
+    let elapsed = ns(io, "elapsed_inclusive_ns");
+    let app = ns(io, "application_inclusive_ns");
+    assert!(elapsed > 0.0);
+    // The function makes no instrumented calls: it is one interval, and the
+    // blocking fsync puts an OS event in it.
+    assert_eq!(app, 0.0, "fsync blocked, so the interval has an OS event");
+}
+
+#[test]
+fn recursion_counts_every_call_and_inclusive_once() {
+    let Some(r) = record(
+        "recursion",
+        r#"
+NOINLINE long fib(int n) { if (n < 2) return n; long a = fib(n - 1), b = fib(n - 2); __asm__ volatile("" : "+r"(a), "+r"(b)); return a + b; }
+NOINLINE uint64_t rec(int depth) { if (depth == 0) return spin(2.0); uint64_t r = rec(depth - 1); __asm__ volatile("" : "+r"(r)); return r; }
+int main(void) { sink = fib(15); sink = rec(12); return 0; }
+"#,
+    ) else {
+        return;
+    };
+    let v = report(&r, "functions");
+    assert_eq!(
+        ns(function(&v, "fib"), "calls"),
+        1973.0,
+        "2*fib(16)-1 calls"
+    );
+    assert_eq!(ns(function(&v, "rec"), "calls"), 13.0);
+    let rec = function(&v, "rec");
+    let main = function(&v, "main");
+    assert!(ns(rec, "elapsed_inclusive_ns") <= ns(main, "elapsed_inclusive_ns"));
+    within(
+        "rec application",
+        ns(rec, "application_inclusive_ns"),
+        1.7 * MS,
+        6.0 * MS,
+    );
+}
+
+#[test]
+fn two_threads_are_separate_rows() {
+    let Some(r) = record(
+        "threads",
+        r#"
+NOINLINE void *worker(void *arg) { (void)arg; sink = spin(100.0); return NULL; }
+int main(void) {
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, worker, NULL);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    let v = report(&r, "functions");
+    let worker = function(&v, "worker");
+    assert_eq!(ns(worker, "calls"), 2.0);
+    within(
+        "worker application",
+        ns(worker, "application_inclusive_ns"),
+        180.0 * MS,
+        225.0 * MS,
+    );
+    let threads = report(&r, "threads");
+    let t = rows(&threads);
+    assert_eq!(t.len(), 3, "main and two workers: {threads}");
+    let pids: Vec<_> = t.iter().map(|r| r["pid"].clone()).collect();
+    assert!(pids.iter().all(|p| *p == pids[0]), "one process");
+    for row in t.iter().filter(|r| r["tid"] != r["pid"]) {
+        within(
+            "worker thread application",
+            ns(row, "application_inclusive_ns"),
+            90.0 * MS,
+            115.0 * MS,
+        );
+    }
+}
+
+#[test]
+fn forked_child_is_its_own_process() {
+    let Some(r) = record(
+        "fork",
+        r#"
+NOINLINE void child_work(void) { sink = spin(40.0); }
+NOINLINE void parent_work(void) { sink = spin(20.0); }
+NOINLINE int run(void) {
+    pid_t pid = fork();
+    if (pid == 0) { child_work(); exit(0); }
+    int st = 0; waitpid(pid, &st, 0);
+    parent_work();
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+}
+int main(void) { return run(); }
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 0);
+    let procs = report(&r, "processes");
+    assert_eq!(rows(&procs).len(), 2, "parent and child: {procs}");
+    let v = report(&r, "functions");
+    assert_eq!(ns(function(&v, "child_work"), "calls"), 1.0);
+    assert_eq!(ns(function(&v, "parent_work"), "calls"), 1.0);
+    within(
+        "child_work application",
+        ns(function(&v, "child_work"), "application_inclusive_ns"),
+        36.0 * MS,
+        48.0 * MS,
+    );
+    // The child starts inside the calls it inherited: `run` is open in both
+    // processes, so its inclusive time holds the child's work too.
+    let run = function(&v, "run");
+    assert!(
+        ns(run, "application_inclusive_ns") >= 55.0 * MS,
+        "run holds both: {run}"
+    );
+}
+
+#[test]
+fn segfault_keeps_every_call_before_the_crash() {
+    let Some(r) = record(
+        "segv",
+        r#"
+NOINLINE void step(int i) { sink += (uint64_t)i; }
+NOINLINE void crash(int *p) { *p = 1; }
+int main(void) { for (int i = 0; i < 10000; i++) step(i); crash((int *)(uintptr_t)(sink * 0)); return 0; }
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 139, "128 + SIGSEGV");
+    let v = report(&r, "functions");
+    assert_eq!(ns(function(&v, "step"), "calls"), 10000.0);
+    assert_eq!(ns(function(&v, "crash"), "calls"), 1.0);
+}
+
+#[test]
+fn exit_status_is_passed_through() {
+    let Some(r) = record(
+        "exit_status",
+        r#"
+NOINLINE int work(void) { sink = spin(1.0); return 7; }
+int main(void) { return work(); }
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 7);
+    let v = report(&r, "functions");
+    assert_eq!(ns(function(&v, "work"), "calls"), 1.0);
+    assert_eq!(v["session"]["complete"], true);
+}
