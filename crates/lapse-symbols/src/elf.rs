@@ -1,5 +1,6 @@
 //! One ELF module: its identity, layout, symbols, debug info and unwind tables.
 
+use std::cell::OnceCell;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -67,7 +68,11 @@ pub struct ElfModule {
     build_id: Option<Vec<u8>>,
     segments: Vec<LoadSegment>,
     symbols: SymbolTable,
-    dwarf: Option<DwarfInfo>,
+    /// The file holding `.debug_info` (the module or its debug file), if any.
+    dwarf_file: Option<(PathBuf, SectionData)>,
+    /// Parsed on first lookup: opening a module (as the recorder does for
+    /// unwinding while the target runs) never pays for DWARF.
+    dwarf: OnceCell<Option<DwarfInfo>>,
     unwind: UnwindSections,
     debug_file: Option<PathBuf>,
 }
@@ -78,7 +83,7 @@ impl ElfModule {
     pub fn open(path: &Path) -> Result<ElfModule, SymbolError> {
         let data = map_file(path)?;
         let (mut module, debuglink) = ElfModule::parse(path, data)?;
-        if module.dwarf.is_none() {
+        if module.dwarf_file.is_none() {
             let found = debugfile::candidates(path, module.build_id(), debuglink.as_deref());
             for candidate in found {
                 if module.attach_debug_file(&candidate).is_ok() {
@@ -121,7 +126,8 @@ impl ElfModule {
             build_id,
             segments,
             symbols: SymbolTable::from_object(&file),
-            dwarf: DwarfInfo::load(path, &file, &data)?,
+            dwarf_file: has_debug_info(&file).then(|| (path.to_owned(), data.clone())),
+            dwarf: OnceCell::new(),
             unwind: unwind_sections(&file, &data),
             debug_file: None,
         };
@@ -136,7 +142,7 @@ impl ElfModule {
         let their_id = file.build_id().ok().flatten();
         if let (Some(ours), Some(theirs)) = (self.build_id.as_deref(), their_id) {
             if ours != theirs {
-                return Err(SymbolError::NotElf {
+                return Err(SymbolError::BuildIdMismatch {
                     path: debug_path.to_owned(),
                 });
             }
@@ -145,7 +151,13 @@ impl ElfModule {
         if symbols.len() > self.symbols.len() {
             self.symbols = symbols;
         }
-        self.dwarf = DwarfInfo::load(debug_path, &file, &data)?;
+        if !has_debug_info(&file) {
+            return Err(SymbolError::NoDebugInfo {
+                path: debug_path.to_owned(),
+            });
+        }
+        self.dwarf_file = Some((debug_path.to_owned(), data.clone()));
+        self.dwarf = OnceCell::new();
         self.debug_file = Some(debug_path.to_owned());
         Ok(())
     }
@@ -167,8 +179,21 @@ impl ElfModule {
         &self.segments
     }
 
+    /// True when the module or its debug file has `.debug_info`.
     pub fn has_dwarf(&self) -> bool {
-        self.dwarf.is_some()
+        self.dwarf_file.is_some()
+    }
+
+    /// The DWARF context, parsed on first use; `None` when there is no
+    /// debug info or it cannot be parsed.
+    fn dwarf(&self) -> Option<&DwarfInfo> {
+        self.dwarf
+            .get_or_init(|| {
+                let (path, data) = self.dwarf_file.as_ref()?;
+                let file = parse_object(path, data).ok()?;
+                DwarfInfo::load(path, &file, data).ok().flatten()
+            })
+            .as_ref()
     }
 
     pub fn unwind_sections(&self) -> &UnwindSections {
@@ -202,7 +227,7 @@ impl ElfModule {
 
     /// Source file and line of `addr` from the line table (no inline chain).
     pub fn location(&self, addr: u64) -> (Option<String>, Option<u32>) {
-        match &self.dwarf {
+        match self.dwarf() {
             Some(d) => d.location(addr),
             None => (None, None),
         }
@@ -214,7 +239,7 @@ impl ElfModule {
     /// otherwise.
     pub fn symbolize(&self, addr: u64) -> Symbolized {
         let symbol = self.symbols.lookup(addr).cloned();
-        let mut dwarf_frames = match &self.dwarf {
+        let mut dwarf_frames = match self.dwarf() {
             Some(d) => d.frames(addr),
             None => Vec::new(),
         };
@@ -256,6 +281,11 @@ fn map_file(path: &Path) -> Result<SectionData, SymbolError> {
     // debugger reading binaries in place.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
     Ok(SectionData::from_map(map))
+}
+
+fn has_debug_info(file: &object::File<'_>) -> bool {
+    file.section_by_name(".debug_info")
+        .is_some_and(|s| s.size() > 0)
 }
 
 fn parse_object<'d>(path: &Path, data: &'d [u8]) -> Result<object::File<'d>, SymbolError> {

@@ -20,6 +20,10 @@ pub enum SymbolError {
     },
     #[error("{path}: unsupported object format (lapse reads ELF only)")]
     NotElf { path: PathBuf },
+    #[error("{path}: debug file belongs to another build (build-id differs)")]
+    BuildIdMismatch { path: PathBuf },
+    #[error("{path}: has no DWARF debug info")]
+    NoDebugInfo { path: PathBuf },
     #[error("{path}: bad DWARF debug info: {source}")]
     Dwarf {
         path: PathBuf,
