@@ -12,8 +12,20 @@ pub fn put(out: &mut Vec<u8>, mut v: u64) {
 
 /// Reads one varint at `*pos`, advancing it. `None` if the input ends inside
 /// the varint or the varint is longer than ten bytes.
-#[inline]
+#[inline(always)]
 pub fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    // Fast path: most event fields (function ids, small deltas) fit one byte.
+    if let Some(&b) = buf.get(*pos) {
+        if b < 0x80 {
+            *pos += 1;
+            return Some(u64::from(b));
+        }
+    }
+    get_slow(buf, pos)
+}
+
+#[inline(never)]
+fn get_slow(buf: &[u8], pos: &mut usize) -> Option<u64> {
     let mut result = 0u64;
     let mut shift = 0u32;
     loop {

@@ -633,7 +633,7 @@ fn tree_rows(file: &DataFile, a: &Analysis, q: &Query, threshold: f64) -> Vec<Tr
         if (g.weight(n) as f64) < min {
             return None;
         }
-        let mut children: Vec<TreeRow> = g.children[n as usize]
+        let children: Vec<TreeRow> = g.children[n as usize]
             .iter()
             .filter_map(|&c| build(g, file, a, q, hot, c, min))
             .collect();

@@ -5,6 +5,7 @@
 mod cli;
 mod commands;
 mod demo;
+mod demo_bin;
 
 use std::process::ExitCode;
 
