@@ -59,10 +59,10 @@ impl Default for PerCall {
 impl PerCall {
     #[inline]
     pub fn add_call(&mut self, v: [Fine; 4]) {
-        for i in 0..4 {
-            self.sum[i].0 += v[i].0;
-            self.min[i] = self.min[i].min(v[i]);
-            self.max[i] = self.max[i].max(v[i]);
+        for (i, x) in v.into_iter().enumerate() {
+            self.sum[i].0 += x.0;
+            self.min[i] = self.min[i].min(x);
+            self.max[i] = self.max[i].max(x);
         }
     }
 

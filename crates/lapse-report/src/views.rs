@@ -54,6 +54,9 @@ impl View {
     }
 }
 
+/// callers/callees: the focus function's row, its callers' rows, its callees' rows.
+pub type Focus = (Vec<Cell>, Vec<Vec<Cell>>, Vec<Vec<Cell>>);
+
 /// A built view: rows (or a tree, or a focus function with its callers and
 /// callees), ready for any renderer.
 #[derive(Clone, Debug, Default)]
@@ -62,7 +65,7 @@ pub struct ViewOutput {
     pub rows: Vec<Vec<Cell>>,
     pub roots: Option<Vec<TreeRow>>,
     /// callers/callees: the focus function's row, its callers, its callees.
-    pub focus: Option<(Vec<Cell>, Vec<Vec<Cell>>, Vec<Vec<Cell>>)>,
+    pub focus: Option<Focus>,
     /// Function names along the hot path (summary, calltree).
     pub hot_path: Vec<String>,
 }
@@ -133,14 +136,15 @@ fn time_cells(calls: u64, t: &TimeValues, s: &SessionTotals) -> Vec<Cell> {
 fn per_call_cells(f: &FunctionStats) -> Vec<Cell> {
     let n = f.closed_calls();
     let mut v = Vec::with_capacity(12);
+    let p = &f.per_call;
     for i in 0..4 {
-        if n == 0 {
-            v.extend([Cell::Null, Cell::Null, Cell::Null]);
-        } else {
-            let p = &f.per_call;
-            v.push(Cell::Int(Fine(p.sum[i].0 / n).to_nanos()));
-            v.push(Cell::Int(p.min[i].to_nanos()));
-            v.push(Cell::Int(p.max[i].to_nanos()));
+        match p.sum[i].0.checked_div(n) {
+            None => v.extend([Cell::Null, Cell::Null, Cell::Null]),
+            Some(avg) => v.extend([
+                Cell::Int(Fine(avg).to_nanos()),
+                Cell::Int(p.min[i].to_nanos()),
+                Cell::Int(p.max[i].to_nanos()),
+            ]),
         }
     }
     v

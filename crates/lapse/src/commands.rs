@@ -150,7 +150,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
     let mut out = build_view(
         &file,
         &analysis,
-        &focus_query_for(view, &query, &focus_query),
+        focus_query_for(view, &query, &focus_query),
         view,
         a.function.as_deref(),
         a.threshold,
