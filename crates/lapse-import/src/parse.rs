@@ -137,7 +137,9 @@ impl Ids {
 
 fn micros_to_ns(v: &Value) -> Option<u64> {
     let us = v.as_f64()?;
-    (0.0..1.8e13).contains(&us).then(|| (us * 1000.0).round() as u64)
+    (0.0..1.8e13)
+        .contains(&us)
+        .then(|| (us * 1000.0).round() as u64)
 }
 
 /// Parses a Chrome trace. `name` (the file name) is used in messages and as

@@ -216,7 +216,10 @@ fn main() {
         times[0],
         times[times.len() - 1]
     );
-    println!("throughput:        {:.1} M events/s wall on {cores} cores", rate / 1e6);
+    println!(
+        "throughput:        {:.1} M events/s wall on {cores} cores",
+        rate / 1e6
+    );
     println!(
         "per core:          {:.1} M events/s per CPU-second (median CPU {cpu_median:.3} s; {:.2} cores busy)",
         total as f64 / cpu_median / 1e6,
