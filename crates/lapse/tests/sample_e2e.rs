@@ -1,0 +1,500 @@
+//! End to end, sampling: C programs built during the test with
+//! `-O2 -fomit-frame-pointer` are recorded by the `lapse` binary with
+//! `--method sample` and checked through `lapse report --format json`.
+//!
+//! The programs split their CPU time by iteration counts of one identical
+//! loop, so the expected shares are exact whatever the machine's load
+//! (cpu-clock only ticks while the target runs); bounds are a few points.
+//! Tests skip (with a message) when perf_event_open is refused or gcc is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// One loop, identical in every function, so iterations are a CPU-time unit.
+const PRELUDE: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+/* noipa: no inlining, cloning, identical-code folding or purity tricks. */
+#define NOINLINE __attribute__((noipa))
+#define LOOP(n) uint64_t x = n; for (uint64_t i = 0; i < (n); i++) x = x * 6364136223846793005ULL + i; return x
+volatile uint64_t sink;
+static uint64_t unit(int argc, char **argv) { return argc > 1 ? strtoull(argv[1], 0, 10) : 1000000; }
+"#;
+
+/// Iterations per unit of work: about 1 ms of CPU on the reference VM.
+const UNIT: &str = "1000000";
+
+fn work_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sample_e2e-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create test dir");
+    dir
+}
+
+/// Compiles `source` (after the prelude) with `flags`; `None` when gcc is missing.
+fn gcc(dir: &Path, name: &str, source: &str, flags: &[&str]) -> Option<PathBuf> {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, format!("{PRELUDE}\n{source}")).expect("write source");
+    let out = dir.join(name);
+    let result = Command::new("gcc")
+        .args(["-O2", "-fomit-frame-pointer", "-g", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(flags)
+        .output();
+    match result {
+        Ok(o) if o.status.success() => Some(out),
+        Ok(o) => panic!("gcc failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("skipping: gcc not available ({e})");
+            None
+        }
+    }
+}
+
+fn lapse(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(args)
+        .output()
+        .expect("run lapse")
+}
+
+/// Records `argv` by sampling into DIR/out.lapse; `None` means skip.
+fn record(dir: &Path, extra: &[&str], argv: &[&str]) -> Option<PathBuf> {
+    let data = dir.join("out.lapse");
+    let data_s = data.to_str().expect("utf-8 path");
+    let mut args = vec!["record", "--method", "sample", "-o", data_s];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(argv);
+    let out = lapse(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("perf_event_open was refused") || stderr.contains("not available") {
+        eprintln!("skipping: {stderr}");
+        return None;
+    }
+    assert!(out.status.success(), "lapse record failed: {stderr}");
+    Some(data)
+}
+
+fn report(data: &Path, view: &str) -> Value {
+    let out = lapse(&[
+        "report",
+        data.to_str().expect("utf-8"),
+        "--view",
+        view,
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "lapse report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("report is JSON")
+}
+
+fn rows(v: &Value) -> &Vec<Value> {
+    v["rows"].as_array().expect("rows")
+}
+
+fn row<'a>(v: &'a Value, function: &str) -> &'a Value {
+    rows(v)
+        .iter()
+        .find(|r| r["function"] == function)
+        .unwrap_or_else(|| panic!("no row for {function} in {v:#}"))
+}
+
+fn pct(r: &Value, key: &str) -> f64 {
+    r[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {r}"))
+}
+
+fn assert_near(what: &str, got: f64, want: f64, tolerance: f64) {
+    assert!(
+        (got - want).abs() <= tolerance,
+        "{what}: {got:.1} % (expected {want} ± {tolerance})"
+    );
+}
+
+/// The work functions call `tick` first so that they are not leaves: gcc
+/// gives leaf functions no frame even with `-fno-omit-frame-pointer`, which
+/// would hide their caller from `--call-graph fp` stacks.
+const SPLIT: &str = r#"
+extern uint64_t lib_hot(uint64_t n);
+NOINLINE void tick(void) { sink++; }
+NOINLINE uint64_t work_a(uint64_t n) { tick(); LOOP(n); }
+NOINLINE uint64_t work_b(uint64_t n) { tick(); LOOP(n); }
+int main(int argc, char **argv) {
+    uint64_t u = unit(argc, argv);
+    for (int r = 0; r < 200; r++) {
+        sink += work_a(6 * u);
+        sink += work_b(3 * u);
+        sink += lib_hot(u);
+    }
+    return 0;
+}
+"#;
+
+const LIB_HOT: &str = r#"
+NOINLINE void lib_tick(void) { sink++; }
+uint64_t lib_hot(uint64_t n) { lib_tick(); LOOP(n); }
+"#;
+
+/// Builds the 60/30/10 program (lib_hot in its own shared library).
+fn build_split(dir: &Path, frame_pointers: bool) -> Option<PathBuf> {
+    let fp: &[&str] = if frame_pointers {
+        &["-fno-omit-frame-pointer"]
+    } else {
+        &["-fomit-frame-pointer"]
+    };
+    gcc(
+        dir,
+        "libhot.so",
+        LIB_HOT,
+        &[fp, &["-shared", "-fPIC"]].concat(),
+    )?;
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    let libdir = format!("-L{}", dir.display());
+    gcc(
+        dir,
+        "split",
+        SPLIT,
+        &[fp, &[libdir.as_str(), "-lhot", rpath.as_str()]].concat(),
+    )
+}
+
+#[test]
+fn cpu_split_between_functions_and_a_shared_library() {
+    let dir = work_dir("split");
+    let Some(exe) = build_split(&dir, false) else {
+        return;
+    };
+    let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let f = report(&data, "functions");
+    assert_eq!(f["method"], "sampling");
+    let samples = f["session"]["samples"].as_u64().expect("samples");
+    assert!(samples > 500, "only {samples} samples");
+    assert_near(
+        "work_a exclusive",
+        pct(row(&f, "work_a"), "exclusive_pct"),
+        60.0,
+        4.0,
+    );
+    assert_near(
+        "work_b exclusive",
+        pct(row(&f, "work_b"), "exclusive_pct"),
+        30.0,
+        4.0,
+    );
+    let hot = row(&f, "lib_hot");
+    assert_eq!(hot["module"], "libhot.so");
+    assert_near("lib_hot exclusive", pct(hot, "exclusive_pct"), 10.0, 3.0);
+    // main calls every hot function: it is on (nearly) every stack.
+    assert!(
+        pct(row(&f, "main"), "inclusive_pct") >= 97.0,
+        "main: {}",
+        row(&f, "main")
+    );
+    for r in rows(&f) {
+        assert!(pct(r, "inclusive_pct") <= 100.0 + 1e-9, "{r}");
+    }
+
+    let m = report(&data, "modules");
+    let lib = rows(&m)
+        .iter()
+        .find(|r| r["module"] == "libhot.so")
+        .expect("libhot.so in the modules view");
+    assert_near("libhot.so exclusive", pct(lib, "exclusive_pct"), 10.0, 3.0);
+
+    // The hottest line is the loop line of one of the LOOP functions: the
+    // one of work_a, which gets 60 %.
+    let l = report(&data, "lines");
+    let top = rows(&l)
+        .iter()
+        .max_by_key(|r| r["exclusive_samples"].as_u64().unwrap_or(0))
+        .expect("a line");
+    let source = std::fs::read_to_string(dir.join("split.c")).expect("read source");
+    let work_a_line = source
+        .lines()
+        .position(|l| l.contains("work_a(uint64_t n)"))
+        .expect("work_a in the source") as u64
+        + 1;
+    assert_eq!(
+        top["line"].as_u64(),
+        Some(work_a_line),
+        "hottest line: {top}"
+    );
+    assert!(top["source_file"]
+        .as_str()
+        .is_some_and(|s| s.ends_with("split.c")));
+}
+
+#[test]
+fn frame_pointer_call_graph() {
+    let dir = work_dir("split-fp");
+    let Some(exe) = build_split(&dir, true) else {
+        return;
+    };
+    let Some(data) = record(
+        &dir,
+        &["--call-graph", "fp"],
+        &[exe.to_str().expect("utf-8"), UNIT],
+    ) else {
+        return;
+    };
+    let f = report(&data, "functions");
+    assert_near(
+        "work_a exclusive",
+        pct(row(&f, "work_a"), "exclusive_pct"),
+        60.0,
+        4.0,
+    );
+    assert!(pct(row(&f, "main"), "inclusive_pct") >= 95.0);
+}
+
+#[test]
+fn recursion_counts_once_per_sample() {
+    let dir = work_dir("recursion");
+    let src = r#"
+NOINLINE uint64_t leaf(uint64_t n) { LOOP(n); }
+NOINLINE uint64_t rec(int depth, uint64_t n) {
+    uint64_t r = leaf(n);
+    if (depth > 0) r += rec(depth - 1, n);
+    return r + 1;
+}
+int main(int argc, char **argv) {
+    uint64_t u = unit(argc, argv);
+    for (int i = 0; i < 50; i++) sink += rec(20, u);
+    return 0;
+}
+"#;
+    let Some(exe) = gcc(&dir, "recursion", src, &[]) else {
+        return;
+    };
+    let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let f = report(&data, "functions");
+    let rec = row(&f, "rec");
+    let incl = pct(rec, "inclusive_pct");
+    assert!(incl <= 100.0 + 1e-9, "rec inclusive {incl}");
+    assert!(incl >= 97.0, "rec inclusive {incl}");
+    assert!(pct(row(&f, "leaf"), "exclusive_pct") >= 90.0);
+}
+
+#[test]
+fn two_threads() {
+    let dir = work_dir("threads");
+    let src = r#"
+NOINLINE uint64_t work_a(uint64_t n) { LOOP(n); }
+NOINLINE uint64_t work_b(uint64_t n) { LOOP(n); }
+static uint64_t u;
+static void *thread_a(void *p) { (void)p; sink += work_a(600 * u); return 0; }
+static void *thread_b(void *p) { (void)p; sink += work_b(600 * u); return 0; }
+int main(int argc, char **argv) {
+    u = unit(argc, argv);
+    pthread_t a, b;
+    pthread_create(&a, 0, thread_a, 0);
+    pthread_create(&b, 0, thread_b, 0);
+    pthread_join(a, 0);
+    pthread_join(b, 0);
+    return 0;
+}
+"#;
+    let Some(exe) = gcc(&dir, "threads", src, &[]) else {
+        return;
+    };
+    let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let t = report(&data, "threads");
+    let busy: Vec<&Value> = rows(&t)
+        .iter()
+        .filter(|r| pct(r, "inclusive_pct") >= 35.0)
+        .collect();
+    assert_eq!(busy.len(), 2, "two busy threads expected: {t:#}");
+    assert_ne!(busy[0]["tid"], busy[1]["tid"]);
+    let f = report(&data, "functions");
+    assert_near(
+        "work_a exclusive",
+        pct(row(&f, "work_a"), "exclusive_pct"),
+        50.0,
+        5.0,
+    );
+    assert_near(
+        "work_b exclusive",
+        pct(row(&f, "work_b"), "exclusive_pct"),
+        50.0,
+        5.0,
+    );
+    assert!(pct(row(&f, "thread_a"), "inclusive_pct") >= 45.0);
+}
+
+#[test]
+fn no_samples_while_asleep() {
+    let dir = work_dir("sleep");
+    let src = r#"
+NOINLINE uint64_t work(uint64_t n) { LOOP(n); }
+int main(int argc, char **argv) {
+    uint64_t u = unit(argc, argv);
+    usleep(800000);
+    sink += work(300 * u);
+    return 0;
+}
+"#;
+    let Some(exe) = gcc(&dir, "sleep", src, &[]) else {
+        return;
+    };
+    let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let f = report(&data, "functions");
+    let samples = f["session"]["samples"].as_u64().expect("samples");
+    let duration_ms = f["session"]["duration_ns"].as_u64().expect("duration") / 1_000_000;
+    assert!(
+        duration_ms >= 800,
+        "the run includes the sleep: {duration_ms} ms"
+    );
+    // At 1 kHz on CPU time, the 0.8 s asleep add nothing.
+    assert!(
+        samples + 700 < duration_ms,
+        "{samples} samples over {duration_ms} ms"
+    );
+    assert!(pct(row(&f, "work"), "exclusive_pct") >= 90.0);
+}
+
+#[test]
+fn forked_child_and_dlopened_library() {
+    let dir = work_dir("fork-dlopen");
+    let plugin = r#"
+uint64_t plug_hot(uint64_t n) { LOOP(n); }
+"#;
+    let Some(_) = gcc(&dir, "libplug.so", plugin, &["-shared", "-fPIC"]) else {
+        return;
+    };
+    let src = format!(
+        r#"
+NOINLINE uint64_t parent_work(uint64_t n) {{ LOOP(n); }}
+int main(int argc, char **argv) {{
+    uint64_t u = unit(argc, argv);
+    pid_t pid = fork();
+    if (pid == 0) {{
+        void *h = dlopen("{}/libplug.so", RTLD_NOW);
+        if (!h) return 3;
+        uint64_t (*hot)(uint64_t) = (uint64_t (*)(uint64_t))dlsym(h, "plug_hot");
+        sink += hot(400 * u);
+        return 0;
+    }}
+    sink += parent_work(400 * u);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WEXITSTATUS(status);
+}}
+"#,
+        dir.display()
+    );
+    let Some(exe) = gcc(&dir, "forker", &src, &["-ldl"]) else {
+        return;
+    };
+    let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let p = report(&data, "processes");
+    let busy = rows(&p)
+        .iter()
+        .filter(|r| pct(r, "inclusive_pct") >= 35.0)
+        .count();
+    assert_eq!(busy, 2, "parent and child both sampled: {p:#}");
+    let f = report(&data, "functions");
+    let hot = row(&f, "plug_hot");
+    assert_eq!(hot["module"], "libplug.so");
+    assert_near("plug_hot exclusive", pct(hot, "exclusive_pct"), 50.0, 6.0);
+    assert_near(
+        "parent_work exclusive",
+        pct(row(&f, "parent_work"), "exclusive_pct"),
+        50.0,
+        6.0,
+    );
+}
+
+#[test]
+fn attach_to_a_running_process() {
+    let dir = work_dir("attach");
+    let src = r#"
+NOINLINE uint64_t attach_spin(uint64_t n) { LOOP(n); }
+int main(int argc, char **argv) {
+    uint64_t u = unit(argc, argv);
+    for (;;) sink += attach_spin(10 * u);
+}
+"#;
+    let Some(exe) = gcc(&dir, "spinner", src, &[]) else {
+        return;
+    };
+    let mut child = Command::new(&exe).arg(UNIT).spawn().expect("start spinner");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let data = dir.join("out.lapse");
+    let pid = child.id().to_string();
+    let out = lapse(&[
+        "record",
+        "-o",
+        data.to_str().expect("utf-8"),
+        "--pid",
+        &pid,
+        "--duration",
+        "1",
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("perf_event_open was refused") {
+        eprintln!("skipping: {stderr}");
+        return;
+    }
+    assert!(out.status.success(), "lapse record --pid failed: {stderr}");
+    let f = report(&data, "functions");
+    let samples = f["session"]["samples"].as_u64().expect("samples");
+    assert!(
+        samples >= 300,
+        "{samples} samples in 1 s of a spinning process"
+    );
+    assert!(pct(row(&f, "attach_spin"), "exclusive_pct") >= 90.0);
+    assert!(pct(row(&f, "main"), "inclusive_pct") >= 95.0);
+}
+
+#[test]
+fn hardware_events_work_or_fail_in_one_clear_line() {
+    let dir = work_dir("cycles");
+    let data = dir.join("out.lapse");
+    let out = lapse(&[
+        "record",
+        "--method",
+        "sample",
+        "--event",
+        "cycles",
+        "-o",
+        data.to_str().expect("utf-8"),
+        "--",
+        "true",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        return; // this machine has a PMU
+    }
+    assert!(
+        stderr.contains("not supported") || stderr.contains("refused"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+}
