@@ -318,8 +318,11 @@ NOINSTR static void connect_recorder(const char *path)
         return;
     }
     strcpy(addr.sun_path, path);
-    int sndbuf = 1 << 20;
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    /* Room for many buffers in flight, so the probe path rarely waits for the
+     * recorder: FORCE works with CAP_NET_ADMIN, else net.core.wmem_max caps it. */
+    int sndbuf = 8 << 20;
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
         close(fd);
         return;

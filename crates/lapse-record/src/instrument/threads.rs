@@ -12,7 +12,7 @@ use super::address::AddressBook;
 use crate::linux::clock::TickClock;
 
 /// Events per `write_events` chunk.
-pub const BATCH_EVENTS: usize = 4096;
+pub const BATCH_EVENTS: usize = 16384;
 /// Deeper stacks are not followed (the events are still written).
 const MAX_TRACKED_DEPTH: usize = 1 << 16;
 const CACHE_SLOTS: usize = 512;
@@ -25,7 +25,6 @@ pub struct ThreadStream {
     /// Index of the next event the runtime will send for this thread.
     next_index: u64,
     last_ts: Timestamp,
-    pub first_ts: Option<Timestamp>,
     /// address → id, direct-mapped: most events hit here, not the hash maps.
     cache: Box<[(u64, FunctionId); CACHE_SLOTS]>,
 }
@@ -39,7 +38,6 @@ impl ThreadStream {
             stack: Vec::new(),
             next_index: 0,
             last_ts: Timestamp::default(),
-            first_ts: None,
             cache: Box::new([(u64::MAX, FunctionId(0)); CACHE_SLOTS]),
         }
     }
@@ -48,11 +46,11 @@ impl ThreadStream {
         self.last_ts
     }
 
+    #[inline]
     fn push(&mut self, ts: Timestamp, kind: EventKind, function: FunctionId) {
         // Ticks can step back by a few ns across CPUs: keep the stream ordered.
         let ts = ts.max(self.last_ts);
         self.last_ts = ts;
-        self.first_ts.get_or_insert(ts);
         match kind {
             EventKind::Enter => {
                 if self.stack.len() < MAX_TRACKED_DEPTH {

@@ -73,7 +73,13 @@ impl TickClock {
         }
     }
 
+    #[inline]
     pub fn to_timestamp(&self, ticks: u64) -> Timestamp {
+        if let Some(d) = ticks.checked_sub(self.ref_ticks) {
+            // the common case, one 64x64->128 multiply
+            let ns = ((u128::from(d) * u128::from(self.mult)) >> self.shift) as u64;
+            return Timestamp::from_nanos(self.ref_ns.saturating_add(ns));
+        }
         let delta = ticks.wrapping_sub(self.ref_ticks) as i64;
         let scaled = ((i128::from(delta) * i128::from(self.mult)) >> self.shift) as i64;
         Timestamp::from_nanos(self.ref_ns.saturating_add_signed(scaled))

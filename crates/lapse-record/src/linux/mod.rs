@@ -10,6 +10,7 @@ mod proc_scan;
 pub(crate) mod sample;
 mod sample_attr;
 mod sample_parse;
+mod sample_rings;
 mod sample_session;
 mod sample_symbols;
 mod stack_table;

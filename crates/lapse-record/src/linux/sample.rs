@@ -1,225 +1,56 @@
-//! Sampling: the `record` driver. Opens the sampling event on the target
-//! (one event and ring per CPU, inherited by every thread and child),
-//! drains the rings in time order into a [`SampleSession`], and finishes the
-//! file when the target exits (launch) or the duration or Ctrl-C ends it
-//! (attach).
+//! Sampling: the `record` driver. Launches the target held (or finds the
+//! threads and mappings of a running one), opens the sampling event on it
+//! ([`Rings`]), feeds the records to a [`SampleSession`] every drain, and
+//! finishes the file when the target exits (launch) or when the duration or
+//! Ctrl-C ends it (attach).
 
 use std::fs::File;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use lapse_data::{Method, SessionHeader, Timestamp};
-use perf_event_open_sys::bindings as sys;
 
 use super::clock::{monotonic_now, realtime_unix_ns};
 use super::launch;
-use super::perf::{online_cpus, PerfError, PerfEvent};
-use super::records::SampleIdLayout;
-use super::sample_attr::{self, Rate, SampleEvent, STACK_COPY_BYTES};
-use super::sample_parse::SampleLayout;
+use super::sample_attr::STACK_COPY_BYTES;
+use super::sample_rings::{Plan, Rings};
 use super::sample_session::{read_cmdline, SampleSession};
-use crate::{CallGraph, RecordError, RecordOptions, RecordOutcome, Target};
+use crate::{RecordError, RecordOptions, RecordOutcome, Target};
 
-/// Ring size per CPU: 4 MiB holds about 250 16-KiB samples, a quarter
-/// second of both CPUs' worth at 1 kHz, far more than one drain interval.
-const RING_PAGES: usize = 1024;
 /// How long the driver sleeps between drains when the rings stay quiet.
 const POLL_MS: i32 = 50;
 
-/// The rings of one recording and the merged, time-ordered record batch.
-struct Rings {
-    events: Vec<PerfEvent>,
-    arena: Vec<u8>,
-    index: Vec<(u64, usize, usize)>,
-    scratch: Vec<u8>,
-}
-
-/// Everything fixed about how the event is opened.
-struct Plan {
-    event: SampleEvent,
-    rate: Rate,
-    callchain: bool,
-    inherit: bool,
-    exclude_kernel: bool,
-}
-
-impl Plan {
-    fn from_options(opts: &RecordOptions) -> Result<Plan, RecordError> {
-        let event =
-            SampleEvent::by_name(opts.event.as_deref()).map_err(RecordError::Unsupported)?;
-        Ok(Plan {
-            event,
-            rate: Rate::choose(event, opts.frequency, opts.period),
-            callchain: opts.call_graph == CallGraph::FramePointer,
-            inherit: opts.inherit,
-            exclude_kernel: false,
-        })
-    }
-
-    fn attr(&self, enable_on_exec: bool) -> sys::perf_event_attr {
-        sample_attr::attr(
-            self.event,
-            self.rate,
-            self.callchain,
-            self.inherit,
-            self.exclude_kernel,
-            enable_on_exec,
-        )
-    }
-
-    fn layouts(&self) -> (SampleLayout, SampleIdLayout) {
-        let a = self.attr(false);
-        (
-            SampleLayout {
-                callchain: self.callchain,
-                user_state: !self.callchain,
-            },
-            SampleIdLayout::new(a.sample_type),
-        )
-    }
-
-    fn header(&self, command: Vec<String>, start: Timestamp) -> SessionHeader {
-        let mut notes = vec![if self.callchain {
-            "call graph: frame pointers (kernel callchain)".to_owned()
-        } else {
-            format!(
-                "call graph: DWARF unwinding of {} KiB user stack copies",
-                STACK_COPY_BYTES / 1024
-            )
-        }];
-        if self.exclude_kernel {
-            notes.push("kernel-mode time not sampled (perf_event_paranoid forbids it)".to_owned());
-        }
-        let period = self.rate.fixed_period();
-        SessionHeader {
-            command,
-            start_unix_ns: realtime_unix_ns(),
-            start,
-            clock: "monotonic".into(),
-            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_owned())
-                .unwrap_or_default(),
-            method: Method::Sampling,
-            probe_cost_ns: 0.0,
-            os_events: Vec::new(),
-            sample_event: Some(self.event.name.to_owned()),
-            sample_period: period,
-            sample_period_is_time: self.event.time_based && period.is_some(),
-            lapse_version: env!("CARGO_PKG_VERSION").to_owned(),
-            notes,
-            tsc: None,
-        }
-    }
-}
-
-fn errno_of(e: &PerfError) -> i32 {
-    match e {
-        PerfError::Denied { source, .. }
-        | PerfError::Open { source, .. }
-        | PerfError::Mmap { source, .. } => source.raw_os_error().unwrap_or(0),
-        PerfError::Ioctl { source, .. } => source.raw_os_error().unwrap_or(0),
-    }
-}
-
-impl Rings {
-    /// One ring-owning event per CPU for `tids[0]`, the other threads'
-    /// events redirected into it. Kernel-mode sampling is tried first; when
-    /// refused, user-mode only.
-    fn open(plan: &mut Plan, tids: &[i32], enable_on_exec: bool) -> Result<Rings, RecordError> {
-        match Rings::open_once(plan, tids, enable_on_exec) {
-            Err(e)
-                if matches!(errno_of(&e), libc::EACCES | libc::EPERM) && !plan.exclude_kernel =>
-            {
-                plan.exclude_kernel = true;
-                Rings::open_once(plan, tids, enable_on_exec)
-            }
-            other => other,
-        }
-        .map_err(|e| RecordError::Unsupported(sample_attr::open_error(plan.event, errno_of(&e))))
-    }
-
-    fn open_once(plan: &Plan, tids: &[i32], enable_on_exec: bool) -> Result<Rings, PerfError> {
-        let mut events = Vec::new();
-        for cpu in online_cpus() {
-            let mut attr = plan.attr(enable_on_exec);
-            let Some((&first, rest)) = tids.split_first() else {
-                break;
-            };
-            let leader = PerfEvent::open(&mut attr, first, cpu, RING_PAGES)?;
-            for &tid in rest {
-                let mut attr = plan.attr(enable_on_exec);
-                match PerfEvent::open(&mut attr, tid, cpu, 0) {
-                    Ok(e) => {
-                        e.set_output(&leader)?;
-                        events.push(e);
-                    }
-                    // The thread ended meanwhile.
-                    Err(PerfError::Open { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            events.push(leader);
-        }
-        Ok(Rings {
-            events,
-            arena: Vec::new(),
-            index: Vec::new(),
-            scratch: Vec::new(),
-        })
-    }
-
-    fn wait(&self, timeout_ms: i32) {
-        let mut fds: Vec<libc::pollfd> = self
-            .events
-            .iter()
-            .map(|e| libc::pollfd {
-                fd: e.raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // SAFETY: fds is a valid array of pollfd for its length.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-    }
-
-    /// Drains every ring and hands the records to `session` in time order.
-    fn pump(
-        &mut self,
-        session: &mut SampleSession<File>,
-        id_layout: &SampleIdLayout,
-    ) -> std::io::Result<()> {
-        self.arena.clear();
-        self.index.clear();
-        let (arena, index) = (&mut self.arena, &mut self.index);
-        for e in &mut self.events {
-            e.drain(&mut self.scratch, |rec| {
-                let time = record_time(rec, id_layout);
-                index.push((time, arena.len(), rec.len()));
-                arena.extend_from_slice(rec);
-            });
-        }
-        // Stable: records of one ring keep their order when times tie.
-        index.sort_by_key(|&(t, _, _)| t);
-        for &(_, at, len) in index.iter() {
-            session.handle(&arena[at..at + len])?;
-        }
-        session.flush()
-    }
-}
-
-/// A record's timestamp: samples carry it after IP and TID, other records in
-/// their `sample_id` trailer (0 when there is none: such records sort first).
-fn record_time(rec: &[u8], id_layout: &SampleIdLayout) -> u64 {
-    let kind = rec
-        .get(..4)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u32::from_ne_bytes);
-    if kind == sys::PERF_RECORD_SAMPLE {
-        rec.get(24..32)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u64::from_ne_bytes)
+/// The session header: what is sampled, how, and what the user should know.
+fn header(plan: &Plan, command: Vec<String>, start: Timestamp) -> SessionHeader {
+    let mut notes = vec![if plan.callchain {
+        "call graph: frame pointers (kernel callchain)".to_owned()
     } else {
-        id_layout.parse(rec).map_or(0, |id| id.time)
+        format!(
+            "call graph: DWARF unwinding of {} KiB user stack copies",
+            STACK_COPY_BYTES / 1024
+        )
+    }];
+    if plan.exclude_kernel {
+        notes.push("kernel-mode time not sampled (perf_event_paranoid forbids it)".to_owned());
+    }
+    let period = plan.rate.fixed_period();
+    SessionHeader {
+        command,
+        start_unix_ns: realtime_unix_ns(),
+        start,
+        clock: "monotonic".into(),
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_default(),
+        method: Method::Sampling,
+        probe_cost_ns: 0.0,
+        os_events: Vec::new(),
+        sample_event: Some(plan.event.name.to_owned()),
+        sample_period: period,
+        sample_period_is_time: plan.event.time_based && period.is_some(),
+        lapse_version: env!("CARGO_PKG_VERSION").to_owned(),
+        notes,
+        tsc: None,
     }
 }
 
@@ -265,7 +96,7 @@ pub(crate) fn record_command(
     let pid = child.pid as u32;
     let mut session = SampleSession::new(
         file,
-        plan.header(command.to_vec(), start),
+        header(&plan, command.to_vec(), start),
         layout,
         id_layout,
     )
@@ -338,9 +169,13 @@ pub(crate) fn record_pid(
     let (layout, id_layout) = plan.layouts();
     let start = monotonic_now();
     let command = read_cmdline(pid).unwrap_or_else(|| vec!["--pid".into(), pid.to_string()]);
-    let mut session =
-        SampleSession::new(file, plan.header(command.clone(), start), layout, id_layout)
-            .map_err(io_error(opts))?;
+    let mut session = SampleSession::new(
+        file,
+        header(&plan, command.clone(), start),
+        layout,
+        id_layout,
+    )
+    .map_err(io_error(opts))?;
     session
         .add_target(pid, command, start)
         .map_err(io_error(opts))?;

@@ -1,0 +1,184 @@
+//! Sampling: opening the event on the target (one ring-owning event per
+//! CPU, other threads' events redirected into it) and draining the rings
+//! into one time-ordered batch, so that an mmap seen on one CPU is applied
+//! before a sample taken just after it on another.
+
+use perf_event_open_sys::bindings as sys;
+
+use super::perf::{online_cpus, PerfError, PerfEvent};
+use super::records::SampleIdLayout;
+use super::sample_attr::{self, Rate, SampleEvent};
+use super::sample_parse::SampleLayout;
+use super::sample_session::SampleSession;
+use crate::{CallGraph, RecordError, RecordOptions};
+
+/// Ring size per CPU: 4 MiB holds about 250 samples with 16 KiB stacks, a
+/// quarter second of one CPU at 1 kHz, several drain intervals' worth.
+pub(crate) const RING_PAGES: usize = 1024;
+/// The rings of one recording and the merged, time-ordered record batch.
+pub(crate) struct Rings {
+    pub(crate) events: Vec<PerfEvent>,
+    arena: Vec<u8>,
+    index: Vec<(u64, usize, usize)>,
+    scratch: Vec<u8>,
+}
+
+/// Everything fixed about how the event is opened.
+pub(crate) struct Plan {
+    pub(crate) event: SampleEvent,
+    pub(crate) rate: Rate,
+    pub(crate) callchain: bool,
+    pub(crate) inherit: bool,
+    pub(crate) exclude_kernel: bool,
+}
+
+impl Plan {
+    pub(crate) fn from_options(opts: &RecordOptions) -> Result<Plan, RecordError> {
+        let event =
+            SampleEvent::by_name(opts.event.as_deref()).map_err(RecordError::Unsupported)?;
+        Ok(Plan {
+            event,
+            rate: Rate::choose(event, opts.frequency, opts.period),
+            callchain: opts.call_graph == CallGraph::FramePointer,
+            inherit: opts.inherit,
+            exclude_kernel: false,
+        })
+    }
+
+    pub(crate) fn attr(&self, enable_on_exec: bool) -> sys::perf_event_attr {
+        sample_attr::attr(
+            self.event,
+            self.rate,
+            self.callchain,
+            self.inherit,
+            self.exclude_kernel,
+            enable_on_exec,
+        )
+    }
+
+    pub(crate) fn layouts(&self) -> (SampleLayout, SampleIdLayout) {
+        let a = self.attr(false);
+        (
+            SampleLayout {
+                callchain: self.callchain,
+                user_state: !self.callchain,
+            },
+            SampleIdLayout::new(a.sample_type),
+        )
+    }
+}
+
+fn errno_of(e: &PerfError) -> i32 {
+    match e {
+        PerfError::Denied { source, .. }
+        | PerfError::Open { source, .. }
+        | PerfError::Mmap { source, .. } => source.raw_os_error().unwrap_or(0),
+        PerfError::Ioctl { source, .. } => source.raw_os_error().unwrap_or(0),
+    }
+}
+
+impl Rings {
+    /// One ring-owning event per CPU for `tids[0]`, the other threads'
+    /// events redirected into it. Kernel-mode sampling is tried first; when
+    /// refused, user-mode only.
+    pub(crate) fn open(
+        plan: &mut Plan,
+        tids: &[i32],
+        enable_on_exec: bool,
+    ) -> Result<Rings, RecordError> {
+        match Rings::open_once(plan, tids, enable_on_exec) {
+            Err(e)
+                if matches!(errno_of(&e), libc::EACCES | libc::EPERM) && !plan.exclude_kernel =>
+            {
+                plan.exclude_kernel = true;
+                Rings::open_once(plan, tids, enable_on_exec)
+            }
+            other => other,
+        }
+        .map_err(|e| RecordError::Unsupported(sample_attr::open_error(plan.event, errno_of(&e))))
+    }
+
+    fn open_once(plan: &Plan, tids: &[i32], enable_on_exec: bool) -> Result<Rings, PerfError> {
+        let mut events = Vec::new();
+        for cpu in online_cpus() {
+            let mut attr = plan.attr(enable_on_exec);
+            let Some((&first, rest)) = tids.split_first() else {
+                break;
+            };
+            let leader = PerfEvent::open(&mut attr, first, cpu, RING_PAGES)?;
+            for &tid in rest {
+                let mut attr = plan.attr(enable_on_exec);
+                match PerfEvent::open(&mut attr, tid, cpu, 0) {
+                    Ok(e) => {
+                        e.set_output(&leader)?;
+                        events.push(e);
+                    }
+                    // The thread ended meanwhile.
+                    Err(PerfError::Open { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            events.push(leader);
+        }
+        Ok(Rings {
+            events,
+            arena: Vec::new(),
+            index: Vec::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    pub(crate) fn wait(&self, timeout_ms: i32) {
+        let mut fds: Vec<libc::pollfd> = self
+            .events
+            .iter()
+            .map(|e| libc::pollfd {
+                fd: e.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: fds is a valid array of pollfd for its length.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    }
+
+    /// Drains every ring and hands the records to `session` in time order.
+    pub(crate) fn pump(
+        &mut self,
+        session: &mut SampleSession<std::fs::File>,
+        id_layout: &SampleIdLayout,
+    ) -> std::io::Result<()> {
+        self.arena.clear();
+        self.index.clear();
+        let (arena, index) = (&mut self.arena, &mut self.index);
+        for e in &mut self.events {
+            e.drain(&mut self.scratch, |rec| {
+                let time = record_time(rec, id_layout);
+                index.push((time, arena.len(), rec.len()));
+                arena.extend_from_slice(rec);
+            });
+        }
+        // Stable: records of one ring keep their order when times tie.
+        index.sort_by_key(|&(t, _, _)| t);
+        for &(_, at, len) in index.iter() {
+            session.handle(&arena[at..at + len])?;
+        }
+        session.flush()
+    }
+}
+
+/// A record's timestamp: samples carry it after IP and TID, other records in
+/// their `sample_id` trailer (0 when there is none: such records sort first).
+fn record_time(rec: &[u8], id_layout: &SampleIdLayout) -> u64 {
+    let kind = rec
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_ne_bytes);
+    if kind == sys::PERF_RECORD_SAMPLE {
+        rec.get(24..32)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_ne_bytes)
+    } else {
+        id_layout.parse(rec).map_or(0, |id| id.time)
+    }
+}
