@@ -77,6 +77,22 @@ impl Accumulator {
         }
     }
 
+    /// Module exclusive values: the sum of their functions' exclusive values
+    /// (the top frame's function is in exactly one module). Call once, after
+    /// all threads and merges.
+    pub fn finish_modules(&mut self, module_of: &[ModuleId]) {
+        for m in &mut self.modules {
+            m.time.elapsed_exclusive = Fine(0);
+            m.time.application_exclusive = Fine(0);
+        }
+        for (f, m) in self.functions.iter().zip(module_of) {
+            if let Some(m) = self.modules.get_mut(m.0 as usize) {
+                m.time.elapsed_exclusive.0 += f.time.elapsed_exclusive.0;
+                m.time.application_exclusive.0 += f.time.application_exclusive.0;
+            }
+        }
+    }
+
     /// Adds another worker's results (tables of the same sizes).
     pub fn merge(&mut self, other: Accumulator) {
         for (a, b) in self.functions.iter_mut().zip(&other.functions) {
@@ -202,6 +218,8 @@ impl<'a> ThreadRun<'a> {
             self.pop();
         }
         self.stats.probe_overhead = self.clock.removed;
+        self.stats.time.elapsed_inclusive = self.clock.elapsed;
+        self.stats.time.application_inclusive = self.clock.application;
         let stats = self.stats;
         if let Some(tree) = self.tree.take() {
             self.acc.trees.push(tree);
@@ -242,8 +260,9 @@ impl<'a> ThreadRun<'a> {
         self.clock.removed.0 += removed.0;
         let app = if has_os_event { 0 } else { d.0 };
         self.clock.application.0 += app;
-        self.stats.time.elapsed_inclusive.0 += d.0;
-        self.stats.time.application_inclusive.0 += app;
+        // Thread inclusive values are the clock itself (taken in `finish`);
+        // module exclusive values are sums of their functions' (taken in
+        // `Accumulator::finish_modules`): neither needs work per interval.
         match self.stack.last() {
             None => {
                 self.stats.time.elapsed_exclusive.0 += d.0;
@@ -253,9 +272,6 @@ impl<'a> ThreadRun<'a> {
                 let f = &mut self.acc.functions[top.function.0 as usize].time;
                 f.elapsed_exclusive.0 += d.0;
                 f.application_exclusive.0 += app;
-                let m = &mut self.acc.modules[top.module.0 as usize].time;
-                m.elapsed_exclusive.0 += d.0;
-                m.application_exclusive.0 += app;
                 if let Some(tree) = &mut self.tree {
                     tree.add_exclusive(top.node, d, Fine(app));
                 }

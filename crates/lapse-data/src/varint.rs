@@ -20,6 +20,13 @@ pub fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
             *pos += 1;
             return Some(u64::from(b));
         }
+        // Two bytes: deltas of 128 ns to 16 µs.
+        if let Some(&c) = buf.get(*pos + 1) {
+            if c < 0x80 {
+                *pos += 2;
+                return Some(u64::from(b & 0x7f) | u64::from(c) << 7);
+            }
+        }
     }
     get_slow(buf, pos)
 }

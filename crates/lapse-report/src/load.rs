@@ -138,6 +138,7 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
             a.merge(b);
             (a, x + y)
         });
+    acc.finish_modules(&module_of);
     acc.threads.sort_by_key(|t| (t.pid, t.tid));
     let session = SessionTotals::of_threads(&acc.threads);
     let tree = query.call_tree.then(|| {
