@@ -169,3 +169,76 @@ fn cache_opens_each_module_once_and_remembers_failures() {
     assert!(cache.module(missing).is_err());
     assert!(cache.symbolize(missing, 0x1000).frames.is_empty());
 }
+
+#[test]
+fn separate_debug_file_through_gnu_debuglink() {
+    let Some(exe) = build("linked", SOURCE, &["-g", "-O1"]) else {
+        return;
+    };
+    let debug = exe.with_extension("debug");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let tool = args[0];
+        Command::new(tool)
+            .args(&args[1..])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let (e, d) = (exe.as_os_str(), debug.as_os_str());
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    let ok = run(&["objcopy".as_ref(), "--only-keep-debug".as_ref(), e, d])
+        && run(&["strip".as_ref(), "--strip-debug".as_ref(), e])
+        && run(&["objcopy".as_ref(), link.as_ref(), e]);
+    if !ok {
+        eprintln!("skipping: binutils not available");
+        return;
+    }
+    let m = module(&exe);
+    assert!(m.has_dwarf(), "debug info found through .gnu_debuglink");
+    assert_eq!(m.debug_file(), Some(debug.as_path()));
+    let outer = (0..0x10_0000u64)
+        .find_map(|a| m.function_at(a).filter(|s| s.name == "outer").cloned())
+        .expect("outer in the symbol table");
+    let s = m.symbolize(outer.start);
+    assert!(
+        s.frames[0].line.is_some(),
+        "lines from the debug file: {s:?}"
+    );
+}
+
+#[test]
+fn cpp_names_are_demangled() {
+    let dir = std::env::temp_dir().join(format!("lapse-symbols-{}-cpp", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let src = dir.join("names.cpp");
+    let exe = dir.join("names");
+    let code =
+        "namespace shapes { __attribute__((noinline)) int area(int w, int h) { return w * h; } }\n\
+                int main(int argc, char **) { return shapes::area(argc, 3); }\n";
+    if std::fs::write(&src, code).is_err() {
+        return;
+    }
+    let built = Command::new("g++")
+        .args(["-g", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        eprintln!("skipping: g++ not available");
+        return;
+    }
+    let m = module(&exe);
+    let f = (0..0x10_0000u64)
+        .find_map(|a| {
+            m.function_at(a)
+                .filter(|s| s.name.contains("area"))
+                .cloned()
+        })
+        .expect("area in the symbol table");
+    assert_eq!(f.name, "shapes::area(int, int)");
+    let s = m.symbolize(f.start);
+    assert_eq!(
+        s.frames.last().map(|f| f.name.as_str()),
+        Some("shapes::area(int, int)")
+    );
+}
