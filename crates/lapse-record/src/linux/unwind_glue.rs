@@ -236,3 +236,55 @@ impl AddressSpaces {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mappings_follow_mmap_fork_and_exec() {
+        let exe = std::env::current_exe().expect("test binary path");
+        let exe = exe.to_str().expect("utf-8 path");
+        let t = Timestamp::from_nanos(1);
+        let mut spaces = AddressSpaces::default();
+        let first = spaces.map(1, 0x5000_0000, 0x1000, 0, exe, t);
+        assert!(first.module.is_some(), "a new module is reported once");
+        let again = spaces.map(1, 0x6000_0000, 0x1000, 0, exe, t);
+        assert!(again.module.is_none());
+        assert_eq!(again.mapping.module, first.mapping.module);
+
+        let (module, rel) = spaces.resolve(1, 0x5000_0010).expect("inside the mapping");
+        assert_eq!(module, first.mapping.module);
+        assert_eq!(rel, 0x5000_0010 - first.mapping.bias);
+        assert!(spaces.resolve(1, 0x5000_1000).is_none(), "end is exclusive");
+
+        spaces.fork(1, 2);
+        assert!(
+            spaces.resolve(2, 0x5000_0010).is_some(),
+            "the child inherits"
+        );
+        spaces.exec(2);
+        assert!(
+            spaces.resolve(2, 0x5000_0010).is_none(),
+            "exec drops the old image"
+        );
+        assert!(
+            spaces.resolve(1, 0x5000_0010).is_some(),
+            "the parent keeps it"
+        );
+
+        // A new mapping over an old one replaces it.
+        let other = spaces.map(1, 0x5000_0000, 0x2000, 0, "/nonexistent/lib.so", t);
+        assert_ne!(other.mapping.module, first.mapping.module);
+        assert_eq!(
+            spaces.resolve(1, 0x5000_1800).map(|r| r.0),
+            Some(other.mapping.module)
+        );
+
+        let ((unknown, addr), info) = spaces.resolve_or_unknown(3, 0x1234);
+        assert_eq!(addr, 0x1234);
+        assert_eq!(info.map(|m| m.path), Some(UNKNOWN_MODULE.to_owned()));
+        let ((again, _), info) = spaces.resolve_or_unknown(3, 0x5678);
+        assert_eq!((again, info), (unknown, None));
+    }
+}
