@@ -35,6 +35,10 @@ pub enum Command {
     },
     /// Record and report a bundled example program.
     Demo,
+    /// Write a recording in another tool's format (flame graph, pprof, Chrome trace, ...).
+    Export(ExportArgs),
+    /// Compare two recordings of the same method, row by row.
+    Diff(DiffArgs),
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -142,4 +146,51 @@ pub struct ReportArgs {
     /// Show raw times, without subtracting the measured probe cost.
     #[arg(long)]
     pub no_compensation: bool,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum ExportFormatArg {
+    /// Folded stacks (`a;b;c N`) for flamegraph.pl, inferno, speedscope.
+    Collapsed,
+    /// Flame graph SVG.
+    Flamegraph,
+    /// speedscope JSON.
+    Speedscope,
+    /// Chrome Trace Event Format (Perfetto, chrome://tracing).
+    Chrome,
+    /// pprof gzipped protobuf (go tool pprof, Pyroscope, Parca).
+    Pprof,
+    /// Callgrind (KCachegrind, qcachegrind).
+    Callgrind,
+    /// Firefox Profiler processed format.
+    Firefox,
+    /// One self-contained HTML page.
+    Html,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// Data file [default: lapse.data]
+    pub file: Option<PathBuf>,
+    #[arg(long, value_enum)]
+    pub format: ExportFormatArg,
+    /// Output file (`-` for standard output).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The baseline recording.
+    pub base: PathBuf,
+    /// The recording compared with it.
+    pub new: PathBuf,
+    /// functions, modules, threads, processes or lines.
+    #[arg(long, value_enum, default_value = "functions")]
+    pub view: ViewArg,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: FormatArg,
+    /// Hide rows whose relative change is below this percentage.
+    #[arg(long, default_value_t = 0.0)]
+    pub threshold: f64,
 }

@@ -23,6 +23,8 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Info { file } => info(&file.unwrap_or_else(default_file)),
         Command::Import { trace, output } => import(&trace, &output),
         Command::Demo => crate::demo::run(),
+        Command::Export(a) => crate::export::export(a),
+        Command::Diff(a) => crate::export::diff(a),
     }
 }
 

@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod demo;
 mod demo_bin;
+mod export;
 
 use std::process::ExitCode;
 

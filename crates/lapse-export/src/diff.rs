@@ -1,0 +1,267 @@
+//! `lapse diff`: two recordings of the same method compared row by row.
+//!
+//! The rows are the report's own ([`build_view`]), so a diff shows exactly
+//! the values `lapse report` shows; rows are matched by identity keys that
+//! survive a rebuild and a rerun: function and module name (not the
+//! address), module name, source line, thread name (pids and tids change
+//! between runs, so the n-th thread of a name matches the n-th) and process
+//! command. The change of a row is measured on the view's main value
+//! (elapsed exclusive time or exclusive samples for functions and lines,
+//! the inclusive one for modules, threads and processes).
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use lapse_data::{DataFile, Method};
+use lapse_report::table::{Cell, Column, Kind};
+use lapse_report::views::ViewOutput;
+use lapse_report::{build_view, Analysis, Format, Query, View};
+
+use crate::ExportError;
+
+/// Keys that say *which* row it is; every other column is a value.
+const IDENTITY: [&str; 11] = [
+    "function",
+    "module",
+    "module_path",
+    "address",
+    "source_file",
+    "line",
+    "build_id",
+    "pid",
+    "tid",
+    "thread_name",
+    "command",
+];
+
+#[derive(Clone, Debug)]
+pub struct DiffOptions {
+    pub view: View,
+    /// Rows whose relative change is below this percentage are hidden.
+    pub threshold_pct: f64,
+}
+
+/// A signed difference of two cells (`new - base`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Delta {
+    Null,
+    Int(i64),
+    Float(f64),
+}
+
+#[derive(Clone, Debug)]
+pub struct DiffRow {
+    pub identity: Vec<Cell>,
+    /// Value cells; `None` when the row exists in only one recording.
+    pub base: Option<Vec<Cell>>,
+    pub new: Option<Vec<Cell>>,
+    pub delta: Vec<Delta>,
+    /// Relative change of the main value in percent; `None` when the base is zero.
+    pub change_pct: Option<f64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Diff {
+    pub view: View,
+    pub method: Method,
+    pub identity: Vec<Column>,
+    pub values: Vec<Column>,
+    /// Index in `values` of the main value the change is measured on.
+    pub primary: usize,
+    pub rows: Vec<DiffRow>,
+}
+
+/// Refuses to compare recordings made with different methods: their values
+/// have nothing in common.
+pub fn check_methods(base: &DataFile, new: &DataFile) -> Result<(), ExportError> {
+    if base.session.method != new.session.method {
+        return Err(ExportError::Diff(format!(
+            "cannot compare {} profile ({}) with {} profile ({})",
+            with_article(base.session.method),
+            base.path().display(),
+            with_article(new.session.method),
+            new.path().display()
+        )));
+    }
+    Ok(())
+}
+
+fn with_article(m: Method) -> &'static str {
+    match m {
+        Method::Instrumentation => "an instrumentation",
+        Method::Sampling => "a sampling",
+    }
+}
+
+fn primary_key(view: View, method: Method) -> &'static str {
+    let inclusive = matches!(view, View::Modules | View::Threads | View::Processes);
+    match (method, inclusive) {
+        (Method::Instrumentation, false) => "elapsed_exclusive_ns",
+        (Method::Instrumentation, true) => "elapsed_inclusive_ns",
+        (Method::Sampling, false) => "exclusive_samples",
+        (Method::Sampling, true) => "inclusive_samples",
+    }
+}
+
+/// The identity keys rows are matched by, per view.
+fn match_keys(view: View) -> &'static [&'static str] {
+    match view {
+        View::Modules => &["module"],
+        View::Threads => &["thread_name"],
+        View::Processes => &["command"],
+        View::Lines => &["source_file", "line"],
+        View::Instructions => &["function", "module", "address"],
+        _ => &["function", "module"],
+    }
+}
+
+fn text(c: &Cell) -> String {
+    match c {
+        Cell::Null => String::new(),
+        Cell::Text(s) => s.clone(),
+        Cell::Int(v) => v.to_string(),
+        Cell::Float(v) => v.to_string(),
+        Cell::Bool(b) => b.to_string(),
+    }
+}
+
+/// Rows of one side by match key; repeated keys get an ordinal (the n-th
+/// thread of a name), in the order of their pid/tid.
+fn keyed(out: &ViewOutput, view: View) -> Vec<(String, Vec<Cell>)> {
+    let idx: Vec<usize> = match_keys(view)
+        .iter()
+        .filter_map(|k| out.columns.iter().position(|c| c.key == *k))
+        .collect();
+    let mut rows = out.rows.clone();
+    rows.sort_by(|a, b| {
+        a.iter()
+            .map(text)
+            .collect::<Vec<_>>()
+            .cmp(&b.iter().map(text).collect())
+    });
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    rows.into_iter()
+        .map(|r| {
+            let base: Vec<String> = idx.iter().map(|&i| text(&r[i])).collect();
+            let base = base.join("\u{1f}");
+            let n = seen.entry(base.clone()).or_default();
+            *n += 1;
+            (format!("{base}\u{1f}{n}"), r)
+        })
+        .collect()
+}
+
+fn delta(kind: Kind, base: Option<&Cell>, new: Option<&Cell>) -> Delta {
+    let zero = Cell::Int(0);
+    let (b, n) = (base.unwrap_or(&zero), new.unwrap_or(&zero));
+    match (b, n, kind) {
+        (Cell::Int(x), Cell::Int(y), _) => Delta::Int(*y as i64 - *x as i64),
+        (x, y, Kind::Percent) | (x, y, Kind::Nanos) | (x, y, Kind::Int) => {
+            match (x.as_f64(), y.as_f64()) {
+                (Some(x), Some(y)) => Delta::Float(y - x),
+                _ => Delta::Null,
+            }
+        }
+        _ => Delta::Null,
+    }
+}
+
+/// Compares `base` with `new` in `opts.view`; rows ordered by the largest
+/// absolute change of the main value first.
+pub fn diff(
+    base: (&DataFile, &Analysis),
+    new: (&DataFile, &Analysis),
+    opts: &DiffOptions,
+) -> Result<Diff, ExportError> {
+    check_methods(base.0, new.0)?;
+    let method = base.0.session.method;
+    let build = |(file, a): (&DataFile, &Analysis)| {
+        build_view(file, a, &Query::default(), opts.view, None, 0.0)
+            .map_err(|e| ExportError::Diff(format!("{}: {e}", file.path().display())))
+    };
+    let (b, n) = (build(base)?, build(new)?);
+    let is_id = |c: &Column| IDENTITY.contains(&c.key);
+    let id_idx: Vec<usize> = (0..n.columns.len())
+        .filter(|&i| is_id(&n.columns[i]))
+        .collect();
+    let val_idx: Vec<usize> = (0..n.columns.len())
+        .filter(|&i| !is_id(&n.columns[i]))
+        .collect();
+    let values: Vec<Column> = val_idx.iter().map(|&i| n.columns[i].clone()).collect();
+    let key = primary_key(opts.view, method);
+    let primary = values.iter().position(|c| c.key == key).unwrap_or(0);
+    let pick = |row: &[Cell], idx: &[usize]| -> Vec<Cell> {
+        idx.iter()
+            .map(|&i| row.get(i).cloned().unwrap_or(Cell::Null))
+            .collect()
+    };
+    let base_rows: HashMap<String, Vec<Cell>> = keyed(&b, opts.view).into_iter().collect();
+    let new_rows = keyed(&n, opts.view);
+    let matched: std::collections::HashSet<&String> = new_rows.iter().map(|(k, _)| k).collect();
+    let mut rows = Vec::new();
+    let mut add = |brow: Option<&Vec<Cell>>, nrow: Option<&Vec<Cell>>| {
+        let Some(id_src) = nrow.or(brow) else { return };
+        let bv = brow.map(|r| pick(r, &val_idx));
+        let nv = nrow.map(|r| pick(r, &val_idx));
+        let d: Vec<Delta> = values
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                delta(
+                    c.kind,
+                    bv.as_ref().map(|v| &v[i]),
+                    nv.as_ref().map(|v| &v[i]),
+                )
+            })
+            .collect();
+        let b0 = bv.as_ref().and_then(|v| v[primary].as_f64()).unwrap_or(0.0);
+        let n0 = nv.as_ref().and_then(|v| v[primary].as_f64()).unwrap_or(0.0);
+        let change_pct = if b0 != 0.0 {
+            Some(100.0 * (n0 - b0) / b0)
+        } else if n0 == 0.0 {
+            Some(0.0)
+        } else {
+            None
+        };
+        rows.push(DiffRow {
+            identity: pick(id_src, &id_idx),
+            base: bv,
+            new: nv,
+            delta: d,
+            change_pct,
+        });
+    };
+    for (k, nrow) in &new_rows {
+        add(base_rows.get(k), Some(nrow));
+    }
+    for (k, brow) in keyed(&b, opts.view) {
+        if !matched.contains(&k) {
+            add(Some(&brow), None);
+        }
+    }
+    // An unknown change (base zero) always passes the threshold.
+    rows.retain(|r| r.change_pct.is_none_or(|p| p.abs() >= opts.threshold_pct));
+    let size = |r: &DiffRow| match r.delta.get(primary) {
+        Some(Delta::Int(v)) => v.unsigned_abs() as f64,
+        Some(Delta::Float(v)) => v.abs(),
+        _ => 0.0,
+    };
+    rows.sort_by(|x, y| size(y).total_cmp(&size(x)));
+    Ok(Diff {
+        view: opts.view,
+        method,
+        identity: id_idx.iter().map(|&i| n.columns[i].clone()).collect(),
+        values,
+        primary,
+        rows,
+    })
+}
+
+/// Writes `d` as a table, CSV or the JSON of SPEC section 5.
+pub fn render(out: &mut dyn Write, d: &Diff, format: Format) -> io::Result<()> {
+    match format {
+        Format::Json => crate::diff_render::json(out, d),
+        Format::Csv => crate::diff_render::csv(out, d),
+        Format::Table => crate::diff_render::table(out, d),
+    }
+}

@@ -1,0 +1,129 @@
+//! Exports: a recording and its analysis written in the formats other
+//! profiling tools read (SPEC section 6).
+//!
+//! This crate owns the translation from lapse's model to each foreign format,
+//! one module per format. It knows nothing of a command line or of file
+//! names: every exporter takes the [`DataFile`], the [`Analysis`] made from it
+//! (with its call tree, see [`needs`]) and a [`Write`].
+//!
+//! Two sources feed the exporters:
+//! - aggregated call paths ([`paths`]): folded stacks, flame graphs, pprof,
+//!   callgrind and the HTML page;
+//! - the time-ordered streams ([`timeline`] for instrumentation events, raw
+//!   samples for sampling): speedscope, Chrome traces and the Firefox Profiler,
+//!   which show a timeline.
+//!
+//! [`diff`] compares two recordings row by row (`lapse diff`), on the
+//! report's own view rows.
+//!
+//! Design constraints: exports cover the whole recording (no filters); an
+//! instrumentation stream is repaired the way the analysis repairs it
+//! (unmatched exits ignored, skipped frames closed) so that every consumer
+//! sees properly nested calls; nothing here panics on a damaged file.
+
+pub mod callgrind;
+pub mod chrome;
+pub mod collapsed;
+pub mod diff;
+mod diff_render;
+pub mod firefox;
+pub mod flamegraph;
+pub mod html;
+pub mod paths;
+pub mod pprof;
+pub mod pprof_proto;
+pub mod speedscope;
+pub mod timeline;
+
+use std::io::{self, Write};
+
+use lapse_data::{DataError, DataFile};
+use lapse_report::{Analysis, Query};
+
+/// The export formats of SPEC section 6.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Collapsed,
+    Flamegraph,
+    Speedscope,
+    Chrome,
+    Pprof,
+    Callgrind,
+    Firefox,
+    Html,
+}
+
+impl Format {
+    pub const ALL: [(&'static str, Format); 8] = [
+        ("collapsed", Format::Collapsed),
+        ("flamegraph", Format::Flamegraph),
+        ("speedscope", Format::Speedscope),
+        ("chrome", Format::Chrome),
+        ("pprof", Format::Pprof),
+        ("callgrind", Format::Callgrind),
+        ("firefox", Format::Firefox),
+        ("html", Format::Html),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Format::ALL
+            .iter()
+            .find(|(_, f)| *f == self)
+            .map_or("?", |(n, _)| n)
+    }
+}
+
+/// Everything that can stop an export.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Data(#[from] DataError),
+    #[error("{format} export: cannot write: {source}")]
+    Write {
+        format: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{format} export: {what}")]
+    Unsupported { format: &'static str, what: String },
+    /// `lapse diff` was asked to compare what cannot be compared.
+    #[error("{0}")]
+    Diff(String),
+}
+
+impl ExportError {
+    pub(crate) fn write(format: Format) -> impl FnOnce(io::Error) -> ExportError {
+        move |source| ExportError::Write {
+            format: format.name(),
+            source,
+        }
+    }
+}
+
+/// The analysis an export needs: the whole recording, with call trees.
+pub fn needs() -> Query {
+    Query {
+        call_tree: true,
+        ..Query::default()
+    }
+}
+
+/// Writes `file` (analysed as [`needs`] says into `analysis`) to `out` in `format`.
+pub fn export(
+    file: &DataFile,
+    analysis: &Analysis,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    match format {
+        Format::Collapsed => collapsed::write(file, analysis, out),
+        Format::Flamegraph => flamegraph::write(file, analysis, out),
+        Format::Speedscope => speedscope::write(file, analysis, out),
+        Format::Chrome => chrome::write(file, analysis, out),
+        Format::Pprof => pprof::write(file, analysis, out),
+        Format::Callgrind => callgrind::write(file, analysis, out),
+        Format::Firefox => firefox::write(file, analysis, out),
+        Format::Html => html::write(file, analysis, out),
+    }?;
+    out.flush().map_err(ExportError::write(format))
+}
