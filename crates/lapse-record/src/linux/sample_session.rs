@@ -275,15 +275,18 @@ impl<W: Write> SampleSession<W> {
         } else {
             self.addresses.clear();
         }
+        // The stack ends at the first address in no executable mapping: for
+        // a caller that is stack garbage taken for a return address; for the
+        // sampled IP it is the previous image's (a fault taken while the
+        // kernel runs exec), so such a sample has no resolvable frame.
         self.frame_ids.clear();
-        for &addr in self.addresses.iter().rev() {
-            let ((module, rel), new_module) = self.spaces.resolve_or_unknown(s.pid, addr);
-            if let Some(m) = new_module {
-                self.writer.write_record(&Record::Module(m))?;
-            }
+        for &addr in &self.addresses {
+            let Some((module, rel)) = self.spaces.resolve(s.pid, addr) else {
+                break;
+            };
             self.frame_ids.push(self.stacks.frame(module, rel));
         }
-        let stack = self.stacks.stack(self.frame_ids.iter().copied());
+        let stack = self.stacks.stack(self.frame_ids.iter().rev().copied());
         self.pending.push(Sample {
             pid: s.pid,
             tid: s.tid,

@@ -13,9 +13,6 @@ use lapse_data::{MappingInfo, ModuleId, ModuleInfo, Timestamp};
 use lapse_symbols::ElfModule;
 use lapse_unwind::{ProcessUnwinder, StackCopy, UserRegs};
 
-/// Name of the pseudo module holding addresses that fall in no known mapping.
-pub(crate) const UNKNOWN_MODULE: &str = "[unknown]";
-
 pub(crate) struct LoadedModule {
     /// `None` when the file could not be read (deleted, anonymous, foreign).
     pub(crate) elf: Option<ElfModule>,
@@ -111,7 +108,6 @@ pub(crate) struct NewMapping {
 pub(crate) struct AddressSpaces {
     pub(crate) modules: ModuleTable,
     processes: HashMap<u32, ProcessSpace>,
-    unknown: Option<ModuleId>,
 }
 
 impl AddressSpaces {
@@ -196,27 +192,6 @@ impl AddressSpaces {
         Some((m.module, addr.wrapping_sub(m.bias)))
     }
 
-    /// Like [`resolve`](Self::resolve), but an address in no mapping lands in
-    /// the `[unknown]` pseudo module with its absolute value; the new module
-    /// record is returned when that module is first needed.
-    pub(crate) fn resolve_or_unknown(
-        &mut self,
-        pid: u32,
-        addr: u64,
-    ) -> ((ModuleId, u64), Option<ModuleInfo>) {
-        if let Some(hit) = self.resolve(pid, addr) {
-            return (hit, None);
-        }
-        match self.unknown {
-            Some(id) => ((id, addr), None),
-            None => {
-                let (id, info) = self.modules.intern(UNKNOWN_MODULE);
-                self.unknown = Some(id);
-                ((id, addr), info)
-            }
-        }
-    }
-
     /// Unwinds one sample of `pid` into absolute lookup addresses, innermost first.
     pub(crate) fn unwind(
         &mut self,
@@ -280,11 +255,5 @@ mod tests {
             spaces.resolve(1, 0x5000_1800).map(|r| r.0),
             Some(other.mapping.module)
         );
-
-        let ((unknown, addr), info) = spaces.resolve_or_unknown(3, 0x1234);
-        assert_eq!(addr, 0x1234);
-        assert_eq!(info.map(|m| m.path), Some(UNKNOWN_MODULE.to_owned()));
-        let ((again, _), info) = spaces.resolve_or_unknown(3, 0x5678);
-        assert_eq!((again, info), (unknown, None));
     }
 }
