@@ -1,15 +1,214 @@
-//! stub
-use crate::ExportError;
-use lapse_data::DataFile;
+//! Chrome Trace Event Format, for Perfetto and chrome://tracing.
+//!
+//! Instrumentation: the full timeline of calls per thread as `B`/`E` events
+//! (name = function, `cat` = module path), and every off-CPU period as a
+//! `lapse:switch_out` / `lapse:switch_in` pair of thread-scoped instants:
+//! the very shape `lapse import` reads, so importing an export gives the
+//! recording's values back (with probe compensation off, since a trace has no
+//! probe cost). To carry the thread's bounds — time before its first and after
+//! its last call counts in the thread's totals — a zero-length switch pair
+//! marks its start and its end; it never overlaps an interval. Calls still
+//! open at the thread's end get no `E`, so viewers show them unfinished and
+//! an import closes them at the same point the report does.
+//!
+//! Sampling: one thread-scoped instant per sample, named after the executing
+//! function, whose `sf` points into the `stackFrames` table (the format's way
+//! to attach a call stack to an event).
+//!
+//! Timestamps are microseconds since the recording's start, written with
+//! exactly three decimals so no nanosecond is lost.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use lapse_data::{DataFile, Method, Timestamp};
 use lapse_report::Analysis;
-use std::io::Write;
+
+use crate::paths::{label, module_of, sample_keys, PathTree};
+use crate::timeline::{self, Step};
+use crate::{ExportError, Format};
+
+/// A JSON string literal.
+pub(crate) fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".into())
+}
+
+/// `ns` after `origin` as microseconds with three decimals.
+fn micros(ts: Timestamp, origin: Timestamp) -> String {
+    let ns = ts.since(origin);
+    format!("{}.{:03}", ns / 1000, ns % 1000)
+}
+
+/// Writes trace events separated by commas.
+struct Events<'a> {
+    out: &'a mut dyn Write,
+    first: bool,
+}
+
+impl Events<'_> {
+    fn push(&mut self, event: &str) -> io::Result<()> {
+        if !self.first {
+            self.out.write_all(b",\n")?;
+        }
+        self.first = false;
+        self.out.write_all(event.as_bytes())
+    }
+}
+
+fn metadata(ev: &mut Events<'_>, file: &DataFile) -> io::Result<()> {
+    for p in &file.processes {
+        let name = if p.command.is_empty() {
+            format!("pid {}", p.pid)
+        } else {
+            p.command.join(" ")
+        };
+        ev.push(&format!(
+            r#"{{"ph":"M","name":"process_name","pid":{},"tid":{},"args":{{"name":{}}}}}"#,
+            p.pid,
+            p.pid,
+            quote(&name)
+        ))?;
+    }
+    for t in timeline::threads(file) {
+        if !t.name.is_empty() {
+            ev.push(&format!(
+                r#"{{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}}"#,
+                t.pid,
+                t.tid,
+                quote(&t.name)
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+fn switch(ev: &mut Events<'_>, pid: u32, tid: u32, out: bool, ts: &str) -> io::Result<()> {
+    let name = if out {
+        "lapse:switch_out"
+    } else {
+        "lapse:switch_in"
+    };
+    ev.push(&format!(
+        r#"{{"ph":"i","s":"t","name":"{name}","cat":"lapse","pid":{pid},"tid":{tid},"ts":{ts}}}"#
+    ))
+}
+
+fn instrumentation(ev: &mut Events<'_>, file: &DataFile) -> Result<(), ExportError> {
+    let origin = timeline::origin(file);
+    let w = ExportError::write(Format::Chrome);
+    // Names and categories are the same for every call of a function: quote once.
+    let names: Vec<(String, String)> = file
+        .functions
+        .iter()
+        .map(|f| {
+            let module = file.module(f.module).map_or("", |m| m.path.as_str());
+            (quote(&f.name), quote(module))
+        })
+        .collect();
+    for t in timeline::threads(file) {
+        let (pid, tid) = (t.pid, t.tid);
+        let mut line = String::with_capacity(128);
+        timeline::walk(file, &t, false, |ts, step| {
+            let (ph, f) = match step {
+                Step::Open(f) => ("B", f),
+                Step::Close(f) => ("E", f),
+            };
+            let (name, cat) = &names[f.0 as usize];
+            line.clear();
+            line.push_str(&format!(
+                r#"{{"ph":"{ph}","name":{name},"cat":{cat},"pid":{pid},"tid":{tid},"ts":{}}}"#,
+                micros(ts, origin)
+            ));
+            ev.push(&line)
+        })
+        .map_err(w)?;
+        let bounds = |b: Option<Timestamp>| b.map(|b| micros(b, origin));
+        if let Some(start) = bounds(t.start) {
+            switch(ev, pid, tid, true, &start).map_err(w)?;
+            switch(ev, pid, tid, false, &start).map_err(w)?;
+        }
+        for (from, to) in timeline::off_cpu(file, pid, tid) {
+            switch(ev, pid, tid, true, &micros(from, origin)).map_err(w)?;
+            switch(ev, pid, tid, false, &micros(to, origin)).map_err(w)?;
+        }
+        if let Some(end) = bounds(t.end) {
+            switch(ev, pid, tid, true, &end).map_err(w)?;
+            switch(ev, pid, tid, false, &end).map_err(w)?;
+        }
+    }
+    Ok(())
+}
+
+fn sampling(ev: &mut Events<'_>, file: &DataFile) -> Result<String, ExportError> {
+    let origin = timeline::origin(file);
+    let samples = timeline::samples(file);
+    let mut paths = PathTree::empty(Method::Sampling);
+    let mut node_of: HashMap<Option<lapse_data::StackId>, u32> = HashMap::new();
+    for s in &samples {
+        let node = match node_of.get(&s.stack) {
+            Some(&n) => n,
+            None => {
+                let n = paths.intern(&sample_keys(file, s.stack));
+                node_of.insert(s.stack, n);
+                n
+            }
+        };
+        let leaf = paths.nodes[node as usize]
+            .key
+            .map_or_else(|| "[unknown]".into(), |k| label(file, k));
+        ev.push(&format!(
+            r#"{{"ph":"i","s":"t","name":{},"cat":"sample","pid":{},"tid":{},"ts":{},"sf":{node},"args":{{"cpu":{},"weight":{}}}}}"#,
+            quote(&leaf),
+            s.pid,
+            s.tid,
+            micros(s.ts, origin),
+            s.cpu,
+            s.weight
+        ))
+        .map_err(ExportError::write(Format::Chrome))?;
+    }
+    // The stack frame table: one entry per path node, keyed by node id.
+    let mut frames = Vec::with_capacity(paths.nodes.len());
+    for (id, n) in paths.nodes.iter().enumerate().skip(1) {
+        let Some(key) = n.key else { continue };
+        let category = module_of(file, key)
+            .and_then(|m| file.module(m))
+            .map_or("", |m| m.name());
+        let parent = if n.parent == 0 {
+            String::new()
+        } else {
+            format!(r#","parent":"{}""#, n.parent)
+        };
+        frames.push(format!(
+            r#""{id}":{{"name":{},"category":{}{parent}}}"#,
+            quote(&label(file, key)),
+            quote(category)
+        ));
+    }
+    Ok(frames.join(",\n"))
+}
+
 pub fn write(
-    _file: &DataFile,
+    file: &DataFile,
     _analysis: &Analysis,
-    _out: &mut dyn Write,
+    out: &mut dyn Write,
 ) -> Result<(), ExportError> {
-    Err(ExportError::Unsupported {
-        format: "x",
-        what: "not yet".into(),
-    })
+    let w = ExportError::write(Format::Chrome);
+    out.write_all(b"{\"traceEvents\":[\n").map_err(w)?;
+    let mut ev = Events { out, first: true };
+    metadata(&mut ev, file).map_err(ExportError::write(Format::Chrome))?;
+    let stack_frames = match file.session.method {
+        Method::Instrumentation => {
+            instrumentation(&mut ev, file)?;
+            String::new()
+        }
+        Method::Sampling => sampling(&mut ev, file)?,
+    };
+    let tail = format!(
+        "\n],\n\"stackFrames\":{{{stack_frames}}},\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{{\"producer\":\"lapse\",\"method\":{},\"command\":{}}}}}\n",
+        quote(file.session.method.name()),
+        quote(&file.session.command.join(" "))
+    );
+    out.write_all(tail.as_bytes())
+        .map_err(ExportError::write(Format::Chrome))
 }

@@ -92,7 +92,7 @@ pub enum ExportError {
 }
 
 impl ExportError {
-    pub(crate) fn write(format: Format) -> impl FnOnce(io::Error) -> ExportError {
+    pub(crate) fn write(format: Format) -> impl Fn(io::Error) -> ExportError + Copy {
         move |source| ExportError::Write {
             format: format.name(),
             source,

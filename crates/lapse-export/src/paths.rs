@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use lapse_analysis::calltree::ROOT;
 use lapse_analysis::sample::expand;
-use lapse_data::{DataFile, FunctionId, Method, ModuleId};
+use lapse_data::{DataFile, FunctionId, Method, ModuleId, StackId};
 use lapse_report::Analysis;
 
 use crate::ExportError;
@@ -81,11 +81,7 @@ impl PathTree {
     /// Builds the paths of `analysis`. Instrumentation needs the call tree
     /// (analyse with [`crate::needs`]).
     pub fn new(file: &DataFile, analysis: &Analysis) -> Result<PathTree, ExportError> {
-        let mut t = PathTree {
-            method: file.session.method,
-            nodes: vec![PathNode::new(ROOT, None)],
-            index: HashMap::new(),
-        };
+        let mut t = PathTree::empty(file.session.method);
         match analysis {
             Analysis::Instr(r) => {
                 let tree = r.tree.as_ref().ok_or_else(|| ExportError::Unsupported {
@@ -113,24 +109,7 @@ impl PathTree {
                 let mut counted = 0u64;
                 for (&(stack, _, _), &n) in stacks {
                     counted += n;
-                    let frames = expand(&file.stacks, &file.frames, stack);
-                    let mut node = ROOT;
-                    for f in &frames {
-                        let key = match f.function {
-                            Some(id) => FrameKey::Function(id),
-                            None => FrameKey::Unresolved {
-                                module: f.module,
-                                address: file
-                                    .frames
-                                    .get(f.frame.0 as usize)
-                                    .map_or(0, |fr| fr.address),
-                            },
-                        };
-                        node = t.child(node, key);
-                    }
-                    if node == ROOT {
-                        node = t.child(ROOT, FrameKey::Unknown);
-                    }
+                    let node = t.intern(&sample_keys(file, Some(stack)));
                     t.nodes[node as usize].samples += n;
                 }
                 let unwound_none = r.analysis.samples.saturating_sub(counted);
@@ -141,6 +120,21 @@ impl PathTree {
             }
         }
         Ok(t)
+    }
+
+    /// An empty tree (just the root), to be filled with [`PathTree::intern`].
+    pub fn empty(method: Method) -> PathTree {
+        PathTree {
+            method,
+            nodes: vec![PathNode::new(ROOT, None)],
+            index: HashMap::new(),
+        }
+    }
+
+    /// The node of the path `keys` (outermost first), created if new; the
+    /// root for an empty path.
+    pub fn intern(&mut self, keys: &[FrameKey]) -> u32 {
+        keys.iter().fold(ROOT, |node, &k| self.child(node, k))
     }
 
     fn child(&mut self, parent: u32, key: FrameKey) -> u32 {
@@ -193,6 +187,30 @@ impl PathTree {
         }
         out
     }
+}
+
+/// The frames of a sampled stack, outermost first, expanded through inline
+/// chains as SPEC 2.2 counts them; `[unknown]` alone when nothing unwound.
+pub fn sample_keys(file: &DataFile, stack: Option<StackId>) -> Vec<FrameKey> {
+    let mut keys: Vec<FrameKey> = stack
+        .map(|s| expand(&file.stacks, &file.frames, s))
+        .unwrap_or_default()
+        .iter()
+        .map(|f| match f.function {
+            Some(id) => FrameKey::Function(id),
+            None => FrameKey::Unresolved {
+                module: f.module,
+                address: file
+                    .frames
+                    .get(f.frame.0 as usize)
+                    .map_or(0, |fr| fr.address),
+            },
+        })
+        .collect();
+    if keys.is_empty() {
+        keys.push(FrameKey::Unknown);
+    }
+    keys
 }
 
 /// The name a frame is shown by: the function's demangled name, or

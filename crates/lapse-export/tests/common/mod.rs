@@ -245,3 +245,53 @@ pub fn export(file: &DataFile, format: lapse_export::Format) -> Vec<u8> {
     lapse_export::export(file, &a, format, &mut out).unwrap();
     out
 }
+
+/// `lapse report FILE --view VIEW --format json [--no-compensation]`, in memory.
+pub fn report_json(
+    file: &DataFile,
+    view: lapse_report::View,
+    no_compensation: bool,
+) -> serde_json::Value {
+    let q = lapse_report::Query {
+        no_compensation,
+        call_tree: view.needs_call_tree(),
+        ..lapse_report::Query::default()
+    };
+    let a = analyze(file, &q).unwrap();
+    let v = lapse_report::build_view(file, &a, &q, view, None, 0.0).unwrap();
+    let opts = lapse_report::RenderOptions {
+        view,
+        format: lapse_report::Format::Json,
+        sort: None,
+        limit: None,
+        color: false,
+        no_compensation,
+    };
+    let mut out = Vec::new();
+    lapse_report::render(&mut out, file, &a, &v, &opts).unwrap();
+    serde_json::from_slice(&out).unwrap()
+}
+
+/// Rows of a JSON report keyed by `key` columns, keeping only `keep` columns.
+pub fn rows_by(
+    doc: &serde_json::Value,
+    key: &[&str],
+    keep: &dyn Fn(&str) -> bool,
+) -> std::collections::BTreeMap<String, serde_json::Map<String, serde_json::Value>> {
+    doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let k: Vec<String> = key.iter().map(|k| r[*k].to_string()).collect();
+            let m = r
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(c, _)| keep(c))
+                .map(|(c, v)| (c.clone(), v.clone()))
+                .collect();
+            (k.join("/"), m)
+        })
+        .collect()
+}
