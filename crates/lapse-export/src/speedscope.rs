@@ -1,15 +1,165 @@
-//! stub
-use crate::ExportError;
-use lapse_data::DataFile;
-use lapse_report::Analysis;
+//! speedscope's file format (https://www.speedscope.app/file-format-schema.json).
+//!
+//! Instrumentation: one "evented" profile per thread, built from the real
+//! event stream (`O` when a call opens, `C` when it closes; calls still open
+//! at the thread's end are closed there, as reports close them), in
+//! nanoseconds since the recording's start. speedscope's "time order" view
+//! is then the thread's true timeline, and its left-heavy and sandwich views
+//! give elapsed times.
+//!
+//! Sampling: one "sampled" profile per thread, its samples in time order,
+//! each weighing one sample (unit "none"), so totals are sample counts.
+
+use std::collections::HashMap;
 use std::io::Write;
+
+use lapse_data::{DataFile, Method};
+use lapse_report::Analysis;
+use serde_json::{json, Value};
+
+use crate::chrome::quote;
+use crate::paths::{label, sample_keys, FrameKey};
+use crate::timeline::{self, Step};
+use crate::{ExportError, Format};
+
+pub const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
+
+fn thread_name(file: &DataFile, pid: u32, tid: u32) -> String {
+    let name = file
+        .threads
+        .iter()
+        .find(|t| t.pid == pid && t.tid == tid)
+        .map_or("", |t| t.name.as_str());
+    if name.is_empty() {
+        format!("thread {tid} (pid {pid})")
+    } else {
+        format!("{name} (pid {pid}, tid {tid})")
+    }
+}
+
+fn frame_json(file: &DataFile, key: FrameKey) -> Value {
+    let mut frame = json!({ "name": label(file, key) });
+    if let FrameKey::Function(f) = key {
+        if let Some(info) = file.functions.get(f.0 as usize) {
+            if let Some(src) = &info.source_file {
+                frame["file"] = json!(src);
+            }
+            if let Some(line) = info.line {
+                frame["line"] = json!(line);
+            }
+        }
+    }
+    frame
+}
+
+/// The document up to the profiles array, and its end.
+fn frame_header(file: &DataFile, frames: &[Value]) -> (String, String) {
+    let head = format!(
+        "{{\"$schema\":{},\"name\":{},\"exporter\":{},\"activeProfileIndex\":0,\n\"shared\":{{\"frames\":{}}},\n\"profiles\":[\n",
+        quote(SCHEMA),
+        quote(&file.session.command.join(" ")),
+        quote(&format!("lapse {}", env!("CARGO_PKG_VERSION"))),
+        Value::Array(frames.to_vec())
+    );
+    (head, "\n]}\n".into())
+}
+
+fn instrumentation(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
+    let w = ExportError::write(Format::Speedscope);
+    let frames: Vec<Value> = file
+        .functions
+        .iter()
+        .map(|f| frame_json(file, FrameKey::Function(f.id)))
+        .collect();
+    let (head, tail) = frame_header(file, &frames);
+    out.write_all(head.as_bytes()).map_err(w)?;
+    let origin = timeline::origin(file);
+    let mut first_profile = true;
+    for t in timeline::threads(file) {
+        let start = t.start.map_or(0, |s| s.since(origin));
+        if !first_profile {
+            out.write_all(b",\n").map_err(w)?;
+        }
+        first_profile = false;
+        write!(
+            out,
+            "{{\"type\":\"evented\",\"name\":{},\"unit\":\"nanoseconds\",\"startValue\":{start},\"events\":[",
+            quote(&thread_name(file, t.pid, t.tid))
+        )
+        .map_err(w)?;
+        let mut first = true;
+        let walked = timeline::walk(file, &t, true, |ts, step| {
+            let (kind, f) = match step {
+                Step::Open(f) => ("O", f),
+                Step::Close(f) => ("C", f),
+            };
+            let sep = if first { "" } else { "," };
+            first = false;
+            write!(
+                out,
+                "{sep}\n{{\"type\":\"{kind}\",\"frame\":{},\"at\":{}}}",
+                f.0,
+                ts.since(origin)
+            )
+        })
+        .map_err(w)?;
+        let end = walked.last.map_or(start, |l| l.since(origin)).max(start);
+        write!(out, "],\"endValue\":{end}}}").map_err(w)?;
+    }
+    out.write_all(tail.as_bytes()).map_err(w)
+}
+
+fn sampling(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
+    let w = ExportError::write(Format::Speedscope);
+    let samples = timeline::samples(file);
+    let mut frame_index: HashMap<FrameKey, usize> = HashMap::new();
+    let mut frames: Vec<Value> = Vec::new();
+    let mut stacks: HashMap<Option<lapse_data::StackId>, Vec<usize>> = HashMap::new();
+    let mut profiles: Vec<Value> = Vec::new();
+    for (pid, tid, run) in timeline::samples_by_thread(&samples) {
+        let mut stack_list: Vec<Value> = Vec::with_capacity(run.len());
+        for s in run {
+            let ids = stacks.entry(s.stack).or_insert_with(|| {
+                sample_keys(file, s.stack)
+                    .into_iter()
+                    .map(|k| {
+                        *frame_index.entry(k).or_insert_with(|| {
+                            frames.push(frame_json(file, k));
+                            frames.len() - 1
+                        })
+                    })
+                    .collect()
+            });
+            stack_list.push(json!(ids));
+        }
+        profiles.push(json!({
+            "type": "sampled",
+            "name": thread_name(file, pid, tid),
+            "unit": "none",
+            "startValue": 0,
+            "endValue": run.len(),
+            "samples": stack_list,
+            "weights": vec![1; run.len()],
+        }));
+    }
+    let (head, tail) = frame_header(file, &frames);
+    out.write_all(head.as_bytes()).map_err(w)?;
+    for (i, p) in profiles.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",\n").map_err(w)?;
+        }
+        serde_json::to_writer(&mut *out, p).map_err(|e| w(e.into()))?;
+    }
+    out.write_all(tail.as_bytes()).map_err(w)
+}
+
 pub fn write(
-    _file: &DataFile,
+    file: &DataFile,
     _analysis: &Analysis,
-    _out: &mut dyn Write,
+    out: &mut dyn Write,
 ) -> Result<(), ExportError> {
-    Err(ExportError::Unsupported {
-        format: "x",
-        what: "not yet".into(),
-    })
+    match file.session.method {
+        Method::Instrumentation => instrumentation(file, out),
+        Method::Sampling => sampling(file, out),
+    }
 }

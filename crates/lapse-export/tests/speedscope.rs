@@ -1,0 +1,140 @@
+//! speedscope files checked against the required fields of speedscope's
+//! file-format schema, then replayed: evented profiles must nest, and the
+//! time each frame spends on top must equal the report's exclusive values.
+
+mod common;
+
+use std::collections::HashMap;
+
+use lapse_export::Format;
+use serde_json::Value;
+
+/// The `required` lists of https://www.speedscope.app/file-format-schema.json.
+fn check_schema(doc: &Value) {
+    assert_eq!(
+        doc["$schema"],
+        "https://www.speedscope.app/file-format-schema.json"
+    );
+    for key in ["shared", "profiles"] {
+        assert!(doc.get(key).is_some(), "missing {key}");
+    }
+    let frames = doc["shared"]["frames"].as_array().expect("shared.frames");
+    for f in frames {
+        assert!(f["name"].is_string(), "frame without a name: {f}");
+    }
+    for p in doc["profiles"].as_array().unwrap() {
+        for key in ["type", "name", "unit", "startValue", "endValue"] {
+            assert!(p.get(key).is_some(), "profile missing {key}");
+        }
+        let unit = p["unit"].as_str().unwrap();
+        assert!([
+            "none",
+            "nanoseconds",
+            "microseconds",
+            "milliseconds",
+            "seconds",
+            "bytes"
+        ]
+        .contains(&unit));
+        match p["type"].as_str().unwrap() {
+            "evented" => {
+                for e in p["events"].as_array().expect("events") {
+                    assert!(e["type"] == "O" || e["type"] == "C");
+                    assert!(e["at"].is_number());
+                    let i = e["frame"].as_u64().unwrap() as usize;
+                    assert!(i < frames.len());
+                }
+            }
+            "sampled" => {
+                let samples = p["samples"].as_array().expect("samples");
+                let weights = p["weights"].as_array().expect("weights");
+                assert_eq!(samples.len(), weights.len());
+                for s in samples {
+                    for i in s.as_array().unwrap() {
+                        assert!((i.as_u64().unwrap() as usize) < frames.len());
+                    }
+                }
+            }
+            other => panic!("unknown profile type {other}"),
+        }
+    }
+}
+
+#[test]
+fn evented_profiles_replay_to_the_reported_exclusive_times() {
+    let file = common::instr_file();
+    let doc: Value = serde_json::from_slice(&common::export(&file, Format::Speedscope)).unwrap();
+    check_schema(&doc);
+    let frames = doc["shared"]["frames"].as_array().unwrap();
+    let profiles = doc["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 2);
+    assert_eq!(profiles[1]["name"], "worker (pid 1, tid 2)");
+    let mut on_top: HashMap<String, u64> = HashMap::new();
+    for p in profiles {
+        assert_eq!(p["type"], "evented");
+        assert_eq!(p["unit"], "nanoseconds");
+        let mut stack: Vec<u64> = Vec::new();
+        let mut last = p["startValue"].as_u64().unwrap();
+        for e in p["events"].as_array().unwrap() {
+            let at = e["at"].as_u64().unwrap();
+            assert!(at >= last, "events out of order");
+            if let Some(&top) = stack.last() {
+                let name = frames[top as usize]["name"].as_str().unwrap().to_owned();
+                *on_top.entry(name).or_default() += at - last;
+            }
+            last = at;
+            let f = e["frame"].as_u64().unwrap();
+            if e["type"] == "O" {
+                stack.push(f);
+            } else {
+                assert_eq!(stack.pop(), Some(f), "C of a frame not on top");
+            }
+        }
+        assert!(stack.is_empty(), "unclosed frames");
+        assert!(p["endValue"].as_u64().unwrap() >= last);
+    }
+    let us = common::US;
+    assert_eq!(on_top["main"], 40 * us);
+    assert_eq!(on_top["work"], 34 * us);
+    assert_eq!(on_top["helper"], 50 * us);
+    assert_eq!(frames[0]["file"], "app.c");
+}
+
+#[test]
+fn sampled_profiles_hold_every_sample_in_time_order() {
+    let file = common::sample_file();
+    let doc: Value = serde_json::from_slice(&common::export(&file, Format::Speedscope)).unwrap();
+    check_schema(&doc);
+    let frames = doc["shared"]["frames"].as_array().unwrap();
+    let name = |i: &Value| {
+        frames[i.as_u64().unwrap() as usize]["name"]
+            .as_str()
+            .unwrap()
+    };
+    let profiles = doc["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 2);
+    let mut total = 0;
+    let mut top: HashMap<String, u64> = HashMap::new();
+    for p in profiles {
+        assert_eq!(p["type"], "sampled");
+        let weights: u64 = p["weights"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_u64().unwrap())
+            .sum();
+        assert_eq!(p["endValue"].as_u64().unwrap(), weights);
+        total += weights;
+        for s in p["samples"].as_array().unwrap() {
+            let s = s.as_array().unwrap();
+            *top.entry(name(s.last().unwrap()).to_owned()).or_default() += 1;
+        }
+    }
+    assert_eq!(total, 14);
+    assert_eq!(top["hot"], 5);
+    assert_eq!(top["inl"], 2);
+    assert_eq!(top["[app+0x999]"], 1);
+    let first = profiles[0]["samples"][0].as_array().unwrap();
+    let names: Vec<&str> = first.iter().map(name).collect();
+    assert_eq!(names, ["main", "hot"]);
+}
