@@ -2,7 +2,11 @@
 //!
 //! `.symtab` and `.dynsym` are merged (stripped libraries only have the
 //! latter); when both name the same address the `.symtab` entry wins.
-//! Names are demangled once, here, so every lookup is a binary search.
+//! A name is demangled the first time a lookup lands on it and kept: a
+//! module with 100k C++ symbols opens in milliseconds, and only the handful
+//! of functions a profile hits pay for demangling.
+
+use std::cell::OnceCell;
 
 use object::{Object, ObjectSymbol, SymbolKind};
 
@@ -21,10 +25,32 @@ impl FunctionSymbol {
     }
 }
 
+#[derive(Debug)]
+struct Entry {
+    start: u64,
+    size: u64,
+    raw: Box<str>,
+    resolved: OnceCell<FunctionSymbol>,
+}
+
+impl Entry {
+    fn contains(&self, addr: u64) -> bool {
+        addr >= self.start && addr - self.start < self.size
+    }
+
+    fn symbol(&self) -> &FunctionSymbol {
+        self.resolved.get_or_init(|| FunctionSymbol {
+            start: self.start,
+            size: self.size,
+            name: crate::demangle(&self.raw),
+        })
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTable {
     /// Sorted by start; at most one entry per start address.
-    symbols: Vec<FunctionSymbol>,
+    symbols: Vec<Entry>,
 }
 
 impl SymbolTable {
@@ -49,10 +75,11 @@ impl SymbolTable {
         raw.dedup_by_key(|s| s.0);
         let symbols = raw
             .into_iter()
-            .map(|(start, size, _, name)| FunctionSymbol {
+            .map(|(start, size, _, name)| Entry {
                 start,
                 size,
-                name: crate::demangle(name),
+                raw: name.into(),
+                resolved: OnceCell::new(),
             })
             .collect();
         SymbolTable { symbols }
@@ -71,5 +98,6 @@ impl SymbolTable {
             .rev()
             .take(4)
             .find(|s| s.contains(addr))
+            .map(Entry::symbol)
     }
 }
