@@ -4,9 +4,10 @@
 //! Side records keep processes, threads and address spaces current; each
 //! sample is unwound at once, its frames and stack interned, and only the
 //! stack id is kept, so the file holds addresses and ids, never stack
-//! copies. [`SampleSession::flush`] writes what is new (frames, stack nodes,
-//! then the samples that use them); [`SampleSession::finish`] symbolizes and
-//! writes the frame and function tables and the footer.
+//! copies. [`SampleSession::flush`] writes what is new (functions and frames
+//! named from symbol tables, stack nodes, then the samples that use them);
+//! [`SampleSession::finish`] resolves every frame in full (inline chains,
+//! lines), rewrites the frame and function tables and ends with the footer.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
@@ -18,7 +19,7 @@ use lapse_unwind::StackCopy;
 
 use super::records::{self, PerfRecord, SampleIdLayout};
 use super::sample_parse::{self, SampleLayout};
-use super::sample_symbols;
+use super::sample_symbols::FrameSymbols;
 use super::stack_table::StackTable;
 use super::unwind_glue::{AddressSpaces, NewMapping};
 
@@ -33,6 +34,7 @@ pub(crate) struct SampleSession<W: Write> {
     id_layout: SampleIdLayout,
     spaces: AddressSpaces,
     stacks: StackTable,
+    symbols: FrameSymbols,
     /// Processes that belong to the target (the launched or attached one and
     /// its descendants); samples of any other process are discarded.
     targets: HashSet<u32>,
@@ -64,6 +66,7 @@ impl<W: Write> SampleSession<W> {
             id_layout,
             spaces: AddressSpaces::default(),
             stacks: StackTable::default(),
+            symbols: FrameSymbols::default(),
             targets: HashSet::new(),
             processes: HashMap::new(),
             threads: HashMap::new(),
@@ -304,8 +307,11 @@ impl<W: Write> SampleSession<W> {
 
     /// Writes new frames and stack nodes, then the samples that refer to them.
     fn write_pending(&mut self) -> io::Result<()> {
-        let (frames, nodes) = self.stacks.take_new();
+        let (mut frames, nodes) = self.stacks.take_new();
         if !frames.is_empty() {
+            self.symbols.quick(&mut frames, &self.spaces.modules);
+            let functions = self.symbols.take_new_functions();
+            self.writer.write_record(&Record::Functions(functions))?;
             self.writer.write_record(&Record::Frames(frames))?;
         }
         if !nodes.is_empty() {
@@ -342,8 +348,8 @@ impl<W: Write> SampleSession<W> {
             t.end = t.end.or(Some(end));
             self.writer.write_record(&Record::Thread(t))?;
         }
-        let (frames, functions) = sample_symbols::resolve(&self.stacks, &self.spaces.modules);
-        for batch in functions.chunks(FRAME_BATCH) {
+        let frames = self.symbols.full(&self.stacks, &self.spaces.modules);
+        for batch in self.symbols.functions().chunks(FRAME_BATCH) {
             self.writer
                 .write_record(&Record::Functions(batch.to_vec()))?;
         }

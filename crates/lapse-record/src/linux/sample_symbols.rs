@@ -1,9 +1,13 @@
-//! Sampling: the frame and function tables, resolved once at the end.
+//! Sampling: the frame and function tables.
 //!
-//! Every interned frame is symbolized in its module (inline chain included)
-//! and every distinct (module, function name) becomes one function. A frame
-//! nothing is known about becomes a function named by its address
-//! (`0x1234`), as the model prescribes.
+//! Two passes over the same function table. While recording, each new frame
+//! gets its function from the symbol table alone ([`FrameSymbols::quick`]: a
+//! binary search, no DWARF), so a file cut short by a killed recorder still
+//! names its functions. At the end every frame is resolved in full
+//! ([`FrameSymbols::full`]: inline chain, source lines) and rewritten;
+//! records with the same id replace the earlier ones. Every distinct
+//! (module, function name) is one function; a frame nothing is known about
+//! becomes a function named by its address (`0x1234`), as the model says.
 
 use std::collections::HashMap;
 
@@ -13,93 +17,109 @@ use super::stack_table::StackTable;
 use super::unwind_glue::ModuleTable;
 
 #[derive(Default)]
-struct FunctionTable {
+pub(crate) struct FrameSymbols {
     ids: HashMap<(ModuleId, String), FunctionId>,
     functions: Vec<FunctionInfo>,
+    /// Functions already handed out by [`FrameSymbols::take_new_functions`].
+    taken: usize,
 }
 
-impl FunctionTable {
-    fn intern(
-        &mut self,
-        module: ModuleId,
-        name: &str,
-        fill: impl FnOnce() -> FunctionInfo,
-    ) -> FunctionId {
+impl FrameSymbols {
+    fn intern(&mut self, module: ModuleId, name: &str, address: Option<u64>) -> FunctionId {
         if let Some(&id) = self.ids.get(&(module, name.to_owned())) {
             return id;
         }
         let id = FunctionId(self.functions.len() as u32);
-        let mut info = fill();
-        info.id = id;
-        self.functions.push(info);
+        self.functions.push(FunctionInfo {
+            id,
+            module,
+            address: address.unwrap_or(0),
+            name: name.to_owned(),
+            source_file: None,
+            line: None,
+        });
         self.ids.insert((module, name.to_owned()), id);
         id
     }
-}
 
-/// Symbolizes every frame of `stacks`; returns the complete frame table
-/// (replacing the unsymbolized frames written during recording) and the
-/// function table.
-pub(crate) fn resolve(
-    stacks: &StackTable,
-    modules: &ModuleTable,
-) -> (Vec<FrameInfo>, Vec<FunctionInfo>) {
-    let mut functions = FunctionTable::default();
-    let mut frames = Vec::with_capacity(stacks.frame_count());
-    for (id, module, address) in stacks.frames() {
-        let elf = modules.get(module).and_then(|m| m.elf.as_ref());
-        let symbolized = elf.map(|e| e.symbolize(address)).unwrap_or_default();
-        let mut chain = Vec::with_capacity(symbolized.frames.len().max(1));
-        for (depth, f) in symbolized.frames.iter().enumerate() {
-            let function = functions.intern(module, &f.name, || {
-                // Only the function whose code this is has a known start
-                // (its symbol); inlined ones are identified by name alone.
-                let start = if depth == 0 {
-                    symbolized.symbol.as_ref().map(|s| s.start)
-                } else {
-                    None
-                };
-                let (source_file, line) = match (start, elf) {
-                    (Some(s), Some(e)) => e.location(s),
-                    _ => (None, None),
-                };
-                FunctionInfo {
-                    id: FunctionId(0),
-                    module,
-                    address: start.unwrap_or(0),
-                    name: f.name.clone(),
-                    source_file,
-                    line,
-                }
-            });
-            chain.push(FrameFunction {
-                function,
-                source_file: f.file.clone(),
-                line: f.line,
-            });
+    /// The function of a frame nothing is known about: named by its address.
+    fn anonymous(&mut self, module: ModuleId, address: u64) -> FrameFunction {
+        FrameFunction {
+            function: self.intern(module, &format!("{address:#x}"), Some(address)),
+            source_file: None,
+            line: None,
         }
-        if chain.is_empty() {
-            let name = format!("{address:#x}");
-            let function = functions.intern(module, &name, || FunctionInfo {
-                id: FunctionId(0),
+    }
+
+    /// Names `frames` from the symbol tables only; cheap enough to run while
+    /// the target does.
+    pub(crate) fn quick(&mut self, frames: &mut [FrameInfo], modules: &ModuleTable) {
+        for frame in frames {
+            let elf = modules.get(frame.module).and_then(|m| m.elf.as_ref());
+            let f = match elf.and_then(|e| e.function_at(frame.address)) {
+                Some(sym) => FrameFunction {
+                    function: self.intern(frame.module, &sym.name, Some(sym.start)),
+                    source_file: None,
+                    line: None,
+                },
+                None => self.anonymous(frame.module, frame.address),
+            };
+            frame.functions = vec![f];
+        }
+    }
+
+    /// Every frame of `stacks` fully resolved (inline chains, lines), and
+    /// source positions for the functions whose start is known.
+    pub(crate) fn full(&mut self, stacks: &StackTable, modules: &ModuleTable) -> Vec<FrameInfo> {
+        let mut frames = Vec::with_capacity(stacks.frame_count());
+        for (id, module, address) in stacks.frames() {
+            let elf = modules.get(module).and_then(|m| m.elf.as_ref());
+            let symbolized = elf.map(|e| e.symbolize(address)).unwrap_or_default();
+            let mut chain = Vec::with_capacity(symbolized.frames.len().max(1));
+            for (depth, f) in symbolized.frames.iter().enumerate() {
+                // Only the function whose code this is has a known start (its
+                // symbol); inlined ones are identified by name alone.
+                let start = (depth == 0)
+                    .then(|| symbolized.symbol.as_ref().map(|s| s.start))
+                    .flatten();
+                let function = self.intern(module, &f.name, start);
+                chain.push(FrameFunction {
+                    function,
+                    source_file: f.file.clone(),
+                    line: f.line,
+                });
+            }
+            if chain.is_empty() {
+                chain.push(self.anonymous(module, address));
+            }
+            frames.push(FrameInfo {
+                id,
                 module,
                 address,
-                name: name.clone(),
-                source_file: None,
-                line: None,
-            });
-            chain.push(FrameFunction {
-                function,
-                source_file: None,
-                line: None,
+                functions: chain,
             });
         }
-        frames.push(FrameInfo {
-            id,
-            module,
-            address,
-            functions: chain,
-        });
+        for info in &mut self.functions {
+            if info.source_file.is_some() || info.address == 0 {
+                continue;
+            }
+            let elf = modules.get(info.module).and_then(|m| m.elf.as_ref());
+            if let Some(e) = elf.filter(|e| e.function_at(info.address).is_some()) {
+                (info.source_file, info.line) = e.location(info.address);
+            }
+        }
+        frames
     }
-    (frames, functions.functions)
+
+    /// Functions added since the last call, to be written before the frames using them.
+    pub(crate) fn take_new_functions(&mut self) -> Vec<FunctionInfo> {
+        let new = self.functions[self.taken..].to_vec();
+        self.taken = self.functions.len();
+        new
+    }
+
+    /// The whole function table (final values).
+    pub(crate) fn functions(&self) -> &[FunctionInfo] {
+        &self.functions
+    }
 }
