@@ -311,7 +311,9 @@ impl<W: Write> SampleSession<W> {
         if !frames.is_empty() {
             self.symbols.quick(&mut frames, &self.spaces.modules);
             let functions = self.symbols.take_new_functions();
-            self.writer.write_record(&Record::Functions(functions))?;
+            if !functions.is_empty() {
+                self.writer.write_record(&Record::Functions(functions))?;
+            }
             self.writer.write_record(&Record::Frames(frames))?;
         }
         if !nodes.is_empty() {
@@ -379,3 +381,7 @@ pub(crate) fn read_cmdline(pid: u32) -> Option<Vec<String>> {
         .collect();
     (!args.is_empty()).then_some(args)
 }
+
+#[cfg(test)]
+#[path = "sample_session_tests.rs"]
+mod tests;

@@ -1,0 +1,167 @@
+//! The session fed with hand-made perf records, read back from the bytes it
+//! wrote: what a sample of the target, of another process, a fork and a
+//! thread name become in the data file.
+
+use lapse_data::{DataFile, Method, SessionHeader, Timestamp};
+use perf_event_open_sys::bindings as sys;
+
+use super::SampleSession;
+use crate::linux::proc_scan;
+use crate::linux::records::SampleIdLayout;
+use crate::linux::sample_parse::{regs, SampleLayout};
+
+const SAMPLE_TYPE: u64 = (sys::PERF_SAMPLE_IP
+    | sys::PERF_SAMPLE_TID
+    | sys::PERF_SAMPLE_TIME
+    | sys::PERF_SAMPLE_CPU
+    | sys::PERF_SAMPLE_PERIOD
+    | sys::PERF_SAMPLE_REGS_USER
+    | sys::PERF_SAMPLE_STACK_USER) as u64;
+
+/// A record: header, body, then the sample_id trailer (pid, tid, time, cpu).
+fn record(kind: u32, misc: u16, body: &[u8], trailer: Option<(u32, u32, u64)>) -> Vec<u8> {
+    let mut rest = body.to_vec();
+    if let Some((pid, tid, time)) = trailer {
+        rest.extend_from_slice(&pid.to_ne_bytes());
+        rest.extend_from_slice(&tid.to_ne_bytes());
+        rest.extend_from_slice(&time.to_ne_bytes());
+        rest.extend_from_slice(&[0u8; 8]);
+    }
+    let mut r = Vec::new();
+    r.extend_from_slice(&kind.to_ne_bytes());
+    r.extend_from_slice(&misc.to_ne_bytes());
+    r.extend_from_slice(&((8 + rest.len()) as u16).to_ne_bytes());
+    r.extend_from_slice(&rest);
+    r
+}
+
+fn words(ws: &[u64]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+fn pid_tid(pid: u32, tid: u32) -> u64 {
+    u64::from(pid) | (u64::from(tid) << 32)
+}
+
+/// A user-mode sample at `ip` with no stack copy (unwinds to just the IP).
+fn sample(pid: u32, tid: u32, time: u64, ip: u64) -> Vec<u8> {
+    let mut body = words(&[ip, pid_tid(pid, tid), time, 0, 1_000_000]);
+    let mut user = [0u64; regs::COUNT];
+    user[regs::COUNT - 1] = ip; // the IP is the highest-numbered register requested
+    body.extend(words(&[2]));
+    body.extend(words(&user));
+    body.extend(words(&[0])); // no stack bytes
+    record(sys::PERF_RECORD_SAMPLE, 0, &body, None)
+}
+
+fn header() -> SessionHeader {
+    SessionHeader {
+        command: vec!["test".into()],
+        start_unix_ns: 0,
+        start: Timestamp::from_nanos(1),
+        clock: "monotonic".into(),
+        host: String::new(),
+        method: Method::Sampling,
+        probe_cost_ns: 0.0,
+        os_events: Vec::new(),
+        sample_event: Some("cpu-clock".into()),
+        sample_period: Some(1_000_000),
+        sample_period_is_time: true,
+        lapse_version: String::new(),
+        notes: Vec::new(),
+        tsc: None,
+    }
+}
+
+#[inline(never)]
+fn profiled_marker() -> usize {
+    std::hint::black_box(42)
+}
+
+#[test]
+fn samples_forks_and_thread_names_end_up_in_the_file() {
+    let dir = std::env::temp_dir().join(format!("lapse-sample-session-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("s.lapse");
+    let file = std::fs::File::create(&path).expect("create");
+    let layout = SampleLayout {
+        callchain: false,
+        user_state: true,
+    };
+    let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(SAMPLE_TYPE))
+        .expect("write");
+    let (pid, child, stranger) = (100, 101, 999);
+    let t0 = Timestamp::from_nanos(10);
+    session
+        .add_target(pid, vec!["prog".into()], t0)
+        .expect("write");
+    session
+        .add_thread(pid, pid, "prog".into(), t0)
+        .expect("write");
+    // This test binary's own code mappings stand in for the target's.
+    let ip = profiled_marker as usize as u64 + 1;
+    for m in proc_scan::executable_mappings(std::process::id()) {
+        session
+            .add_mapping(pid, m.start, m.end - m.start, m.offset, &m.path, t0)
+            .expect("write");
+    }
+    let fork = [child, pid, child, pid].map(|v| v.to_ne_bytes()).concat();
+    let fork = [fork, 20u64.to_ne_bytes().to_vec()].concat();
+    let fork = record(sys::PERF_RECORD_FORK, 0, &fork, Some((child, child, 20)));
+    let comm = [pid.to_ne_bytes(), (pid + 5).to_ne_bytes()].concat();
+    let comm = [comm, b"worker\0\0".to_vec()].concat();
+    let comm = record(sys::PERF_RECORD_COMM, 0, &comm, Some((pid, pid + 5, 25)));
+    for rec in [
+        sample(pid, pid, 30, ip),
+        fork,
+        comm,
+        sample(pid, pid + 5, 40, ip),
+        sample(child, child, 50, ip),
+        sample(stranger, stranger, 60, ip), // not the target: discarded
+        sample(pid, pid, 70, 0x10),         // in no mapping: no resolvable frame
+    ] {
+        session.handle(&rec).expect("write");
+    }
+    session
+        .finish(Some((pid, 3)), Timestamp::from_nanos(100))
+        .expect("finish");
+
+    let f = DataFile::open(&path).expect("read back");
+    assert!(f.is_complete());
+    let footer = f.footer.clone().expect("footer");
+    assert_eq!((footer.samples, footer.discarded_samples), (4, 1));
+    assert_eq!(footer.target_exit_status, Some(3));
+    let mut samples = Vec::new();
+    for c in &f.sample_chunks {
+        let mut v = Vec::new();
+        f.read_samples(c, &mut v).expect("samples decode");
+        samples.extend(v);
+    }
+    assert_eq!(samples.len(), 4);
+    assert!(
+        samples[3].stack.is_none(),
+        "an IP in no mapping has no frame"
+    );
+    let stack = samples[0].stack.expect("a resolved frame");
+    let frame = &f.frames[f.stacks[stack.0 as usize].frame.0 as usize];
+    let names: Vec<&str> = frame
+        .functions
+        .iter()
+        .map(|ff| f.functions[ff.function.0 as usize].name.as_str())
+        .collect();
+    assert!(
+        names.last().is_some_and(|n| n.ends_with("profiled_marker")),
+        "frame names {names:?}"
+    );
+    assert_eq!(samples[2].pid, child);
+    assert_eq!(
+        samples[2].stack, samples[0].stack,
+        "the child inherits the mappings"
+    );
+    let mut pids: Vec<u32> = f.processes.iter().map(|p| p.pid).collect();
+    pids.sort();
+    assert_eq!(pids, vec![pid, child]);
+    let worker = f.threads.iter().find(|t| t.tid == pid + 5).expect("thread");
+    assert_eq!(worker.name, "worker");
+    let _ = std::fs::remove_dir_all(&dir);
+}
