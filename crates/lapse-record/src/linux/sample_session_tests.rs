@@ -99,7 +99,7 @@ fn samples_forks_and_thread_names_end_up_in_the_file() {
         .add_thread(pid, pid, "prog".into(), t0)
         .expect("write");
     // This test binary's own code mappings stand in for the target's.
-    let ip = profiled_marker as usize as u64 + 1;
+    let ip = profiled_marker as *const () as u64 + 1;
     for m in proc_scan::executable_mappings(std::process::id()) {
         session
             .add_mapping(pid, m.start, m.end - m.start, m.offset, &m.path, t0)
