@@ -1,0 +1,116 @@
+//! Firefox Profiler files read back as the profiler reads them: each
+//! sample's stack through stackTable → frameTable → funcTable → stringArray,
+//! its weight and CPU delta; the totals must be the report's values.
+
+mod common;
+
+use std::collections::HashMap;
+
+use lapse_export::Format;
+use serde_json::Value;
+
+struct Thread {
+    name: String,
+    /// (time in ms, stack names outermost first, weight, CPU delta in µs)
+    samples: Vec<(f64, Vec<String>, i64, i64)>,
+}
+
+fn threads(doc: &Value) -> Vec<Thread> {
+    let meta = &doc["meta"];
+    assert!(meta["version"].as_u64().unwrap() >= 24);
+    assert!(meta["interval"].is_number());
+    assert!(meta["categories"].as_array().unwrap().len() > 1);
+    doc["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let strings: Vec<&str> = t["stringArray"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap())
+                .collect();
+            let func_name =
+                |f: usize| strings[t["funcTable"]["name"][f].as_u64().unwrap() as usize];
+            let stack_names = |mut s: Value| {
+                let mut names = Vec::new();
+                while let Some(i) = s.as_u64() {
+                    let i = i as usize;
+                    let frame = t["stackTable"]["frame"][i].as_u64().unwrap() as usize;
+                    let func = t["frameTable"]["func"][frame].as_u64().unwrap() as usize;
+                    names.push(func_name(func).to_owned());
+                    s = t["stackTable"]["prefix"][i].clone();
+                }
+                names.reverse();
+                names
+            };
+            let s = &t["samples"];
+            let n = s["length"].as_u64().unwrap() as usize;
+            let mut time = 0.0;
+            let samples = (0..n)
+                .map(|i| {
+                    time += s["timeDeltas"][i].as_f64().unwrap();
+                    let weight = s["weight"].get(i).and_then(Value::as_i64).unwrap_or(1);
+                    let cpu = s["threadCPUDelta"]
+                        .get(i)
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0);
+                    (time, stack_names(s["stack"][i].clone()), weight, cpu)
+                })
+                .collect();
+            Thread {
+                name: t["name"].as_str().unwrap().to_owned(),
+                samples,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn instrumentation_intervals_weigh_their_microseconds() {
+    let file = common::instr_file();
+    let doc: Value = serde_json::from_slice(&common::export(&file, Format::Firefox)).unwrap();
+    assert_eq!(doc["meta"]["interval"], 0.001, "1 µs in ms");
+    let threads = threads(&doc);
+    assert_eq!(threads.len(), 2);
+    assert_eq!(threads[1].name, "worker");
+    let mut own: HashMap<String, i64> = HashMap::new();
+    for (i, t) in threads.iter().enumerate() {
+        let total: i64 = t.samples.iter().map(|s| s.2).sum();
+        assert_eq!(total, [100, 50][i], "thread {} µs", t.name);
+        for (_, stack, w, _) in &t.samples {
+            let leaf = stack.last().cloned().unwrap_or_else(|| "(empty)".into());
+            *own.entry(leaf).or_default() += w;
+        }
+    }
+    assert_eq!(own["main"], 40);
+    assert_eq!(own["work"], 34);
+    assert_eq!(own["helper"], 50);
+    assert_eq!(own["(empty)"], 26);
+    // Stacks are real call paths.
+    let t1 = &threads[0].samples;
+    assert!(t1.iter().any(|s| s.1 == ["main", "work", "work"]));
+    // The sample after [20, 30] µs (off the CPU at 25–27) says no CPU was used;
+    // the one after [30, 40] says 10 µs were.
+    let at = |ms: f64| t1.iter().find(|s| (s.0 - ms).abs() < 1e-9).unwrap();
+    assert_eq!(at(0.030).3, 0);
+    assert_eq!(at(0.040).3, 10);
+}
+
+#[test]
+fn sampling_keeps_every_sample_with_its_stack() {
+    let file = common::sample_file();
+    let doc: Value = serde_json::from_slice(&common::export(&file, Format::Firefox)).unwrap();
+    assert_eq!(doc["meta"]["interval"], 1.0, "1 ms period");
+    let threads = threads(&doc);
+    let all: Vec<&(f64, Vec<String>, i64, i64)> =
+        threads.iter().flat_map(|t| t.samples.iter()).collect();
+    assert_eq!(all.len(), 14);
+    let count = |path: &[&str]| all.iter().filter(|s| s.1 == path).count();
+    assert_eq!(count(&["main", "hot"]), 5);
+    assert_eq!(count(&["main", "hot", "memcpy"]), 2);
+    assert_eq!(count(&["main", "cold", "inl"]), 2);
+    assert_eq!(count(&["[unknown]"]), 1);
+    assert!(all.iter().all(|s| s.3 == 1000), "1 ms of CPU per sample");
+}
