@@ -184,6 +184,13 @@ impl ElfModule {
         self.dwarf_file.is_some()
     }
 
+    /// Frees the parsed DWARF (it is parsed again if needed): lets a caller
+    /// symbolize module after module with only one module's debug info in
+    /// memory at a time.
+    pub fn release_dwarf(&mut self) {
+        self.dwarf = OnceCell::new();
+    }
+
     /// The DWARF context, parsed on first use; `None` when there is no
     /// debug info or it cannot be parsed.
     fn dwarf(&self) -> Option<&DwarfInfo> {

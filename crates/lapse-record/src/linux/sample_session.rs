@@ -350,7 +350,7 @@ impl<W: Write> SampleSession<W> {
             t.end = t.end.or(Some(end));
             self.writer.write_record(&Record::Thread(t))?;
         }
-        let frames = self.symbols.full(&self.stacks, &self.spaces.modules);
+        let frames = self.symbols.full(&self.stacks, &mut self.spaces.modules);
         for batch in self.symbols.functions().chunks(FRAME_BATCH) {
             self.writer
                 .write_record(&Record::Functions(batch.to_vec()))?;

@@ -11,7 +11,8 @@
 
 use std::collections::HashMap;
 
-use lapse_data::{FrameFunction, FrameInfo, FunctionId, FunctionInfo, ModuleId};
+use lapse_data::{FrameFunction, FrameId, FrameInfo, FunctionId, FunctionInfo, ModuleId};
+use lapse_symbols::ElfModule;
 
 use super::stack_table::StackTable;
 use super::unwind_glue::ModuleTable;
@@ -69,46 +70,79 @@ impl FrameSymbols {
     }
 
     /// Every frame of `stacks` fully resolved (inline chains, lines), and
-    /// source positions for the functions whose start is known.
-    pub(crate) fn full(&mut self, stacks: &StackTable, modules: &ModuleTable) -> Vec<FrameInfo> {
-        let mut frames = Vec::with_capacity(stacks.frame_count());
-        for (id, module, address) in stacks.frames() {
-            let elf = modules.get(module).and_then(|m| m.elf.as_ref());
-            let symbolized = elf.map(|e| e.symbolize(address)).unwrap_or_default();
-            let mut chain = Vec::with_capacity(symbolized.frames.len().max(1));
-            for (depth, f) in symbolized.frames.iter().enumerate() {
-                // Only the function whose code this is has a known start (its
-                // symbol); inlined ones are identified by name alone.
-                let start = (depth == 0)
-                    .then(|| symbolized.symbol.as_ref().map(|s| s.start))
-                    .flatten();
-                let function = self.intern(module, &f.name, start);
-                chain.push(FrameFunction {
-                    function,
-                    source_file: f.file.clone(),
-                    line: f.line,
+    /// source positions for the functions whose start is known. Goes module
+    /// by module and frees each module's DWARF when done with it, so only
+    /// one module's debug info is in memory at a time.
+    pub(crate) fn full(
+        &mut self,
+        stacks: &StackTable,
+        modules: &mut ModuleTable,
+    ) -> Vec<FrameInfo> {
+        let mut order: Vec<(FrameId, ModuleId, u64)> = stacks.frames().collect();
+        order.sort_by_key(|&(id, module, _)| (module, id));
+        let mut functions_of: HashMap<ModuleId, Vec<usize>> = HashMap::new();
+        for (i, f) in self.functions.iter().enumerate() {
+            functions_of.entry(f.module).or_default().push(i);
+        }
+        let mut frames: Vec<Option<FrameInfo>> = vec![None; order.len()];
+        for group in order.chunk_by(|a, b| a.1 == b.1) {
+            let module = group[0].1;
+            let Some(elf) = modules.get_mut(module).and_then(|m| m.elf.as_mut()) else {
+                for &(id, _, address) in group {
+                    let f = self.anonymous(module, address);
+                    frames[id.0 as usize] = Some(FrameInfo {
+                        id,
+                        module,
+                        address,
+                        functions: vec![f],
+                    });
+                }
+                continue;
+            };
+            for &(id, _, address) in group {
+                let functions = self.chain(elf, module, address);
+                frames[id.0 as usize] = Some(FrameInfo {
+                    id,
+                    module,
+                    address,
+                    functions,
                 });
             }
-            if chain.is_empty() {
-                chain.push(self.anonymous(module, address));
+            for &i in functions_of.get(&module).into_iter().flatten() {
+                let info = &mut self.functions[i];
+                if info.source_file.is_none()
+                    && info.address != 0
+                    && elf.function_at(info.address).is_some()
+                {
+                    (info.source_file, info.line) = elf.location(info.address);
+                }
             }
-            frames.push(FrameInfo {
-                id,
-                module,
-                address,
-                functions: chain,
+            elf.release_dwarf();
+        }
+        frames.into_iter().flatten().collect()
+    }
+
+    /// The inline chain of one address, outermost first, interned.
+    fn chain(&mut self, elf: &ElfModule, module: ModuleId, address: u64) -> Vec<FrameFunction> {
+        let symbolized = elf.symbolize(address);
+        let mut chain = Vec::with_capacity(symbolized.frames.len().max(1));
+        for (depth, f) in symbolized.frames.iter().enumerate() {
+            // Only the function whose code this is has a known start (its
+            // symbol); inlined ones are identified by name alone.
+            let start = (depth == 0)
+                .then(|| symbolized.symbol.as_ref().map(|s| s.start))
+                .flatten();
+            let function = self.intern(module, &f.name, start);
+            chain.push(FrameFunction {
+                function,
+                source_file: f.file.clone(),
+                line: f.line,
             });
         }
-        for info in &mut self.functions {
-            if info.source_file.is_some() || info.address == 0 {
-                continue;
-            }
-            let elf = modules.get(info.module).and_then(|m| m.elf.as_ref());
-            if let Some(e) = elf.filter(|e| e.function_at(info.address).is_some()) {
-                (info.source_file, info.line) = e.location(info.address);
-            }
+        if chain.is_empty() {
+            chain.push(self.anonymous(module, address));
         }
-        frames
+        chain
     }
 
     /// Functions added since the last call, to be written before the frames using them.

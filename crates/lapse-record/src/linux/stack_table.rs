@@ -77,10 +77,6 @@ impl StackTable {
             .enumerate()
             .map(|(i, &(m, a))| (FrameId(i as u32), m, a))
     }
-
-    pub(crate) fn frame_count(&self) -> usize {
-        self.frames.len()
-    }
 }
 
 #[cfg(test)]

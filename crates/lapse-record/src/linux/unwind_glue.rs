@@ -46,6 +46,10 @@ impl ModuleTable {
     pub(crate) fn get(&self, id: ModuleId) -> Option<&LoadedModule> {
         self.modules.get(id.0 as usize)
     }
+
+    pub(crate) fn get_mut(&mut self, id: ModuleId) -> Option<&mut LoadedModule> {
+        self.modules.get_mut(id.0 as usize)
+    }
 }
 
 /// Opens the ELF behind a mapping's path; `[vdso]` is read from lapse's own
