@@ -111,14 +111,21 @@ fn threads(file: &DataFile, query: &Query) -> Vec<ThreadInfo> {
 }
 
 fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
-    let module_of: Vec<ModuleId> = file.functions.iter().map(|f| f.module).collect();
+    // A function naming a module the file does not hold (damage) is put in one
+    // extra slot, so no id from the file decides how much is allocated.
+    let known = file.modules.len() as u32;
+    let module_of: Vec<ModuleId> = file
+        .functions
+        .iter()
+        .map(|f| if f.module.0 < known { f.module } else { ModuleId(known) })
+        .collect();
     let config = Config {
         probe_cost_ns: file.session.probe_cost_ns,
         compensate: !query.no_compensation,
         window: query.window(file),
         call_tree: query.call_tree,
     };
-    let modules = file.modules.len();
+    let modules = file.modules.len() + 1;
     let threads = threads(file, query);
     let new_acc = || (Accumulator::new(&module_of, modules), 0u64);
     let (mut acc, bad_chunks) = threads
