@@ -160,6 +160,7 @@ pub(crate) fn record_pid(
     let threads = super::proc_scan::threads(pid)
         .ok_or_else(|| RecordError::Unsupported(format!("no process with pid {pid}")))?;
     let file = create_output(opts)?;
+    raise_fd_limit();
     let tids: Vec<i32> = threads.iter().map(|(tid, _)| *tid as i32).collect();
     let mut rings = Rings::open(&mut plan, &tids, false)?;
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
@@ -221,6 +222,22 @@ pub(crate) fn record_pid(
         bytes,
         exit_status: 0,
     })
+}
+
+/// Attaching opens one event per thread and CPU: lift the soft limit on
+/// open files to the hard one so that busy processes fit.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
 }
 
 /// Dispatches a sampling recording by target.

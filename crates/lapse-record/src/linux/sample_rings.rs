@@ -114,7 +114,8 @@ impl Rings {
                         events.push(e);
                     }
                     // The thread ended meanwhile.
-                    Err(PerfError::Open { .. }) => {}
+                    Err(PerfError::Open { source, .. })
+                        if source.raw_os_error() == Some(libc::ESRCH) => {}
                     Err(e) => return Err(e),
                 }
             }
