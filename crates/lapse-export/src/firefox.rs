@@ -93,10 +93,14 @@ impl<'a> Builder<'a> {
         c
     }
 
-    fn threads(&mut self) -> Vec<(lapse_data::ThreadInfo, ThreadHandle)> {
+    /// Adds `threads` (and their processes) to the profile.
+    fn threads(
+        &mut self,
+        threads: Vec<lapse_data::ThreadInfo>,
+    ) -> Vec<(lapse_data::ThreadInfo, ThreadHandle)> {
         let mut processes = HashMap::new();
         let mut out = Vec::new();
-        for t in timeline::threads(self.file) {
+        for t in threads {
             let start = self.at(t.start.unwrap_or(self.origin));
             let process = *processes.entry(t.pid).or_insert_with(|| {
                 let name = self
@@ -156,7 +160,7 @@ impl<'a> Builder<'a> {
 
 fn instrumentation(b: &mut Builder<'_>) {
     let file = b.file;
-    for (t, thread) in b.threads() {
+    for (t, thread) in b.threads(timeline::threads(file)) {
         b.profile
             .set_thread_samples_weight_type(thread, WeightType::Samples);
         let off = timeline::off_cpu(file, t.pid, t.tid);
@@ -212,8 +216,21 @@ fn instrumentation(b: &mut Builder<'_>) {
 fn sampling(b: &mut Builder<'_>) {
     let file = b.file;
     let samples = timeline::samples(file);
+    // Threads with a record, and any that only appear in samples.
+    let mut threads = timeline::threads(file);
+    for (pid, tid, _) in timeline::samples_by_thread(&samples) {
+        if !threads.iter().any(|t| t.pid == pid && t.tid == tid) {
+            threads.push(lapse_data::ThreadInfo {
+                pid,
+                tid,
+                name: String::new(),
+                start: None,
+                end: None,
+            });
+        }
+    }
     let handles: HashMap<(u32, u32), ThreadHandle> = b
-        .threads()
+        .threads(threads)
         .into_iter()
         .map(|(t, h)| ((t.pid, t.tid), h))
         .collect();
