@@ -1,6 +1,6 @@
-//! speedscope files checked against the required fields of speedscope's
-//! file-format schema, then replayed: evented profiles must nest, and the
-//! time each frame spends on top must equal the report's exclusive values.
+//! speedscope files validated against speedscope's published file-format
+//! schema, then replayed: evented profiles must nest, and the time each
+//! frame spends on top must equal the report's exclusive values.
 
 mod common;
 
@@ -9,8 +9,17 @@ use std::collections::HashMap;
 use lapse_export::Format;
 use serde_json::Value;
 
-/// The `required` lists of https://www.speedscope.app/file-format-schema.json.
+/// speedscope's own schema (speedscope 1.25.0, MIT licence, Jamie Wong),
+/// the file https://www.speedscope.app/file-format-schema.json serves.
+const SCHEMA: &str = include_str!("data/speedscope-file-format-schema.json");
+
+/// Validates against the published schema, then checks the references it
+/// cannot express (frame indices inside the frame table).
 fn check_schema(doc: &Value) {
+    let schema: Value = serde_json::from_str(SCHEMA).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "schema violations: {errors:?}");
     assert_eq!(
         doc["$schema"],
         "https://www.speedscope.app/file-format-schema.json"
@@ -137,4 +146,14 @@ fn sampled_profiles_hold_every_sample_in_time_order() {
     let first = profiles[0]["samples"][0].as_array().unwrap();
     let names: Vec<&str> = first.iter().map(name).collect();
     assert_eq!(names, ["main", "hot"]);
+}
+
+#[test]
+fn the_schema_check_catches_a_broken_file() {
+    let file = common::instr_file();
+    let mut doc: Value =
+        serde_json::from_slice(&common::export(&file, Format::Speedscope)).unwrap();
+    doc["profiles"][0]["unit"] = Value::from("furlongs");
+    let result = std::panic::catch_unwind(|| check_schema(&doc));
+    assert!(result.is_err(), "an unknown unit must fail the schema");
 }
