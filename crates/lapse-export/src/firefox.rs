@@ -15,16 +15,17 @@
 //!   off the CPU), which the profiler draws as the CPU usage graph.
 //!
 //! Every module gets a category of its own, so the flame graph is coloured by
-//! library.
+//! library; instrumentation's off-CPU periods are interval markers named
+//! `off-CPU` in the marker chart.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
 
 use fxprof_processed_profile::{
-    CategoryColor, CategoryPairHandle, CpuDelta, Frame, FrameFlags, FrameInfo, Profile,
-    ReferenceTimestamp, SamplingInterval, StackHandle, ThreadHandle, Timestamp as FxTimestamp,
-    WeightType,
+    CategoryColor, CategoryHandle, CategoryPairHandle, CpuDelta, Frame, FrameFlags, FrameInfo,
+    MarkerTiming, Profile, ReferenceTimestamp, SamplingInterval, StackHandle, StaticSchemaMarker,
+    StaticSchemaMarkerField, StringHandle, ThreadHandle, Timestamp as FxTimestamp, WeightType,
 };
 use lapse_data::{DataFile, FunctionId, Method, ModuleId, Timestamp};
 use lapse_report::Analysis;
@@ -43,6 +44,37 @@ const COLORS: [CategoryColor; 8] = [
     CategoryColor::Brown,
     CategoryColor::Magenta,
 ];
+
+/// A period the thread spent off the CPU (an OS event), shown as an
+/// interval in the marker chart.
+struct OffCpu {
+    name: StringHandle,
+}
+
+impl StaticSchemaMarker for OffCpu {
+    const UNIQUE_MARKER_TYPE_NAME: &'static str = "LapseOffCpu";
+    const DESCRIPTION: Option<&'static str> =
+        Some("The thread was off the CPU (switched out, blocked or preempted)");
+    const CHART_LABEL: Option<&'static str> = Some("{marker.name}");
+    const FIELDS: &'static [StaticSchemaMarkerField] = &[];
+
+    fn name(&self, _profile: &mut Profile) -> StringHandle {
+        self.name
+    }
+
+    fn category(&self, _profile: &mut Profile) -> CategoryHandle {
+        CategoryHandle::OTHER
+    }
+
+    // The schema has no fields, so the profiler never asks for their values.
+    fn string_field_value(&self, _field_index: u32) -> StringHandle {
+        self.name
+    }
+
+    fn number_field_value(&self, _field_index: u32) -> f64 {
+        0.0
+    }
+}
 
 struct Builder<'a> {
     file: &'a DataFile,
@@ -164,6 +196,11 @@ fn instrumentation(b: &mut Builder<'_>) {
         b.profile
             .set_thread_samples_weight_type(thread, WeightType::Samples);
         let off = timeline::off_cpu(file, t.pid, t.tid);
+        let name = b.profile.intern_string("off-CPU");
+        for &(from, to) in &off {
+            let timing = MarkerTiming::Interval(b.at(from), b.at(to));
+            b.profile.add_marker(thread, timing, OffCpu { name });
+        }
         let mut next_off = 0;
         let mut stack: Vec<(FunctionId, StackHandle)> = Vec::new();
         let mut last: Option<Timestamp> = t.start;

@@ -96,6 +96,17 @@ fn instrumentation_intervals_weigh_their_microseconds() {
     let at = |ms: f64| t1.iter().find(|s| (s.0 - ms).abs() < 1e-9).unwrap();
     assert_eq!(at(0.030).3, 0);
     assert_eq!(at(0.040).3, 10);
+    // The off-CPU period is an interval marker, 25–27 µs, on thread 1 only.
+    let markers = &doc["threads"][0]["markers"];
+    let strings = doc["threads"][0]["stringArray"].as_array().unwrap();
+    assert_eq!(markers["length"], 1);
+    assert_eq!(
+        strings[markers["name"][0].as_u64().unwrap() as usize],
+        "off-CPU"
+    );
+    let close = |v: &Value, ms: f64| (v.as_f64().unwrap() - ms).abs() < 1e-9;
+    assert!(close(&markers["startTime"][0], 0.025) && close(&markers["endTime"][0], 0.027));
+    assert_eq!(doc["threads"][1]["markers"]["length"], 0);
 }
 
 #[test]
