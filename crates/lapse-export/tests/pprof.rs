@@ -157,3 +157,50 @@ fn sampling_counts_samples_with_inline_frames_as_lines() {
         .collect();
     assert_eq!(tids, HashSet::from([1, 2]));
 }
+
+/// `go tool pprof -top` lines: flat, flat%, sum%, cum, cum%, name.
+fn go_top(path: &std::path::Path, sample_index: &str) -> Option<HashMap<String, (i64, i64)>> {
+    let out = std::process::Command::new("go")
+        .args(["tool", "pprof", "-top", "-unit=ns", "-nodecount=1000"])
+        .arg(format!("-sample_index={sample_index}"))
+        .arg(path)
+        .output()
+        .ok()?;
+    assert!(
+        out.status.success(),
+        "go tool pprof: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ns = |s: &str| s.trim_end_matches("ns").parse::<i64>().ok();
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (flat, cum) = (ns(f.first()?)?, ns(f.get(3)?)?);
+                Some((f.get(5)?.to_string(), (flat, cum)))
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn go_tool_pprof_reads_it_when_installed() {
+    let Ok(v) = std::process::Command::new("go").arg("version").output() else {
+        eprintln!("skipped: go is not installed (the prost decoding above stands in)");
+        return;
+    };
+    assert!(v.status.success());
+    let file = common::instr_file();
+    let dir = std::env::temp_dir().join(format!("lapse-pprof-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("instr.pb.gz");
+    std::fs::write(&path, common::export(&file, Format::Pprof)).unwrap();
+    let us = common::US as i64;
+    let elapsed = go_top(&path, "elapsed").expect("go tool pprof runs");
+    assert_eq!(elapsed["main"], (40 * us, 80 * us), "{elapsed:?}");
+    assert_eq!(elapsed["helper"], (50 * us, 50 * us));
+    let application = go_top(&path, "application").expect("go tool pprof runs");
+    assert_eq!(application["main"], (40 * us, 70 * us), "{application:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
