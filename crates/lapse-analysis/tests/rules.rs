@@ -78,7 +78,7 @@ fn run(threads: &[Thread], config: Config) -> Accumulator {
         r.feed(&th.events);
         r.finish(th.end.map(t));
     }
-    acc.finish_modules(&MODULE_OF);
+    acc.finish(&MODULE_OF);
     acc
 }
 

@@ -117,7 +117,13 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
     let module_of: Vec<ModuleId> = file
         .functions
         .iter()
-        .map(|f| if f.module.0 < known { f.module } else { ModuleId(known) })
+        .map(|f| {
+            if f.module.0 < known {
+                f.module
+            } else {
+                ModuleId(known)
+            }
+        })
         .collect();
     let config = Config {
         probe_cost_ns: file.session.probe_cost_ns,
@@ -145,7 +151,7 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
             a.merge(b);
             (a, x + y)
         });
-    acc.finish_modules(&module_of);
+    acc.finish(&module_of);
     acc.threads.sort_by_key(|t| (t.pid, t.tid));
     let session = SessionTotals::of_threads(&acc.threads);
     let tree = query.call_tree.then(|| {
