@@ -9,6 +9,9 @@ use lapse_analysis::values::{SessionTotals, ThreadStats};
 use lapse_data::{
     DataError, DataFile, Event, EventChunkRef, Method, ModuleId, ThreadInfo, Timestamp,
 };
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use rayon::prelude::*;
 use regex::Regex;
 
@@ -35,6 +38,8 @@ pub struct Query {
     pub no_compensation: bool,
     /// Build call trees (calltree, callers, callees, summary's hot path).
     pub call_tree: bool,
+    /// Events (or samples) analysed so far, for a progress display.
+    pub progress: Option<Arc<AtomicU64>>,
 }
 
 impl Query {
@@ -143,7 +148,7 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
                 .get(&(t.pid, t.tid))
                 .map_or(&[][..], Vec::as_slice);
             let mut run = ThreadRun::new(&mut acc, &module_of, config, t.pid, t.tid, t.start, off);
-            bad += feed_pipelined(file, &chunks, &mut run);
+            bad += feed_pipelined(file, &chunks, &mut run, query.progress.as_deref());
             run.finish(t.end);
             (acc, bad)
         })
@@ -172,7 +177,12 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
 
 /// Feeds a thread's chunks in order, decoding batch n+1 while batch n is analysed.
 /// Returns the number of chunks that failed to decode (skipped).
-fn feed_pipelined(file: &DataFile, chunks: &[&EventChunkRef], run: &mut ThreadRun<'_>) -> u64 {
+fn feed_pipelined(
+    file: &DataFile,
+    chunks: &[&EventChunkRef],
+    run: &mut ThreadRun<'_>,
+    progress: Option<&AtomicU64>,
+) -> u64 {
     const BATCH: usize = 4;
     let decode = |batch: &[&EventChunkRef]| -> Vec<Result<Vec<Event>, DataError>> {
         batch
@@ -193,7 +203,12 @@ fn feed_pipelined(file: &DataFile, chunks: &[&EventChunkRef], run: &mut ThreadRu
             || {
                 for events in &decoded {
                     match events {
-                        Ok(events) => run.feed(events),
+                        Ok(events) => {
+                            run.feed(events);
+                            if let Some(p) = progress {
+                                p.fetch_add(events.len() as u64, Ordering::Relaxed);
+                            }
+                        }
                         Err(_) => bad += 1,
                     }
                 }

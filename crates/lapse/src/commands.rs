@@ -143,8 +143,9 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         to_s: a.to,
         no_compensation: a.no_compensation,
         call_tree: view.needs_call_tree(),
+        progress: None,
     };
-    let analysis = analyze(&file, &query)?;
+    let (analysis, query) = crate::progress::analyze_with_progress(&file, query)?;
     let focus_query = Query {
         function: regex("function", &a.function)?,
         ..query.clone()

@@ -7,6 +7,7 @@ mod commands;
 mod demo;
 mod demo_bin;
 mod export;
+mod progress;
 
 use std::process::ExitCode;
 
