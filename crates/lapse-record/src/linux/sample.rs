@@ -3,6 +3,21 @@
 //! ([`Rings`]), feeds the records to a [`SampleSession`] every drain, and
 //! finishes the file when the target exits (launch) or when the duration or
 //! Ctrl-C ends it (attach).
+//!
+//! Choices where SPEC.md is silent:
+//! - Kernel-mode time is sampled when allowed (root, CAP_PERFMON, or
+//!   `perf_event_paranoid` ≤ 1) and charged to the user stack at the system
+//!   call, so a program stuck in `write` shows `write`; otherwise only user
+//!   mode is sampled and the header says so.
+//! - Time-based events (`cpu-clock`, `task-clock`) use a fixed period of
+//!   1e9 / Hz ns, so every sample stands for the same time; count events use
+//!   the kernel's frequency mode and each sample weighs its period.
+//! - A stack ends at the first address in no executable mapping (see
+//!   `sample_session`); functions are named from the symbol table first, so
+//!   `foo.constprop.0` stays its own function, as in `perf`.
+//! - Attach samples the process' threads as they are when it starts and
+//!   every thread or child they create afterwards; the existing mappings come
+//!   from `/proc/PID/maps`.
 
 use std::fs::File;
 use std::sync::atomic::{AtomicI32, Ordering};
