@@ -214,4 +214,33 @@ mod tests {
         assert!(open_error(cycles, libc::ENOENT).contains("not supported"));
         assert!(open_error(cpu, libc::EACCES).contains("perf_event_paranoid"));
     }
+
+    #[test]
+    fn dwarf_and_fp_attributes() {
+        let cpu = SampleEvent::by_name(None).expect("default event");
+        let base = (sys::PERF_SAMPLE_IP
+            | sys::PERF_SAMPLE_TID
+            | sys::PERF_SAMPLE_TIME
+            | sys::PERF_SAMPLE_CPU
+            | sys::PERF_SAMPLE_PERIOD) as u64;
+        let user = (sys::PERF_SAMPLE_REGS_USER | sys::PERF_SAMPLE_STACK_USER) as u64;
+        let dwarf = attr(cpu, Rate::Period(1_000_000), false, true, false, true);
+        assert_eq!(dwarf.sample_type, base | user);
+        assert_eq!(dwarf.sample_regs_user, regs::MASK);
+        assert!((8192..=16384).contains(&dwarf.sample_stack_user));
+        // SAFETY: reading the union member this attribute was built with.
+        assert_eq!(unsafe { dwarf.__bindgen_anon_1.sample_period }, 1_000_000);
+        assert_eq!(
+            (dwarf.inherit(), dwarf.enable_on_exec(), dwarf.disabled()),
+            (1, 1, 1)
+        );
+        assert_eq!((dwarf.mmap2(), dwarf.comm(), dwarf.task()), (1, 1, 1));
+        assert_eq!(dwarf.use_clockid(), 1);
+        assert_eq!(dwarf.clockid, libc::CLOCK_MONOTONIC);
+
+        let fp = attr(cpu, Rate::Frequency(1000), true, false, true, false);
+        assert_eq!(fp.sample_type, base | sys::PERF_SAMPLE_CALLCHAIN as u64);
+        assert_eq!((fp.freq(), fp.inherit(), fp.exclude_kernel()), (1, 0, 1));
+        assert_eq!((fp.enable_on_exec(), fp.disabled()), (0, 0));
+    }
 }
