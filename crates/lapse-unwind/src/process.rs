@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
+use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 use lapse_symbols::{SectionData, UnwindSections};
 
 use crate::stack::{StackCopy, UserRegs};
@@ -90,16 +90,12 @@ impl ProcessUnwinder {
                 .iter_frames(regs.ip, native_regs(regs), &mut self.cache, &mut read);
         while out.len() < MAX_FRAMES {
             match frames.next() {
-                Ok(Some(frame)) => out.push(lookup_address(frame)),
+                Ok(Some(frame)) => out.push(frame.address_for_lookup()),
                 // `Err` is also how a stack whose root was not recognised ends.
                 Ok(None) | Err(_) => break,
             }
         }
     }
-}
-
-fn lookup_address(frame: FrameAddress) -> u64 {
-    frame.address_for_lookup()
 }
 
 #[cfg(target_arch = "x86_64")]
