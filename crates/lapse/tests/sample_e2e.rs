@@ -32,11 +32,31 @@ static uint64_t unit(int argc, char **argv) { return argc > 1 ? strtoull(argv[1]
 /// Iterations per unit of work: about 1 ms of CPU on the reference VM.
 const UNIT: &str = "1000000";
 
-fn work_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sample_e2e-{name}"));
+/// A per-test, per-process directory, removed when the test passes and kept
+/// (for a look at the program and the recording) when it fails.
+struct WorkDir(PathBuf);
+
+impl std::ops::Deref for WorkDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn work_dir(name: &str) -> WorkDir {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("sample_e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create test dir");
-    dir
+    WorkDir(dir)
 }
 
 /// Compiles `source` (after the prelude) with `flags`; `None` when gcc is missing.
