@@ -128,7 +128,7 @@ pub(crate) fn record_command(
         rings.wait(POLL_MS);
         launch::forward_pending_signal(child.pid);
         rings
-            .pump(&mut session, &id_layout)
+            .pump(&mut session, &id_layout, false)
             .map_err(io_error(opts))?;
         match launch::wait(child.pid, false) {
             Ok(Some(status)) => break status,
@@ -137,7 +137,7 @@ pub(crate) fn record_command(
         }
     };
     rings
-        .pump(&mut session, &id_layout)
+        .pump(&mut session, &id_layout, true)
         .map_err(io_error(opts))?;
     let samples = session.samples();
     let bytes = session
@@ -209,7 +209,7 @@ pub(crate) fn record_pid(
     loop {
         rings.wait(POLL_MS);
         rings
-            .pump(&mut session, &id_layout)
+            .pump(&mut session, &id_layout, false)
             .map_err(io_error(opts))?;
         let expired = duration.is_some_and(|d| began.elapsed() >= d);
         // SAFETY: signal 0 only checks that the process exists.
@@ -223,7 +223,7 @@ pub(crate) fn record_pid(
         let _ = e.disable();
     }
     rings
-        .pump(&mut session, &id_layout)
+        .pump(&mut session, &id_layout, true)
         .map_err(io_error(opts))?;
     let samples = session.samples();
     let bytes = session

@@ -5,6 +5,7 @@
 
 use perf_event_open_sys::bindings as sys;
 
+use super::clock::monotonic_now;
 use super::perf::{online_cpus, PerfError, PerfEvent};
 use super::records::SampleIdLayout;
 use super::sample_attr::{self, Rate, SampleEvent};
@@ -21,6 +22,8 @@ pub(crate) struct Rings {
     arena: Vec<u8>,
     index: Vec<(u64, usize, usize)>,
     scratch: Vec<u8>,
+    /// Records held back for the next drain (see [`Rings::pump`]).
+    carried: Vec<(u64, Vec<u8>)>,
 }
 
 /// Everything fixed about how the event is opened.
@@ -126,6 +129,7 @@ impl Rings {
             arena: Vec::new(),
             index: Vec::new(),
             scratch: Vec::new(),
+            carried: Vec::new(),
         })
     }
 
@@ -144,13 +148,28 @@ impl Rings {
     }
 
     /// Drains every ring and hands the records to `session` in time order.
+    ///
+    /// Records stamped after the drain began may still have older siblings
+    /// on their way into a ring drained earlier, so they wait for the next
+    /// call (all go when `last`): that keeps an mmap on one CPU ahead of a
+    /// sample taken just after it on another.
     pub(crate) fn pump(
         &mut self,
         session: &mut SampleSession<std::fs::File>,
         id_layout: &SampleIdLayout,
+        last: bool,
     ) -> std::io::Result<()> {
+        let horizon = if last {
+            u64::MAX
+        } else {
+            monotonic_now().as_nanos()
+        };
         self.arena.clear();
         self.index.clear();
+        for (time, rec) in self.carried.drain(..) {
+            self.index.push((time, self.arena.len(), rec.len()));
+            self.arena.extend_from_slice(&rec);
+        }
         let (arena, index) = (&mut self.arena, &mut self.index);
         for e in &mut self.events {
             e.drain(&mut self.scratch, |rec| {
@@ -161,8 +180,13 @@ impl Rings {
         }
         // Stable: records of one ring keep their order when times tie.
         index.sort_by_key(|&(t, _, _)| t);
-        for &(_, at, len) in index.iter() {
-            session.handle(&arena[at..at + len])?;
+        for &(time, at, len) in index.iter() {
+            let rec = &arena[at..at + len];
+            if time < horizon {
+                session.handle(rec)?;
+            } else {
+                self.carried.push((time, rec.to_vec()));
+            }
         }
         session.flush()
     }
