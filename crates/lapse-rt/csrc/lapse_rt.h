@@ -24,7 +24,9 @@ enum lapse_msg_kind {
 
 /* One 40-byte header per datagram.
  *  HELLO:  a = probe cost in ticks x 1024, b = tsc now, c = ppid
- *  EVENTS: a = index of the thread's first event in this message, c = count
+ *  EVENTS: a = index of the thread's first event in this message, c = count,
+ *          b = ticks the thread had spent in hand-overs before this message's
+ *              events were taken (the recorder removes that time)
  *  FORK:   b = tsc at fork
  *  CHILD:  b = tsc at fork (as in the parent's FORK), c = ppid, d = parent tid
  *  EXEC:   b = tsc now */
@@ -58,6 +60,7 @@ struct lapse_tls {
     struct lapse_event *end;
     struct lapse_event *base;
     uint64_t sent;        /* events of this thread already sent */
+    uint64_t stalled;     /* ticks this thread spent handing buffers over */
     uint32_t tid;
     uint32_t state;
     uint32_t in_slow;     /* the slow path is running on this thread */

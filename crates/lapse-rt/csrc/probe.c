@@ -45,9 +45,10 @@ NOINSTR void __cyg_profile_func_exit(void *fn, void *call_site)
 }
 
 /* Probe cost: time enter/exit pairs through the exported symbols (called via
- * pointers, as an instrumented function's PLT call would), including the
- * flushes a full buffer costs, and take the median over rounds. The events
- * go to the recorder marked discard. */
+ * pointers, as an instrumented function's PLT call would), less the time the
+ * buffer hand-overs took (the recorder takes that out of the timelines
+ * itself), and take the median over rounds. The events go to the recorder
+ * marked discard. */
 #define CAL_ROUNDS 15
 #define CAL_PAIRS 2000
 
@@ -59,13 +60,16 @@ __attribute__((no_instrument_function)) uint64_t lapse_measure_probe_cost(void)
     uint64_t per_probe[CAL_ROUNDS];
     lapse_t.discard = 1;
     for (int r = 0; r < CAL_ROUNDS; r++) {
+        uint64_t stalled0 = lapse_t.stalled;
         uint64_t t0 = lapse_ticks();
         for (int i = 0; i < CAL_PAIRS; i++) {
             enter(fn, fn);
             leave(fn, fn);
         }
         uint64_t t1 = lapse_ticks();
-        per_probe[r] = ((t1 - t0) * 1024) / (2 * CAL_PAIRS);
+        /* hand-over time is removed from timelines separately: leave it out */
+        uint64_t busy = (t1 - t0) - (lapse_t.stalled - stalled0);
+        per_probe[r] = (busy * 1024) / (2 * CAL_PAIRS);
     }
     /* insertion sort; 15 values */
     for (int i = 1; i < CAL_ROUNDS; i++) {

@@ -105,6 +105,7 @@ NOINSTR static void send_events(struct lapse_tls *t, struct lapse_event *upto)
     m.pid = g_pid;
     m.tid = t->tid;
     m.a = t->sent;
+    m.b = t->stalled;
     m.c = (uint32_t)count;
     send_msg(&m, t->base, count * sizeof(struct lapse_event));
 }
@@ -115,9 +116,13 @@ NOINSTR static void flush_own(struct lapse_tls *t)
     if (t->state != LAPSE_T_ACTIVE)
         return;
     struct lapse_event *upto = t->cur;
+    uint64_t t0 = lapse_ticks();
     send_events(t, upto);
     t->sent += (uint64_t)(upto - t->base);
     t->cur = t->base;
+    /* The wait for the socket is lapse's doing, not the program's: counted
+     * here and taken out of the thread's timeline by the recorder. */
+    t->stalled += lapse_ticks() - t0;
 }
 
 /* Every thread's buffer, at exit, exec or a crash. Other threads may still be
@@ -184,6 +189,7 @@ NOINSTR static int thread_setup(struct lapse_tls *t)
     t->base = t->cur = mem;
     t->end = t->base + LAPSE_BUF_EVENTS;
     t->sent = 0;
+    t->stalled = 0;
     t->tid = lapse_gettid();
     t->state = LAPSE_T_ACTIVE;
     pthread_setspecific(g_key, t);
@@ -253,6 +259,7 @@ NOINSTR static void after_fork_child(void)
     }
     self->tid = lapse_gettid();
     self->sent = 0;
+    self->stalled = 0;
     if (self->base)
         self->cur = self->base;
     struct lapse_msg m = {0};
@@ -359,6 +366,7 @@ NOINSTR static void lapse_init(void)
         flush_own(t);
         t->discard = 0;
         t->sent = 0;
+        t->stalled = 0;
     }
     struct lapse_msg m = {0};
     m.kind = LAPSE_MSG_HELLO;

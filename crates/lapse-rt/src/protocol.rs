@@ -24,7 +24,8 @@ pub const ENV_CALIBRATE: &str = "LAPSE_CALIBRATE";
 pub enum MsgKind {
     /// A process image starts: `a` = probe cost (ticks × 1024), `b` = ticks now, `c` = ppid.
     Hello,
-    /// A thread's events: `a` = index of the first, `c` = count.
+    /// A thread's events: `a` = index of the first, `c` = count, `b` = ticks the
+    /// thread had spent handing buffers over before these events (cumulative).
     Events,
     /// The sending thread is about to fork: `b` = ticks.
     Fork,

@@ -52,7 +52,10 @@ pub struct AddressBook {
     module_ids: HashMap<String, ModuleId>,
     modules: Vec<ModuleInfo>,
     module_entries: Vec<ModuleEntry>,
-    spaces: HashMap<u32, AddressSpace>,
+    /// Keyed by (pid, image generation): an exec starts a new generation, so
+    /// the old image's late events still resolve against its own mappings.
+    spaces: HashMap<(u32, u32), AddressSpace>,
+    latest: HashMap<u32, u32>,
     function_ids: HashMap<(ModuleId, u64), FunctionId>,
     /// Indexed by FunctionId: (module, module-relative address).
     functions: Vec<(ModuleId, u64)>,
@@ -108,7 +111,8 @@ impl AddressBook {
             None => m.start.wrapping_sub(m.pgoff),
         };
         let end = m.start.saturating_add(m.len);
-        let space = self.spaces.entry(m.pid).or_default();
+        let key = (m.pid, self.latest_gen(m.pid));
+        let space = self.spaces.entry(key).or_default();
         space.maps.retain(|x| x.end <= m.start || x.start >= end);
         let at = space.maps.partition_point(|x| x.start < m.start);
         space.maps.insert(
@@ -132,29 +136,48 @@ impl AddressBook {
         }));
     }
 
-    /// A fork child starts with its parent's address space.
+    /// The current image generation of `pid`.
+    pub fn latest_gen(&self, pid: u32) -> u32 {
+        self.latest.get(&pid).copied().unwrap_or(0)
+    }
+
+    /// A fork child starts with its parent's address space (merged under
+    /// whatever the child has mapped since).
     pub fn fork(&mut self, parent: u32, child: u32) {
-        if self.spaces.contains_key(&child) {
-            return;
+        let from = self
+            .spaces
+            .get(&(parent, self.latest_gen(parent)))
+            .cloned()
+            .unwrap_or_default();
+        let key = (child, self.latest_gen(child));
+        let space = self.spaces.entry(key).or_default();
+        for m in from.maps {
+            if space
+                .maps
+                .iter()
+                .all(|x| x.end <= m.start || x.start >= m.end)
+            {
+                let at = space.maps.partition_point(|x| x.start < m.start);
+                space.maps.insert(at, m);
+            }
         }
-        let copy = self.spaces.get(&parent).cloned().unwrap_or_default();
-        self.spaces.insert(child, copy);
     }
 
-    /// A new image replaced the process: forget its mappings.
+    /// A new image replaced the process: later mappings belong to a new generation.
     pub fn exec(&mut self, pid: u32) {
-        self.spaces.remove(&pid);
+        *self.latest.entry(pid).or_insert(0) += 1;
     }
 
-    /// The function id for absolute address `addr` in process `pid`.
-    pub fn resolve(&mut self, pid: u32, addr: u64, now: Timestamp) -> FunctionId {
-        if let Some(&id) = self.spaces.get(&pid).and_then(|s| s.functions.get(&addr)) {
+    /// The function id for absolute address `addr` in image `gen` of `pid`.
+    pub fn resolve(&mut self, pid: u32, gen: u32, addr: u64, now: Timestamp) -> FunctionId {
+        let key = (pid, gen);
+        if let Some(&id) = self.spaces.get(&key).and_then(|s| s.functions.get(&addr)) {
             return id;
         }
-        let mut hit = self.lookup(pid, addr);
-        if hit.is_none() {
+        let mut hit = self.lookup(key, addr);
+        if hit.is_none() && gen == self.latest_gen(pid) {
             self.load_proc_maps(pid, now);
-            hit = self.lookup(pid, addr);
+            hit = self.lookup(key, addr);
         }
         let (module, rel) = match hit {
             Some(m) => (m.module, addr.wrapping_sub(m.bias)),
@@ -166,15 +189,15 @@ impl AddressBook {
             self.functions.push((module, rel));
         }
         self.spaces
-            .entry(pid)
+            .entry(key)
             .or_default()
             .functions
             .insert(addr, id);
         id
     }
 
-    fn lookup(&self, pid: u32, addr: u64) -> Option<Mapping> {
-        let maps = &self.spaces.get(&pid)?.maps;
+    fn lookup(&self, key: (u32, u32), addr: u64) -> Option<Mapping> {
+        let maps = &self.spaces.get(&key)?.maps;
         let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
         let m = maps[i];
         (addr < m.end).then_some(m)
@@ -187,8 +210,9 @@ impl AddressBook {
         };
         for line in text.lines() {
             if let Some((start, end, pgoff, path)) = parse_maps_line(line) {
+                let key = (pid, self.latest_gen(pid));
                 if self
-                    .lookup(pid, start)
+                    .lookup(key, start)
                     .is_some_and(|m| m.start == start && m.end == end)
                 {
                     continue;
@@ -254,9 +278,9 @@ mod tests {
                 time: Timestamp::from_nanos(0),
             });
         }
-        let a = book.resolve(1, 0x1000_0040, Timestamp::from_nanos(0));
-        let b = book.resolve(2, 0x2000_0040, Timestamp::from_nanos(0));
-        let c = book.resolve(2, 0x2000_0080, Timestamp::from_nanos(0));
+        let a = book.resolve(1, 0, 0x1000_0040, Timestamp::from_nanos(0));
+        let b = book.resolve(2, 0, 0x2000_0040, Timestamp::from_nanos(0));
+        let c = book.resolve(2, 0, 0x2000_0080, Timestamp::from_nanos(0));
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(book.functions()[a.0 as usize].1, 0x40);

@@ -9,6 +9,7 @@ mod os;
 mod output;
 mod session;
 mod session_dir;
+mod stalls;
 mod threads;
 
 pub use session::record;

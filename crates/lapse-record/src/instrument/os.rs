@@ -67,14 +67,6 @@ enum Queued {
         tid: u32,
         name: String,
     },
-    Mmap {
-        pid: u32,
-        addr: u64,
-        len: u64,
-        pgoff: u64,
-        build_id: Option<Vec<u8>>,
-        path: String,
-    },
 }
 
 pub struct OsCollector {
@@ -151,15 +143,45 @@ impl OsCollector {
         self.events.iter().find_map(PerfEvent::tsc_scale)
     }
 
-    /// Reads every ring, then applies the queued records older than `upto_ns`.
-    pub fn poll(&mut self, upto_ns: u64, book: &mut AddressBook) {
+    /// Reads every ring. Mappings and execs take effect at once (events that
+    /// arrive right after need them); everything else waits in time order.
+    pub fn drain(&mut self, book: &mut AddressBook) {
         let layout = self.layout;
         let queue = &mut self.queue;
         let mut lost = 0;
         for ev in &mut self.events {
             ev.drain(&mut self.scratch, |rec| {
                 match records::parse(rec, &layout) {
+                    Some(PerfRecord::Mmap2 {
+                        pid,
+                        addr,
+                        len,
+                        pgoff,
+                        prot,
+                        build_id,
+                        path,
+                        id,
+                        ..
+                    }) => {
+                        if prot & libc::PROT_EXEC as u32 != 0 {
+                            book.add_mapping(NewMapping {
+                                pid,
+                                start: addr,
+                                len,
+                                pgoff,
+                                path: &path,
+                                build_id,
+                                time: Timestamp::from_nanos(id.time),
+                            });
+                        }
+                    }
                     Some(r) => {
+                        if let PerfRecord::Comm {
+                            pid, exec: true, ..
+                        } = r
+                        {
+                            book.exec(pid);
+                        }
                         if let Some(q) = queued(r, &mut lost) {
                             queue.push(q);
                         }
@@ -169,6 +191,11 @@ impl OsCollector {
             });
         }
         self.lost_records += lost;
+    }
+
+    /// Drains the rings, then applies the queued records older than `upto_ns`.
+    pub fn poll(&mut self, upto_ns: u64, book: &mut AddressBook) {
+        self.drain(book);
         self.queue.sort_by_key(|q| q.0);
         let ready = self
             .queue
@@ -231,22 +258,6 @@ impl OsCollector {
             Queued::Comm { pid, tid, name } => {
                 self.threads.entry((pid, tid)).or_default().name = Some(name);
             }
-            Queued::Mmap {
-                pid,
-                addr,
-                len,
-                pgoff,
-                build_id,
-                path,
-            } => book.add_mapping(NewMapping {
-                pid,
-                start: addr,
-                len,
-                pgoff,
-                path: &path,
-                build_id: build_id.as_deref(),
-                time: ts,
-            }),
         }
     }
 
@@ -288,33 +299,7 @@ fn queued(r: PerfRecord<'_>, lost: &mut u64) -> Option<(u64, Queued)> {
         PerfRecord::Comm {
             pid, tid, name, id, ..
         } => (id.time, Queued::Comm { pid, tid, name }),
-        PerfRecord::Mmap2 {
-            pid,
-            addr,
-            len,
-            pgoff,
-            prot,
-            build_id,
-            path,
-            id,
-            ..
-        } => {
-            if prot & libc::PROT_EXEC as u32 == 0 {
-                return None;
-            }
-            let build_id = build_id.map(<[u8]>::to_vec);
-            (
-                id.time,
-                Queued::Mmap {
-                    pid,
-                    addr,
-                    len,
-                    pgoff,
-                    build_id,
-                    path,
-                },
-            )
-        }
+        PerfRecord::Mmap2 { .. } => return None, // applied at once in drain
         PerfRecord::Sample { body, .. } => {
             // sample_type TID|TIME: pid, tid, time
             let mut r = records::Reader::new(body, 0);

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lapse_data::{Footer, Method, ProcessInfo, Record, SessionHeader, ThreadInfo, Timestamp};
+use lapse_data::{
+    Footer, Method, OsEventBlock, ProcessInfo, Record, SessionHeader, ThreadInfo, Timestamp,
+};
 use lapse_rt::protocol::{self, MsgHeader, MsgKind, MAX_DATAGRAM};
 
 use super::address::AddressBook;
@@ -48,6 +50,7 @@ struct Session {
     last_data: Instant,
     bad_datagrams: u64,
     root: u32,
+    header: Option<SessionHeader>,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -108,6 +111,7 @@ pub fn record(
         last_data: Instant::now(),
         bad_datagrams: 0,
         root: child.pid as u32,
+        header: None,
     };
     let start = clock::monotonic_now();
     let start_unix_ns = clock::realtime_unix_ns();
@@ -177,11 +181,15 @@ impl Session {
             notes,
             tsc: Some(self.clock.calibration()),
         };
-        self.out.record(&Record::Session(header))?;
+        self.out.record(&Record::Session(header.clone()))?;
+        self.header = Some(header);
         // The datagram read above (if any) was handled; go on until the end.
-        let mut exited_at: Option<Instant> = None;
+        // The target may have finished while we waited for its hello.
+        let mut exited_at: Option<Instant> = exit_status.map(|_| Instant::now());
         loop {
-            launch::forward_pending_signal(child.pid);
+            if launch::forward_pending_signal(child.pid) && exited_at.is_some() {
+                break; // interrupted while descendants linger: finish the file now
+            }
             self.accept()?;
             let mut busy = false;
             for i in 0..self.conns.len() {
@@ -262,6 +270,9 @@ impl Session {
             return Ok(());
         };
         let at = self.clock.to_timestamp(h.b);
+        // Mappings and execs the kernel reported must be known before the
+        // addresses in this datagram are looked up.
+        self.os.drain(&mut self.book);
         match h.kind {
             MsgKind::Hello => self.hello(conn, &h, at)?,
             MsgKind::Events => {
@@ -271,6 +282,7 @@ impl Session {
                         h.pid,
                         h.tid,
                         h.a,
+                        h.b,
                         events,
                         &mut self.book,
                         &self.clock,
@@ -284,6 +296,7 @@ impl Session {
             MsgKind::Fork => self.threads.fork(h.pid, h.tid, h.b),
             MsgKind::Child => {
                 self.book.fork(h.c, h.pid);
+                self.threads.set_gen(h.pid, self.book.latest_gen(h.pid));
                 self.threads.child(h.pid, h.tid, h.c, h.b, at);
                 let p = self.procs.entry(h.pid).or_default();
                 p.ppid = Some(h.c);
@@ -331,8 +344,9 @@ impl Session {
             for (tid, batch) in self.threads.exec(h.pid, end) {
                 self.out.events(h.pid, tid, &batch)?;
             }
-            self.book.exec(h.pid);
         }
+        // (the kernel's exec record already started a new mapping generation)
+        self.threads.set_gen(h.pid, self.book.latest_gen(h.pid));
         let p = self.procs.entry(h.pid).or_default();
         p.said_hello = true;
         p.exec_at = None;
@@ -378,7 +392,24 @@ impl Session {
         for (pid, tid, b) in batches {
             self.out.events(pid, tid, &b)?;
         }
+        // OS events of threads with a timeline wait until the cuts before them are known.
         for block in self.os.take_blocks() {
+            match self.threads.get_mut(block.pid, block.tid) {
+                Some(s) => s.stalls.add_os(block.events),
+                None => self.out.record(&Record::OsEvents(block))?,
+            }
+        }
+        let released: Vec<OsEventBlock> = self
+            .threads
+            .streams_mut()
+            .map(|s| OsEventBlock {
+                pid: s.pid,
+                tid: s.tid,
+                events: s.stalls.release_os(force),
+            })
+            .filter(|b| !b.events.is_empty())
+            .collect();
+        for block in released {
             self.out.record(&Record::OsEvents(block))?;
         }
         self.out.flush(true)
@@ -401,13 +432,39 @@ impl Session {
         for &pid in &pids {
             let p = self.procs.remove(&pid).unwrap_or_default();
             let life = self.os.processes.get(&pid).cloned().unwrap_or_default();
-            let last = keys
-                .iter()
-                .filter(|k| k.0 == pid)
-                .filter_map(|k| last_ts.get(k))
-                .max()
-                .copied();
-            let proc_end = life.end.or(last).map(|e| e.max(last.unwrap_or(e)));
+            let mut threads = Vec::new();
+            for &(_, tid) in keys.iter().filter(|k| k.0 == pid) {
+                let t = self
+                    .os
+                    .threads
+                    .get(&(pid, tid))
+                    .cloned()
+                    .unwrap_or_default();
+                let stream = self.threads.get(pid, tid);
+                // Ends are real times: put them on the thread's timeline.
+                let real_end = t.end.or(life.end).unwrap_or(end);
+                let mut end_ts = stream.map_or(real_end, |s| s.stalls.map(real_end));
+                if let Some(&last) = last_ts.get(&(pid, tid)) {
+                    end_ts = end_ts.max(last);
+                }
+                let start_ts = t.start.or(if tid == pid {
+                    life.start.or(p.start)
+                } else {
+                    None
+                });
+                let fallback = p
+                    .command
+                    .first()
+                    .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned());
+                threads.push(ThreadInfo {
+                    pid,
+                    tid,
+                    name: t.name.or(fallback).unwrap_or_default(),
+                    start: start_ts,
+                    end: Some(end_ts),
+                });
+            }
+            let proc_end = threads.iter().filter_map(|t| t.end).max().or(life.end);
             let is_root = pid == self.root;
             self.out.record(&Record::Process(ProcessInfo {
                 pid,
@@ -417,35 +474,19 @@ impl Session {
                 end: proc_end,
                 exit_status: if is_root { exit_status } else { None },
             }))?;
-            for &(kpid, tid) in keys.iter().filter(|k| k.0 == pid) {
-                let t = self
-                    .os
-                    .threads
-                    .get(&(kpid, tid))
-                    .cloned()
-                    .unwrap_or_default();
-                let last = last_ts.get(&(kpid, tid)).copied();
-                let start_ts = t.start.or(if tid == pid {
-                    life.start.or(p.start)
-                } else {
-                    None
-                });
-                let end_ts = t
-                    .end
-                    .or(proc_end)
-                    .or(Some(end))
-                    .map(|e| e.max(last.unwrap_or(e)));
-                let fallback = p
-                    .command
-                    .first()
-                    .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned());
-                self.out.record(&Record::Thread(ThreadInfo {
-                    pid,
-                    tid,
-                    name: t.name.or(fallback).unwrap_or_default(),
-                    start: start_ts,
-                    end: end_ts,
-                }))?;
+            for t in threads {
+                self.out.record(&Record::Thread(t))?;
+            }
+        }
+        let removed_ns: u64 = self.threads.streams().map(|s| s.stalls.removed_ns()).sum();
+        if removed_ns > 0 {
+            if let Some(mut header) = self.header.take() {
+                header.notes.push(format!(
+                    "{:.3} ms of waiting for the recorder (buffer hand-overs) removed from thread timelines",
+                    removed_ns as f64 / 1e6
+                ));
+                // The reader keeps the last session record.
+                self.out.record(&Record::Session(header))?;
             }
         }
         self.out

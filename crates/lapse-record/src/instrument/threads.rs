@@ -9,6 +9,7 @@ use lapse_data::{Event, EventKind, FunctionId, Timestamp};
 use lapse_rt::protocol::RawEvent;
 
 use super::address::AddressBook;
+use super::stalls::StallTimeline;
 use crate::linux::clock::TickClock;
 
 /// Events per `write_events` chunk.
@@ -25,6 +26,8 @@ pub struct ThreadStream {
     /// Index of the next event the runtime will send for this thread.
     next_index: u64,
     last_ts: Timestamp,
+    /// Hand-over waits cut out of this thread's timeline.
+    pub stalls: StallTimeline,
     /// address → id, direct-mapped: most events hit here, not the hash maps.
     cache: Box<[(u64, FunctionId); CACHE_SLOTS]>,
 }
@@ -38,6 +41,7 @@ impl ThreadStream {
             stack: Vec::new(),
             next_index: 0,
             last_ts: Timestamp::default(),
+            stalls: StallTimeline::default(),
             cache: Box::new([(u64::MAX, FunctionId(0)); CACHE_SLOTS]),
         }
     }
@@ -92,6 +96,8 @@ pub struct Threads {
     streams: HashMap<(u32, u32), ThreadStream>,
     /// (parent pid, fork ticks) → the forking thread's stack then.
     fork_stacks: HashMap<(u32, u64), Vec<FunctionId>>,
+    /// pid → image generation its events resolve in (see AddressBook).
+    gens: HashMap<u32, u32>,
     /// Events the runtime's indices say never arrived.
     pub lost_events: u64,
     pub events: u64,
@@ -112,17 +118,35 @@ impl Threads {
         self.streams.values()
     }
 
-    /// Adds one EVENTS datagram whose first event has index `first_index`.
+    /// From now on, events of `pid` come from image generation `gen`.
+    pub fn set_gen(&mut self, pid: u32, gen: u32) {
+        self.gens.insert(pid, gen);
+    }
+
+    /// The stream of a thread the runtime has sent events for, if any.
+    pub fn get(&self, pid: u32, tid: u32) -> Option<&ThreadStream> {
+        self.streams.get(&(pid, tid))
+    }
+
+    pub fn get_mut(&mut self, pid: u32, tid: u32) -> Option<&mut ThreadStream> {
+        self.streams.get_mut(&(pid, tid))
+    }
+
+    /// Adds one EVENTS datagram whose first event has index `first_index`,
+    /// sent after the thread had spent `stalled_ticks` in hand-overs.
     /// Events already received (a buffer sent twice at exit) are skipped.
+    #[allow(clippy::too_many_arguments)]
     pub fn add_events(
         &mut self,
         pid: u32,
         tid: u32,
         first_index: u64,
+        stalled_ticks: u64,
         raw: impl Iterator<Item = RawEvent>,
         book: &mut AddressBook,
         clock: &TickClock,
     ) -> Option<Vec<Event>> {
+        let gen = self.gens.get(&pid).copied().unwrap_or(0);
         let s = self.stream(pid, tid);
         let mut skip = s.next_index.saturating_sub(first_index);
         let mut lost = 0;
@@ -131,16 +155,22 @@ impl Threads {
             s.next_index = first_index;
         }
         let mut added = 0;
+        let mut noted = false;
         for e in raw {
             if skip > 0 {
                 skip -= 1;
                 continue;
             }
+            let real = clock.to_timestamp(e.ticks);
+            if !noted {
+                noted = true;
+                s.stalls.note(stalled_ticks, real, clock);
+            }
             let slot = ((e.function >> 4) as usize) % CACHE_SLOTS;
             let f = if s.cache[slot].0 == e.function {
                 s.cache[slot].1
             } else {
-                let f = book.resolve(pid, e.function, s.last_ts);
+                let f = book.resolve(pid, gen, e.function, s.last_ts);
                 s.cache[slot] = (e.function, f);
                 f
             };
@@ -149,7 +179,8 @@ impl Threads {
             } else {
                 EventKind::Enter
             };
-            s.push(clock.to_timestamp(e.ticks), kind, f);
+            let ts = s.stalls.shift(real);
+            s.push(ts, kind, f);
             s.next_index += 1;
             added += 1;
         }
@@ -185,7 +216,9 @@ impl Threads {
         let mut out = Vec::new();
         for s in self.streams.values_mut().filter(|s| s.pid == pid) {
             let before = s.pending.len();
+            let at = s.stalls.map(at);
             s.close_all(at.max(s.last_ts));
+            s.stalls.restart_counter();
             self.events += (s.pending.len() - before) as u64;
             s.next_index = 0;
             s.cache.fill((u64::MAX, FunctionId(0)));
@@ -216,19 +249,20 @@ mod tests {
         let mut book = AddressBook::default();
         let mut t = Threads::default();
         let evs = [raw(0x10, 100, false), raw(0x10, 200, true)];
-        t.add_events(1, 1, 0, evs.into_iter(), &mut book, &clock);
+        t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
         // the same buffer again (sent by an exit-time flush), plus one more
         let again = [
             raw(0x10, 100, false),
             raw(0x10, 200, true),
             raw(0x20, 300, false),
         ];
-        t.add_events(1, 1, 0, again.into_iter(), &mut book, &clock);
+        t.add_events(1, 1, 0, 0, again.into_iter(), &mut book, &clock);
         assert_eq!(t.events, 3);
         t.add_events(
             1,
             1,
             10,
+            0,
             [raw(0x20, 400, true)].into_iter(),
             &mut book,
             &clock,
@@ -242,7 +276,7 @@ mod tests {
         let mut book = AddressBook::default();
         let mut t = Threads::default();
         let evs = [raw(0x10, 100, false), raw(0x20, 200, false)];
-        t.add_events(1, 1, 0, evs.into_iter(), &mut book, &clock);
+        t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
         t.fork(1, 1, 250);
         t.child(2, 2, 1, 250, Timestamp::from_nanos(5));
         let child = t.stream(2, 2).take_batch(true).unwrap_or_default();

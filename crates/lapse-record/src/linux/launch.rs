@@ -191,11 +191,13 @@ pub fn catch_termination_signals() {
 
 /// Passes a caught signal on to `pid`. A Ctrl-C typed at the terminal already
 /// reached the target (same process group), so only signals sent to the
-/// recorder alone are forwarded.
-pub fn forward_pending_signal(pid: i32) {
+/// recorder alone are forwarded. Returns whether a signal was pending (once
+/// the target is gone, that means: stop recording now).
+pub fn forward_pending_signal(pid: i32) -> bool {
     let sig = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
     if sig != 0 && PENDING_FROM_TTY.load(Ordering::SeqCst) == 0 {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(pid, sig) };
     }
+    sig != 0
 }

@@ -1,0 +1,169 @@
+//! Taking lapse's own hand-over time out of a thread's timeline.
+//!
+//! When the recorder falls behind, a runtime flush waits on the socket; that
+//! wait happens inside some interval of the program and would read as
+//! program time (or as an OS event). The runtime counts those ticks per
+//! thread; here each wait becomes a gap that is cut out: the thread's later
+//! events move earlier by the total cut so far, and its OS events are mapped
+//! the same way (a switch inside a cut disappears; one across a cut shrinks).
+//! The probe cost measured at start-up excludes hand-overs, so nothing is
+//! removed twice.
+
+use std::collections::VecDeque;
+
+use lapse_data::{OsEvent, OsEventKind, Timestamp};
+
+use crate::linux::clock::TickClock;
+
+/// Cuts kept for mapping late OS events; older ones are folded into a base.
+const MAX_CUTS: usize = 1 << 16;
+
+#[derive(Clone, Copy, Debug)]
+struct Cut {
+    /// Real (CLOCK_MONOTONIC) bounds of the wait.
+    from: u64,
+    to: u64,
+    /// Total removed once this cut is passed.
+    offset_after: u64,
+}
+
+#[derive(Default)]
+pub struct StallTimeline {
+    /// The runtime's cumulative hand-over ticks as last reported.
+    seen_ticks: u64,
+    offset_ns: u64,
+    base_offset: u64,
+    cuts: VecDeque<Cut>,
+    /// Real time up to which every cut is known (the last event's).
+    known_until: u64,
+    pending_os: Vec<OsEvent>,
+}
+
+impl StallTimeline {
+    /// Before a datagram's events: `cumulative_ticks` is what the runtime had
+    /// spent handing over until its first event, taken at `first_real`.
+    pub fn note(&mut self, cumulative_ticks: u64, first_real: Timestamp, clock: &TickClock) {
+        let delta_ticks = cumulative_ticks.saturating_sub(self.seen_ticks);
+        self.seen_ticks = self.seen_ticks.max(cumulative_ticks);
+        if delta_ticks == 0 {
+            return;
+        }
+        let delta_ns = clock.ticks_to_ns(delta_ticks as f64) as u64;
+        let to = first_real.as_nanos();
+        let from = to.saturating_sub(delta_ns).max(self.known_until);
+        self.offset_ns += to - from;
+        self.cuts.push_back(Cut {
+            from,
+            to,
+            offset_after: self.offset_ns,
+        });
+        if self.cuts.len() > MAX_CUTS {
+            if let Some(old) = self.cuts.pop_front() {
+                self.base_offset = old.offset_after;
+            }
+        }
+    }
+
+    /// A new process image restarts the runtime's counter (the cut so far stays).
+    pub fn restart_counter(&mut self) {
+        self.seen_ticks = 0;
+    }
+
+    /// Real → timeline time for an event being added now.
+    #[inline]
+    pub fn shift(&mut self, real: Timestamp) -> Timestamp {
+        self.known_until = self.known_until.max(real.as_nanos());
+        Timestamp::from_nanos(real.as_nanos().saturating_sub(self.offset_ns))
+    }
+
+    pub fn removed_ns(&self) -> u64 {
+        self.offset_ns
+    }
+
+    /// Real → timeline time for any moment whose cuts are known.
+    pub fn map(&self, real: Timestamp) -> Timestamp {
+        let t = real.as_nanos();
+        let i = self.cuts.partition_point(|c| c.to <= t);
+        let before = if i == 0 {
+            self.base_offset
+        } else {
+            self.cuts[i - 1].offset_after
+        };
+        let t = match self.cuts.get(i) {
+            Some(c) if c.from <= t => c.from, // inside a cut: its start
+            _ => t,
+        };
+        Timestamp::from_nanos(t.saturating_sub(before))
+    }
+
+    /// Queues OS events of this thread until the cuts before them are known.
+    pub fn add_os(&mut self, events: Vec<OsEvent>) {
+        self.pending_os.extend(events);
+    }
+
+    /// OS events whose place on the timeline is settled (all, at the end).
+    pub fn release_os(&mut self, all: bool) -> Vec<OsEvent> {
+        let known = self.known_until;
+        let (ready, wait): (Vec<OsEvent>, Vec<OsEvent>) = std::mem::take(&mut self.pending_os)
+            .into_iter()
+            .partition(|e| all || e.to.as_nanos() <= known);
+        self.pending_os = wait;
+        ready
+            .into_iter()
+            .filter_map(|e| {
+                let (from, to) = (self.map(e.from), self.map(e.to));
+                let instant = matches!(e.kind, OsEventKind::Fault | OsEventKind::Syscall);
+                (to > from || instant).then_some(OsEvent {
+                    from,
+                    to,
+                    kind: e.kind,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(ns: u64) -> Timestamp {
+        Timestamp::from_nanos(ns)
+    }
+
+    fn timeline_with_cut(from: u64, to: u64) -> StallTimeline {
+        StallTimeline {
+            known_until: from,
+            offset_ns: to - from,
+            cuts: VecDeque::from([Cut {
+                from,
+                to,
+                offset_after: to - from,
+            }]),
+            ..StallTimeline::default()
+        }
+    }
+
+    #[test]
+    fn times_after_a_cut_move_earlier() {
+        let t = timeline_with_cut(1_000, 1_500);
+        assert_eq!(t.map(ts(900)), ts(900));
+        assert_eq!(t.map(ts(1_200)), ts(1_000), "inside the cut: its start");
+        assert_eq!(t.map(ts(2_000)), ts(1_500));
+    }
+
+    #[test]
+    fn switch_inside_a_cut_disappears_and_across_shrinks() {
+        let mut t = timeline_with_cut(1_000, 1_500);
+        t.known_until = 10_000;
+        let sw = |a, b| OsEvent {
+            from: ts(a),
+            to: ts(b),
+            kind: OsEventKind::Switch,
+        };
+        t.add_os(vec![sw(1_100, 1_400), sw(800, 1_700), sw(20_000, 20_100)]);
+        let out = t.release_os(false);
+        assert_eq!(out, vec![sw(800, 1_200)]);
+        assert_eq!(t.release_os(true), vec![sw(19_500, 19_600)]);
+    }
+}
