@@ -5,7 +5,7 @@
 //! mapped in the process. It uses `framehop` (DWARF CFI from `.eh_frame`,
 //! `.eh_frame_hdr` or `.debug_frame`, with instruction analysis for
 //! prologues/epilogues and a frame-pointer fallback where a module has no
-//! unwind information).
+//! unwind information), plus signal frames, which framehop leaves out.
 //!
 //! Design constraints:
 //! - No I/O: modules come in as [`lapse_symbols::UnwindSections`] (views of
@@ -17,6 +17,7 @@
 //!   the call instruction, where the call-site line and inline chain are).
 
 mod process;
+mod sigframe;
 mod stack;
 
 pub use process::ProcessUnwinder;

@@ -2,9 +2,10 @@
 
 use std::ops::Range;
 
-use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use lapse_symbols::{SectionData, UnwindSections};
 
+use crate::sigframe;
 use crate::stack::{StackCopy, UserRegs};
 use crate::MAX_FRAMES;
 
@@ -16,6 +17,16 @@ type Cache = framehop::CacheNative<framehop::MayAllocateDuringUnwind>;
 pub struct ProcessUnwinder {
     unwinder: Native,
     cache: Cache,
+    /// Each mapping's code, to recognise signal trampolines by their bytes.
+    code: Vec<Code>,
+}
+
+#[derive(Clone)]
+struct Code {
+    avma: Range<u64>,
+    bias: u64,
+    text_svma: Range<u64>,
+    text: SectionData,
 }
 
 impl Default for ProcessUnwinder {
@@ -29,6 +40,7 @@ impl Clone for ProcessUnwinder {
         ProcessUnwinder {
             unwinder: self.unwinder.clone(),
             cache: Cache::new(),
+            code: self.code.clone(),
         }
     }
 }
@@ -38,6 +50,7 @@ impl ProcessUnwinder {
         ProcessUnwinder {
             unwinder: Native::new(),
             cache: Cache::new(),
+            code: Vec::new(),
         }
     }
 
@@ -67,6 +80,14 @@ impl ProcessUnwinder {
             debug_frame: sections.debug_frame.as_ref().map(|s| s.data.clone()),
             ..Default::default()
         };
+        if let (Some(text_svma), Some(text)) = (&sections.text_svma, &sections.text) {
+            self.code.push(Code {
+                avma: avma.clone(),
+                bias,
+                text_svma: text_svma.clone(),
+                text: text.clone(),
+            });
+        }
         self.unwinder
             .add_module(Module::new(name.to_owned(), avma, bias, info));
     }
@@ -74,6 +95,26 @@ impl ProcessUnwinder {
     /// Forgets the mapping that started at `avma_start` (munmap, exec).
     pub fn remove_module(&mut self, avma_start: u64) {
         self.unwinder.remove_module(avma_start);
+        self.code.retain(|c| c.avma.start != avma_start);
+    }
+
+    /// True when `addr` is the start of a signal return trampoline.
+    fn is_sigreturn(&self, addr: u64) -> bool {
+        let want = sigframe::TRAMPOLINE;
+        if want.is_empty() {
+            return false;
+        }
+        let Some(c) = self.code.iter().find(|c| c.avma.contains(&addr)) else {
+            return false;
+        };
+        let svma = addr.wrapping_sub(c.bias);
+        let Some(offset) = svma.checked_sub(c.text_svma.start) else {
+            return false;
+        };
+        let Ok(offset) = usize::try_from(offset) else {
+            return false;
+        };
+        c.text.get(offset..offset.saturating_add(want.len())) == Some(want)
     }
 
     /// Unwinds one sample into `out` (cleared first): absolute lookup
@@ -85,15 +126,38 @@ impl ProcessUnwinder {
             return;
         }
         let mut read = |addr: u64| stack.read_u64(addr).ok_or(());
-        let mut frames =
-            self.unwinder
-                .iter_frames(regs.ip, native_regs(regs), &mut self.cache, &mut read);
+        let mut regs_now = native_regs(regs);
+        let mut address = FrameAddress::from_instruction_pointer(regs.ip);
+        out.push(regs.ip);
         while out.len() < MAX_FRAMES {
-            match frames.next() {
-                Ok(Some(frame)) => out.push(frame.address_for_lookup()),
-                // `Err` is also how a stack whose root was not recognised ends.
-                Ok(None) | Err(_) => break,
+            let next =
+                match self
+                    .unwinder
+                    .unwind_frame(address, &mut regs_now, &mut self.cache, &mut read)
+                {
+                    Ok(Some(next)) => next,
+                    // `Err` is also how a stack whose root was not recognised ends.
+                    Ok(None) | Err(_) => break,
+                };
+            if self.is_sigreturn(next) {
+                // The handler returns into the trampoline: the interrupted
+                // code continues the stack, at its exact instruction.
+                let Some(interrupted) = sigframe::interrupted_regs(regs_now.sp(), stack) else {
+                    break;
+                };
+                if interrupted.ip == 0 {
+                    break;
+                }
+                regs_now = native_regs(&interrupted);
+                address = FrameAddress::from_instruction_pointer(interrupted.ip);
+                out.push(interrupted.ip);
+                continue;
             }
+            let Some(ret) = FrameAddress::from_return_address(next) else {
+                break;
+            };
+            address = ret;
+            out.push(ret.address_for_lookup());
         }
     }
 }

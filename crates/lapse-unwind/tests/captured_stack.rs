@@ -39,21 +39,36 @@ __attribute__((noinline)) void level_c(int n) {
     fclose(out);
     sink = n;
 }
+#ifdef VIA_SIGNAL
+#include <signal.h>
+static void handler(int sig) { level_c(sig); sink += 1; }
+__attribute__((noinline)) void level_b(int n) { raise(SIGUSR1); sink += n; }
+#else
 __attribute__((noinline)) void level_b(int n) { level_c(n * 3); sink += n; }
+#endif
 __attribute__((noinline)) void level_a(int n) { level_b(n + 1); sink += n; }
-int main(int argc, char **argv) { (void)argv; level_a(argc); return 0; }
+int main(int argc, char **argv) {
+    (void)argv;
+#ifdef VIA_SIGNAL
+    signal(SIGUSR1, handler);
+#endif
+    level_a(argc);
+    return 0;
+}
 "#;
 
 /// Stacks can be deeper than 16 KiB only when the environment is huge.
 const STACK_BYTES: usize = 16384;
 
-fn build_and_run(dir: &Path) -> Option<Vec<u8>> {
+fn build_and_run(dir: &Path, defines: &[&str]) -> Option<Vec<u8>> {
     std::fs::create_dir_all(dir).ok()?;
     let src = dir.join("captured.c");
     std::fs::write(&src, PROGRAM).ok()?;
     let exe = dir.join("captured");
     let ok = Command::new("gcc")
-        .args(["-O2", "-fomit-frame-pointer", "-g", "-o"])
+        .args(["-O2", "-fomit-frame-pointer", "-g"])
+        .args(defines)
+        .arg("-o")
         .arg(&exe)
         .arg(&src)
         .status()
@@ -98,13 +113,11 @@ fn executable_mappings(maps: &str) -> Vec<Mapping> {
     out
 }
 
-#[test]
-fn unwinds_an_optimised_stack_without_frame_pointers() {
-    let dir = std::env::temp_dir().join(format!("lapse-unwind-{}", std::process::id()));
-    let Some(dump) = build_and_run(&dir) else {
-        eprintln!("skipping: gcc not available");
-        return;
-    };
+/// Builds and runs the capture program with `defines`, unwinds its copy
+/// and names every frame; `None` when gcc is missing.
+fn unwound_names(name: &str, defines: &[&str]) -> Option<Vec<String>> {
+    let dir = std::env::temp_dir().join(format!("lapse-unwind-{}-{name}", std::process::id()));
+    let dump = build_and_run(&dir, defines)?;
     let word = |i: usize| u64::from_le_bytes(dump[i * 8..i * 8 + 8].try_into().unwrap());
     let regs = UserRegs {
         ip: word(0),
@@ -152,11 +165,37 @@ fn unwinds_an_optimised_stack_without_frame_pointers() {
                 .unwrap_or_else(|| format!("{addr:#x}"))
         })
         .collect();
-    eprintln!("unwound: {names:?}");
+    eprintln!("unwound ({name}): {names:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Some(names)
+}
+
+#[test]
+fn unwinds_an_optimised_stack_without_frame_pointers() {
+    let Some(names) = unwound_names("plain", &[]) else {
+        eprintln!("skipping: gcc not available");
+        return;
+    };
     let expected = ["level_c", "level_b", "level_a", "main"];
     assert!(
         names.len() >= 4 && names[..4] == expected,
         "unwound stack: {names:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unwinds_through_a_signal_handler() {
+    let Some(names) = unwound_names("signal", &["-DVIA_SIGNAL"]) else {
+        eprintln!("skipping: gcc not available");
+        return;
+    };
+    // level_c runs in the handler; below the signal frame the interrupted
+    // code (inside raise) and its callers follow.
+    let pos = |n: &str| names.iter().position(|x| x == n);
+    assert_eq!(pos("level_c"), Some(0), "unwound stack: {names:?}");
+    let (b, a, main) = (pos("level_b"), pos("level_a"), pos("main"));
+    assert!(
+        b.is_some() && b < a && a < main,
+        "callers of the interrupted code missing: {names:?}"
+    );
 }
