@@ -201,14 +201,28 @@ impl DataFile {
     ) -> Result<Vec<u8>, DataError> {
         let data = self.bytes.get();
         let body = &data[body_start..body_start + body_len];
-        zstd::bulk::decompress(body, raw_len as usize)
-            .ok()
-            .filter(|raw| raw.len() == raw_len as usize)
-            .ok_or_else(|| DataError::Corrupt {
-                path: self.path.clone(),
-                offset: body_start as u64,
-                what: "compressed data does not decompress to its stated size".into(),
-            })
+        // One decompression context per thread, reused: creating one per chunk
+        // costs more than decompressing a small chunk.
+        thread_local! {
+            static DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        DCTX.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.is_none() {
+                *slot = zstd::bulk::Decompressor::new().ok();
+            }
+            match slot.as_mut() {
+                Some(d) => d.decompress(body, raw_len as usize).ok(),
+                None => zstd::bulk::decompress(body, raw_len as usize).ok(),
+            }
+        })
+        .filter(|raw| raw.len() == raw_len as usize)
+        .ok_or_else(|| DataError::Corrupt {
+            path: self.path.clone(),
+            offset: body_start as u64,
+            what: "compressed data does not decompress to its stated size".into(),
+        })
     }
 
     /// Decodes one event chunk into `out` (cleared first).
