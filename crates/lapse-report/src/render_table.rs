@@ -26,7 +26,10 @@ fn header(
     writeln!(out, "command:  {}", s.command.join(" "))?;
     write!(out, "method:   {}", s.method.name())?;
     if let Some(ev) = &s.sample_event {
-        write!(out, " ({ev}, period {})", s.sample_period.unwrap_or(0))?;
+        match s.sample_period {
+            Some(p) => write!(out, " ({ev}, period {p})")?,
+            None => write!(out, " ({ev})")?,
+        }
     }
     writeln!(out)?;
     writeln!(

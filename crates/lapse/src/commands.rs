@@ -246,11 +246,13 @@ fn info(path: &Path) -> Result<u8> {
         }
         writeln!(o, "os events:   {}", s.os_events.join(","))?;
     } else {
+        let period = s
+            .sample_period
+            .map_or_else(|| "frequency mode".to_owned(), |p| format!("period {p}"));
         writeln!(
             o,
-            "event:       {} (period {})",
-            s.sample_event.as_deref().unwrap_or("?"),
-            s.sample_period.unwrap_or(0)
+            "event:       {} ({period})",
+            s.sample_event.as_deref().unwrap_or("?")
         )?;
     }
     for n in &s.notes {
