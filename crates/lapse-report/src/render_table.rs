@@ -12,7 +12,6 @@ use crate::units;
 use crate::views::{View, ViewOutput};
 
 const BOLD: &str = "\x1b[1m";
-const RED: &str = "\x1b[31m";
 const RESET: &str = "\x1b[0m";
 
 fn header(
@@ -149,26 +148,13 @@ fn grid(
     Ok(())
 }
 
-fn flatten<'a>(
-    rows: &'a [TreeRow],
-    depth: usize,
-    out: &mut Vec<(String, &'a [Cell])>,
-    color: bool,
-) {
+/// Tree rows in display order, indented by depth; `* ` marks the hot path
+/// (plain text, so column widths stay right with or without colour).
+fn flatten<'a>(rows: &'a [TreeRow], depth: usize, out: &mut Vec<(String, &'a [Cell])>) {
     for r in rows {
-        let mark = if r.hot {
-            if color {
-                format!("{RED}🔥{RESET}")
-            } else {
-                "* ".into()
-            }
-        } else {
-            String::new()
-        };
-        let _ = &mark;
         let prefix = format!("{}{}", "  ".repeat(depth), if r.hot { "* " } else { "" });
         out.push((prefix, &r.cells));
-        flatten(&r.children, depth + 1, out, color);
+        flatten(&r.children, depth + 1, out);
     }
 }
 
@@ -196,7 +182,7 @@ pub fn table(
     }
     if let Some(roots) = &v.roots {
         let mut rows = Vec::new();
-        flatten(roots, 0, &mut rows, opts.color);
+        flatten(roots, 0, &mut rows);
         writeln!(out, "(* marks the hot path)")?;
         return grid(out, &v.columns, &rows, opts.color, "call tree");
     }
