@@ -24,6 +24,9 @@ use crate::{RecordError, RecordOptions, RecordOutcome};
 const HELLO_WAIT: Duration = Duration::from_millis(500);
 /// After the target exited, how long descendants may keep the session open silently.
 const LINGER: Duration = Duration::from_secs(2);
+/// An ended thread's stream is dropped this long after its end (its last
+/// datagram was sent before it exited, so it is in by then).
+const RETIRE_AFTER: Duration = Duration::from_millis(500);
 /// Datagrams read from one connection before looking at the others.
 const READ_BURST: usize = 256;
 
@@ -51,6 +54,7 @@ struct Session {
     bad_datagrams: u64,
     root: u32,
     header: Option<SessionHeader>,
+    flushes: u64,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -112,6 +116,7 @@ pub fn record(
         bad_datagrams: 0,
         root: child.pid as u32,
         header: None,
+        flushes: 0,
     };
     let start = clock::monotonic_now();
     let start_unix_ns = clock::realtime_unix_ns();
@@ -412,7 +417,40 @@ impl Session {
         for block in released {
             self.out.record(&Record::OsEvents(block))?;
         }
+        self.retire_ended_threads()?;
+        self.flushes += 1;
+        if self.flushes % 10 == 0 {
+            release_free_memory(); // about once a second
+        }
         self.out.flush(true)
+    }
+
+    /// Threads that ended a while ago (all their datagrams are in) give up
+    /// their streams, so a program that keeps creating threads does not make
+    /// the recorder grow.
+    fn retire_ended_threads(&mut self) -> Result<(), RecordError> {
+        let now = clock::monotonic_now();
+        let ended: Vec<(u32, u32, Timestamp)> = self
+            .threads
+            .streams()
+            .filter_map(|s| {
+                let end = self.os.threads.get(&(s.pid, s.tid))?.end?;
+                (now.since(end) > RETIRE_AFTER.as_nanos() as u64).then_some((s.pid, s.tid, end))
+            })
+            .collect();
+        for (pid, tid, end) in ended {
+            if let Some((events, os)) = self.threads.retire(pid, tid, end) {
+                self.out.events(pid, tid, &events)?;
+                if !os.is_empty() {
+                    self.out.record(&Record::OsEvents(OsEventBlock {
+                        pid,
+                        tid,
+                        events: os,
+                    }))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn finish(&mut self, exit_status: Option<i32>) -> Result<RecordOutcome, RecordError> {
@@ -420,6 +458,9 @@ impl Session {
         let mut last_ts: HashMap<(u32, u32), Timestamp> = HashMap::new();
         for s in self.threads.streams() {
             last_ts.insert((s.pid, s.tid), s.last_ts());
+        }
+        for (&key, r) in &self.threads.retired {
+            last_ts.insert(key, r.last_ts);
         }
         let mut keys: Vec<(u32, u32)> = last_ts.keys().copied().collect();
         keys.extend(self.os.threads.keys().copied());
@@ -443,7 +484,12 @@ impl Session {
                 let stream = self.threads.get(pid, tid);
                 // Ends are real times: put them on the thread's timeline.
                 let real_end = t.end.or(life.end).unwrap_or(end);
-                let mut end_ts = stream.map_or(real_end, |s| s.stalls.map(real_end));
+                let retired = self.threads.retired.get(&(pid, tid));
+                let mut end_ts = match (stream, retired) {
+                    (Some(s), _) => s.stalls.map(real_end),
+                    (None, Some(r)) => r.end,
+                    (None, None) => real_end,
+                };
                 if let Some(&last) = last_ts.get(&(pid, tid)) {
                     end_ts = end_ts.max(last);
                 }
@@ -478,7 +524,17 @@ impl Session {
                 self.out.record(&Record::Thread(t))?;
             }
         }
-        let removed_ns: u64 = self.threads.streams().map(|s| s.stalls.removed_ns()).sum();
+        let removed_ns: u64 = self
+            .threads
+            .streams()
+            .map(|s| s.stalls.removed_ns())
+            .sum::<u64>()
+            + self
+                .threads
+                .retired
+                .values()
+                .map(|r| r.removed_ns)
+                .sum::<u64>();
         if removed_ns > 0 {
             if let Some(mut header) = self.header.take() {
                 header.notes.push(format!(
@@ -513,6 +569,17 @@ impl Session {
 
     fn out_path(&self) -> std::path::PathBuf {
         self.out.path().to_owned()
+    }
+}
+
+/// Gives freed heap pages back to the kernel. Threads come and go with
+/// batches of very different sizes, and glibc's allocator otherwise keeps the
+/// high-water mark resident; this keeps the recorder's RSS near its live data.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns unused memory; no pointers change.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use lapse_data::{Event, EventKind, FunctionId, Timestamp};
+use lapse_data::{Event, EventKind, FunctionId, OsEvent, Timestamp};
 use lapse_rt::protocol::RawEvent;
 
 use super::address::AddressBook;
@@ -37,7 +37,7 @@ impl ThreadStream {
         ThreadStream {
             pid,
             tid,
-            pending: Vec::with_capacity(BATCH_EVENTS),
+            pending: Vec::new(), // grows to a batch only for busy threads
             stack: Vec::new(),
             next_index: 0,
             last_ts: Timestamp::default(),
@@ -73,9 +73,11 @@ impl ThreadStream {
     /// Events ready for the file (a full batch, or everything when `all`).
     pub fn take_batch(&mut self, all: bool) -> Option<Vec<Event>> {
         if self.pending.len() >= BATCH_EVENTS || (all && !self.pending.is_empty()) {
+            // A quiet thread flushed by the timer gets no big buffer back.
+            let capacity = if all { 0 } else { BATCH_EVENTS };
             Some(std::mem::replace(
                 &mut self.pending,
-                Vec::with_capacity(BATCH_EVENTS),
+                Vec::with_capacity(capacity),
             ))
         } else {
             None
@@ -90,10 +92,21 @@ impl ThreadStream {
     }
 }
 
+/// What is kept of a thread whose stream was let go (it ended long ago).
+#[derive(Clone, Copy, Debug)]
+pub struct Retired {
+    pub last_ts: Timestamp,
+    /// Its end, on its own timeline.
+    pub end: Timestamp,
+    pub removed_ns: u64,
+}
+
 /// All threads' streams plus the stacks parked at fork time.
 #[derive(Default)]
 pub struct Threads {
     streams: HashMap<(u32, u32), ThreadStream>,
+    /// Ended threads whose streams were dropped to keep memory bounded.
+    pub retired: HashMap<(u32, u32), Retired>,
     /// (parent pid, fork ticks) → the forking thread's stack then.
     fork_stacks: HashMap<(u32, u64), Vec<FunctionId>>,
     /// pid → image generation its events resolve in (see AddressBook).
@@ -116,6 +129,29 @@ impl Threads {
 
     pub fn streams(&self) -> impl Iterator<Item = &ThreadStream> {
         self.streams.values()
+    }
+
+    /// Lets an ended thread's stream go, keeping only what the thread record
+    /// needs; returns its last events and OS events to write.
+    pub fn retire(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        real_end: Timestamp,
+    ) -> Option<(Vec<Event>, Vec<OsEvent>)> {
+        let mut s = self.streams.remove(&(pid, tid))?;
+        let events = s.take_batch(true).unwrap_or_default();
+        let os = s.stalls.release_os(true);
+        let end = s.stalls.map(real_end).max(s.last_ts);
+        self.retired.insert(
+            (pid, tid),
+            Retired {
+                last_ts: s.last_ts,
+                end,
+                removed_ns: s.stalls.removed_ns(),
+            },
+        );
+        Some((events, os))
     }
 
     /// From now on, events of `pid` come from image generation `gen`.
@@ -156,6 +192,10 @@ impl Threads {
         }
         let mut added = 0;
         let mut noted = false;
+        if s.pending.capacity() == 0 {
+            // one allocation of the right size instead of a chain of doublings
+            s.pending.reserve_exact(raw.size_hint().0);
+        }
         for e in raw {
             if skip > 0 {
                 skip -= 1;
