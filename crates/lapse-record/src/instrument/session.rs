@@ -419,7 +419,7 @@ impl Session {
         }
         self.retire_ended_threads()?;
         self.flushes += 1;
-        if self.flushes % 10 == 0 {
+        if self.flushes.is_multiple_of(10) {
             release_free_memory(); // about once a second
         }
         self.out.flush(true)
