@@ -53,6 +53,16 @@ fn main() {
             .map_or(0, |v| v.iter().map(|e| e.to.since(e.from)).sum());
         println!("thread {t:?} off_cpu_ns={off}");
     }
+    for m in &file.mappings {
+        println!(
+            "mapping {:#x}-{:#x} module {} bias {:#x} t={}",
+            m.start,
+            m.end,
+            m.module.0,
+            m.bias,
+            m.time.as_nanos()
+        );
+    }
     for m in &file.modules {
         println!("module {m:?}");
     }

@@ -354,3 +354,91 @@ int main(void) { return work(); }
     assert_eq!(ns(function(&v, "work"), "calls"), 1.0);
     assert_eq!(v["session"]["complete"], true);
 }
+
+#[test]
+fn exec_closes_the_old_image_and_keeps_the_process() {
+    let Some(r) = record(
+        "exec",
+        r#"
+NOINLINE void after_exec(void) { sink = spin(10.0); }
+NOINLINE void before_exec(char *self) { sink = spin(10.0); execl(self, self, "again", (char *)0); exit(9); }
+int main(int argc, char **argv) {
+    if (argc > 1) { after_exec(); return 4; }
+    before_exec(argv[0]);
+    return 1;
+}
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 4, "the exec'd image's exit status");
+    let v = report(&r, "functions");
+    assert_eq!(ns(function(&v, "before_exec"), "calls"), 1.0);
+    assert_eq!(ns(function(&v, "after_exec"), "calls"), 1.0);
+    assert_eq!(ns(function(&v, "main"), "calls"), 2.0, "one per image");
+    // before_exec ends at the exec: it does not also hold the new image's work
+    within(
+        "before_exec application",
+        ns(function(&v, "before_exec"), "application_inclusive_ns"),
+        9.0 * MS,
+        14.0 * MS,
+    );
+    assert_eq!(
+        rows(&report(&r, "processes")).len(),
+        1,
+        "exec keeps the pid"
+    );
+}
+
+#[test]
+fn sigterm_reaches_the_target_and_the_file_is_finished() {
+    let dir = work_dir("sigterm");
+    let src = dir.join("loop.c");
+    let body = r#"
+NOINLINE void tick(void) { struct timespec d = {0, 1000000}; nanosleep(&d, NULL); }
+int main(void) { for (;;) tick(); }
+"#;
+    std::fs::write(&src, format!("{PRELUDE}\n{body}")).expect("write source");
+    let exe = dir.join("loop");
+    let built = Command::new("gcc")
+        .args(["-finstrument-functions", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        eprintln!("skipping sigterm: gcc not available");
+        return;
+    }
+    let data = dir.join("out.lapse");
+    let mut lapse = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("record")
+        .arg("-o")
+        .arg(&data)
+        .arg("--")
+        .arg(&exe)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start lapse record");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let pid = i32::try_from(lapse.id()).expect("pid fits");
+    // SAFETY: signalling the child we just started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let out = lapse.wait_with_output().expect("lapse record ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("perf_event_open") && !data.exists() {
+        eprintln!("skipping sigterm: perf events are not available here: {stderr}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(128 + 15), "lapse said: {stderr}");
+    let r = Recorded {
+        dir,
+        data,
+        status: 143,
+    };
+    let v = report(&r, "functions");
+    assert_eq!(v["session"]["complete"], true);
+    assert!(
+        ns(function(&v, "tick"), "calls") >= 50.0,
+        "the ticks before the signal"
+    );
+}

@@ -56,6 +56,7 @@ pub struct AddressBook {
     /// the old image's late events still resolve against its own mappings.
     spaces: HashMap<(u32, u32), AddressSpace>,
     latest: HashMap<u32, u32>,
+    exec_times: HashMap<u32, Vec<Timestamp>>,
     function_ids: HashMap<(ModuleId, u64), FunctionId>,
     /// Indexed by FunctionId: (module, module-relative address).
     functions: Vec<(ModuleId, u64)>,
@@ -163,9 +164,18 @@ impl AddressBook {
         }
     }
 
-    /// A new image replaced the process: later mappings belong to a new generation.
-    pub fn exec(&mut self, pid: u32) {
+    /// A new image replaced the process at `time`: later mappings belong to a
+    /// new generation.
+    pub fn exec(&mut self, pid: u32, time: Timestamp) {
         *self.latest.entry(pid).or_insert(0) += 1;
+        self.exec_times.entry(pid).or_default().push(time);
+    }
+
+    /// The generation of `pid` that was current at `time` (a runtime's hello
+    /// may be read after the process exec'd again).
+    pub fn gen_at(&self, pid: u32, time: Timestamp) -> u32 {
+        let execs = self.exec_times.get(&pid).map_or(&[][..], Vec::as_slice);
+        execs.partition_point(|&t| t <= time) as u32
     }
 
     /// The function id for absolute address `addr` in image `gen` of `pid`.

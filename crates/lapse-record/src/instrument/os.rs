@@ -177,10 +177,13 @@ impl OsCollector {
                     }
                     Some(r) => {
                         if let PerfRecord::Comm {
-                            pid, exec: true, ..
+                            pid,
+                            exec: true,
+                            id,
+                            ..
                         } = r
                         {
-                            book.exec(pid);
+                            book.exec(pid, Timestamp::from_nanos(id.time));
                         }
                         if let Some(q) = queued(r, &mut lost) {
                             queue.push(q);

@@ -301,7 +301,7 @@ impl Session {
             MsgKind::Fork => self.threads.fork(h.pid, h.tid, h.b),
             MsgKind::Child => {
                 self.book.fork(h.c, h.pid);
-                self.threads.set_gen(h.pid, self.book.latest_gen(h.pid));
+                self.threads.set_gen(h.pid, self.book.gen_at(h.pid, at));
                 self.threads.child(h.pid, h.tid, h.c, h.b, at);
                 let p = self.procs.entry(h.pid).or_default();
                 p.ppid = Some(h.c);
@@ -351,7 +351,7 @@ impl Session {
             }
         }
         // (the kernel's exec record already started a new mapping generation)
-        self.threads.set_gen(h.pid, self.book.latest_gen(h.pid));
+        self.threads.set_gen(h.pid, self.book.gen_at(h.pid, at));
         let p = self.procs.entry(h.pid).or_default();
         p.said_hello = true;
         p.exec_at = None;
