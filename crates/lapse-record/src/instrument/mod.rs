@@ -11,5 +11,6 @@ mod session;
 mod session_dir;
 mod stalls;
 mod threads;
+mod wrapup;
 
 pub use session::record;

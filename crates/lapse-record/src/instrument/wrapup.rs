@@ -1,0 +1,174 @@
+//! The end of a recording: threads that ended long ago give up their
+//! streams while recording goes on, and at the end the process, thread and
+//! function tables and the footer are written.
+
+use std::collections::HashMap;
+
+use lapse_data::{Footer, Method, OsEventBlock, ProcessInfo, Record, ThreadInfo, Timestamp};
+
+use super::functions::function_table;
+use super::session::{Session, RETIRE_AFTER};
+use crate::linux::clock;
+use crate::{RecordError, RecordOutcome};
+
+impl Session {
+    /// Threads that ended a while ago (all their datagrams are in) give up
+    /// their streams, so a program that keeps creating threads does not make
+    /// the recorder grow.
+    pub(super) fn retire_ended_threads(&mut self) -> Result<(), RecordError> {
+        let now = clock::monotonic_now();
+        let ended: Vec<(u32, u32, Timestamp)> = self
+            .threads
+            .streams()
+            .filter_map(|s| {
+                let end = self.os.threads.get(&(s.pid, s.tid))?.end?;
+                (now.since(end) > RETIRE_AFTER.as_nanos() as u64).then_some((s.pid, s.tid, end))
+            })
+            .collect();
+        for (pid, tid, end) in ended {
+            if let Some((events, os)) = self.threads.retire(pid, tid, end) {
+                self.out.events(pid, tid, &events)?;
+                if !os.is_empty() {
+                    self.out.record(&Record::OsEvents(OsEventBlock {
+                        pid,
+                        tid,
+                        events: os,
+                    }))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn finish(
+        &mut self,
+        exit_status: Option<i32>,
+    ) -> Result<RecordOutcome, RecordError> {
+        let end = clock::monotonic_now();
+        let mut last_ts: HashMap<(u32, u32), Timestamp> = HashMap::new();
+        for s in self.threads.streams() {
+            last_ts.insert((s.pid, s.tid), s.last_ts());
+        }
+        for (&key, r) in &self.threads.retired {
+            last_ts.insert(key, r.last_ts);
+        }
+        let mut keys: Vec<(u32, u32)> = last_ts.keys().copied().collect();
+        keys.extend(self.os.threads.keys().copied());
+        keys.sort_unstable();
+        keys.dedup();
+        let mut pids: Vec<u32> = keys.iter().map(|k| k.0).collect();
+        pids.extend(self.procs.keys().copied());
+        pids.sort_unstable();
+        pids.dedup();
+        for &pid in &pids {
+            let p = self.procs.remove(&pid).unwrap_or_default();
+            let life = self.os.processes.get(&pid).cloned().unwrap_or_default();
+            let mut threads = Vec::new();
+            for &(_, tid) in keys.iter().filter(|k| k.0 == pid) {
+                let t = self
+                    .os
+                    .threads
+                    .get(&(pid, tid))
+                    .cloned()
+                    .unwrap_or_default();
+                let stream = self.threads.get(pid, tid);
+                // Ends are real times: put them on the thread's timeline.
+                let real_end = t.end.or(life.end).unwrap_or(end);
+                let retired = self.threads.retired.get(&(pid, tid));
+                let mut end_ts = match (stream, retired) {
+                    (Some(s), _) => s.stalls.map(real_end),
+                    (None, Some(r)) => r.end,
+                    (None, None) => real_end,
+                };
+                if let Some(&last) = last_ts.get(&(pid, tid)) {
+                    end_ts = end_ts.max(last);
+                }
+                let start_ts = t.start.or(if tid == pid {
+                    life.start.or(p.start)
+                } else {
+                    None
+                });
+                let fallback = p
+                    .command
+                    .first()
+                    .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned());
+                threads.push(ThreadInfo {
+                    pid,
+                    tid,
+                    name: t.name.or(fallback).unwrap_or_default(),
+                    start: start_ts,
+                    end: Some(end_ts),
+                });
+            }
+            let proc_end = threads.iter().filter_map(|t| t.end).max().or(life.end);
+            let is_root = pid == self.root;
+            self.out.record(&Record::Process(ProcessInfo {
+                pid,
+                ppid: life.ppid.or(p.ppid),
+                command: p.command.clone(),
+                start: life.start.or(p.start),
+                end: proc_end,
+                exit_status: if is_root { exit_status } else { None },
+            }))?;
+            for t in threads {
+                self.out.record(&Record::Thread(t))?;
+            }
+        }
+        let removed_ns: u64 = self
+            .threads
+            .streams()
+            .map(|s| s.stalls.removed_ns())
+            .sum::<u64>()
+            + self
+                .threads
+                .retired
+                .values()
+                .map(|r| r.removed_ns)
+                .sum::<u64>();
+        if removed_ns > 0 {
+            if let Some(mut header) = self.header.take() {
+                header.notes.push(format!(
+                    "{:.3} ms of waiting for the recorder (buffer hand-overs) removed from thread timelines",
+                    removed_ns as f64 / 1e6
+                ));
+                // The reader keeps the last session record.
+                self.out.record(&Record::Session(header))?;
+            }
+        }
+        self.out
+            .record(&Record::Functions(function_table(&self.book)))?;
+        let footer = Footer {
+            end,
+            lost_events: self.threads.lost_events + self.os.lost_records,
+            discarded_samples: 0,
+            target_exit_status: exit_status,
+            events: self.out.events,
+            samples: 0,
+        };
+        self.out.record(&Record::Footer(footer))?;
+        self.out.flush(true)?;
+        Ok(RecordOutcome {
+            output: self.out_path(),
+            method: Method::Instrumentation,
+            events: self.out.events,
+            samples: 0,
+            bytes: self.out.bytes(),
+            exit_status: exit_status.unwrap_or(0),
+        })
+    }
+
+    fn out_path(&self) -> std::path::PathBuf {
+        self.out.path().to_owned()
+    }
+}
+
+/// Gives freed heap pages back to the kernel. Threads come and go with
+/// batches of very different sizes, and glibc's allocator otherwise keeps the
+/// high-water mark resident; this keeps the recorder's RSS near its live data.
+pub(super) fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns unused memory; no pointers change.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
