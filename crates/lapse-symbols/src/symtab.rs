@@ -55,7 +55,7 @@ pub(crate) struct SymbolTable {
 
 impl SymbolTable {
     pub(crate) fn from_object(file: &object::File<'_>) -> SymbolTable {
-        let mut raw: Vec<(u64, u64, bool, &str)> = Vec::new();
+        let mut raw: Vec<(u64, u64, bool, bool, &str)> = Vec::new();
         let tables = [(file.symbols(), true), (file.dynamic_symbols(), false)];
         for (symbols, from_symtab) in tables {
             for sym in symbols {
@@ -64,18 +64,25 @@ impl SymbolTable {
                 }
                 if let Ok(name) = sym.name() {
                     if !name.is_empty() {
-                        raw.push((sym.address(), sym.size(), from_symtab, name));
+                        raw.push((
+                            sym.address(),
+                            sym.size(),
+                            from_symtab,
+                            sym.is_global(),
+                            name,
+                        ));
                     }
                 }
             }
         }
         // Per address the .symtab entry sorts first and is the one kept;
-        // among aliases from the same table the first in table order wins.
-        raw.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.cmp(&a.2)));
+        // among aliases a global name beats a local one (gcc's
+        // `foo.localalias` shares `foo`'s address), then the first in table order.
+        raw.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.cmp(&a.2)).then(b.3.cmp(&a.3)));
         raw.dedup_by_key(|s| s.0);
         let symbols = raw
             .into_iter()
-            .map(|(start, size, _, name)| Entry {
+            .map(|(start, size, _, _, name)| Entry {
                 start,
                 size,
                 raw: name.into(),

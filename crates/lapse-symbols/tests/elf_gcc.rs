@@ -242,3 +242,25 @@ fn cpp_names_are_demangled() {
         Some("shapes::area(int, int)")
     );
 }
+
+#[test]
+fn global_name_wins_over_gcc_localalias() {
+    // With -fPIC, gcc gives a recursive global function a local alias
+    // `walk.localalias` at the same address; users know it as `walk`.
+    let src = "int walk(int n) { return n <= 0 ? 0 : 1 + walk(n - 1); }\n\
+               int main(int c, char **v) { (void)v; return walk(c * 5) & 1; }\n";
+    let Some(exe) = build("localalias", src, &["-O1", "-fPIC"]) else {
+        eprintln!("skipping: gcc not available");
+        return;
+    };
+    let m = module(&exe);
+    let nm = Command::new("nm").arg(&exe).output().expect("nm");
+    let text = String::from_utf8_lossy(&nm.stdout);
+    let Some(line) = text.lines().find(|l| l.ends_with(" walk")) else {
+        panic!("no walk symbol in\n{text}");
+    };
+    let addr = u64::from_str_radix(line.split_whitespace().next().unwrap_or("0"), 16)
+        .expect("hex address");
+    let f = m.function_at(addr).expect("walk resolves");
+    assert_eq!(f.name, "walk");
+}
