@@ -83,8 +83,9 @@ pub struct OsCollector {
 }
 
 impl OsCollector {
-    /// Opens the per-CPU events on `pid` (disabled until it execs).
-    pub fn open(pid: i32, faults: bool) -> Result<OsCollector, PerfError> {
+    /// Opens the per-CPU events on `pid` (disabled until it execs), following
+    /// its threads and children when `inherit`.
+    pub fn open(pid: i32, faults: bool, inherit: bool) -> Result<OsCollector, PerfError> {
         let sample_type = u64::from(b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME);
         let mut events = Vec::new();
         let mut redirected = Vec::new();
@@ -95,7 +96,7 @@ impl OsCollector {
             attr.sample_type = sample_type;
             attr.set_disabled(1);
             attr.set_enable_on_exec(1);
-            attr.set_inherit(1);
+            attr.set_inherit(u64::from(inherit));
             attr.set_context_switch(1);
             attr.set_comm(1);
             attr.set_comm_exec(1);
@@ -116,7 +117,7 @@ impl OsCollector {
                 fa.sample_type = sample_type;
                 fa.set_disabled(1);
                 fa.set_enable_on_exec(1);
-                fa.set_inherit(1);
+                fa.set_inherit(u64::from(inherit));
                 fa.set_sample_id_all(1);
                 fa.set_use_clockid(1);
                 fa.clockid = libc::CLOCK_MONOTONIC;

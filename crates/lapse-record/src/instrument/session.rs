@@ -52,6 +52,7 @@ pub(super) struct Session {
     pub(super) root: u32,
     pub(super) header: Option<SessionHeader>,
     pub(super) flushes: u64,
+    pub(super) inherit: bool,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -89,7 +90,7 @@ pub fn record(
             source,
         })?;
     let faults = opts.os_events.iter().any(|e| e == "fault");
-    let os = match OsCollector::open(child.pid, faults) {
+    let os = match OsCollector::open(child.pid, faults, opts.inherit) {
         Ok(os) => os,
         Err(e) => {
             child.abandon();
@@ -114,6 +115,7 @@ pub fn record(
         root: child.pid as u32,
         header: None,
         flushes: 0,
+        inherit: opts.inherit,
     };
     let start = clock::monotonic_now();
     let start_unix_ns = clock::realtime_unix_ns();
@@ -271,6 +273,9 @@ impl Session {
             self.bad_datagrams += 1;
             return Ok(());
         };
+        if !self.inherit && h.pid != self.root {
+            return Ok(()); // --no-inherit: only the command's own process
+        }
         let at = self.clock.to_timestamp(h.b);
         // Mappings and execs the kernel reported must be known before the
         // addresses in this datagram are looked up.

@@ -60,6 +60,9 @@ impl Session {
         pids.extend(self.procs.keys().copied());
         pids.sort_unstable();
         pids.dedup();
+        if !self.inherit {
+            pids.retain(|&p| p == self.root);
+        }
         for &pid in &pids {
             let p = self.procs.remove(&pid).unwrap_or_default();
             let life = self.os.processes.get(&pid).cloned().unwrap_or_default();
