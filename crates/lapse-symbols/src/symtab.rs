@@ -63,6 +63,9 @@ impl SymbolTable {
                     continue;
                 }
                 if let Ok(name) = sym.name() {
+                    // `.dynsym` names may carry a symbol version
+                    // (`__libc_start_main@@GLIBC_2.34`): users know the bare name.
+                    let name = name.split('@').next().unwrap_or(name);
                     if !name.is_empty() {
                         raw.push((
                             sym.address(),
