@@ -51,7 +51,13 @@ fn main() {
             .os_events
             .get(&(t.pid, t.tid))
             .map_or(0, |v| v.iter().map(|e| e.to.since(e.from)).sum());
-        println!("thread {t:?} off_cpu_ns={off}");
+        let mut kinds = std::collections::BTreeMap::new();
+        for e in file.os_events.get(&(t.pid, t.tid)).into_iter().flatten() {
+            let k = kinds.entry(format!("{:?}", e.kind)).or_insert((0u64, 0u64));
+            k.0 += 1;
+            k.1 += e.to.since(e.from);
+        }
+        println!("thread {t:?} off_cpu_ns={off} by kind (count, ns): {kinds:?}");
     }
     for m in &file.mappings {
         println!(

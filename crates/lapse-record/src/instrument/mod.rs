@@ -1,6 +1,22 @@
 //! Recording with instrumentation: the target runs with the lapse runtime
 //! preloaded; its event buffers arrive over a socket, the kernel's records
 //! over perf rings, and both are merged into the data file as they come.
+//!
+//! Choices where the spec is silent:
+//! - **Fork**: the child's stream starts with `enter` events, at the fork's
+//!   time, for the calls its forking thread had open, so the child's calls
+//!   nest and close like the parent's (its `main` counts as one call in each
+//!   process).
+//! - **Exec**: the old image's open calls are closed at the exec; the pid,
+//!   its process row and its threads carry on with the new image.
+//! - **Waiting for the recorder**: when the recorder falls behind, a runtime
+//!   flush waits on the socket. That wait is lapse's cost, not the program's:
+//!   it is cut out of the thread's timeline (events and OS events after it
+//!   move earlier; the total is noted in the session header).
+//! - **Recorder gone**: the runtime appends its datagrams to `<output>.spill`
+//!   (`u32` length + datagram each) instead of losing them; the target runs on.
+//! - **Threads**: the runtime creates none, so none are profiled by mistake;
+//!   ended threads' state is dropped after 500 ms to bound memory.
 
 mod address;
 mod functions;
