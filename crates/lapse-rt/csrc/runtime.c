@@ -87,7 +87,10 @@ NOINSTR static void send_msg(struct lapse_msg *m, const void *body, size_t body_
             if (errno != EINTR)
                 break;
         }
-        close(g_fd);
+        /* EBADF: the program closed our descriptor; that number may be its
+         * own file by now, so leave it alone. */
+        if (errno != EBADF)
+            close(g_fd);
         g_fd = -1;
     }
     spill(iov, n);
@@ -333,6 +336,12 @@ NOINSTR static void connect_recorder(const char *path)
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
         close(fd);
         return;
+    }
+    /* Keep out of the low descriptor numbers programs dup2 onto or close. */
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+    if (high >= 0) {
+        close(fd);
+        fd = high;
     }
     g_fd = fd;
 }
