@@ -58,6 +58,7 @@ enum lapse_thread_state {
 struct lapse_tls {
     struct lapse_event *cur;
     struct lapse_event *end;
+    uint64_t deadline;    /* ticks: hand the buffer over after this */
     struct lapse_event *base;
     uint64_t sent;        /* events of this thread already sent */
     uint64_t stalled;     /* ticks this thread spent handing buffers over */
@@ -86,8 +87,9 @@ static inline uint64_t lapse_ticks(void)
 #endif
 }
 
-/* runtime.c: called by the probe when the buffer is full or not set up. */
-void lapse_slow_path(struct lapse_tls *t, void *fn, uint64_t is_exit);
+/* runtime.c: called by the probe when the buffer is full, due or not set up;
+ * `now` is the probe's tick reading. */
+void lapse_slow_path(struct lapse_tls *t, void *fn, uint64_t is_exit, uint64_t now);
 /* probe.c: median cost of one probe in ticks x 1024, measured through the real path. */
 uint64_t lapse_measure_probe_cost(void);
 /* runtime.c: hand every buffer over before the process image is replaced. */

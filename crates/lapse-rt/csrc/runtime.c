@@ -38,6 +38,7 @@ static int g_spill_fd = -1;       /* fallback when the recorder is gone */
 static int g_inited;              /* 0 never, 1 running, 2 disabled */
 static uint32_t g_pid;            /* pid of this process image */
 static uint64_t g_probe_cost;     /* ticks x 1024 */
+static uint64_t g_flush_ticks = ~0ull / 2; /* hand-over period (LAPSE_FLUSH_TICKS) */
 static pthread_key_t g_key;
 static uint64_t g_fork_tsc;
 static uint32_t g_fork_ptid;
@@ -123,6 +124,7 @@ NOINSTR static void flush_own(struct lapse_tls *t)
     send_events(t, upto);
     t->sent += (uint64_t)(upto - t->base);
     t->cur = t->base;
+    t->deadline = t0 + g_flush_ticks;
     /* The wait for the socket is lapse's doing, not the program's: counted
      * here and taken out of the thread's timeline by the recorder. */
     t->stalled += lapse_ticks() - t0;
@@ -193,6 +195,7 @@ NOINSTR static int thread_setup(struct lapse_tls *t)
     t->end = t->base + LAPSE_BUF_EVENTS;
     t->sent = 0;
     t->stalled = 0;
+    t->deadline = lapse_ticks() + g_flush_ticks;
     t->tid = lapse_gettid();
     t->state = LAPSE_T_ACTIVE;
     pthread_setspecific(g_key, t);
@@ -201,7 +204,7 @@ NOINSTR static int thread_setup(struct lapse_tls *t)
 
 static void lapse_init(void);
 
-NOINSTR void lapse_slow_path(struct lapse_tls *t, void *fn, uint64_t is_exit)
+NOINSTR void lapse_slow_path(struct lapse_tls *t, void *fn, uint64_t is_exit, uint64_t now)
 {
     if (t->in_slow || t->state == LAPSE_T_OFF)
         return;
@@ -218,6 +221,7 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, void *fn, uint64_t is_exit)
     } else {
         flush_own(t);
     }
+    (void)now; /* the hand-over took time: stamp the event after it */
     struct lapse_event *e = t->cur++;
     e->fn = (uint64_t)fn;
     e->stamp = (lapse_ticks() << 1) | is_exit;
@@ -359,6 +363,13 @@ NOINSTR static void lapse_init(void)
     if (g_fd < 0 && !getenv("LAPSE_SPILL"))
         return;
     g_pid = (uint32_t)getpid();
+    const char *flush = getenv("LAPSE_FLUSH_TICKS");
+    if (flush && *flush) {
+        char *endp = NULL;
+        unsigned long long v = strtoull(flush, &endp, 10);
+        if (endp && *endp == 0 && v > 0)
+            g_flush_ticks = v;
+    }
     if (pthread_key_create(&g_key, thread_done) != 0)
         return;
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);

@@ -19,6 +19,8 @@ pub const FLAG_DISCARD: u16 = 1;
 pub const ENV_SOCKET: &str = "LAPSE_SOCKET";
 pub const ENV_SPILL: &str = "LAPSE_SPILL";
 pub const ENV_CALIBRATE: &str = "LAPSE_CALIBRATE";
+/// Ticks after which a thread hands its buffer over even if it is not full.
+pub const ENV_FLUSH_TICKS: &str = "LAPSE_FLUSH_TICKS";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MsgKind {

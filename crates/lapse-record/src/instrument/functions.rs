@@ -5,11 +5,14 @@ use lapse_data::{FunctionId, FunctionInfo};
 
 use super::address::AddressBook;
 
-/// One [`FunctionInfo`] per function id, named `0x<addr>` when no symbol holds it.
-pub fn function_table(book: &AddressBook) -> Vec<FunctionInfo> {
+/// One [`FunctionInfo`] per function id from `from` on, named `0x<addr>`
+/// when no symbol holds it. Symbols are read while the modules are still
+/// there, so names survive a rebuild or a recorder that is killed later.
+pub fn function_table(book: &AddressBook, from: usize) -> Vec<FunctionInfo> {
     book.functions()
         .iter()
         .enumerate()
+        .skip(from)
         .map(|(i, &(module, address))| {
             let elf = book.elf(module);
             let symbol = elf.and_then(|e| e.function_at(address));

@@ -1,6 +1,6 @@
 //! One instrumentation recording from launch to footer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use lapse_rt::protocol::{self, MsgHeader, MsgKind, MAX_DATAGRAM};
 use super::address::AddressBook;
 use super::ipc::{wait_readable, Conn, Listener, Recv};
 use super::os::OsCollector;
-use super::output::Output;
+use super::output::{Output, FLUSH_EVERY};
 use super::session_dir::SessionDir;
 use super::threads::Threads;
 use crate::linux::clock::{self, TickClock};
@@ -53,6 +53,9 @@ pub(super) struct Session {
     pub(super) header: Option<SessionHeader>,
     pub(super) flushes: u64,
     pub(super) inherit: bool,
+    /// Functions already written, and (pid, tid) / (pid, 0) already announced.
+    pub(super) announced_functions: usize,
+    pub(super) announced: HashSet<(u32, u32)>,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -83,6 +86,13 @@ pub fn record(
         ),
         (protocol::ENV_SPILL.to_owned(), spill),
         (protocol::ENV_CALIBRATE.to_owned(), "1".to_owned()),
+        (
+            protocol::ENV_FLUSH_TICKS.to_owned(),
+            format!(
+                "{:.0}",
+                TickClock::rough_ticks_per_sec(3) * FLUSH_EVERY.as_secs_f64()
+            ),
+        ),
     ];
     let mut child =
         launch::spawn_held(program, argv, &env).map_err(|source| RecordError::Spawn {
@@ -116,6 +126,8 @@ pub fn record(
         header: None,
         flushes: 0,
         inherit: opts.inherit,
+        announced_functions: 0,
+        announced: HashSet::new(),
     };
     let start = clock::monotonic_now();
     let start_unix_ns = clock::realtime_unix_ns();
@@ -419,6 +431,7 @@ impl Session {
         for block in released {
             self.out.record(&Record::OsEvents(block))?;
         }
+        self.announce_new()?;
         self.retire_ended_threads()?;
         self.flushes += 1;
         if self.flushes.is_multiple_of(10) {

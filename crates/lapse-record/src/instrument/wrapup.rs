@@ -1,6 +1,8 @@
-//! The end of a recording: threads that ended long ago give up their
-//! streams while recording goes on, and at the end the process, thread and
-//! function tables and the footer are written.
+//! The session's tables as they grow and at the end: processes, threads and
+//! functions are announced at each periodic flush (so a recorder killed
+//! mid-way still leaves a file that reports), threads that ended long ago
+//! give up their streams, and the end completes the tables and writes the
+//! footer.
 
 use std::collections::HashMap;
 
@@ -12,6 +14,61 @@ use crate::linux::clock;
 use crate::{RecordError, RecordOutcome};
 
 impl Session {
+    /// Writes the processes, threads and functions that appeared since the
+    /// last call, with what is known of them so far (the reader merges later
+    /// records of the same process or thread into the first).
+    pub(super) fn announce_new(&mut self) -> Result<(), RecordError> {
+        let new_functions = function_table(&self.book, self.announced_functions);
+        if !new_functions.is_empty() {
+            self.announced_functions += new_functions.len();
+            self.out.record(&Record::Functions(new_functions))?;
+        }
+        let mut procs = Vec::new();
+        for (&pid, p) in &self.procs {
+            if p.said_hello && self.announced.insert((pid, 0)) {
+                procs.push(ProcessInfo {
+                    pid,
+                    ppid: p.ppid,
+                    command: p.command.clone(),
+                    start: p.start,
+                    end: None,
+                    exit_status: None,
+                });
+            }
+        }
+        let mut threads = Vec::new();
+        let keys: Vec<(u32, u32)> = self.threads.streams().map(|s| (s.pid, s.tid)).collect();
+        for (pid, tid) in keys {
+            // (pid, 0) stands for the process itself: tids are never 0
+            if self.announced.insert((pid, tid)) {
+                let life = self
+                    .os
+                    .threads
+                    .get(&(pid, tid))
+                    .cloned()
+                    .unwrap_or_default();
+                threads.push(ThreadInfo {
+                    pid,
+                    tid,
+                    name: life.name.unwrap_or_default(),
+                    start: life.start.or(if pid == tid {
+                        self.procs.get(&pid).and_then(|p| p.start)
+                    } else {
+                        None
+                    }),
+                    end: None,
+                });
+            }
+        }
+        for p in procs {
+            self.out.record(&Record::Process(p))?;
+        }
+        for t in threads {
+            self.out.record(&Record::Thread(t))?;
+        }
+        Ok(())
+    }
+
     /// Threads that ended a while ago (all their datagrams are in) give up
     /// their streams, so a program that keeps creating threads does not make
     /// the recorder grow.
@@ -138,8 +195,10 @@ impl Session {
                 self.out.record(&Record::Session(header))?;
             }
         }
-        self.out
-            .record(&Record::Functions(function_table(&self.book)))?;
+        self.out.record(&Record::Functions(function_table(
+            &self.book,
+            self.announced_functions,
+        )))?;
         let footer = Footer {
             end,
             lost_events: self.threads.lost_events + self.os.lost_records,

@@ -73,6 +73,15 @@ impl TickClock {
         }
     }
 
+    /// A rough rate (ticks per second) from a `ms`-millisecond measurement,
+    /// for settings that need no precision.
+    pub fn rough_ticks_per_sec(ms: u64) -> f64 {
+        let (t0, n0) = anchor();
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        let (t1, n1) = anchor();
+        t1.saturating_sub(t0) as f64 * 1e9 / n1.saturating_sub(n0).max(1) as f64
+    }
+
     #[inline]
     pub fn to_timestamp(&self, ticks: u64) -> Timestamp {
         if let Some(d) = ticks.checked_sub(self.ref_ticks) {
