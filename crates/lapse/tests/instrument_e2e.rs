@@ -442,3 +442,61 @@ int main(void) { for (;;) tick(); }
         "the ticks before the signal"
     );
 }
+
+#[test]
+fn killed_recorder_leaves_a_reportable_file_and_the_target_runs_on() {
+    let dir = work_dir("killed");
+    let src = dir.join("loop.c");
+    let body = r#"
+NOINLINE void tick(void) { struct timespec d = {0, 1000000}; nanosleep(&d, NULL); }
+int main(void) { for (int i = 0; i < 1500; i++) tick(); return 0; }
+"#;
+    std::fs::write(&src, format!("{PRELUDE}\n{body}")).expect("write source");
+    let exe = dir.join("loop");
+    let built = Command::new("gcc")
+        .args(["-finstrument-functions", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        eprintln!("skipping killed: gcc not available");
+        return;
+    }
+    let data = dir.join("out.lapse");
+    let mut lapse = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("record")
+        .arg("-o")
+        .arg(&data)
+        .arg("--")
+        .arg(&exe)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start lapse record");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let _ = lapse.kill(); // SIGKILL: no chance to finish the file
+    let out = lapse.wait_with_output().expect("lapse record ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("perf_event_open") {
+        eprintln!("skipping killed: perf events are not available here: {stderr}");
+        return;
+    }
+    // The target (about 1.5 s long) goes on without the recorder; its
+    // buffers go to the spill file next to the output.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let spill = dir.join("out.lapse.spill");
+    assert!(
+        spill.exists(),
+        "the runtime kept its events in {}",
+        spill.display()
+    );
+    let r = Recorded {
+        dir,
+        data,
+        status: -1,
+    };
+    let v = report(&r, "functions");
+    assert_eq!(v["session"]["complete"], false);
+    // Everything up to ~100-200 ms before the kill was in the file already.
+    let calls = ns(function(&v, "tick"), "calls");
+    assert!(calls >= 300.0, "ticks before the kill: {calls}");
+}
