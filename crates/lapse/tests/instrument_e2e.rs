@@ -410,7 +410,7 @@ int main(void) { for (;;) tick(); }
         return;
     }
     let data = dir.join("out.lapse");
-    let mut lapse = Command::new(env!("CARGO_BIN_EXE_lapse"))
+    let lapse = Command::new(env!("CARGO_BIN_EXE_lapse"))
         .arg("record")
         .arg("-o")
         .arg(&data)
