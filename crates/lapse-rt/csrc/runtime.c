@@ -1,6 +1,7 @@
-/* runtime.c - the runtime's slow path: set-up, handing full buffers to the
- * recorder, and keeping events through thread exit, fork, exec, exit() and
- * fatal signals.
+/* runtime.c - the runtime's slow path: set-up, handing buffers to the
+ * recorder (when full, or when LAPSE_FLUSH_TICKS have passed since the last
+ * hand-over, so a quiet thread's events still arrive within ~100 ms), and
+ * keeping events through thread exit, fork, exec, exit() and fatal signals.
  *
  * Transport: one SOCK_SEQPACKET connection per process image to the socket
  * named by LAPSE_SOCKET; every datagram is a struct lapse_msg, for EVENTS
