@@ -69,11 +69,15 @@ impl StallTimeline {
         self.seen_ticks = 0;
     }
 
-    /// Real → timeline time for an event being added now.
+    /// Total cut so far: subtract from the real time of events being added now.
     #[inline]
-    pub fn shift(&mut self, real: Timestamp) -> Timestamp {
+    pub fn offset_ns(&self) -> u64 {
+        self.offset_ns
+    }
+
+    /// Events up to real time `real` have been added (every cut before it is known).
+    pub fn seen_until(&mut self, real: Timestamp) {
         self.known_until = self.known_until.max(real.as_nanos());
-        Timestamp::from_nanos(real.as_nanos().saturating_sub(self.offset_ns))
     }
 
     pub fn removed_ns(&self) -> u64 {

@@ -184,28 +184,31 @@ impl Threads {
     ) -> Option<Vec<Event>> {
         let gen = self.gens.get(&pid).copied().unwrap_or(0);
         let s = self.stream(pid, tid);
-        let mut skip = s.next_index.saturating_sub(first_index);
+        let skip = s.next_index.saturating_sub(first_index);
         let mut lost = 0;
         if first_index > s.next_index {
             lost = first_index - s.next_index;
             s.next_index = first_index;
         }
         let mut added = 0;
-        let mut noted = false;
         if s.pending.capacity() == 0 {
             // one allocation of the right size instead of a chain of doublings
             s.pending.reserve_exact(raw.size_hint().0);
         }
+        let mut raw = raw
+            .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+            .peekable();
+        let Some(first) = raw.peek().copied() else {
+            return None;
+        };
+        let seg = clock.segment(first.ticks);
+        s.stalls
+            .note(stalled_ticks, seg.to_timestamp(first.ticks), clock);
+        let offset = s.stalls.offset_ns();
+        let mut last_real = Timestamp::default();
         for e in raw {
-            if skip > 0 {
-                skip -= 1;
-                continue;
-            }
-            let real = clock.to_timestamp(e.ticks);
-            if !noted {
-                noted = true;
-                s.stalls.note(stalled_ticks, real, clock);
-            }
+            let real = seg.to_timestamp(e.ticks);
+            last_real = real;
             let slot = ((e.function >> 4) as usize) % CACHE_SLOTS;
             let f = if s.cache[slot].0 == e.function {
                 s.cache[slot].1
@@ -219,11 +222,15 @@ impl Threads {
             } else {
                 EventKind::Enter
             };
-            let ts = s.stalls.shift(real);
-            s.push(ts, kind, f);
+            s.push(
+                Timestamp::from_nanos(real.as_nanos().saturating_sub(offset)),
+                kind,
+                f,
+            );
             s.next_index += 1;
             added += 1;
         }
+        s.stalls.seen_until(last_real);
         let batch = s.take_batch(false);
         self.lost_events += lost;
         self.events += added;

@@ -94,6 +94,19 @@ impl TickClock {
         Timestamp::from_nanos(self.ref_ns.saturating_add_signed(scaled))
     }
 
+    /// A converter for tick values close after `ticks` (one datagram's worth):
+    /// 64-bit arithmetic from a local base, exact to a nanosecond.
+    pub fn segment(&self, ticks: u64) -> TickSegment {
+        TickSegment {
+            base_ticks: ticks,
+            base_ns: self.to_timestamp(ticks).as_nanos(),
+            mult: self.mult,
+            shift: self.shift,
+            limit: u64::MAX / self.mult.max(1),
+            clock: *self,
+        }
+    }
+
     /// Converts a tick count (a duration) to nanoseconds.
     pub fn ticks_to_ns(&self, ticks: f64) -> f64 {
         ticks * self.mult as f64 / (1u64 << self.shift) as f64
@@ -104,6 +117,29 @@ impl TickClock {
             ticks_per_sec: 1e9 * (1u64 << self.shift) as f64 / self.mult as f64,
             ref_ticks: self.ref_ticks,
             ref_ns: self.ref_ns,
+        }
+    }
+}
+
+/// See [`TickClock::segment`].
+#[derive(Clone, Copy, Debug)]
+pub struct TickSegment {
+    base_ticks: u64,
+    base_ns: u64,
+    mult: u64,
+    shift: u32,
+    limit: u64,
+    clock: TickClock,
+}
+
+impl TickSegment {
+    #[inline]
+    pub fn to_timestamp(&self, ticks: u64) -> Timestamp {
+        let d = ticks.wrapping_sub(self.base_ticks);
+        if d < self.limit {
+            Timestamp::from_nanos(self.base_ns + ((d * self.mult) >> self.shift))
+        } else {
+            self.clock.to_timestamp(ticks) // before the base, or far after it
         }
     }
 }
@@ -136,6 +172,22 @@ mod tests {
         assert_eq!(c.to_timestamp(3000).as_nanos(), 6_000);
         assert_eq!(c.to_timestamp(0).as_nanos(), 4_500);
         assert!((c.calibration().ticks_per_sec - 2e9).abs() < 1.0);
+    }
+
+    #[test]
+    fn segments_agree_with_the_clock() {
+        let c = TickClock {
+            ref_ticks: 1000,
+            ref_ns: 5_000,
+            mult: 3 << 30,
+            shift: 31,
+        };
+        let seg = c.segment(10_000);
+        for t in [500u64, 10_000, 10_001, 1 << 40, u64::MAX / 4] {
+            let a = seg.to_timestamp(t).as_nanos() as i64;
+            let b = c.to_timestamp(t).as_nanos() as i64;
+            assert!((a - b).abs() <= 1, "{t}: {a} vs {b}");
+        }
     }
 
     #[test]
