@@ -198,9 +198,7 @@ impl Threads {
         let mut raw = raw
             .skip(usize::try_from(skip).unwrap_or(usize::MAX))
             .peekable();
-        let Some(first) = raw.peek().copied() else {
-            return None;
-        };
+        let first = raw.peek().copied()?; // everything was a duplicate
         let seg = clock.segment(first.ticks);
         s.stalls
             .note(stalled_ticks, seg.to_timestamp(first.ticks), clock);
