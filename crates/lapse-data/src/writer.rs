@@ -16,6 +16,9 @@ pub struct DataWriter<W: Write> {
     out: W,
     scratch: Vec<u8>,
     bytes_written: u64,
+    /// One compression context for the file's life: creating one per chunk
+    /// costs about as much as compressing a small chunk.
+    zstd: zstd::bulk::Compressor<'static>,
 }
 
 impl<W: Write> DataWriter<W> {
@@ -26,6 +29,7 @@ impl<W: Write> DataWriter<W> {
             out,
             scratch: Vec::new(),
             bytes_written: format::FILE_HEADER_LEN as u64,
+            zstd: zstd::bulk::Compressor::new(format::ZSTD_LEVEL)?,
         })
     }
 
@@ -36,7 +40,7 @@ impl<W: Write> DataWriter<W> {
     pub fn write_record(&mut self, record: &Record) -> io::Result<()> {
         let bytes = postcard::to_stdvec(record).map_err(io::Error::other)?;
         if bytes.len() > 4096 {
-            let packed = zstd::bulk::compress(&bytes, format::ZSTD_LEVEL)?;
+            let packed = self.zstd.compress(&bytes)?;
             self.write_chunk(
                 format::TAG_RECORD,
                 format::FLAG_ZSTD,
@@ -58,7 +62,7 @@ impl<W: Write> DataWriter<W> {
         let mut raw = std::mem::take(&mut self.scratch);
         raw.clear();
         codec::encode_events(events, &mut raw);
-        let packed = zstd::bulk::compress(&raw, format::ZSTD_LEVEL)?;
+        let packed = self.zstd.compress(&raw)?;
         let mut prefix = [0u8; format::EVENT_PREFIX_LEN];
         prefix[0..4].copy_from_slice(&pid.to_le_bytes());
         prefix[4..8].copy_from_slice(&tid.to_le_bytes());
@@ -81,7 +85,7 @@ impl<W: Write> DataWriter<W> {
         let mut raw = std::mem::take(&mut self.scratch);
         raw.clear();
         codec::encode_samples(samples, &mut raw);
-        let packed = zstd::bulk::compress(&raw, format::ZSTD_LEVEL)?;
+        let packed = self.zstd.compress(&raw)?;
         let raw_len = raw.len();
         self.scratch = raw;
         self.write_chunk(
