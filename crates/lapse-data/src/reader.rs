@@ -259,6 +259,27 @@ impl DataFile {
             .filter(move |c| c.pid == pid && c.tid == tid)
     }
 
+    /// Every thread with a record or with events (those without a record get
+    /// an empty name and no start/end), ordered by (pid, tid).
+    pub fn all_threads(&self) -> Vec<ThreadInfo> {
+        let mut out: Vec<ThreadInfo> = self.threads.clone();
+        let mut seen: std::collections::HashSet<(u32, u32)> =
+            out.iter().map(|t| (t.pid, t.tid)).collect();
+        for c in &self.event_chunks {
+            if seen.insert((c.pid, c.tid)) {
+                out.push(ThreadInfo {
+                    pid: c.pid,
+                    tid: c.tid,
+                    name: String::new(),
+                    start: None,
+                    end: None,
+                });
+            }
+        }
+        out.sort_by_key(|t| (t.pid, t.tid));
+        out
+    }
+
     pub fn total_events(&self) -> u64 {
         self.event_chunks.iter().map(|c| u64::from(c.count)).sum()
     }

@@ -32,20 +32,7 @@ pub struct Walked {
 /// Every thread with a record or with events, ordered by (pid, tid): the
 /// threads reports analyse.
 pub fn threads(file: &DataFile) -> Vec<ThreadInfo> {
-    let mut out: Vec<ThreadInfo> = file.threads.clone();
-    for c in &file.event_chunks {
-        if !out.iter().any(|t| t.pid == c.pid && t.tid == c.tid) {
-            out.push(ThreadInfo {
-                pid: c.pid,
-                tid: c.tid,
-                name: String::new(),
-                start: None,
-                end: None,
-            });
-        }
-    }
-    out.sort_by_key(|t| (t.pid, t.tid));
-    out
+    file.all_threads()
 }
 
 /// The earliest point any thread or the session starts at: the zero of

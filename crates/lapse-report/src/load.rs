@@ -99,18 +99,7 @@ pub fn analyze(file: &DataFile, query: &Query) -> Result<Analysis, ReportError> 
 
 /// Threads to analyse: every thread with a record or with events, filtered.
 fn threads(file: &DataFile, query: &Query) -> Vec<ThreadInfo> {
-    let mut out: Vec<ThreadInfo> = file.threads.clone();
-    for c in &file.event_chunks {
-        if !out.iter().any(|t| t.pid == c.pid && t.tid == c.tid) {
-            out.push(ThreadInfo {
-                pid: c.pid,
-                tid: c.tid,
-                name: String::new(),
-                start: None,
-                end: None,
-            });
-        }
-    }
+    let mut out = file.all_threads();
     out.retain(|t| query.wants_thread(t.pid, t.tid));
     out
 }
