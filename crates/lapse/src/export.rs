@@ -7,7 +7,9 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use lapse_export::diff::{self, DiffOptions};
 use lapse_export::Format as ExportFormat;
-use lapse_report::{analyze, Format, Query, View};
+use lapse_report::{Format, Query, View};
+
+use crate::progress::analyze_with_progress;
 
 use crate::cli::{DiffArgs, ExportArgs, ExportFormatArg, FormatArg, ViewArg};
 use crate::commands::open;
@@ -28,7 +30,7 @@ fn format_of(f: ExportFormatArg) -> ExportFormat {
 pub fn export(a: ExportArgs) -> Result<u8> {
     let path = a.file.unwrap_or_else(|| "lapse.data".into());
     let file = open(&path)?;
-    let analysis = analyze(&file, &lapse_export::needs())?;
+    let (analysis, _) = analyze_with_progress(&file, lapse_export::needs())?;
     let format = format_of(a.format);
     if a.output == Path::new("-") {
         let mut w = BufWriter::new(io::stdout().lock());
@@ -83,9 +85,8 @@ pub fn diff(a: DiffArgs) -> Result<u8> {
     let base = open(&a.base)?;
     let new = open(&a.new)?;
     diff::check_methods(&base, &new)?;
-    let query = Query::default();
-    let base_analysis = analyze(&base, &query)?;
-    let new_analysis = analyze(&new, &query)?;
+    let (base_analysis, _) = analyze_with_progress(&base, Query::default())?;
+    let (new_analysis, _) = analyze_with_progress(&new, Query::default())?;
     let opts = DiffOptions {
         view,
         threshold_pct: a.threshold,
