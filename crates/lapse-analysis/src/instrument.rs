@@ -84,8 +84,8 @@ impl Accumulator {
     }
 
     /// Folds the exclusive values into the function rows and derives module
-    /// exclusive values: the sum of their functions' (the top frame's function
-    /// is in exactly one module). Call once, after all threads and merges.
+    /// exclusive values and calls: the sums of their functions' (the top
+    /// frame's function, and the entered function, is in exactly one module). Call once, after all threads and merges.
     pub fn finish(&mut self, module_of: &[ModuleId]) {
         for (f, x) in self.functions.iter_mut().zip(&mut self.exclusive) {
             f.time.elapsed_exclusive.0 += x[0];
@@ -93,11 +93,13 @@ impl Accumulator {
             *x = [0; 2];
         }
         for m in &mut self.modules {
+            m.calls = 0;
             m.time.elapsed_exclusive = Fine(0);
             m.time.application_exclusive = Fine(0);
         }
         for (f, m) in self.functions.iter().zip(module_of) {
             if let Some(m) = self.modules.get_mut(m.0 as usize) {
+                m.calls += f.calls;
                 m.time.elapsed_exclusive.0 += f.time.elapsed_exclusive.0;
                 m.time.application_exclusive.0 += f.time.application_exclusive.0;
             }
@@ -142,6 +144,19 @@ struct Clock {
     removed: Fine,
 }
 
+/// The running state of a thread. [`ThreadRun::feed`] copies it (and the
+/// stack and thread row) into locals for the length of a batch, so the
+/// compiler keeps it in registers instead of reloading it after every store
+/// into the shared tables, which it cannot prove do not alias it.
+#[derive(Clone, Copy, Debug)]
+struct State {
+    clock: Clock,
+    last: Option<Timestamp>,
+    /// The previous boundary was a probe (so the next interval may be compensated).
+    last_was_probe: bool,
+    next_off: usize,
+}
+
 /// The analysis of one thread, fed its events in time order.
 pub struct ThreadRun<'a> {
     acc: &'a mut Accumulator,
@@ -149,14 +164,24 @@ pub struct ThreadRun<'a> {
     config: Config,
     cost: Fine,
     off_cpu: &'a [OsEvent],
-    next_off: usize,
+    state: State,
     stack: Vec<Frame>,
-    clock: Clock,
-    last: Option<Timestamp>,
-    /// The previous boundary was a probe (so the next interval may be compensated).
-    last_was_probe: bool,
     stats: ThreadStats,
     tree: Option<CallTree>,
+}
+
+/// What one batch works on: the thread's state as locals plus borrows of
+/// the shared tables.
+struct Step<'r> {
+    st: State,
+    stack: Vec<Frame>,
+    stats: ThreadStats,
+    acc: &'r mut Accumulator,
+    module_of: &'r [ModuleId],
+    window: Option<(Timestamp, Timestamp)>,
+    cost: Fine,
+    off_cpu: &'r [OsEvent],
+    tree: Option<&'r mut CallTree>,
 }
 
 impl<'a> ThreadRun<'a> {
@@ -184,11 +209,13 @@ impl<'a> ThreadRun<'a> {
             config,
             cost,
             off_cpu,
-            next_off: 0,
+            state: State {
+                clock: Clock::default(),
+                last: start,
+                last_was_probe: false,
+                next_off: 0,
+            },
             stack: Vec::new(),
-            clock: Clock::default(),
-            last: start,
-            last_was_probe: false,
             stats: ThreadStats {
                 pid,
                 tid,
@@ -198,15 +225,70 @@ impl<'a> ThreadRun<'a> {
         }
     }
 
-    pub fn feed(&mut self, events: &[Event]) {
-        self.stats.events += events.len() as u64;
-        for e in events {
-            self.event(e);
-        }
+    /// Runs `f` on the thread's state moved into a [`Step`], then moves it back.
+    #[inline(always)]
+    fn step<R>(&mut self, f: impl FnOnce(&mut Step<'_>) -> R) -> R {
+        let mut step = Step {
+            st: self.state,
+            stack: std::mem::take(&mut self.stack),
+            stats: self.stats,
+            acc: &mut *self.acc,
+            module_of: self.module_of,
+            window: self.config.window,
+            cost: self.cost,
+            off_cpu: self.off_cpu,
+            tree: self.tree.as_mut(),
+        };
+        let r = f(&mut step);
+        self.state = step.st;
+        self.stack = step.stack;
+        self.stats = step.stats;
+        r
     }
 
-    #[inline]
+    pub fn feed(&mut self, events: &[Event]) {
+        self.step(|s| {
+            s.stats.events += events.len() as u64;
+            for e in events {
+                s.event(e);
+            }
+        });
+    }
+
     pub fn event(&mut self, e: &Event) {
+        self.step(|s| s.event(e));
+    }
+
+    /// Ends the thread at `end` (or at its last event when `None` or earlier):
+    /// the last interval runs to `end`, calls still open are closed there.
+    pub fn finish(mut self, end: Option<Timestamp>) -> ThreadStats {
+        self.step(|s| {
+            if let Some(end) = end {
+                if s.st.last.is_none_or(|last| end >= last) {
+                    s.advance(end, false);
+                }
+            }
+            while let Some(top) = s.stack.last() {
+                s.stats.open_calls += 1;
+                s.acc.functions[top.function.0 as usize].open_calls += 1;
+                s.pop();
+            }
+        });
+        self.stats.probe_overhead = self.state.clock.removed;
+        self.stats.time.elapsed_inclusive = self.state.clock.elapsed;
+        self.stats.time.application_inclusive = self.state.clock.application;
+        let stats = self.stats;
+        if let Some(tree) = self.tree.take() {
+            self.acc.trees.push(tree);
+        }
+        self.acc.threads.push(stats);
+        stats
+    }
+}
+
+impl Step<'_> {
+    #[inline(always)]
+    fn event(&mut self, e: &Event) {
         if e.function.0 as usize >= self.module_of.len() {
             self.stats.invalid_events += 1;
             return;
@@ -218,88 +300,65 @@ impl<'a> ThreadRun<'a> {
         }
     }
 
-    /// Ends the thread at `end` (or at its last event when `None` or earlier):
-    /// the last interval runs to `end`, calls still open are closed there.
-    pub fn finish(mut self, end: Option<Timestamp>) -> ThreadStats {
-        if let Some(end) = end {
-            if self.last.is_none_or(|last| end >= last) {
-                self.advance(end, false);
-            }
-        }
-        while !self.stack.is_empty() {
-            self.stats.open_calls += 1;
-            let f = self.stack[self.stack.len() - 1].function;
-            self.acc.functions[f.0 as usize].open_calls += 1;
-            self.pop();
-        }
-        self.stats.probe_overhead = self.clock.removed;
-        self.stats.time.elapsed_inclusive = self.clock.elapsed;
-        self.stats.time.application_inclusive = self.clock.application;
-        let stats = self.stats;
-        if let Some(tree) = self.tree.take() {
-            self.acc.trees.push(tree);
-        }
-        self.acc.threads.push(stats);
-        stats
-    }
-
     /// Accounts the interval from the previous boundary to `ts` to the current stack.
-    #[inline]
+    #[inline(always)]
     fn advance(&mut self, ts: Timestamp, is_probe: bool) {
-        let Some(last) = self.last else {
-            self.last = Some(ts);
-            self.last_was_probe = is_probe;
+        let Some(last) = self.st.last else {
+            self.st.last = Some(ts);
+            self.st.last_was_probe = is_probe;
             return;
         };
         if ts < last {
             self.stats.backward_timestamps += 1;
-            self.last_was_probe = is_probe;
+            self.st.last_was_probe = is_probe;
             return;
         }
         let has_os_event = self.has_os_event(last, ts);
-        let ns = match self.config.window {
+        let ns = match self.window {
             None => ts.since(last),
             Some((from, to)) => ts.min(to).since(last.max(from)),
         };
-        self.last = Some(ts);
-        let probe_bounded = is_probe && self.last_was_probe;
-        self.last_was_probe = is_probe;
+        self.st.last = Some(ts);
+        let probe_bounded = is_probe && self.st.last_was_probe;
+        self.st.last_was_probe = is_probe;
         let raw = Fine::from_nanos(ns);
-        let removed = if probe_bounded && ns > 0 {
+        // (a zero-length interval has nothing to remove: min gives 0)
+        let removed = if probe_bounded {
             Fine(raw.0.min(self.cost.0))
         } else {
             Fine(0)
         };
-        let d = Fine(raw.0 - removed.0);
-        self.clock.elapsed.0 += d.0;
-        self.clock.removed.0 += removed.0;
-        let app = if has_os_event { 0 } else { d.0 };
-        self.clock.application.0 += app;
+        let d = raw.0 - removed.0;
+        let clock = &mut self.st.clock;
+        clock.elapsed.0 += d;
+        clock.removed.0 += removed.0;
+        let app = if has_os_event { 0 } else { d };
+        clock.application.0 += app;
         // Thread inclusive values are the clock itself (taken in `finish`);
         // module exclusive values are sums of their functions' (taken in
-        // `Accumulator::finish_modules`): neither needs work per interval.
+        // `Accumulator::finish`): neither needs work per interval.
         match self.stack.last() {
             None => {
-                self.stats.time.elapsed_exclusive.0 += d.0;
+                self.stats.time.elapsed_exclusive.0 += d;
                 self.stats.time.application_exclusive.0 += app;
             }
             Some(top) => {
                 let x = &mut self.acc.exclusive[top.function.0 as usize];
-                x[0] += d.0;
+                x[0] += d;
                 x[1] += app;
                 if let Some(tree) = &mut self.tree {
-                    tree.add_exclusive(top.node, d, Fine(app));
+                    tree.add_exclusive(top.node, Fine(d), Fine(app));
                 }
             }
         }
     }
 
     /// True when an off-CPU period overlaps the open interval (`from`, `to`).
-    #[inline]
+    #[inline(always)]
     fn has_os_event(&mut self, from: Timestamp, to: Timestamp) -> bool {
-        while let Some(p) = self.off_cpu.get(self.next_off) {
+        while let Some(p) = self.off_cpu.get(self.st.next_off) {
             if p.to <= from {
-                self.next_off += 1;
+                self.st.next_off += 1;
             } else {
                 return p.from < to;
             }
@@ -307,26 +366,19 @@ impl<'a> ThreadRun<'a> {
         false
     }
 
-    fn in_window(&self, ts: Timestamp) -> bool {
-        self.config
-            .window
-            .is_none_or(|(from, to)| ts >= from && ts <= to)
-    }
-
-    #[inline]
+    #[inline(always)]
     fn enter(&mut self, function: FunctionId, ts: Timestamp) {
         let f = function.0 as usize;
         let module = self.module_of[f];
-        let counted = self.in_window(ts);
+        let counted = self.window.is_none_or(|(from, to)| ts >= from && ts <= to);
         let first_of_function = self.acc.fn_depth[f] == 0;
         self.acc.fn_depth[f] += 1;
         let first_of_module = self.acc.mod_depth[module.0 as usize] == 0;
         self.acc.mod_depth[module.0 as usize] += 1;
-        let stats = &mut self.acc.functions[f];
         if counted {
-            stats.calls += 1;
+            // (module calls are the sums of their functions', in `Accumulator::finish`)
+            self.acc.functions[f].calls += 1;
             self.stats.calls += 1;
-            self.acc.modules[module.0 as usize].calls += 1;
         }
         let x = self.acc.exclusive[f];
         let exclusive_at_enter = [Fine(x[0]), Fine(x[1])];
@@ -344,32 +396,38 @@ impl<'a> ThreadRun<'a> {
             first_of_module,
             counted,
             node,
-            at_enter: self.clock,
+            at_enter: self.st.clock,
             exclusive_at_enter,
         });
     }
 
-    #[inline]
+    #[inline(always)]
     fn exit(&mut self, function: FunctionId) {
         match self.stack.last() {
             Some(top) if top.function == function => self.pop(),
-            _ => match self.stack.iter().rposition(|f| f.function == function) {
-                // A frame further down matches (longjmp, exception, lost exits):
-                // close the frames above it here, then the matching one.
-                Some(pos) => {
-                    while self.stack.len() > pos + 1 {
-                        self.stats.repaired_exits += 1;
-                        self.pop();
-                    }
+            _ => self.exit_below(function),
+        }
+    }
+
+    /// An exit that does not match the top frame.
+    #[inline(never)]
+    fn exit_below(&mut self, function: FunctionId) {
+        match self.stack.iter().rposition(|f| f.function == function) {
+            // A frame further down matches (longjmp, exception, lost exits):
+            // close the frames above it here, then the matching one.
+            Some(pos) => {
+                while self.stack.len() > pos + 1 {
+                    self.stats.repaired_exits += 1;
                     self.pop();
                 }
-                None => self.stats.unmatched_exits += 1,
-            },
+                self.pop();
+            }
+            None => self.stats.unmatched_exits += 1,
         }
     }
 
     /// Closes the top frame at the current clock.
-    #[inline]
+    #[inline(always)]
     fn pop(&mut self) {
         let Some(frame) = self.stack.pop() else {
             return;
@@ -378,9 +436,10 @@ impl<'a> ThreadRun<'a> {
         let m = frame.module.0 as usize;
         self.acc.fn_depth[f] -= 1;
         self.acc.mod_depth[m] -= 1;
-        let inc_e = Fine(self.clock.elapsed.0 - frame.at_enter.elapsed.0);
-        let inc_a = Fine(self.clock.application.0 - frame.at_enter.application.0);
-        let removed = Fine(self.clock.removed.0 - frame.at_enter.removed.0);
+        let clock = self.st.clock;
+        let inc_e = Fine(clock.elapsed.0 - frame.at_enter.elapsed.0);
+        let inc_a = Fine(clock.application.0 - frame.at_enter.application.0);
+        let removed = Fine(clock.removed.0 - frame.at_enter.removed.0);
         let x = self.acc.exclusive[f];
         let exc_e = Fine(x[0] - frame.exclusive_at_enter[0].0);
         let exc_a = Fine(x[1] - frame.exclusive_at_enter[1].0);

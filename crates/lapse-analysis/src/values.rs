@@ -61,8 +61,15 @@ impl PerCall {
     pub fn add_call(&mut self, v: [Fine; 4]) {
         for (i, x) in v.into_iter().enumerate() {
             self.sum[i].0 += x.0;
-            self.min[i] = self.min[i].min(x);
-            self.max[i] = self.max[i].max(x);
+            // Branches, not conditional moves: after the first few calls a new
+            // minimum or maximum is rare, so these are predicted and nothing
+            // is stored.
+            if x < self.min[i] {
+                self.min[i] = x;
+            }
+            if x > self.max[i] {
+                self.max[i] = x;
+            }
         }
     }
 

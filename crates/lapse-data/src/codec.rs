@@ -31,24 +31,71 @@ pub fn decode_events(raw: &[u8], count: usize, out: &mut Vec<Event>) -> Option<(
     out.clear();
     // Every event takes at least two bytes: never reserve more than the input allows.
     out.reserve(count.min(raw.len() / 2));
-    let mut pos = 0;
-    let mut ts = varint::get(raw, &mut pos)?;
-    for _ in 0..count {
-        let word = varint::get(raw, &mut pos)?;
-        let delta = varint::get(raw, &mut pos)?;
-        ts = ts.wrapping_add(delta);
-        let function = u32::try_from(word >> 1).ok()?;
-        out.push(Event {
-            ts: Timestamp::from_nanos(ts),
-            kind: if word & 1 == 1 {
-                EventKind::Exit
-            } else {
-                EventKind::Enter
-            },
-            function: FunctionId(function),
-        });
+    let mut d = EventDecoder::new(raw, count)?;
+    while d.remaining() > 0 {
+        d.decode_into(out, usize::MAX)?;
     }
-    (pos == raw.len()).then_some(())
+    d.finish()
+}
+
+/// Decodes an event chunk a block at a time, so a consumer can keep the
+/// decoded events in its cache instead of materialising the whole chunk.
+pub struct EventDecoder<'a> {
+    raw: &'a [u8],
+    pos: usize,
+    ts: u64,
+    remaining: usize,
+}
+
+impl<'a> EventDecoder<'a> {
+    /// `None` when `raw` does not even hold the base timestamp.
+    pub fn new(raw: &'a [u8], count: usize) -> Option<EventDecoder<'a>> {
+        let mut pos = 0;
+        let ts = varint::get(raw, &mut pos)?;
+        Some(EventDecoder {
+            raw,
+            pos,
+            ts,
+            remaining: count,
+        })
+    }
+
+    /// Events announced and not decoded yet.
+    pub fn remaining(&self) -> usize {
+        self.remaining
+    }
+
+    /// Appends up to `max` more events to `out`. `None` when the bytes end or
+    /// are malformed before the announced count.
+    #[inline]
+    pub fn decode_into(&mut self, out: &mut Vec<Event>, max: usize) -> Option<()> {
+        let n = self.remaining.min(max);
+        let (raw, mut pos, mut ts) = (self.raw, self.pos, self.ts);
+        for _ in 0..n {
+            let word = varint::get(raw, &mut pos)?;
+            let delta = varint::get(raw, &mut pos)?;
+            ts = ts.wrapping_add(delta);
+            let function = u32::try_from(word >> 1).ok()?;
+            out.push(Event {
+                ts: Timestamp::from_nanos(ts),
+                kind: if word & 1 == 1 {
+                    EventKind::Exit
+                } else {
+                    EventKind::Enter
+                },
+                function: FunctionId(function),
+            });
+        }
+        self.pos = pos;
+        self.ts = ts;
+        self.remaining -= n;
+        Some(())
+    }
+
+    /// `Some` when every announced event was decoded and no byte is left over.
+    pub fn finish(&self) -> Option<()> {
+        (self.remaining == 0 && self.pos == self.raw.len()).then_some(())
+    }
 }
 
 fn zigzag(v: i64) -> u64 {

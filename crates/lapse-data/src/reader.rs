@@ -172,6 +172,12 @@ impl DataFile {
             });
         };
         let file_len = data.len() as u64;
+        // Blocks of one thread may come from several sources (switches,
+        // system calls, faults); the analysis walks them in order of start.
+        // Already sorted in the usual case, so the stable sort is one pass.
+        for events in scan.os_events.values_mut() {
+            events.sort_by_key(|e| e.from);
+        }
         Ok(DataFile {
             path,
             session,
@@ -199,6 +205,19 @@ impl DataFile {
         body_len: usize,
         raw_len: u32,
     ) -> Result<Vec<u8>, DataError> {
+        let mut out = Vec::new();
+        self.raw_body_into(body_start, body_len, raw_len, &mut out)?;
+        Ok(out)
+    }
+
+    /// Decompresses a chunk body into `out` (cleared first, its allocation reused).
+    fn raw_body_into(
+        &self,
+        body_start: usize,
+        body_len: usize,
+        raw_len: u32,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DataError> {
         let data = self.bytes.get();
         let body = &data[body_start..body_start + body_len];
         // One decompression context per thread, reused: creating one per chunk
@@ -207,22 +226,53 @@ impl DataFile {
             static DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
                 const { std::cell::RefCell::new(None) };
         }
-        DCTX.with(|cell| {
+        out.clear();
+        // raw_len was checked against the chunk limit when the file was opened
+        out.reserve(raw_len as usize);
+        let ok = DCTX.with(|cell| {
             let mut slot = cell.borrow_mut();
             if slot.is_none() {
                 *slot = zstd::bulk::Decompressor::new().ok();
             }
             match slot.as_mut() {
-                Some(d) => d.decompress(body, raw_len as usize).ok(),
-                None => zstd::bulk::decompress(body, raw_len as usize).ok(),
+                Some(d) => d.decompress_to_buffer(body, out).is_ok(),
+                None => match zstd::bulk::decompress(body, raw_len as usize) {
+                    Ok(v) => {
+                        *out = v;
+                        true
+                    }
+                    Err(_) => false,
+                },
             }
-        })
-        .filter(|raw| raw.len() == raw_len as usize)
-        .ok_or_else(|| DataError::Corrupt {
+        });
+        if ok && out.len() == raw_len as usize {
+            Ok(())
+        } else {
+            Err(DataError::Corrupt {
+                path: self.path.clone(),
+                offset: body_start as u64,
+                what: "compressed data does not decompress to its stated size".into(),
+            })
+        }
+    }
+
+    /// Decompresses one event chunk into `out` without decoding it, for a
+    /// consumer that decodes block by block with [`codec::EventDecoder`].
+    pub fn read_event_bytes(
+        &self,
+        chunk: &EventChunkRef,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DataError> {
+        self.raw_body_into(chunk.body_start, chunk.body_len, chunk.raw_len, out)
+    }
+
+    /// The error for an event chunk whose bytes do not decode.
+    pub fn undecodable(&self, chunk: &EventChunkRef) -> DataError {
+        DataError::Corrupt {
             path: self.path.clone(),
-            offset: body_start as u64,
-            what: "compressed data does not decompress to its stated size".into(),
-        })
+            offset: chunk.offset,
+            what: "event chunk does not hold the events it announces".into(),
+        }
     }
 
     /// Decodes one event chunk into `out` (cleared first).
@@ -232,11 +282,7 @@ impl DataFile {
         out: &mut Vec<Event>,
     ) -> Result<(), DataError> {
         let raw = self.raw_body(chunk.body_start, chunk.body_len, chunk.raw_len)?;
-        codec::decode_events(&raw, chunk.count as usize, out).ok_or_else(|| DataError::Corrupt {
-            path: self.path.clone(),
-            offset: chunk.offset,
-            what: "event chunk does not hold the events it announces".into(),
-        })
+        codec::decode_events(&raw, chunk.count as usize, out).ok_or_else(|| self.undecodable(chunk))
     }
 
     pub fn read_samples(

@@ -193,6 +193,10 @@ fn main() {
     let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     let total = file.total_events();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if std::env::var_os("ENGINE_ONLY").is_some() {
+        engine_only(&file, runs);
+        return;
+    }
     let mut times = Vec::new();
     let mut cpu = Vec::new();
     for _ in 0..runs {
@@ -224,5 +228,54 @@ fn main() {
         "per core:          {:.1} M events/s per CPU-second (median CPU {cpu_median:.3} s; {:.2} cores busy)",
         total as f64 / cpu_median / 1e6,
         cpu_median / median
+    );
+}
+
+/// The interval engine alone on one core: every thread's events decoded into
+/// memory first, then only `ThreadRun::feed` is timed.
+fn engine_only(file: &DataFile, runs: usize) {
+    use lapse_analysis::instrument::{Accumulator, Config, ThreadRun};
+    let module_of: Vec<ModuleId> = file.functions.iter().map(|f| f.module).collect();
+    let threads = file.all_threads();
+    let streams: Vec<Vec<Event>> = threads
+        .iter()
+        .map(|t| {
+            let mut all = Vec::new();
+            let mut v = Vec::new();
+            for c in file.thread_chunks(t.pid, t.tid) {
+                file.read_events(c, &mut v).expect("decode");
+                all.extend_from_slice(&v);
+            }
+            all
+        })
+        .collect();
+    let total: usize = streams.iter().map(Vec::len).sum();
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        let t0 = Instant::now();
+        let mut acc = Accumulator::new(&module_of, file.modules.len() + 1);
+        for (t, events) in threads.iter().zip(&streams) {
+            let off = file
+                .os_events
+                .get(&(t.pid, t.tid))
+                .map_or(&[][..], Vec::as_slice);
+            let config = Config {
+                probe_cost_ns: file.session.probe_cost_ns,
+                ..Config::default()
+            };
+            let mut run = ThreadRun::new(&mut acc, &module_of, config, t.pid, t.tid, t.start, off);
+            run.feed(events);
+            run.finish(t.end);
+        }
+        acc.finish(&module_of);
+        times.push(t0.elapsed().as_secs_f64());
+        std::hint::black_box(acc);
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    println!(
+        "engine only:       {total} events, median {median:.3} s = {:.1} M events/s on one core ({:.2} ns/event)",
+        total as f64 / median / 1e6,
+        median * 1e9 / total as f64
     );
 }
