@@ -26,6 +26,7 @@ mod output;
 mod session;
 mod session_dir;
 mod stalls;
+mod syscalls;
 mod threads;
 mod wrapup;
 

@@ -2,11 +2,16 @@
 //! `OsEvent`s), forks, exits, thread names and executable mappings, from one
 //! software "dummy" perf event per CPU that follows every thread and child
 //! (`inherit`) and is armed at exec (`enable_on_exec`). Optional major page
-//! faults go into the same rings.
+//! faults go into the same rings; optional system calls come from their own
+//! rings (`syscalls.rs`) and are paired enter → exit into periods here.
 //!
 //! Records from different CPUs' rings are merged in time order before use
 //! (a thread's switch-out and switch-in may be on two CPUs): each round only
 //! records older than the moment the round began, less a margin, are applied.
+//!
+//! A thread's OS events leave here ordered by start, which the analysis relies
+//! on: while a thread is inside a system call, the switches and faults within
+//! it wait until the call's own period (which starts earlier) is complete.
 
 use std::collections::HashMap;
 
@@ -14,6 +19,7 @@ use lapse_data::{OsEvent, OsEventBlock, OsEventKind, Timestamp};
 use perf_event_open_sys::bindings as b;
 
 use super::address::{AddressBook, NewMapping};
+use super::syscalls::{SyscallEvents, SyscallRecord};
 use crate::linux::perf::{self, KernelTscScale, PerfError, PerfEvent};
 use crate::linux::records::{self, PerfRecord, SampleIdLayout};
 
@@ -39,6 +45,8 @@ pub struct ProcessLife {
 #[derive(Default)]
 struct OffCpu {
     since: Option<(u64, bool)>,
+    /// Inside a system call since this time.
+    in_syscall: Option<u64>,
     done: Vec<OsEvent>,
 }
 
@@ -53,6 +61,13 @@ enum Queued {
         pid: u32,
         tid: u32,
     },
+    Syscall {
+        pid: u32,
+        tid: u32,
+        enter: bool,
+    },
+    /// System-call samples were lost here: forget every open call.
+    SyscallGap,
     Fork {
         pid: u32,
         ppid: u32,
@@ -73,6 +88,9 @@ pub struct OsCollector {
     events: Vec<PerfEvent>,
     /// Extra events (faults) whose output goes to `events`' rings.
     _redirected: Vec<PerfEvent>,
+    syscalls: Option<SyscallEvents>,
+    /// Why system calls were asked for but are not collected.
+    pub syscalls_refused: Option<String>,
     layout: SampleIdLayout,
     queue: Vec<(u64, Queued)>,
     off_cpu: HashMap<(u32, u32), OffCpu>,
@@ -84,8 +102,15 @@ pub struct OsCollector {
 
 impl OsCollector {
     /// Opens the per-CPU events on `pid` (disabled until it execs), following
-    /// its threads and children when `inherit`.
-    pub fn open(pid: i32, faults: bool, inherit: bool) -> Result<OsCollector, PerfError> {
+    /// its threads and children when `inherit`. System calls are optional
+    /// even when asked for: where the kernel refuses them, the reason is kept
+    /// in `syscalls_refused` and recording goes on without them.
+    pub fn open(
+        pid: i32,
+        faults: bool,
+        syscalls: bool,
+        inherit: bool,
+    ) -> Result<OsCollector, PerfError> {
         let sample_type = u64::from(b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME);
         let mut events = Vec::new();
         let mut redirected = Vec::new();
@@ -127,9 +152,19 @@ impl OsCollector {
             }
             events.push(ev);
         }
+        let (syscalls, syscalls_refused) = if syscalls {
+            match SyscallEvents::open(pid, inherit) {
+                Ok(s) => (Some(s), None),
+                Err(why) => (None, Some(why)),
+            }
+        } else {
+            (None, None)
+        };
         Ok(OsCollector {
             events,
             _redirected: redirected,
+            syscalls,
+            syscalls_refused,
             layout: SampleIdLayout::new(sample_type),
             queue: Vec::new(),
             off_cpu: HashMap::new(),
@@ -194,7 +229,35 @@ impl OsCollector {
                 }
             });
         }
+        if let Some(sys) = &mut self.syscalls {
+            let lost_before = sys.lost;
+            sys.drain(&mut self.scratch, |r| {
+                queue.push(match r {
+                    SyscallRecord::Edge {
+                        time,
+                        pid,
+                        tid,
+                        enter,
+                    } => (time, Queued::Syscall { pid, tid, enter }),
+                    SyscallRecord::Gap { time } => (time, Queued::SyscallGap),
+                });
+            });
+            lost += sys.lost - lost_before;
+        }
         self.lost_records += lost;
+    }
+
+    /// True when system calls are being collected.
+    pub fn has_syscalls(&self) -> bool {
+        self.syscalls.is_some()
+    }
+
+    /// Descriptors that become readable when a ring wants draining soon.
+    pub fn wake_fds(&self) -> Vec<i32> {
+        self.syscalls
+            .iter()
+            .flat_map(SyscallEvents::wake_fds)
+            .collect()
     }
 
     /// Drains the rings, then applies the queued records older than `upto_ns`.
@@ -244,6 +307,24 @@ impl OsCollector {
                     kind: OsEventKind::Fault,
                 });
             }
+            Queued::Syscall { pid, tid, enter } => {
+                let oc = self.off_cpu.entry((pid, tid)).or_default();
+                if enter {
+                    // (an enter without an exit was a lost record, or exit())
+                    oc.in_syscall = Some(time);
+                } else if let Some(from) = oc.in_syscall.take() {
+                    oc.done.push(OsEvent {
+                        from: Timestamp::from_nanos(from),
+                        to: ts,
+                        kind: OsEventKind::Syscall,
+                    });
+                }
+            }
+            Queued::SyscallGap => {
+                for oc in self.off_cpu.values_mut() {
+                    oc.in_syscall = None;
+                }
+            }
             Queued::Fork { pid, ppid, tid } => {
                 self.threads.entry((pid, tid)).or_default().start = Some(ts);
                 if pid == tid && pid != ppid {
@@ -254,6 +335,9 @@ impl OsCollector {
                 }
             }
             Queued::Exit { pid, tid } => {
+                if let Some(oc) = self.off_cpu.get_mut(&(pid, tid)) {
+                    oc.in_syscall = None; // exit() never returns
+                }
                 self.threads.entry((pid, tid)).or_default().end = Some(ts);
                 if pid == tid {
                     self.processes.entry(pid).or_default().end = Some(ts);
@@ -265,16 +349,16 @@ impl OsCollector {
         }
     }
 
-    /// Off-CPU periods collected so far, as blocks ready to write.
-    pub fn take_blocks(&mut self) -> Vec<OsEventBlock> {
+    /// OS events collected so far, as blocks ready to write, each in order
+    /// of start. A thread inside a system call keeps its events until the
+    /// call ends (or `all`, at the end of the recording).
+    pub fn take_blocks(&mut self, all: bool) -> Vec<OsEventBlock> {
         let mut blocks = Vec::new();
         for (&(pid, tid), oc) in &mut self.off_cpu {
-            if !oc.done.is_empty() {
-                blocks.push(OsEventBlock {
-                    pid,
-                    tid,
-                    events: std::mem::take(&mut oc.done),
-                });
+            if !oc.done.is_empty() && (all || oc.in_syscall.is_none()) {
+                let mut events = std::mem::take(&mut oc.done);
+                events.sort_by_key(|e| e.from);
+                blocks.push(OsEventBlock { pid, tid, events });
             }
         }
         blocks

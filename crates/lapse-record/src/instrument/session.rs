@@ -100,7 +100,8 @@ pub fn record(
             source,
         })?;
     let faults = opts.os_events.iter().any(|e| e == "fault");
-    let os = match OsCollector::open(child.pid, faults, opts.inherit) {
+    let syscalls = opts.os_events.iter().any(|e| e == "syscall");
+    let os = match OsCollector::open(child.pid, faults, syscalls, opts.inherit) {
         Ok(os) => os,
         Err(e) => {
             child.abandon();
@@ -175,8 +176,15 @@ impl Session {
             os_events.push("fault".to_owned());
         }
         let mut notes = Vec::new();
-        if opts.os_events.iter().any(|e| e == "syscall") {
-            notes.push("syscall OS events are not collected by this version".to_owned());
+        if self.os.has_syscalls() {
+            os_events.push("syscall".to_owned());
+        }
+        if let Some(why) = &self.os.syscalls_refused {
+            // One line now (the run goes on), and the same in the header.
+            eprintln!("lapse: warning: recording without syscall OS events: {why}");
+            notes.push(format!(
+                "syscall OS events were asked for but not recorded: {why}"
+            ));
         }
         let header = SessionHeader {
             command: match &opts.target {
@@ -233,6 +241,7 @@ impl Session {
             if !busy {
                 let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
                 fds.push(self.listener.raw_fd());
+                fds.extend(self.os.wake_fds());
                 wait_readable(&fds, 20);
             }
         }
@@ -412,7 +421,7 @@ impl Session {
             self.out.events(pid, tid, &b)?;
         }
         // OS events of threads with a timeline wait until the cuts before them are known.
-        for block in self.os.take_blocks() {
+        for block in self.os.take_blocks(force) {
             match self.threads.get_mut(block.pid, block.tid) {
                 Some(s) => s.stalls.add_os(block.events),
                 None => self.out.record(&Record::OsEvents(block))?,

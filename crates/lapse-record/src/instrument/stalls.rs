@@ -106,17 +106,25 @@ impl StallTimeline {
     }
 
     /// OS events whose place on the timeline is settled (all, at the end).
+    /// Only a prefix is released, so events leave in the order they came
+    /// (by start): a long system call holds back the switches inside it.
     pub fn release_os(&mut self, all: bool) -> Vec<OsEvent> {
         let known = self.known_until;
-        let (ready, wait): (Vec<OsEvent>, Vec<OsEvent>) = std::mem::take(&mut self.pending_os)
-            .into_iter()
-            .partition(|e| all || e.to.as_nanos() <= known);
-        self.pending_os = wait;
+        let ready_len = if all {
+            self.pending_os.len()
+        } else {
+            self.pending_os
+                .iter()
+                .position(|e| e.to.as_nanos() > known)
+                .unwrap_or(self.pending_os.len())
+        };
+        let ready: Vec<OsEvent> = self.pending_os.drain(..ready_len).collect();
         ready
             .into_iter()
             .filter_map(|e| {
                 let (from, to) = (self.map(e.from), self.map(e.to));
-                let instant = matches!(e.kind, OsEventKind::Fault | OsEventKind::Syscall);
+                // A system call inside a cut was the runtime's own hand-over.
+                let instant = e.kind == OsEventKind::Fault;
                 (to > from || instant).then_some(OsEvent {
                     from,
                     to,

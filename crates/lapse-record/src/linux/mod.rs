@@ -4,6 +4,7 @@ pub mod clock;
 pub mod launch;
 pub mod perf;
 pub mod records;
+pub mod tracepoint;
 
 // Sampling (`--method sample`, `--pid`).
 mod proc_scan;

@@ -128,6 +128,15 @@ impl PerfEvent {
         check(rc, "SET_OUTPUT")
     }
 
+    /// The kernel's id of this event, as `PERF_SAMPLE_ID`/`IDENTIFIER` report
+    /// it (inherited copies report their parent's id).
+    pub fn id(&self) -> Result<u64, PerfError> {
+        let mut id = 0u64;
+        // SAFETY: fd is an open perf event; the kernel writes one u64.
+        check(unsafe { sys::ioctls::ID(self.raw_fd(), &mut id) }, "ID")?;
+        Ok(id)
+    }
+
     pub fn enable(&self) -> Result<(), PerfError> {
         // SAFETY: fd is an open perf event.
         check(unsafe { sys::ioctls::ENABLE(self.raw_fd(), 0) }, "ENABLE")
