@@ -255,6 +255,19 @@ impl<'a> ThreadRun<'a> {
         });
     }
 
+    /// Feeds events as an iterator yields them (e.g. straight from a decoder,
+    /// so they are never stored).
+    pub fn feed_iter(&mut self, events: impl Iterator<Item = Event>) {
+        self.step(|s| {
+            let mut n = 0u64;
+            for e in events {
+                s.event(&e);
+                n += 1;
+            }
+            s.stats.events += n;
+        });
+    }
+
     pub fn event(&mut self, e: &Event) {
         self.step(|s| s.event(e));
     }

@@ -98,6 +98,39 @@ impl<'a> EventDecoder<'a> {
     }
 }
 
+/// The events one at a time; iteration ends early at malformed bytes (then
+/// [`EventDecoder::finish`] says `None`).
+impl Iterator for EventDecoder<'_> {
+    type Item = Event;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Event> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let mut pos = self.pos;
+        let word = varint::get(self.raw, &mut pos)?;
+        let delta = varint::get(self.raw, &mut pos)?;
+        let function = u32::try_from(word >> 1).ok()?;
+        self.pos = pos;
+        self.ts = self.ts.wrapping_add(delta);
+        self.remaining -= 1;
+        Some(Event {
+            ts: Timestamp::from_nanos(self.ts),
+            kind: if word & 1 == 1 {
+                EventKind::Exit
+            } else {
+                EventKind::Enter
+            },
+            function: FunctionId(function),
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.remaining))
+    }
+}
+
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
@@ -193,6 +226,29 @@ mod tests {
         let mut back = Vec::new();
         assert!(decode_events(&raw, 2, &mut back).is_none());
         assert!(decode_events(&raw, 0, &mut back).is_none());
+    }
+
+    #[test]
+    fn decoder_iterates_and_stops_at_malformed_bytes() {
+        let events: Vec<Event> = (0..10u64)
+            .map(|i| ev(100 + i * 300, EventKind::Enter, i as u32))
+            .collect();
+        let mut raw = Vec::new();
+        encode_events(&events, &mut raw);
+        let mut d = EventDecoder::new(&raw, events.len()).unwrap();
+        assert_eq!(d.by_ref().collect::<Vec<_>>(), events);
+        assert!(d.finish().is_some());
+        // a continuation bit on the last byte: the last event does not decode
+        let last = raw.len() - 1;
+        raw[last] |= 0x80;
+        let mut d = EventDecoder::new(&raw, events.len()).unwrap();
+        assert_eq!(d.by_ref().count(), events.len() - 1);
+        assert!(d.finish().is_none());
+        // more events announced than held
+        raw[last] &= 0x7f;
+        let mut d = EventDecoder::new(&raw, events.len() + 1).unwrap();
+        assert_eq!(d.by_ref().count(), events.len());
+        assert!(d.finish().is_none());
     }
 
     #[test]

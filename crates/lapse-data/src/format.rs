@@ -31,7 +31,7 @@ pub const EVENT_PREFIX_LEN: usize = 12;
 
 /// zstd level used for event and sample chunks: fast enough to keep up with
 /// ~100 M events/s of encoded input on one core, small enough for ≤ 4 bytes/call.
-pub const ZSTD_LEVEL: i32 = 3;
+pub const ZSTD_LEVEL: i32 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkHeader {

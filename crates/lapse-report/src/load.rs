@@ -7,9 +7,7 @@ use lapse_analysis::instrument::{Accumulator, Config, ThreadRun};
 use lapse_analysis::sample::SampleAnalysis;
 use lapse_analysis::values::{SessionTotals, ThreadStats};
 use lapse_data::codec::EventDecoder;
-use lapse_data::{
-    DataError, DataFile, Event, EventChunkRef, Method, ModuleId, ThreadInfo, Timestamp,
-};
+use lapse_data::{DataError, DataFile, EventChunkRef, Method, ModuleId, ThreadInfo, Timestamp};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -167,8 +165,8 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
 
 /// Feeds a thread's chunks in order: batch n+1 is decompressed (in
 /// parallel) while batch n is decoded and analysed. Decoding happens in the
-/// analysing thread a block at a time, so the decoded events never leave its
-/// cache. Returns the number of chunks that failed to decompress or decode
+/// analysing thread, event by event as the engine takes them, so decoded
+/// events are never stored. Returns the number of chunks that failed to decompress or decode
 /// (skipped; a chunk whose bytes stop decoding part-way has had the events
 /// before that point analysed).
 fn feed_pipelined(
@@ -178,8 +176,6 @@ fn feed_pipelined(
     progress: Option<&AtomicU64>,
 ) -> u64 {
     const BATCH: usize = 4;
-    /// Events decoded at a time: 16 KiB, well inside L1/L2.
-    const BLOCK: usize = 1024;
     let decompress = |batch: &[&EventChunkRef], mut bufs: Vec<Vec<u8>>| -> Vec<(Vec<u8>, bool)> {
         bufs.resize_with(batch.len(), Vec::new);
         batch
@@ -192,7 +188,6 @@ fn feed_pipelined(
             .collect()
     };
     let mut bad = 0;
-    let mut block = Vec::with_capacity(BLOCK);
     let mut batches = chunks.chunks(BATCH);
     let mut current = batches.next().map(|b| (b, decompress(b, Vec::new())));
     let mut spare: Vec<Vec<u8>> = Vec::new();
@@ -204,8 +199,7 @@ fn feed_pipelined(
             || {
                 let mut used = Vec::with_capacity(decompressed.len());
                 for (chunk, (bytes, ok)) in batch.iter().zip(decompressed) {
-                    let done =
-                        ok && feed_chunk(&bytes, chunk.count as usize, run, &mut block, BLOCK);
+                    let done = ok && feed_chunk(&bytes, chunk.count as usize, run);
                     if !done {
                         bad += 1;
                     }
@@ -223,26 +217,13 @@ fn feed_pipelined(
     bad
 }
 
-/// Decodes one chunk's bytes block by block into the run; `false` when they
-/// do not hold the events the chunk announces.
-fn feed_chunk(
-    bytes: &[u8],
-    count: usize,
-    run: &mut ThreadRun<'_>,
-    block: &mut Vec<Event>,
-    block_len: usize,
-) -> bool {
+/// Decodes one chunk's bytes straight into the run (no event is stored);
+/// `false` when they do not hold the events the chunk announces.
+fn feed_chunk(bytes: &[u8], count: usize, run: &mut ThreadRun<'_>) -> bool {
     let Some(mut decoder) = EventDecoder::new(bytes, count) else {
         return false;
     };
-    while decoder.remaining() > 0 {
-        block.clear();
-        let ok = decoder.decode_into(block, block_len).is_some();
-        run.feed(block);
-        if !ok {
-            return false;
-        }
-    }
+    run.feed_iter(decoder.by_ref());
     decoder.finish().is_some()
 }
 
