@@ -1,6 +1,6 @@
 //! The Firefox Profiler's processed profile format (profiler.firefox.com,
-//! "Load a profile from file"), built with `fxprof-processed-profile`, the
-//! crate samply writes it with.
+//! "Load a profile from file"), written as a stream by [`processed`] so
+//! that memory does not grow with the number of events or samples.
 //!
 //! - Sampling: every kept sample in time order on its thread, with its stack
 //!   (inline frames expanded), weight 1, and the period as CPU delta when the
@@ -18,204 +18,115 @@
 //! library; instrumentation's off-CPU periods are interval markers named
 //! `off-CPU` in the marker chart.
 
-use std::collections::HashMap;
-use std::io::Write;
-use std::time::Duration;
+mod processed;
 
-use fxprof_processed_profile::{
-    CategoryColor, CategoryHandle, CategoryPairHandle, CpuDelta, Frame, FrameFlags, FrameInfo,
-    MarkerTiming, Profile, ReferenceTimestamp, SamplingInterval, StackHandle, StaticSchemaMarker,
-    StaticSchemaMarkerField, StringHandle, ThreadHandle, Timestamp as FxTimestamp, WeightType,
-};
-use lapse_data::{DataFile, FunctionId, Method, ModuleId, Timestamp};
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use lapse_data::{DataFile, FunctionId, Method, Sample, StackId, ThreadInfo, Timestamp};
 use lapse_report::Analysis;
 
 use crate::paths::{label, module_of, sample_keys, FrameKey};
 use crate::timeline::{self, Step};
 use crate::{ExportError, Format};
+use processed::{Document, Meta, ProfileNs, ThreadHeader, ThreadWriter};
 
-const COLORS: [CategoryColor; 8] = [
-    CategoryColor::Yellow,
-    CategoryColor::Blue,
-    CategoryColor::Green,
-    CategoryColor::Orange,
-    CategoryColor::Purple,
-    CategoryColor::LightBlue,
-    CategoryColor::Brown,
-    CategoryColor::Magenta,
-];
+const OFF_CPU: &str = "off-CPU";
 
-/// A period the thread spent off the CPU (an OS event), shown as an
-/// interval in the marker chart.
-struct OffCpu {
-    name: StringHandle,
+/// Timestamps are relative to the session start (the profile's reference).
+fn at(file: &DataFile, ts: Timestamp) -> ProfileNs {
+    ProfileNs(ts.since(file.session.start))
 }
 
-impl StaticSchemaMarker for OffCpu {
-    const UNIQUE_MARKER_TYPE_NAME: &'static str = "LapseOffCpu";
-    const DESCRIPTION: Option<&'static str> =
-        Some("The thread was off the CPU (switched out, blocked or preempted)");
-    const CHART_LABEL: Option<&'static str> = Some("{marker.name}");
-    const FIELDS: &'static [StaticSchemaMarkerField] = &[];
-
-    fn name(&self, _profile: &mut Profile) -> StringHandle {
-        self.name
-    }
-
-    fn category(&self, _profile: &mut Profile) -> CategoryHandle {
-        CategoryHandle::OTHER
-    }
-
-    // The schema has no fields, so the profiler never asks for their values.
-    fn string_field_value(&self, _field_index: u32) -> StringHandle {
-        self.name
-    }
-
-    fn number_field_value(&self, _field_index: u32) -> f64 {
-        0.0
-    }
-}
-
-struct Builder<'a> {
-    file: &'a DataFile,
-    profile: Profile,
-    origin: Timestamp,
-    categories: HashMap<Option<ModuleId>, CategoryPairHandle>,
-    /// Per thread: frame key → interned frame.
-    frames: HashMap<(ThreadHandle, FrameKey), fxprof_processed_profile::FrameHandle>,
-}
-
-impl<'a> Builder<'a> {
-    fn new(file: &'a DataFile, interval: SamplingInterval) -> Builder<'a> {
-        let reference = ReferenceTimestamp::from_duration_since_unix_epoch(Duration::from_nanos(
-            file.session.start_unix_ns,
-        ));
-        let product = file.session.command.join(" ");
-        let mut profile = Profile::new(&product, reference, interval);
-        profile.set_product(&format!(
-            "lapse ({}): {product}",
-            file.session.method.name()
-        ));
-        profile.set_os_name("Linux");
-        profile.set_symbolicated(true);
-        Builder {
-            file,
-            profile,
-            origin: file.session.start,
-            categories: HashMap::new(),
-            frames: HashMap::new(),
-        }
-    }
-
-    /// Timestamps are relative to the session start (the reference).
-    fn at(&self, ts: Timestamp) -> FxTimestamp {
-        FxTimestamp::from_nanos_since_reference(ts.since(self.origin))
-    }
-
-    fn category(&mut self, module: Option<ModuleId>) -> CategoryPairHandle {
-        if let Some(&c) = self.categories.get(&module) {
-            return c;
-        }
-        let name = module
-            .and_then(|m| self.file.module(m))
-            .map_or("Other".to_owned(), |m| m.name().to_owned());
-        let color = COLORS[self.categories.len() % COLORS.len()];
-        let c: CategoryPairHandle = self.profile.add_category(&name, color).into();
-        self.categories.insert(module, c);
-        c
-    }
-
-    /// Adds `threads` (and their processes) to the profile.
-    fn threads(
-        &mut self,
-        threads: Vec<lapse_data::ThreadInfo>,
-    ) -> Vec<(lapse_data::ThreadInfo, ThreadHandle)> {
-        let mut processes = HashMap::new();
-        let mut out = Vec::new();
-        for t in threads {
-            let start = self.at(t.start.unwrap_or(self.origin));
-            let process = *processes.entry(t.pid).or_insert_with(|| {
-                let name = self
-                    .file
-                    .processes
-                    .iter()
-                    .find(|p| p.pid == t.pid)
-                    .map(|p| p.command.join(" "))
-                    .filter(|c| !c.is_empty())
-                    .unwrap_or_else(|| format!("pid {}", t.pid));
-                self.profile.add_process(&name, t.pid, start)
-            });
-            let handle = self
-                .profile
-                .add_thread(process, t.tid, start, t.tid == t.pid);
+/// The profiler's thread list for `threads` (ordered by pid, tid): a
+/// process is named by its command and starts with its first thread.
+fn headers(file: &DataFile, threads: &[ThreadInfo]) -> Vec<(ThreadHeader, usize)> {
+    let mut processes: HashMap<u32, (String, ProfileNs)> = HashMap::new();
+    let mut out: Vec<(ThreadHeader, usize)> = threads
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let start = at(file, t.start.unwrap_or(file.session.start));
+            let (process_name, process_start) = processes
+                .entry(t.pid)
+                .or_insert_with(|| {
+                    let name = file
+                        .processes
+                        .iter()
+                        .find(|p| p.pid == t.pid)
+                        .map(|p| p.command.join(" "))
+                        .filter(|c| !c.is_empty())
+                        .unwrap_or_else(|| format!("pid {}", t.pid));
+                    (name, start)
+                })
+                .clone();
             let name = if t.name.is_empty() {
                 format!("thread {}", t.tid)
             } else {
                 t.name.clone()
             };
-            self.profile.set_thread_name(handle, &name);
-            if let Some(end) = t.end {
-                let end = self.at(end);
-                self.profile.set_thread_end_time(handle, end);
-            }
-            out.push((t, handle));
-        }
-        out
-    }
-
-    fn stack(
-        &mut self,
-        thread: ThreadHandle,
-        parent: Option<StackHandle>,
-        key: FrameKey,
-    ) -> StackHandle {
-        let frame = match self.frames.get(&(thread, key)) {
-            Some(&f) => f,
-            None => {
-                let category_pair = self.category(module_of(self.file, key));
-                let name = self.profile.intern_string(&label(self.file, key));
-                let f = self.profile.intern_frame(
-                    thread,
-                    FrameInfo {
-                        frame: Frame::Label(name),
-                        category_pair,
-                        flags: FrameFlags::empty(),
-                    },
-                );
-                self.frames.insert((thread, key), f);
-                f
-            }
-        };
-        self.profile.intern_stack(thread, parent, frame)
-    }
+            let header = ThreadHeader {
+                pid: t.pid,
+                tid: t.tid,
+                name,
+                process_name,
+                process_start,
+                start,
+                end: t.end.map(|e| at(file, e)),
+            };
+            (header, i)
+        })
+        .collect();
+    out.sort_by(|a, b| processed::thread_order(&a.0, &b.0));
+    out
 }
 
-fn instrumentation(b: &mut Builder<'_>) {
-    let file = b.file;
-    for (t, thread) in b.threads(timeline::threads(file)) {
-        b.profile
-            .set_thread_samples_weight_type(thread, WeightType::Samples);
+/// The frame of `key` in `thread`, cached per key.
+fn frame(
+    doc: &mut Document<'_>,
+    thread: &mut ThreadWriter,
+    cache: &mut HashMap<FrameKey, u32>,
+    file: &DataFile,
+    key: FrameKey,
+) -> u32 {
+    if let Some(&f) = cache.get(&key) {
+        return f;
+    }
+    let f = thread.frame(doc, file, &label(file, key), module_of(file, key));
+    cache.insert(key, f);
+    f
+}
+
+fn instrumentation(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
+    let threads = timeline::threads(file);
+    for (header, i) in headers(file, &threads) {
+        let t = &threads[i];
         let off = timeline::off_cpu(file, t.pid, t.tid);
-        let name = b.profile.intern_string("off-CPU");
-        for &(from, to) in &off {
-            let timing = MarkerTiming::Interval(b.at(from), b.at(to));
-            b.profile.add_marker(thread, timing, OffCpu { name });
+        let mut thread = doc.thread(header)?;
+        if !off.is_empty() {
+            // Named first, as the marker table comes first in the profiler's own writer.
+            thread.string(OFF_CPU);
         }
+        let mut frames = HashMap::new();
         let mut next_off = 0;
-        let mut stack: Vec<(FunctionId, StackHandle)> = Vec::new();
+        let mut stack: Vec<(FunctionId, u32)> = Vec::new();
         let mut last: Option<Timestamp> = t.start;
         let mut carried_ns = 0u64;
         let mut cpu_before = 0u64;
         // Closes the interval ending at `ts` with the stack it had.
-        let mut interval = |b: &mut Builder<'_>, stack: &[(FunctionId, StackHandle)], ts| {
+        let mut interval = |doc: &mut Document<'_>,
+                            thread: &mut ThreadWriter,
+                            stack: &[(FunctionId, u32)],
+                            ts: Timestamp|
+         -> io::Result<()> {
             let Some(from) = last else {
                 last = Some(ts);
-                return;
+                return Ok(());
             };
             let len = ts.since(from);
             last = Some(ts.max(from));
             if len == 0 {
-                return;
+                return Ok(());
             }
             while off.get(next_off).is_some_and(|p| p.1 <= from) {
                 next_off += 1;
@@ -225,39 +136,47 @@ fn instrumentation(b: &mut Builder<'_>) {
             carried_ns += len;
             let weight = i32::try_from(carried_ns / 1000 - before).unwrap_or(i32::MAX);
             let top = stack.last().map(|s| s.1);
-            let at = b.at(from);
-            b.profile
-                .add_sample(thread, at, top, CpuDelta::from_nanos(cpu_before), weight);
+            thread.sample(doc, at(file, from), top, cpu_before, weight)?;
             cpu_before = if has_os_event { 0 } else { len };
+            Ok(())
         };
-        let _ = timeline::walk(file, &t, true, |ts, step| -> Result<(), ()> {
-            interval(b, &stack, ts);
+        timeline::walk(file, t, true, |ts, step| -> io::Result<()> {
+            interval(doc, &mut thread, &stack, ts)?;
             match step {
                 Step::Open(f) => {
                     let parent = stack.last().map(|s| s.1);
-                    let handle = b.stack(thread, parent, FrameKey::Function(f));
-                    stack.push((f, handle));
+                    let fr = frame(doc, &mut thread, &mut frames, file, FrameKey::Function(f));
+                    stack.push((f, thread.stack(parent, fr)));
                 }
                 Step::Close(_) => {
                     stack.pop();
                 }
             }
             Ok(())
-        });
+        })?;
         if let Some(end) = t.end {
-            interval(b, &stack, end);
+            interval(doc, &mut thread, &stack, end)?;
         }
+        let markers: Vec<(ProfileNs, ProfileNs)> = off
+            .iter()
+            .map(|&(from, to)| (at(file, from), at(file, to)))
+            .collect();
+        thread.finish(doc, OFF_CPU, &markers)?;
     }
+    Ok(())
 }
 
-fn sampling(b: &mut Builder<'_>) {
-    let file = b.file;
+fn sampling(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
     let samples = timeline::samples(file);
+    let by_thread: HashMap<(u32, u32), &[Sample]> = timeline::samples_by_thread(&samples)
+        .into_iter()
+        .map(|(pid, tid, run)| ((pid, tid), run))
+        .collect();
     // Threads with a record, and any that only appear in samples.
     let mut threads = timeline::threads(file);
-    for (pid, tid, _) in timeline::samples_by_thread(&samples) {
+    for &(pid, tid) in by_thread.keys() {
         if !threads.iter().any(|t| t.pid == pid && t.tid == tid) {
-            threads.push(lapse_data::ThreadInfo {
+            threads.push(ThreadInfo {
                 pid,
                 tid,
                 name: String::new(),
@@ -266,11 +185,7 @@ fn sampling(b: &mut Builder<'_>) {
             });
         }
     }
-    let handles: HashMap<(u32, u32), ThreadHandle> = b
-        .threads(threads)
-        .into_iter()
-        .map(|(t, h)| ((t.pid, t.tid), h))
-        .collect();
+    threads.sort_by_key(|t| (t.pid, t.tid));
     let cpu = match (
         file.session.sample_period_is_time,
         file.session.sample_period,
@@ -278,29 +193,30 @@ fn sampling(b: &mut Builder<'_>) {
         (true, Some(p)) => p,
         _ => 0,
     };
-    let mut stacks: HashMap<(ThreadHandle, Option<lapse_data::StackId>), StackHandle> =
-        HashMap::new();
-    for s in &samples {
-        let thread = match handles.get(&(s.pid, s.tid)) {
-            Some(&h) => h,
-            None => continue,
-        };
-        let stack = match stacks.get(&(thread, s.stack)) {
-            Some(&h) => h,
-            None => {
-                let mut parent = None;
-                for key in sample_keys(file, s.stack) {
-                    parent = Some(b.stack(thread, parent, key));
+    for (header, i) in headers(file, &threads) {
+        let t = &threads[i];
+        let mut thread = doc.thread(header)?;
+        let mut frames = HashMap::new();
+        let mut stacks: HashMap<Option<StackId>, u32> = HashMap::new();
+        for s in by_thread.get(&(t.pid, t.tid)).copied().unwrap_or_default() {
+            let stack = match stacks.get(&s.stack) {
+                Some(&h) => h,
+                None => {
+                    let mut parent = None;
+                    for key in sample_keys(file, s.stack) {
+                        let fr = frame(doc, &mut thread, &mut frames, file, key);
+                        parent = Some(thread.stack(parent, fr));
+                    }
+                    let Some(h) = parent else { continue };
+                    stacks.insert(s.stack, h);
+                    h
                 }
-                let Some(h) = parent else { continue };
-                stacks.insert((thread, s.stack), h);
-                h
-            }
-        };
-        let at = b.at(s.ts);
-        b.profile
-            .add_sample(thread, at, Some(stack), CpuDelta::from_nanos(cpu), 1);
+            };
+            thread.sample(doc, at(file, s.ts), Some(stack), cpu, 1)?;
+        }
+        thread.finish(doc, OFF_CPU, &[])?;
     }
+    Ok(())
 }
 
 pub fn write(
@@ -308,21 +224,30 @@ pub fn write(
     _analysis: &Analysis,
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
-    let interval = match file.session.method {
-        Method::Instrumentation => SamplingInterval::from_nanos(1000),
+    let interval_ns = match file.session.method {
+        Method::Instrumentation => 1000,
         Method::Sampling => match (
             file.session.sample_period_is_time,
             file.session.sample_period,
         ) {
-            (true, Some(p)) if p > 0 => SamplingInterval::from_nanos(p),
-            _ => SamplingInterval::from_millis(1),
+            (true, Some(p)) if p > 0 => p,
+            _ => 1_000_000,
         },
     };
-    let mut b = Builder::new(file, interval);
+    let product = file.session.command.join(" ");
+    let meta = Meta {
+        product: format!("lapse ({}): {product}", file.session.method.name()),
+        interval_ns,
+        start_unix_ns: file.session.start_unix_ns,
+    };
+    write_document(file, &meta, out).map_err(ExportError::write(Format::Firefox))
+}
+
+fn write_document(file: &DataFile, meta: &Meta, out: &mut dyn Write) -> io::Result<()> {
+    let mut doc = Document::new(out)?;
     match file.session.method {
-        Method::Instrumentation => instrumentation(&mut b),
-        Method::Sampling => sampling(&mut b),
+        Method::Instrumentation => instrumentation(file, &mut doc)?,
+        Method::Sampling => sampling(file, &mut doc)?,
     }
-    serde_json::to_writer(&mut *out, &b.profile)
-        .map_err(|e| ExportError::write(Format::Firefox)(e.into()))
+    doc.finish(meta)
 }
