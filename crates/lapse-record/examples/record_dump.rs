@@ -22,6 +22,7 @@ fn main() {
         inherit: true,
         output: PathBuf::from(&args[0]),
         target: Target::Command(args[1..].to_vec()),
+        symbol_progress: None,
     };
     let outcome = match record(&opts) {
         Ok(o) => o,

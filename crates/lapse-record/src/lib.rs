@@ -14,7 +14,10 @@
 //! exit status is passed through; no panics on anything the target or the OS
 //! does.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use lapse_data::Method;
@@ -68,6 +71,67 @@ pub struct RecordOptions {
     pub inherit: bool,
     pub output: PathBuf,
     pub target: Target,
+    /// Counts the symbol resolution done once the target has exited, for a
+    /// progress display; `None` when nobody watches.
+    pub symbol_progress: Option<Arc<SymbolProgress>>,
+}
+
+/// How far the symbol resolution at the end of a recording has got. The
+/// recorder only counts (it draws nothing): `total` addresses (functions for
+/// instrumentation, frames for sampling) are announced before they are
+/// resolved, `done` counts the resolved ones; both only grow.
+#[derive(Debug, Default)]
+pub struct SymbolProgress {
+    total: AtomicU64,
+    done: AtomicU64,
+}
+
+impl SymbolProgress {
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    pub fn done(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
+
+    /// `n` more addresses are about to be resolved.
+    pub(crate) fn add_work(&self, n: u64) {
+        self.total.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// One more address was resolved.
+    pub(crate) fn advance(&self) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    /// The progress hook of the [`record`] call running on this thread. The
+    /// instrumentation session runs on the calling thread and reaches its
+    /// wrap-up without the options, so the hook waits here for it.
+    static SYMBOL_PROGRESS: RefCell<Option<Arc<SymbolProgress>>> = const { RefCell::new(None) };
+}
+
+/// The progress hook of the recording running on this thread, if any.
+pub(crate) fn symbol_progress() -> Option<Arc<SymbolProgress>> {
+    SYMBOL_PROGRESS.with(|p| p.borrow().clone())
+}
+
+/// Sets this thread's progress hook for the life of the guard.
+struct ProgressHook;
+
+impl ProgressHook {
+    fn set(hook: Option<Arc<SymbolProgress>>) -> ProgressHook {
+        SYMBOL_PROGRESS.with(|p| *p.borrow_mut() = hook);
+        ProgressHook
+    }
+}
+
+impl Drop for ProgressHook {
+    fn drop(&mut self) {
+        SYMBOL_PROGRESS.with(|p| *p.borrow_mut() = None);
+    }
 }
 
 /// What a finished recording produced; `lapse record` prints it in one line
@@ -116,6 +180,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                     program.display()
                 )));
             }
+            let _hook = ProgressHook::set(opts.symbol_progress.clone());
             instrument::record(opts, &program, argv)
         }
         Method::Sampling => linux::sample::record(opts),

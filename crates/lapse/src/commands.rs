@@ -78,8 +78,9 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         inherit: !a.no_inherit,
         output: a.output,
         target,
+        symbol_progress: None,
     };
-    let outcome = lapse_record::record(&opts)?;
+    let outcome = crate::progress::record_with_progress(opts)?;
     let what = match outcome.method {
         lapse_data::Method::Instrumentation => format!("{} events", outcome.events),
         lapse_data::Method::Sampling => format!("{} samples", outcome.samples),

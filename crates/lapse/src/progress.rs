@@ -1,17 +1,23 @@
 //! Progress bars for work that can take more than a second (analysing a large
-//! recording), drawn on stderr only when it is a terminal.
+//! recording, resolving symbols at the end of one), drawn on stderr only
+//! when it is a terminal.
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use lapse_data::DataFile;
+use lapse_record::{RecordError, RecordOptions, RecordOutcome, SymbolProgress};
 use lapse_report::{analyze, Analysis, Query, ReportError};
 
 /// Recordings smaller than this analyse in well under a second: no bar.
 const MIN_EVENTS: u64 = 5_000_000;
+/// Symbol resolutions of fewer addresses than this get a bar only when they
+/// are still going after [`SLOW_SYMBOLS`].
+const MIN_ADDRESSES: u64 = 300;
+const SLOW_SYMBOLS: Duration = Duration::from_secs(1);
 
 /// Runs the analysis, with a progress bar for large instrumentation recordings.
 pub fn analyze_with_progress(
@@ -47,4 +53,52 @@ pub fn analyze_with_progress(
     });
     query.progress = None;
     Ok((result?, query))
+}
+
+/// Records as `opts` says, with a progress bar while symbols are resolved
+/// at the end when that is large or slow.
+pub fn record_with_progress(mut opts: RecordOptions) -> Result<RecordOutcome, RecordError> {
+    if !std::io::stderr().is_terminal() {
+        return lapse_record::record(&opts);
+    }
+    let progress = Arc::new(SymbolProgress::default());
+    opts.symbol_progress = Some(progress.clone());
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut bar: Option<ProgressBar> = None;
+            let mut started: Option<Instant> = None;
+            while !done.load(Ordering::Relaxed) {
+                // Woken at once when the recording ends.
+                std::thread::park_timeout(Duration::from_millis(100));
+                let (total, resolved) = (progress.total(), progress.done());
+                if total == 0 {
+                    continue;
+                }
+                let started = *started.get_or_insert_with(Instant::now);
+                let large = total >= MIN_ADDRESSES || started.elapsed() >= SLOW_SYMBOLS;
+                if bar.is_none() && resolved < total && large {
+                    let b = ProgressBar::new(total);
+                    b.set_style(
+                        ProgressStyle::with_template(
+                            "resolving symbols {bar:30} {pos}/{len} addresses ({elapsed})",
+                        )
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    );
+                    bar = Some(b);
+                }
+                if let Some(b) = &bar {
+                    b.set_length(total);
+                    b.set_position(resolved);
+                }
+            }
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+        });
+        let r = lapse_record::record(&opts);
+        done.store(true, Ordering::Relaxed);
+        watcher.thread().unpark();
+        r
+    })
 }

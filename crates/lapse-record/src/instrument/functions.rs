@@ -4,12 +4,22 @@
 use lapse_data::{FunctionId, FunctionInfo};
 
 use super::address::AddressBook;
+use crate::SymbolProgress;
 
 /// One [`FunctionInfo`] per function id from `from` on, named `0x<addr>`
 /// when no symbol holds it. Symbols are read while the modules are still
 /// there, so names survive a rebuild or a recorder that is killed later.
-pub fn function_table(book: &AddressBook, from: usize) -> Vec<FunctionInfo> {
-    book.functions()
+/// `progress` counts the functions named.
+pub fn function_table(
+    book: &AddressBook,
+    from: usize,
+    progress: Option<&SymbolProgress>,
+) -> Vec<FunctionInfo> {
+    let functions = book.functions();
+    if let Some(p) = progress {
+        p.add_work(functions.len().saturating_sub(from) as u64);
+    }
+    functions
         .iter()
         .enumerate()
         .skip(from)
@@ -20,6 +30,9 @@ pub fn function_table(book: &AddressBook, from: usize) -> Vec<FunctionInfo> {
                 (Some(e), Some(s)) => e.location(s.start),
                 _ => (None, None),
             };
+            if let Some(p) = progress {
+                p.advance();
+            }
             FunctionInfo {
                 id: FunctionId(i as u32),
                 module,

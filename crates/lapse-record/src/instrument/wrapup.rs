@@ -18,7 +18,16 @@ impl Session {
     /// last call, with what is known of them so far (the reader merges later
     /// records of the same process or thread into the first).
     pub(super) fn announce_new(&mut self) -> Result<(), RecordError> {
-        let new_functions = function_table(&self.book, self.announced_functions);
+        // Once the target has exited, naming functions is the wrap-up the
+        // user waits for: count it.
+        let root_exited = self
+            .os
+            .processes
+            .get(&self.root)
+            .is_some_and(|p| p.end.is_some());
+        let progress = root_exited.then(crate::symbol_progress).flatten();
+        let new_functions =
+            function_table(&self.book, self.announced_functions, progress.as_deref());
         if !new_functions.is_empty() {
             self.announced_functions += new_functions.len();
             self.out.record(&Record::Functions(new_functions))?;
@@ -198,6 +207,7 @@ impl Session {
         self.out.record(&Record::Functions(function_table(
             &self.book,
             self.announced_functions,
+            crate::symbol_progress().as_deref(),
         )))?;
         let footer = Footer {
             end,

@@ -141,7 +141,11 @@ pub(crate) fn record_command(
         .map_err(io_error(opts))?;
     let samples = session.samples();
     let bytes = session
-        .finish(Some((pid, status)), monotonic_now())
+        .finish(
+            Some((pid, status)),
+            monotonic_now(),
+            opts.symbol_progress.as_deref(),
+        )
         .map_err(io_error(opts))?;
     Ok(RecordOutcome {
         output: opts.output.clone(),
@@ -227,7 +231,7 @@ pub(crate) fn record_pid(
         .map_err(io_error(opts))?;
     let samples = session.samples();
     let bytes = session
-        .finish(None, monotonic_now())
+        .finish(None, monotonic_now(), opts.symbol_progress.as_deref())
         .map_err(io_error(opts))?;
     Ok(RecordOutcome {
         output: opts.output.clone(),

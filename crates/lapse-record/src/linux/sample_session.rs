@@ -22,6 +22,7 @@ use super::sample_parse::{self, SampleLayout};
 use super::sample_symbols::FrameSymbols;
 use super::stack_table::StackTable;
 use super::unwind_glue::{AddressSpaces, NewMapping};
+use crate::SymbolProgress;
 
 /// Samples buffered before they are written as one chunk.
 const SAMPLE_BATCH: usize = 4096;
@@ -332,7 +333,13 @@ impl<W: Write> SampleSession<W> {
 
     /// Ends the file: final process and thread records, the symbolized frame
     /// table, the function table and the footer. Returns the bytes written.
-    pub(crate) fn finish(mut self, exit: Option<(u32, i32)>, end: Timestamp) -> io::Result<u64> {
+    /// Ends the file; `progress` counts the frames resolved meanwhile.
+    pub(crate) fn finish(
+        mut self,
+        exit: Option<(u32, i32)>,
+        end: Timestamp,
+        progress: Option<&SymbolProgress>,
+    ) -> io::Result<u64> {
         self.write_pending()?;
         let end = end.max(self.last_time);
         if let Some((pid, status)) = exit {
@@ -350,7 +357,9 @@ impl<W: Write> SampleSession<W> {
             t.end = t.end.or(Some(end));
             self.writer.write_record(&Record::Thread(t))?;
         }
-        let frames = self.symbols.full(&self.stacks, &mut self.spaces.modules);
+        let frames = self
+            .symbols
+            .full(&self.stacks, &mut self.spaces.modules, progress);
         for batch in self.symbols.functions().chunks(FRAME_BATCH) {
             self.writer
                 .write_record(&Record::Functions(batch.to_vec()))?;

@@ -122,8 +122,9 @@ fn samples_forks_and_thread_names_end_up_in_the_file() {
     ] {
         session.handle(&rec).expect("write");
     }
+    let progress = crate::SymbolProgress::default();
     session
-        .finish(Some((pid, 3)), Timestamp::from_nanos(100))
+        .finish(Some((pid, 3)), Timestamp::from_nanos(100), Some(&progress))
         .expect("finish");
 
     let f = DataFile::open(&path).expect("read back");
@@ -163,5 +164,8 @@ fn samples_forks_and_thread_names_end_up_in_the_file() {
     assert_eq!(pids, vec![pid, child]);
     let worker = f.threads.iter().find(|t| t.tid == pid + 5).expect("thread");
     assert_eq!(worker.name, "worker");
+    // Every frame resolved at the end was counted, as announced.
+    assert_eq!(progress.total(), f.frames.len() as u64);
+    assert_eq!(progress.done(), progress.total());
     let _ = std::fs::remove_dir_all(&dir);
 }

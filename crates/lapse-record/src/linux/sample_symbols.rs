@@ -16,6 +16,7 @@ use lapse_symbols::ElfModule;
 
 use super::stack_table::StackTable;
 use super::unwind_glue::ModuleTable;
+use crate::SymbolProgress;
 
 #[derive(Default)]
 pub(crate) struct FrameSymbols {
@@ -72,13 +73,23 @@ impl FrameSymbols {
     /// Every frame of `stacks` fully resolved (inline chains, lines), and
     /// source positions for the functions whose start is known. Goes module
     /// by module and frees each module's DWARF when done with it, so only
-    /// one module's debug info is in memory at a time.
+    /// one module's debug info is in memory at a time. `progress` counts
+    /// the frames resolved.
     pub(crate) fn full(
         &mut self,
         stacks: &StackTable,
         modules: &mut ModuleTable,
+        progress: Option<&SymbolProgress>,
     ) -> Vec<FrameInfo> {
         let mut order: Vec<(FrameId, ModuleId, u64)> = stacks.frames().collect();
+        if let Some(p) = progress {
+            p.add_work(order.len() as u64);
+        }
+        let advance = || {
+            if let Some(p) = progress {
+                p.advance();
+            }
+        };
         order.sort_by_key(|&(id, module, _)| (module, id));
         let mut functions_of: HashMap<ModuleId, Vec<usize>> = HashMap::new();
         for (i, f) in self.functions.iter().enumerate() {
@@ -89,6 +100,7 @@ impl FrameSymbols {
             let module = group[0].1;
             let Some(elf) = modules.get_mut(module).and_then(|m| m.elf.as_mut()) else {
                 for &(id, _, address) in group {
+                    advance();
                     let f = self.anonymous(module, address);
                     frames[id.0 as usize] = Some(FrameInfo {
                         id,
@@ -100,6 +112,7 @@ impl FrameSymbols {
                 continue;
             };
             for &(id, _, address) in group {
+                advance();
                 let functions = self.chain(elf, module, address);
                 frames[id.0 as usize] = Some(FrameInfo {
                     id,
