@@ -13,15 +13,83 @@ use crate::varint;
 
 /// Appends the encoding of `events` (which must be in time order) to `out`.
 pub fn encode_events(events: &[Event], out: &mut Vec<u8>) {
-    let base = events.first().map_or(0, |e| e.ts.as_nanos());
-    varint::put(out, base);
-    let mut prev = base;
+    let mut enc = EventEncoder {
+        bytes: std::mem::take(out),
+        count: 0,
+        prev: 0,
+    };
     for e in events {
-        let exit = matches!(e.kind, EventKind::Exit) as u64;
-        varint::put(out, (u64::from(e.function.0) << 1) | exit);
-        let ts = e.ts.as_nanos();
-        varint::put(out, ts.wrapping_sub(prev));
-        prev = ts;
+        enc.push(e.ts, e.kind, e.function);
+    }
+    if events.is_empty() {
+        varint::put(&mut enc.bytes, 0); // the base timestamp alone
+    }
+    *out = enc.bytes;
+}
+
+/// Events encoded as they come, for a producer that would otherwise store
+/// them only to encode them later (the recorder's per-thread batches): the
+/// bytes [`encode_events`] makes of the same events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventEncoder {
+    bytes: Vec<u8>,
+    count: usize,
+    prev: u64,
+}
+
+impl EventEncoder {
+    /// Room for about `events` events without reallocating.
+    pub fn with_capacity(events: usize) -> EventEncoder {
+        EventEncoder {
+            bytes: Vec::with_capacity(events.saturating_mul(3).saturating_add(10)),
+            count: 0,
+            prev: 0,
+        }
+    }
+
+    /// Appends one event (not earlier than the previous one).
+    #[inline(always)]
+    pub fn push(&mut self, ts: Timestamp, kind: EventKind, function: FunctionId) {
+        let ts = ts.as_nanos();
+        if self.count == 0 {
+            varint::put(&mut self.bytes, ts);
+            self.prev = ts;
+        }
+        let exit = matches!(kind, EventKind::Exit) as u64;
+        // Both varints straight into spare capacity: no per-byte capacity
+        // check and no copy call (this runs for every event recorded).
+        self.bytes.reserve(20);
+        let len = self.bytes.len();
+        let spare = self.bytes.spare_capacity_mut();
+        let n = varint::write_uninit(spare, 0, (u64::from(function.0) << 1) | exit);
+        let n = varint::write_uninit(spare, n, ts.wrapping_sub(self.prev));
+        // SAFETY: write_uninit initialised spare[..n], and n <= 20 <= spare.len().
+        unsafe { self.bytes.set_len(len + n) };
+        self.prev = ts;
+        self.count += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The encoding so far (what an event chunk holds before compression).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The events back (for tools and tests).
+    pub fn events(&self) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.count > 0 {
+            // (our own encoding: it decodes)
+            let _ = decode_events(&self.bytes, self.count, &mut out);
+        }
+        out
     }
 }
 
@@ -217,6 +285,25 @@ mod tests {
         let mut back = Vec::new();
         decode_events(&raw, events.len(), &mut back).unwrap();
         assert_eq!(back, events);
+    }
+
+    #[test]
+    fn encoder_makes_the_same_bytes_as_encode_events() {
+        let events = vec![
+            ev(1_000_000_000_000, EventKind::Enter, 3),
+            ev(1_000_000_000_200, EventKind::Enter, 70_000),
+            ev(1_000_000_900_000, EventKind::Exit, 70_000),
+            ev(1_000_000_900_000, EventKind::Exit, 3),
+        ];
+        let mut raw = Vec::new();
+        encode_events(&events, &mut raw);
+        let mut enc = EventEncoder::with_capacity(2);
+        for e in &events {
+            enc.push(e.ts, e.kind, e.function);
+        }
+        assert_eq!(enc.bytes(), &raw[..]);
+        assert_eq!(enc.len(), 4);
+        assert_eq!(enc.events(), events);
     }
 
     #[test]

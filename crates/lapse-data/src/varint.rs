@@ -3,11 +3,35 @@
 /// Appends `v` as an unsigned LEB128 varint.
 #[inline]
 pub fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
+    if v < 0x80 {
+        out.push(v as u8); // most event fields
+        return;
     }
-    out.push(v as u8);
+    let mut buf = [0u8; 10];
+    let mut n = 0;
+    while v >= 0x80 {
+        buf[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    buf[n] = v as u8;
+    out.extend_from_slice(&buf[..=n]);
+}
+
+/// Writes `v` into `buf` at `at` and returns the position after it, for a
+/// caller that appends several varints at once into a vector's spare
+/// capacity. Panics if `buf` has not room for the ten bytes a varint can take.
+#[inline(always)]
+pub fn write_uninit(buf: &mut [std::mem::MaybeUninit<u8>], at: usize, mut v: u64) -> usize {
+    let buf = &mut buf[at..at + 10];
+    let mut n = 0;
+    while v >= 0x80 && n < 9 {
+        buf[n].write((v as u8) | 0x80);
+        v >>= 7;
+        n += 1;
+    }
+    buf[n].write(v as u8);
+    at + n + 1
 }
 
 /// Reads one varint at `*pos`, advancing it. `None` if the input ends inside

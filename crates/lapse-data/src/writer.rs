@@ -58,23 +58,46 @@ impl<W: Write> DataWriter<W> {
         if events.is_empty() {
             return Ok(());
         }
-        let count = u32::try_from(events.len()).map_err(io::Error::other)?;
         let mut raw = std::mem::take(&mut self.scratch);
         raw.clear();
         codec::encode_events(events, &mut raw);
-        let packed = self.zstd.compress(&raw)?;
+        let r = self.write_event_bytes(pid, tid, events.len(), &raw);
+        self.scratch = raw;
+        r
+    }
+
+    /// Writes events a [`codec::EventEncoder`] encoded.
+    pub fn write_encoded_events(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        events: &codec::EventEncoder,
+    ) -> io::Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.write_event_bytes(pid, tid, events.len(), events.bytes())
+    }
+
+    fn write_event_bytes(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        count: usize,
+        raw: &[u8],
+    ) -> io::Result<()> {
+        let count = u32::try_from(count).map_err(io::Error::other)?;
+        let packed = self.zstd.compress(raw)?;
         let mut prefix = [0u8; format::EVENT_PREFIX_LEN];
         prefix[0..4].copy_from_slice(&pid.to_le_bytes());
         prefix[4..8].copy_from_slice(&tid.to_le_bytes());
         prefix[8..12].copy_from_slice(&count.to_le_bytes());
-        let raw_len = raw.len();
-        self.scratch = raw;
         self.write_chunk(
             format::TAG_EVENTS,
             format::FLAG_ZSTD,
             &prefix,
             &packed,
-            raw_len,
+            raw.len(),
         )
     }
 

@@ -17,6 +17,8 @@ enum lapse_msg_kind {
     LAPSE_MSG_FORK = 3,   /* sent by the forking thread just before fork() */
     LAPSE_MSG_CHILD = 4,  /* first message of a fork child */
     LAPSE_MSG_EXEC = 5,   /* sent just before execve() */
+    LAPSE_MSG_ARENA = 6,  /* the process's shared buffer arena; its memfd rides along (SCM_RIGHTS) */
+    LAPSE_MSG_SHM_EVENTS = 7, /* a thread's events are in arena buffer d */
 };
 
 /* EVENTS flag: calibration events, the recorder drops them. */
@@ -29,7 +31,10 @@ enum lapse_msg_kind {
  *              events were taken (the recorder removes that time)
  *  FORK:   b = tsc at fork
  *  CHILD:  b = tsc at fork (as in the parent's FORK), c = ppid, d = parent tid
- *  EXEC:   b = tsc now */
+ *  EXEC:   b = tsc now
+ *  ARENA:  a = arena bytes, c = buffers, d = events per buffer
+ *  SHM_EVENTS: as EVENTS (a, b, c), d = arena buffer holding the events;
+ *          the datagram has no body */
 struct lapse_msg {
     uint32_t magic;
     uint16_t kind;
@@ -48,13 +53,60 @@ struct lapse_event {
     uint64_t stamp;
 };
 
+/* The shared arena: one memfd per process image, mapped by the runtime and
+ * (through the fd passed in ARENA) by the recorder. A header page of slot
+ * states, then LAPSE_ARENA_BUFS buffers of LAPSE_BUF_EVENTS events. A thread
+ * fills a buffer in place and hands it over with a SHM_EVENTS datagram; the
+ * recorder reads it and frees it (it never writes to a buffer, so the lines
+ * the probe writes next are not dirty in another core's cache). A thread
+ * notes the tick count when it claims a buffer: when a process died without
+ * handing a buffer over (SIGKILL), the recorder reads it up to the first
+ * event stamped before that (left from the buffer's previous use) or empty. */
+#define LAPSE_ARENA_BUFS 128
+#define LAPSE_ARENA_HEAD 8192
+#define LAPSE_ARENA_MAGIC 0x4150534cu /* "LSPA" */
+
+enum lapse_slot_state {
+    LAPSE_SLOT_FREE = 0,
+    LAPSE_SLOT_FILLING = 1,  /* owned by thread `tid` */
+    LAPSE_SLOT_QUEUED = 2,   /* handed over, the recorder has not freed it yet */
+    LAPSE_SLOT_SPILLING = 3, /* the recorder is gone: being written to the spill file */
+};
+
+struct lapse_slot {
+    uint32_t state;
+    uint32_t tid;
+    uint32_t count;   /* events, once queued */
+    uint32_t pad;
+    uint64_t first;   /* index of the thread's first event in this buffer */
+    uint64_t stalled; /* the thread's hand-over ticks when it was queued */
+    uint64_t seq;     /* hand-over order, for spilling in order */
+    uint64_t claimed; /* ticks when the thread claimed the buffer */
+};
+
+struct lapse_arena {
+    uint32_t magic;
+    uint32_t nbufs;
+    uint32_t gen;     /* futex word: bumped by the recorder whenever it frees buffers */
+    uint32_t waiters; /* runtime threads waiting on gen */
+    uint64_t seq;
+    uint64_t reserved[5];
+    struct lapse_slot slot[LAPSE_ARENA_BUFS];
+};
+
+_Static_assert(sizeof(struct lapse_arena) <= LAPSE_ARENA_HEAD, "arena header too big");
+/* the recorder's mirror (protocol.rs) relies on this layout */
+_Static_assert(sizeof(struct lapse_slot) == 48, "slot layout");
+_Static_assert(__builtin_offsetof(struct lapse_arena, slot) == 64, "arena layout");
+
 enum lapse_thread_state {
     LAPSE_T_NEW = 0,  /* zero-initialised TLS: the first probe sets it up */
     LAPSE_T_ACTIVE,   /* has a buffer */
     LAPSE_T_OFF,      /* not profiled (no recorder, thread ended, out of slots) */
 };
 
-/* Per-thread state, in initial-exec TLS. The probe touches only cur/end. */
+/* Per-thread state, in initial-exec TLS. The probe touches only cur/end.
+ * No buffer at all is base = cur = end = NULL (the next probe takes the slow path). */
 struct lapse_tls {
     struct lapse_event *cur;
     struct lapse_event *end;
@@ -68,6 +120,8 @@ struct lapse_tls {
     uint32_t discard;     /* calibration: flushes are marked discard */
     uint32_t dtor_rounds; /* pthread key destructor calls so far */
     int32_t slot;         /* index in the thread registry, -1 if none */
+    int32_t buf;          /* arena buffer in use, -1 for none or a private buffer */
+    struct lapse_event *own; /* private buffer (when the arena has none to give) */
 };
 
 extern __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));

@@ -15,10 +15,38 @@ pub const MAX_DATAGRAM: usize = HEADER_LEN + BUF_EVENTS * EVENT_LEN;
 /// `EVENTS` flag: calibration events, to be dropped.
 pub const FLAG_DISCARD: u16 = 1;
 
+/// The shared arena (`struct lapse_arena` in `csrc/lapse_rt.h`): a header
+/// page, then [`ARENA_BUFS`] buffers of [`BUF_EVENTS`] events.
+pub mod arena {
+    pub const MAGIC: u32 = 0x4150_534c;
+    pub const BUFS: usize = 128;
+    pub const HEAD: usize = 8192;
+    pub const BUF_BYTES: usize = super::BUF_EVENTS * super::EVENT_LEN;
+    pub const BYTES: usize = HEAD + BUFS * BUF_BYTES;
+    /// Byte offsets in the header.
+    pub const OFF_MAGIC: usize = 0;
+    pub const OFF_NBUFS: usize = 4;
+    /// futex word the runtime waits on for a free buffer.
+    pub const OFF_GEN: usize = 8;
+    pub const OFF_WAITERS: usize = 12;
+    pub const OFF_SLOTS: usize = 64;
+    pub const SLOT_LEN: usize = 48;
+    /// Offsets within a slot.
+    pub const SLOT_STATE: usize = 0;
+    pub const SLOT_TID: usize = 4;
+    pub const SLOT_FIRST: usize = 16;
+    /// Ticks when the thread claimed the buffer.
+    pub const SLOT_CLAIMED: usize = 40;
+    pub const FREE: u32 = 0;
+    pub const FILLING: u32 = 1;
+}
+
 /// Environment variables the recorder sets for the target.
 pub const ENV_SOCKET: &str = "LAPSE_SOCKET";
 pub const ENV_SPILL: &str = "LAPSE_SPILL";
 pub const ENV_CALIBRATE: &str = "LAPSE_CALIBRATE";
+/// Set (to anything) to keep the runtime from using the shared arena.
+pub const ENV_NO_ARENA: &str = "LAPSE_NO_ARENA";
 /// Ticks after which a thread hands its buffer over even if it is not full.
 pub const ENV_FLUSH_TICKS: &str = "LAPSE_FLUSH_TICKS";
 
@@ -35,6 +63,11 @@ pub enum MsgKind {
     Child,
     /// The process is about to exec: `b` = ticks.
     Exec,
+    /// The process image's shared arena; its memfd comes with the datagram
+    /// (SCM_RIGHTS). `a` = bytes, `c` = buffers, `d` = events per buffer.
+    Arena,
+    /// As `Events`, but the `c` events are in arena buffer `d` (no body).
+    ShmEvents,
 }
 
 impl MsgKind {
@@ -45,6 +78,8 @@ impl MsgKind {
             3 => MsgKind::Fork,
             4 => MsgKind::Child,
             5 => MsgKind::Exec,
+            6 => MsgKind::Arena,
+            7 => MsgKind::ShmEvents,
             _ => return None,
         })
     }
@@ -116,6 +151,10 @@ impl MsgHeader {
             d: u32_at(datagram, 36),
         };
         if kind == MsgKind::Events && datagram.len() != HEADER_LEN + h.c as usize * EVENT_LEN {
+            return Err(ParseError::BadCount);
+        }
+        if kind == MsgKind::ShmEvents && (h.c as usize > BUF_EVENTS || h.d as usize >= arena::BUFS)
+        {
             return Err(ParseError::BadCount);
         }
         Ok(h)

@@ -500,3 +500,42 @@ int main(void) { for (int i = 0; i < 1500; i++) tick(); return 0; }
     let calls = ns(function(&v, "tick"), "calls");
     assert!(calls >= 300.0, "ticks before the kill: {calls}");
 }
+
+#[test]
+fn sigkill_keeps_the_events_threads_had_not_handed_over() {
+    // Neither thread fills its buffer (4,096 events) or reaches the 100 ms
+    // hand-over, and SIGKILL gives the runtime no chance to flush: the events
+    // are only in the shared arena, where the recorder finds them.
+    let Some(r) = record(
+        "sigkill",
+        r#"
+NOINLINE void work(int i) { sink += (uint64_t)i; }
+NOINLINE void work2(int i) { sink ^= (uint64_t)i; }
+int ready[2];
+NOINLINE void *blocked(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 500; i++) work2(i);
+    char c = 1;
+    if (write(ready[1], &c, 1) != 1) abort();
+    for (;;) pause(); /* blocked in a system call until the end */
+    return NULL;
+}
+int main(void) {
+    if (pipe(ready) != 0) return 1;
+    pthread_t t;
+    pthread_create(&t, NULL, blocked, NULL);
+    char c;
+    if (read(ready[0], &c, 1) != 1) return 1;
+    for (int i = 0; i < 1000; i++) work(i);
+    kill(getpid(), SIGKILL);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 128 + 9);
+    let v = report(&r, "functions");
+    assert_eq!(ns(function(&v, "work"), "calls"), 1000.0);
+    assert_eq!(ns(function(&v, "work2"), "calls"), 500.0);
+}

@@ -13,10 +13,13 @@ const RCVBUF_BYTES: i32 = 8 << 20;
 
 pub struct Listener {
     fd: OwnedFd,
+    accepted: std::cell::Cell<u64>,
 }
 
 pub struct Conn {
     fd: OwnedFd,
+    /// Unique for the session (fd numbers are reused).
+    pub id: u64,
     /// Processes that have sent on this connection (fork children share it).
     pub pids: Vec<u32>,
 }
@@ -63,7 +66,10 @@ impl Listener {
                 std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
             ))?;
             cvt(libc::listen(fd.as_raw_fd(), 128))?;
-            Ok(Listener { fd })
+            Ok(Listener {
+                fd,
+                accepted: std::cell::Cell::new(0),
+            })
         }
     }
 
@@ -109,8 +115,10 @@ impl Listener {
                 break;
             }
         }
+        self.accepted.set(self.accepted.get() + 1);
         Ok(Some(Conn {
             fd,
+            id: self.accepted.get(),
             pids: Vec::new(),
         }))
     }
@@ -121,31 +129,65 @@ impl Conn {
         self.fd.as_raw_fd()
     }
 
-    /// Receives one datagram into `buf` (at least [`MAX_DATAGRAM`] long).
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Recv> {
+    /// Receives one datagram into `buf` (at least [`MAX_DATAGRAM`] long),
+    /// and the file descriptor that came with it (SCM_RIGHTS), if any.
+    pub fn recv_with_fd(&self, buf: &mut [u8]) -> io::Result<(Recv, Option<OwnedFd>)> {
         debug_assert!(buf.len() >= MAX_DATAGRAM);
-        // SAFETY: buf is valid for writes of buf.len() bytes.
+        // Room for a few descriptors: more than one is not expected, but any
+        // that come must be closed, not leaked.
+        let mut ctl = [0u64; 8];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: msghdr is plain old data; every pointer in it is valid for
+        // the lengths given.
+        let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
+        mh.msg_iov = &mut iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = ctl.as_mut_ptr().cast();
+        mh.msg_controllen = std::mem::size_of_val(&ctl) as _;
+        // SAFETY: recvmsg into the buffers described above.
         let n = unsafe {
-            libc::recv(
+            libc::recvmsg(
                 self.fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
+                &mut mh,
+                libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
             )
         };
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(Recv::WouldBlock),
-                Some(libc::ECONNRESET) => Ok(Recv::Closed),
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok((Recv::WouldBlock, None)),
+                Some(libc::ECONNRESET) => Ok((Recv::Closed, None)),
                 _ => Err(e),
             };
         }
-        Ok(if n == 0 {
+        let mut fd = None;
+        // SAFETY: walking the control messages recvmsg filled in; an
+        // SCM_RIGHTS payload is an array of descriptors now ours.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&mh);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                    let data = libc::CMSG_DATA(c).cast::<i32>();
+                    let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                    for k in 0..len / std::mem::size_of::<i32>() {
+                        let got = OwnedFd::from_raw_fd(data.add(k).read_unaligned());
+                        if fd.is_none() {
+                            fd = Some(got);
+                        } // (others drop here, closed)
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&mh, c);
+            }
+        }
+        let r = if n == 0 {
             Recv::Closed
         } else {
             Recv::Datagram(n as usize)
-        })
+        };
+        Ok((r, fd))
     }
 }
 

@@ -13,12 +13,23 @@
 //!   flush waits on the socket. That wait is lapse's cost, not the program's:
 //!   it is cut out of the thread's timeline (events and OS events after it
 //!   move earlier; the total is noted in the session header).
+//! - **Transport**: each process image shares an arena of event buffers with
+//!   the recorder (a memfd passed over the socket, `arena.rs`); threads fill
+//!   buffers in place and hand them over with a 40-byte datagram, so events
+//!   are never copied through the kernel. A thread that finds no free buffer
+//!   waits (the wait is cut like any hand-over); with none to come back (more
+//!   threads than buffers) it falls back to a private buffer sent as a datagram.
+//! - **SIGKILL**: the buffers a process was still filling when it died are in
+//!   the arena; the recorder reads them when its connection closes, so a
+//!   thread blocked in a system call loses nothing it had recorded.
 //! - **Recorder gone**: the runtime appends its datagrams to `<output>.spill`
-//!   (`u32` length + datagram each) instead of losing them; the target runs on.
+//!   (`u32` length + datagram each), arena buffers the recorder had not freed
+//!   first (oldest first), instead of losing them; the target runs on.
 //! - **Threads**: the runtime creates none, so none are profiled by mistake;
 //!   ended threads' state is dropped after 500 ms to bound memory.
 
 mod address;
+mod arena;
 mod functions;
 mod ipc;
 mod os;

@@ -6,7 +6,8 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use lapse_data::{DataWriter, Event, Record};
+use lapse_data::codec::EventEncoder;
+use lapse_data::{DataWriter, Record};
 
 use crate::RecordError;
 
@@ -48,9 +49,9 @@ impl Output {
         r.map_err(self.err())
     }
 
-    pub fn events(&mut self, pid: u32, tid: u32, events: &[Event]) -> Result<(), RecordError> {
+    pub fn events(&mut self, pid: u32, tid: u32, events: &EventEncoder) -> Result<(), RecordError> {
         self.events += events.len() as u64;
-        let r = self.writer.write_events(pid, tid, events);
+        let r = self.writer.write_encoded_events(pid, tid, events);
         r.map_err(self.err())
     }
 

@@ -8,6 +8,7 @@ use lapse_data::{Method, OsEventBlock, Record, SessionHeader, Timestamp};
 use lapse_rt::protocol::{self, MsgHeader, MsgKind, MAX_DATAGRAM};
 
 use super::address::AddressBook;
+use super::arena::Arena;
 use super::ipc::{wait_readable, Conn, Listener, Recv};
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
@@ -56,6 +57,8 @@ pub(super) struct Session {
     /// Functions already written, and (pid, tid) / (pid, 0) already announced.
     pub(super) announced_functions: usize,
     pub(super) announced: HashSet<(u32, u32)>,
+    /// Shared arenas by (connection id, pid).
+    pub(super) arenas: HashMap<(u64, u32), Arena>,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -129,6 +132,7 @@ pub fn record(
         inherit: opts.inherit,
         announced_functions: 0,
         announced: HashSet::new(),
+        arenas: HashMap::new(),
     };
     let start = clock::monotonic_now();
     let start_unix_ns = clock::realtime_unix_ns();
@@ -170,6 +174,14 @@ impl Session {
                 wait_readable(&fds, 5);
             }
             exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
+        }
+        // A target that ended this fast may still have its hello (with the
+        // probe cost the header needs) queued: read up to it.
+        if self.probe_cost_ns.is_none() && exit_status.is_some() {
+            self.accept()?;
+            for i in 0..self.conns.len() {
+                while self.probe_cost_ns.is_none() && self.read_conn(i, 1)? {}
+            }
         }
         let mut os_events = vec!["switch".to_owned()];
         if faults {
@@ -245,10 +257,12 @@ impl Session {
                 wait_readable(&fds, 20);
             }
         }
-        // Whatever is still queued on open connections.
+        // Whatever is still queued on open connections, then what processes
+        // that died left in their arenas.
         for i in 0..self.conns.len() {
             self.read_conn(i, usize::MAX)?;
         }
+        self.salvage(|_| true)?;
         self.poll_os(true)?;
         self.flush_periodic(true)?;
         self.finish(exit_status)
@@ -268,18 +282,22 @@ impl Session {
         let mut got = false;
         let mut n = 0;
         while n < max && !self.conns[i].1 {
-            match self.conns[i]
+            let (r, fd) = self.conns[i]
                 .0
-                .recv(&mut buf)
-                .map_err(RecordError::Receive)?
-            {
+                .recv_with_fd(&mut buf)
+                .map_err(RecordError::Receive)?;
+            match r {
                 Recv::Datagram(len) => {
                     got = true;
                     n += 1;
-                    self.handle(i, &buf[..len])?;
+                    self.handle(i, &buf[..len], fd)?;
                 }
                 Recv::WouldBlock => break,
-                Recv::Closed => self.conns[i].1 = true,
+                Recv::Closed => {
+                    self.conns[i].1 = true;
+                    let id = self.conns[i].0.id;
+                    self.salvage(|key| key.0 == id)?;
+                }
             }
         }
         if got {
@@ -289,7 +307,12 @@ impl Session {
         Ok(got)
     }
 
-    fn handle(&mut self, conn: usize, datagram: &[u8]) -> Result<(), RecordError> {
+    fn handle(
+        &mut self,
+        conn: usize,
+        datagram: &[u8],
+        fd: Option<std::os::fd::OwnedFd>,
+    ) -> Result<(), RecordError> {
         let Ok(h) = MsgHeader::parse(datagram) else {
             self.bad_datagrams += 1;
             return Ok(());
@@ -305,20 +328,34 @@ impl Session {
             MsgKind::Hello => self.hello(conn, &h, at)?,
             MsgKind::Events => {
                 if h.flags & protocol::FLAG_DISCARD == 0 {
-                    let events = protocol::events(datagram);
-                    let batch = self.threads.add_events(
-                        h.pid,
-                        h.tid,
-                        h.a,
-                        h.b,
-                        events,
-                        &mut self.book,
-                        &self.clock,
-                    );
-                    self.write_book()?;
-                    if let Some(b) = batch {
-                        self.out.events(h.pid, h.tid, &b)?;
+                    self.add_events(&h, protocol::events(datagram))?;
+                }
+            }
+            MsgKind::Arena => {
+                let id = self.conns[conn].0.id;
+                match fd.and_then(|fd| Arena::map(&fd, h.a, h.c, h.d)) {
+                    Some(a) => {
+                        self.arenas.insert((id, h.pid), a);
                     }
+                    // the runtime's events would be lost: they are not
+                    // (it falls back to sending them), but say so
+                    None => self.bad_datagrams += 1,
+                }
+            }
+            MsgKind::ShmEvents => {
+                let id = self.conns[conn].0.id;
+                if let Some(arena) = self.arenas.remove(&(id, h.pid)) {
+                    let (buf, count) = (h.d as usize, h.c as usize);
+                    let r = if h.flags & protocol::FLAG_DISCARD == 0 {
+                        self.add_events(&h, arena.events(buf, count))
+                    } else {
+                        Ok(())
+                    };
+                    arena.release(buf);
+                    self.arenas.insert((id, h.pid), arena);
+                    r?;
+                } else {
+                    self.bad_datagrams += 1;
                 }
             }
             MsgKind::Fork => self.threads.fork(h.pid, h.tid, h.b),
@@ -343,6 +380,49 @@ impl Session {
             }
             MsgKind::Exec => {
                 self.procs.entry(h.pid).or_default().exec_at = Some(at);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds one batch of a thread's events (from a datagram or an arena buffer).
+    fn add_events(
+        &mut self,
+        h: &MsgHeader,
+        events: impl Iterator<Item = protocol::RawEvent>,
+    ) -> Result<(), RecordError> {
+        let batch =
+            self.threads
+                .add_events(h.pid, h.tid, h.a, h.b, events, &mut self.book, &self.clock);
+        self.write_book()?;
+        if let Some(b) = batch {
+            self.out.events(h.pid, h.tid, &b)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the events in arena buffers their threads never handed over
+    /// (the process died), for the arenas `which` selects, and drops those
+    /// arenas. Events the runtime did hand over are skipped by index.
+    fn salvage(&mut self, which: impl Fn(&(u64, u32)) -> bool) -> Result<(), RecordError> {
+        let keys: Vec<(u64, u32)> = self.arenas.keys().copied().filter(|k| which(k)).collect();
+        for key in keys {
+            let Some(arena) = self.arenas.remove(&key) else {
+                continue;
+            };
+            for s in arena.salvage() {
+                let h = MsgHeader {
+                    kind: MsgKind::Events,
+                    flags: 0,
+                    pid: key.1,
+                    tid: s.tid,
+                    a: s.first,
+                    b: 0,
+                    c: s.events.len() as u32,
+                    d: 0,
+                };
+                self.os.drain(&mut self.book);
+                self.add_events(&h, s.events.into_iter())?;
             }
         }
         Ok(())

@@ -5,7 +5,8 @@
 
 use std::collections::HashMap;
 
-use lapse_data::{Event, EventKind, FunctionId, OsEvent, Timestamp};
+use lapse_data::codec::EventEncoder;
+use lapse_data::{EventKind, FunctionId, OsEvent, Timestamp};
 use lapse_rt::protocol::RawEvent;
 
 use super::address::AddressBook;
@@ -21,7 +22,8 @@ const CACHE_SLOTS: usize = 512;
 pub struct ThreadStream {
     pub pid: u32,
     pub tid: u32,
-    pending: Vec<Event>,
+    /// Events not written yet, already encoded as the file holds them.
+    pending: EventEncoder,
     stack: Vec<FunctionId>,
     /// Index of the next event the runtime will send for this thread.
     next_index: u64,
@@ -37,7 +39,7 @@ impl ThreadStream {
         ThreadStream {
             pid,
             tid,
-            pending: Vec::new(), // grows to a batch only for busy threads
+            pending: EventEncoder::default(), // grows to a batch only for busy threads
             stack: Vec::new(),
             next_index: 0,
             last_ts: Timestamp::default(),
@@ -55,29 +57,18 @@ impl ThreadStream {
         // Ticks can step back by a few ns across CPUs: keep the stream ordered.
         let ts = ts.max(self.last_ts);
         self.last_ts = ts;
-        match kind {
-            EventKind::Enter => {
-                if self.stack.len() < MAX_TRACKED_DEPTH {
-                    self.stack.push(function);
-                }
-            }
-            EventKind::Exit => {
-                if let Some(at) = self.stack.iter().rposition(|&f| f == function) {
-                    self.stack.truncate(at);
-                }
-            }
-        }
-        self.pending.push(Event { ts, kind, function });
+        follow_stack(&mut self.stack, kind, function);
+        self.pending.push(ts, kind, function);
     }
 
     /// Events ready for the file (a full batch, or everything when `all`).
-    pub fn take_batch(&mut self, all: bool) -> Option<Vec<Event>> {
+    pub fn take_batch(&mut self, all: bool) -> Option<EventEncoder> {
         if self.pending.len() >= BATCH_EVENTS || (all && !self.pending.is_empty()) {
             // A quiet thread flushed by the timer gets no big buffer back.
             let capacity = if all { 0 } else { BATCH_EVENTS };
             Some(std::mem::replace(
                 &mut self.pending,
-                Vec::with_capacity(capacity),
+                EventEncoder::with_capacity(capacity),
             ))
         } else {
             None
@@ -89,6 +80,28 @@ impl ThreadStream {
         while let Some(&f) = self.stack.last() {
             self.push(ts, EventKind::Exit, f);
         }
+    }
+}
+
+/// Keeps a thread's call stack in step with its events (for fork and exec).
+#[inline(always)]
+fn follow_stack(stack: &mut Vec<FunctionId>, kind: EventKind, function: FunctionId) {
+    match kind {
+        EventKind::Enter => {
+            if stack.len() < MAX_TRACKED_DEPTH {
+                stack.push(function);
+            }
+        }
+        EventKind::Exit => match stack.last() {
+            Some(&top) if top == function => {
+                stack.pop();
+            }
+            _ => {
+                if let Some(at) = stack.iter().rposition(|&f| f == function) {
+                    stack.truncate(at);
+                }
+            }
+        },
     }
 }
 
@@ -138,7 +151,7 @@ impl Threads {
         pid: u32,
         tid: u32,
         real_end: Timestamp,
-    ) -> Option<(Vec<Event>, Vec<OsEvent>)> {
+    ) -> Option<(EventEncoder, Vec<OsEvent>)> {
         let mut s = self.streams.remove(&(pid, tid))?;
         let events = s.take_batch(true).unwrap_or_default();
         let os = s.stalls.release_os(true);
@@ -181,7 +194,7 @@ impl Threads {
         raw: impl Iterator<Item = RawEvent>,
         book: &mut AddressBook,
         clock: &TickClock,
-    ) -> Option<Vec<Event>> {
+    ) -> Option<EventEncoder> {
         let gen = self.gens.get(&pid).copied().unwrap_or(0);
         let s = self.stream(pid, tid);
         let skip = s.next_index.saturating_sub(first_index);
@@ -190,29 +203,27 @@ impl Threads {
             lost = first_index - s.next_index;
             s.next_index = first_index;
         }
-        let mut added = 0;
-        if s.pending.capacity() == 0 {
-            // one allocation of the right size instead of a chain of doublings
-            s.pending.reserve_exact(raw.size_hint().0);
-        }
-        let mut raw = raw
-            .skip(usize::try_from(skip).unwrap_or(usize::MAX))
-            .peekable();
-        let first = raw.peek().copied()?; // everything was a duplicate
+        let mut raw = raw.skip(usize::try_from(skip).unwrap_or(usize::MAX));
+        let first = raw.next()?; // everything was a duplicate
         let seg = clock.segment(first.ticks);
         s.stalls
             .note(stalled_ticks, seg.to_timestamp(first.ticks), clock);
         let offset = s.stalls.offset_ns();
+        // The loop works on locals, so nothing is reloaded after each store
+        // into the encoder's buffer.
+        let mut last_ts = s.last_ts;
         let mut last_real = Timestamp::default();
-        for e in raw {
+        let mut added = 0u64;
+        let (cache, stack, pending) = (&mut *s.cache, &mut s.stack, &mut s.pending);
+        let mut step = |e: RawEvent| {
             let real = seg.to_timestamp(e.ticks);
             last_real = real;
             let slot = ((e.function >> 4) as usize) % CACHE_SLOTS;
-            let f = if s.cache[slot].0 == e.function {
-                s.cache[slot].1
+            let f = if cache[slot].0 == e.function {
+                cache[slot].1
             } else {
-                let f = book.resolve(pid, gen, e.function, s.last_ts);
-                s.cache[slot] = (e.function, f);
+                let f = book.resolve(pid, gen, e.function, last_ts);
+                cache[slot] = (e.function, f);
                 f
             };
             let kind = if e.is_exit {
@@ -220,14 +231,17 @@ impl Threads {
             } else {
                 EventKind::Enter
             };
-            s.push(
-                Timestamp::from_nanos(real.as_nanos().saturating_sub(offset)),
-                kind,
-                f,
-            );
-            s.next_index += 1;
+            // Ticks can step back by a few ns across CPUs: keep the stream ordered.
+            let ts = Timestamp::from_nanos(real.as_nanos().saturating_sub(offset)).max(last_ts);
+            last_ts = ts;
+            follow_stack(stack, kind, f);
+            pending.push(ts, kind, f);
             added += 1;
-        }
+        };
+        step(first);
+        raw.for_each(&mut step);
+        s.last_ts = last_ts;
+        s.next_index += added;
         s.stalls.seen_until(last_real);
         let batch = s.take_batch(false);
         self.lost_events += lost;
@@ -257,7 +271,7 @@ impl Threads {
 
     /// An exec replaced process `pid`: its threads' open calls end at `at`,
     /// and the new image starts numbering events from zero.
-    pub fn exec(&mut self, pid: u32, at: Timestamp) -> Vec<(u32, Vec<Event>)> {
+    pub fn exec(&mut self, pid: u32, at: Timestamp) -> Vec<(u32, EventEncoder)> {
         let mut out = Vec::new();
         for s in self.streams.values_mut().filter(|s| s.pid == pid) {
             let before = s.pending.len();
@@ -324,7 +338,7 @@ mod tests {
         t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
         t.fork(1, 1, 250);
         t.child(2, 2, 1, 250, Timestamp::from_nanos(5));
-        let child = t.stream(2, 2).take_batch(true).unwrap_or_default();
+        let child = t.stream(2, 2).take_batch(true).unwrap_or_default().events();
         let kinds: Vec<_> = child.iter().map(|e| (e.kind, e.function)).collect();
         let parent_ids: Vec<_> = t.stream(1, 1).stack.clone();
         assert_eq!(kinds.len(), 2);
