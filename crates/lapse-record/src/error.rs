@@ -25,4 +25,8 @@ pub enum RecordError {
     Wait(io::Error),
     #[error("receiving from the runtime: {0}")]
     Receive(io::Error),
+    #[error("{path}: {what}")]
+    Recover { path: PathBuf, what: String },
+    #[error(transparent)]
+    Data(#[from] lapse_data::DataError),
 }

@@ -28,6 +28,7 @@ pub mod linux;
 pub mod method;
 
 pub use error::RecordError;
+pub use instrument::{recover, spill_path, RecoverOutcome};
 
 /// Which collection method `record` uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

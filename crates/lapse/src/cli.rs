@@ -26,6 +26,11 @@ pub enum Command {
         /// Data file [default: lapse.data]
         file: Option<PathBuf>,
     },
+    /// Merge the events the runtime kept in FILE.spill after the recorder ended into FILE.
+    Recover {
+        /// Data file [default: lapse.data]
+        file: Option<PathBuf>,
+    },
     /// Convert a Chrome Trace Event Format file into a lapse data file.
     Import {
         /// The trace (JSON object with "traceEvents", or a bare array).

@@ -21,6 +21,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Record(a) => record(a),
         Command::Report(a) => report(a),
         Command::Info { file } => info(&file.unwrap_or_else(default_file)),
+        Command::Recover { file } => recover(&file.unwrap_or_else(default_file)),
         Command::Import { trace, output } => import(&trace, &output),
         Command::Demo => crate::demo::run(),
         Command::Export(a) => crate::export::export(a),
@@ -44,7 +45,41 @@ pub fn open(path: &Path) -> Result<DataFile> {
     } else if file.footer.is_none() {
         eprintln!("lapse: warning: {}: the recording did not finish (no footer); reporting what was written", path.display());
     }
+    if let Some(line) = spill_hint(path) {
+        eprintln!("lapse: warning: {line}");
+    }
     Ok(file)
+}
+
+/// One line when events wait in `<path>.spill` (the recorder ended before the target).
+fn spill_hint(path: &Path) -> Option<String> {
+    let spill = lapse_record::spill_path(path);
+    let len = std::fs::metadata(&spill).ok()?.len();
+    Some(format!(
+        "{} holds {len} bytes of events that arrived after the recorder ended; `lapse recover {}` merges them",
+        spill.display(),
+        path.display()
+    ))
+}
+
+fn recover(path: &Path) -> Result<u8> {
+    let r = lapse_record::recover(path)?;
+    eprintln!(
+        "lapse: recovered {} events of {} threads from {} into {}{}",
+        r.events,
+        r.threads,
+        r.spill.display(),
+        r.output.display(),
+        if r.lost_events > 0 {
+            format!(
+                " (about {} events were lost when the recorder ended)",
+                r.lost_events
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(0)
 }
 
 pub fn record(a: RecordArgs) -> Result<u8> {
@@ -93,6 +128,9 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         outcome.output.display(),
         outcome.exit_status
     );
+    if let Some(line) = spill_hint(&outcome.output) {
+        eprintln!("lapse: note: {line}");
+    }
     Ok(u8::try_from(outcome.exit_status.clamp(0, 255)).unwrap_or(1))
 }
 
@@ -285,6 +323,9 @@ fn info(path: &Path) -> Result<u8> {
     }
     for d in &file.damage {
         writeln!(o, "damage:      at byte {}: {}", d.offset, d.what)?;
+    }
+    if let Some(line) = spill_hint(path) {
+        writeln!(o, "spill:       {line}")?;
     }
     if file.skipped_chunks > 0 {
         writeln!(

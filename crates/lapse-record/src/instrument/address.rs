@@ -62,9 +62,60 @@ pub struct AddressBook {
     functions: Vec<(ModuleId, u64)>,
     /// Module and mapping records not yet written to the file.
     pending: Vec<Record>,
+    /// Set when the processes are gone (recovery): never read /proc.
+    offline: bool,
 }
 
 impl AddressBook {
+    /// A book that goes on from a data file's tables (for recovering a spill
+    /// file after the recorder ended): its modules, mappings and functions
+    /// keep their ids and are not written again. A module whose file on disk
+    /// no longer has the recorded build-id is not used for symbols. Offline:
+    /// addresses outside the known mappings resolve to `[unknown]`.
+    pub fn resume(
+        modules: &[ModuleInfo],
+        mappings: &[MappingInfo],
+        functions: &[(ModuleId, u64)],
+    ) -> AddressBook {
+        let mut book = AddressBook {
+            offline: true,
+            ..AddressBook::default()
+        };
+        for m in modules {
+            let elf = if m.path.starts_with('/') {
+                ElfModule::open(Path::new(&m.path))
+                    .ok()
+                    .filter(|e| m.build_id.is_none() || e.build_id() == m.build_id.as_deref())
+            } else {
+                None
+            };
+            book.module_ids.insert(m.path.clone(), m.id);
+            book.modules.push(m.clone());
+            book.module_entries.push(ModuleEntry { elf });
+        }
+        let mut by_time: Vec<&MappingInfo> = mappings.iter().collect();
+        by_time.sort_by_key(|m| m.time);
+        for m in by_time {
+            let space = book.spaces.entry((m.pid, 0)).or_default();
+            space.maps.retain(|x| x.end <= m.start || x.start >= m.end);
+            let at = space.maps.partition_point(|x| x.start < m.start);
+            space.maps.insert(
+                at,
+                Mapping {
+                    start: m.start,
+                    end: m.end,
+                    module: m.module,
+                    bias: m.bias,
+                },
+            );
+        }
+        for (i, &f) in functions.iter().enumerate() {
+            book.function_ids.insert(f, FunctionId(i as u32));
+            book.functions.push(f);
+        }
+        book
+    }
+
     /// Every function so far: (id = index, module, module-relative address).
     pub fn functions(&self) -> &[(ModuleId, u64)] {
         &self.functions
@@ -185,7 +236,7 @@ impl AddressBook {
             return id;
         }
         let mut hit = self.lookup(key, addr);
-        if hit.is_none() && gen == self.latest_gen(pid) {
+        if hit.is_none() && gen == self.latest_gen(pid) && !self.offline {
             self.load_proc_maps(pid, now);
             hit = self.lookup(key, addr);
         }

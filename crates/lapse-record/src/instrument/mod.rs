@@ -25,6 +25,8 @@
 //! - **Recorder gone**: the runtime appends its datagrams to `<output>.spill`
 //!   (`u32` length + datagram each), arena buffers the recorder had not freed
 //!   first (oldest first), instead of losing them; the target runs on.
+//!   `lapse recover` merges them into the data file afterwards (`recover.rs`);
+//!   a new recording removes a stale spill of the same output first.
 //! - **Threads**: the runtime creates none, so none are profiled by mistake;
 //!   ended threads' state is dropped after 500 ms to bound memory.
 
@@ -34,6 +36,7 @@ mod functions;
 mod ipc;
 mod os;
 mod output;
+mod recover;
 mod session;
 mod session_dir;
 mod stalls;
@@ -41,4 +44,5 @@ mod syscalls;
 mod threads;
 mod wrapup;
 
+pub use recover::{recover, spill_path, RecoverOutcome};
 pub use session::record;

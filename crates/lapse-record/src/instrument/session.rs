@@ -80,7 +80,10 @@ pub fn record(
             preload = format!("{preload} {old}");
         }
     }
-    let spill = format!("{}.spill", opts.output.display());
+    let spill = super::recover::spill_path(&opts.output);
+    // A spill left by an earlier recording to the same output is not this one's.
+    let _ = std::fs::remove_file(&spill);
+    let spill = spill.display().to_string();
     let env = [
         ("LD_PRELOAD".to_owned(), preload),
         (

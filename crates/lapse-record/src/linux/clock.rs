@@ -73,6 +73,20 @@ impl TickClock {
         }
     }
 
+    /// The conversion a recording used, from its header (to convert ticks
+    /// that arrive later, e.g. from a spill file). Exact to ~1 ns per second
+    /// from the reference point.
+    pub fn from_calibration(c: &TscCalibration) -> TickClock {
+        let shift = 32;
+        let mult = (1e9 * (1u64 << shift) as f64 / c.ticks_per_sec.max(1.0)).round() as u64;
+        TickClock {
+            ref_ticks: c.ref_ticks,
+            ref_ns: c.ref_ns,
+            mult: mult.max(1),
+            shift,
+        }
+    }
+
     /// A rough rate (ticks per second) from a `ms`-millisecond measurement,
     /// for settings that need no precision.
     pub fn rough_ticks_per_sec(ms: u64) -> f64 {
@@ -172,6 +186,24 @@ mod tests {
         assert_eq!(c.to_timestamp(3000).as_nanos(), 6_000);
         assert_eq!(c.to_timestamp(0).as_nanos(), 4_500);
         assert!((c.calibration().ticks_per_sec - 2e9).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_clock_rebuilt_from_its_calibration_converts_alike() {
+        let c = TickClock {
+            ref_ticks: 1000,
+            ref_ns: 5_000,
+            mult: 3 << 30,
+            shift: 31,
+        };
+        let again = TickClock::from_calibration(&c.calibration());
+        for t in [0u64, 1000, 3_000_000_000, 30_000_000_000] {
+            let (a, b) = (
+                c.to_timestamp(t).as_nanos(),
+                again.to_timestamp(t).as_nanos(),
+            );
+            assert!(a.abs_diff(b) <= 1 + a / 1_000_000_000, "{t}: {a} vs {b}");
+        }
     }
 
     #[test]

@@ -1,0 +1,446 @@
+//! `lapse recover`: what the runtime kept in `<output>.spill` after the
+//! recorder went away, merged into the data file.
+//!
+//! Like `uftrace recover`, this is an explicit step that rewrites the
+//! recording: the intact chunks of the data file are copied to a temporary
+//! file next to it, the spill's events are appended (ticks converted with the
+//! file's own calibration, addresses resolved against the file's modules,
+//! mappings and functions, new functions named from the module files on disk
+//! when their build-id still matches), then the tables are completed, a note
+//! and a footer are added, the copy replaces the file and the spill is
+//! removed. A spill still open in a live process is refused (it is still
+//! growing).
+//!
+//! What cannot come back: events the recorder had received but not written
+//! when it died (counted as lost where the runtime's event indices show the
+//! gap), and OS events after that moment (no switches were recorded, so that
+//! time is application time).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use lapse_data::{
+    format, DataFile, DataWriter, Footer, ProcessInfo, Record, ThreadInfo, Timestamp,
+};
+use lapse_rt::protocol::{self, MsgHeader, MsgKind};
+
+use super::address::AddressBook;
+use super::functions::function_table;
+use super::threads::Threads;
+use crate::linux::clock::TickClock;
+use crate::RecordError;
+
+/// Where the runtime spills when the recorder of `output` is gone.
+pub fn spill_path(output: &Path) -> PathBuf {
+    let mut name = output.as_os_str().to_owned();
+    name.push(".spill");
+    PathBuf::from(name)
+}
+
+/// What a recovery added.
+#[derive(Clone, Debug)]
+pub struct RecoverOutcome {
+    pub output: PathBuf,
+    pub spill: PathBuf,
+    pub events: u64,
+    pub threads: usize,
+    /// Events the runtime sent that reached neither the file nor the spill.
+    pub lost_events: u64,
+}
+
+/// Merges `<file>.spill` into `file`.
+pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
+    let spill = spill_path(file);
+    let fail = |what: String| RecordError::Recover {
+        path: spill.clone(),
+        what,
+    };
+    let bytes = match std::fs::read(&spill) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(fail("no spill file: nothing to recover".into()))
+        }
+        Err(e) => return Err(fail(e.to_string())),
+    };
+    if let Some(pid) = writer_of(&spill) {
+        return Err(fail(format!(
+            "still being written by process {pid} (the target runs on); recover once it has exited"
+        )));
+    }
+    let data = DataFile::open(file)?;
+    let Some(calibration) = data.session.tsc else {
+        return Err(fail(format!(
+            "{} holds no tick calibration (not an instrumentation recording)",
+            file.display()
+        )));
+    };
+    let clock = TickClock::from_calibration(&calibration);
+    let functions: Vec<_> = data
+        .functions
+        .iter()
+        .map(|f| (f.module, f.address))
+        .collect();
+    let mut m = Merge {
+        book: AddressBook::resume(&data.modules, &data.mappings, &functions),
+        threads: Threads::default(),
+        clock,
+        events: BTreeMap::new(),
+        first_index: HashMap::new(),
+        procs: HashMap::new(),
+    };
+    for datagram in datagrams(&bytes) {
+        m.handle(datagram);
+    }
+    let tmp = {
+        let mut name = file.as_os_str().to_owned();
+        name.push(".recovering");
+        PathBuf::from(name)
+    };
+    let out_err = |source| RecordError::Output {
+        path: tmp.clone(),
+        source,
+    };
+    let outcome = m
+        .write(&data, file, &tmp, &spill)
+        .map_err(out_err)
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })?;
+    std::fs::rename(&tmp, file).map_err(|source| RecordError::Output {
+        path: file.to_owned(),
+        source,
+    })?;
+    let _ = std::fs::remove_file(&spill);
+    Ok(outcome)
+}
+
+/// The spill's datagrams (`u32` length, then the datagram); a torn last one is dropped.
+fn datagrams(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        let len = bytes.get(pos..pos + 4)?;
+        let len = u32::from_ne_bytes(len.try_into().ok()?) as usize;
+        let d = bytes.get(pos + 4..pos + 4 + len)?;
+        pos += 4 + len;
+        Some(d)
+    })
+}
+
+/// A live process holding `path` open, if any.
+fn writer_of(path: &Path) -> Option<u32> {
+    let target = std::fs::canonicalize(path).ok()?;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|l| l == target) {
+                return Some(pid);
+            }
+        }
+    }
+    None
+}
+
+#[derive(Default)]
+struct SpillProc {
+    ppid: Option<u32>,
+    start: Option<Timestamp>,
+}
+
+struct Merge {
+    book: AddressBook,
+    threads: Threads,
+    clock: TickClock,
+    /// Recovered events per thread, in order.
+    events: BTreeMap<(u32, u32), Vec<lapse_data::Event>>,
+    /// Index of each thread's first event in the spill.
+    first_index: HashMap<(u32, u32), u64>,
+    /// Processes that started after the recorder ended.
+    procs: HashMap<u32, SpillProc>,
+}
+
+impl Merge {
+    fn handle(&mut self, datagram: &[u8]) {
+        let Ok(h) = MsgHeader::parse(datagram) else {
+            return;
+        };
+        let at = self.clock.to_timestamp(h.b);
+        match h.kind {
+            MsgKind::Events if h.flags & protocol::FLAG_DISCARD == 0 => {
+                self.first_index.entry((h.pid, h.tid)).or_insert(h.a);
+                let batch = self.threads.add_events(
+                    h.pid,
+                    h.tid,
+                    h.a,
+                    h.b,
+                    protocol::events(datagram),
+                    &mut self.book,
+                    &self.clock,
+                );
+                self.keep(h.pid, h.tid, batch);
+            }
+            MsgKind::Events => {}
+            MsgKind::Fork => self.threads.fork(h.pid, h.tid, h.b),
+            MsgKind::Child => {
+                self.book.fork(h.c, h.pid);
+                self.threads.child(h.pid, h.tid, h.c, h.b, at);
+                let p = self.procs.entry(h.pid).or_default();
+                p.ppid = Some(h.c);
+                p.start.get_or_insert(at);
+            }
+            MsgKind::Exec => {}
+            // (the runtime writes arena buffers to the spill file as Events)
+            MsgKind::Arena | MsgKind::ShmEvents => {}
+            MsgKind::Hello => {
+                // A new image of a process seen before: its open calls end here.
+                for (tid, batch) in self.threads.exec(h.pid, at) {
+                    self.keep(h.pid, tid, Some(batch));
+                }
+                let p = self.procs.entry(h.pid).or_default();
+                p.ppid.get_or_insert(h.c);
+                p.start.get_or_insert(at);
+            }
+        }
+    }
+
+    fn keep(&mut self, pid: u32, tid: u32, batch: Option<lapse_data::codec::EventEncoder>) {
+        if let Some(b) = batch {
+            self.events
+                .entry((pid, tid))
+                .or_default()
+                .extend(b.events());
+        }
+    }
+
+    /// Writes the intact part of `file`, then everything recovered, to `tmp`.
+    fn write(
+        mut self,
+        data: &DataFile,
+        file: &Path,
+        tmp: &Path,
+        spill: &Path,
+    ) -> io::Result<RecoverOutcome> {
+        let keys: Vec<(u32, u32)> = self.threads.streams().map(|s| (s.pid, s.tid)).collect();
+        for (pid, tid) in keys {
+            let rest = self.threads.stream(pid, tid).take_batch(true);
+            self.keep(pid, tid, rest);
+        }
+        let intact = data
+            .damage
+            .first()
+            .map_or(data.file_len, |d| d.offset)
+            .max(format::FILE_HEADER_LEN as u64);
+        let original = std::fs::read(file)?;
+        let mut out = BufWriter::new(File::create(tmp)?);
+        out.write_all(&original[..intact as usize])?;
+        let mut w = DataWriter::new(SkipHeader {
+            inner: out,
+            skip: format::FILE_HEADER_LEN,
+        })?;
+        for r in self.book.take_pending() {
+            w.write_record(&r)?;
+        }
+        let mut recovered = 0u64;
+        let mut last: HashMap<(u32, u32), Timestamp> = HashMap::new();
+        for (&(pid, tid), events) in &self.events {
+            for batch in events.chunks(super::threads::BATCH_EVENTS) {
+                w.write_events(pid, tid, batch)?;
+            }
+            recovered += events.len() as u64;
+            if let Some(e) = events.last() {
+                last.insert((pid, tid), e.ts);
+            }
+        }
+        let new_functions = function_table(&self.book, data.functions.len(), None);
+        if !new_functions.is_empty() {
+            w.write_record(&Record::Functions(new_functions))?;
+        }
+        let lost = self.lost_events(data);
+        self.write_tables(&mut w, data, &last)?;
+        let end = last.values().max().copied();
+        let mut session = data.session.clone();
+        let lost_note = if lost > 0 {
+            format!("about {lost} events lost at the break; ")
+        } else {
+            String::new()
+        };
+        session.notes.push(format!(
+            "{recovered} events of {} threads recovered from {} after the recorder ended \
+             ({lost_note}no OS events after it)",
+            last.len(),
+            spill.display()
+        ));
+        w.write_record(&Record::Session(session))?;
+        let old = data.footer.clone().unwrap_or_default();
+        w.write_record(&Record::Footer(Footer {
+            end: end.map_or(old.end, |e| e.max(old.end)),
+            lost_events: old.lost_events + lost,
+            events: data.total_events() + recovered,
+            ..old
+        }))?;
+        w.flush()?;
+        let out = w.into_inner().inner;
+        out.into_inner()
+            .map_err(io::IntoInnerError::into_error)?
+            .sync_all()?;
+        Ok(RecoverOutcome {
+            output: file.to_owned(),
+            spill: spill.to_owned(),
+            events: recovered,
+            threads: last.len(),
+            lost_events: lost,
+        })
+    }
+
+    /// Events the runtime numbered but neither the file nor the spill holds:
+    /// for threads the file already had, the gap between the events it holds
+    /// and the index of the first spilled one; within the spill, the gaps
+    /// the stream noticed.
+    fn lost_events(&self, data: &DataFile) -> u64 {
+        let mut in_file: HashMap<(u32, u32), u64> = HashMap::new();
+        for c in &data.event_chunks {
+            *in_file.entry((c.pid, c.tid)).or_default() += u64::from(c.count);
+        }
+        let mut lost = self.threads.lost_events;
+        for (key, &first) in &self.first_index {
+            // The stream began at index 0, so it counted the first index as lost.
+            lost = lost.saturating_sub(first);
+            lost += first.saturating_sub(in_file.get(key).copied().unwrap_or(0));
+        }
+        lost
+    }
+
+    /// Thread ends (their last event) and the processes that began after the break.
+    fn write_tables<W: Write>(
+        &self,
+        w: &mut DataWriter<W>,
+        data: &DataFile,
+        last: &HashMap<(u32, u32), Timestamp>,
+    ) -> io::Result<()> {
+        let command_of = |pid: u32| -> Vec<String> {
+            let mut p = Some(pid);
+            while let Some(q) = p {
+                if let Some(info) = data.processes.iter().find(|x| x.pid == q) {
+                    return info.command.clone();
+                }
+                p = self
+                    .procs
+                    .get(&q)
+                    .and_then(|s| s.ppid)
+                    .filter(|&pp| pp != q);
+            }
+            Vec::new()
+        };
+        let mut pids: Vec<u32> = last.keys().map(|k| k.0).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        for pid in pids {
+            let known = data.processes.iter().any(|p| p.pid == pid);
+            let end = last
+                .iter()
+                .filter(|(k, _)| k.0 == pid)
+                .map(|(_, &t)| t)
+                .max();
+            let sp = self.procs.get(&pid);
+            w.write_record(&Record::Process(ProcessInfo {
+                pid,
+                ppid: if known { None } else { sp.and_then(|p| p.ppid) },
+                command: if known { Vec::new() } else { command_of(pid) },
+                start: if known {
+                    None
+                } else {
+                    sp.and_then(|p| p.start)
+                },
+                end,
+                exit_status: None,
+            }))?;
+        }
+        for (&(pid, tid), &end) in last {
+            let known = data.threads.iter().find(|t| t.pid == pid && t.tid == tid);
+            let name = match known {
+                Some(t) => t.name.clone(),
+                None => command_of(pid)
+                    .first()
+                    .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned())
+                    .unwrap_or_default(),
+            };
+            let start = match known {
+                Some(t) => t.start,
+                None if pid == tid => self.procs.get(&pid).and_then(|p| p.start),
+                None => None,
+            };
+            w.write_record(&Record::Thread(ThreadInfo {
+                pid,
+                tid,
+                name,
+                start,
+                end: Some(known.and_then(|t| t.end).map_or(end, |e| e.max(end))),
+            }))?;
+        }
+        Ok(())
+    }
+}
+
+/// The data writer starts every file with a file header; the copy being
+/// appended to has one already, so those bytes are dropped.
+struct SkipHeader<W: Write> {
+    inner: W,
+    skip: usize,
+}
+
+impl<W: Write> Write for SkipHeader<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.skip > 0 {
+            let n = self.skip.min(buf.len());
+            self.skip -= n;
+            return Ok(n);
+        }
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spill_datagrams_are_split_and_a_torn_tail_dropped() {
+        let mut b = Vec::new();
+        for d in [&b"abc"[..], b"de"] {
+            b.extend_from_slice(&(d.len() as u32).to_ne_bytes());
+            b.extend_from_slice(d);
+        }
+        b.extend_from_slice(&9u32.to_ne_bytes());
+        b.extend_from_slice(b"xy");
+        let got: Vec<&[u8]> = datagrams(&b).collect();
+        assert_eq!(got, vec![&b"abc"[..], b"de"]);
+    }
+
+    #[test]
+    fn the_header_is_skipped_once() {
+        let mut w = SkipHeader {
+            inner: Vec::new(),
+            skip: 3,
+        };
+        w.write_all(b"ab").and_then(|()| w.write_all(b"cdef")).ok();
+        assert_eq!(w.inner, b"def");
+    }
+
+    #[test]
+    fn spill_path_appends_to_the_name() {
+        assert_eq!(
+            spill_path(Path::new("d/x.lapse")),
+            Path::new("d/x.lapse.spill")
+        );
+    }
+}

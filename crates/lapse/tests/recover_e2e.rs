@@ -1,0 +1,222 @@
+//! End to end: the recorder is killed (SIGKILL) while the target runs on;
+//! the runtime keeps its events in `<output>.spill`, `lapse info` and
+//! `lapse report` point at it, and `lapse recover` merges it so that the
+//! calls made after the kill are in the report with exact counts.
+//!
+//! Skips (with a message) where gcc is missing or perf_event_open is refused.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Phase 1 ticks until the test creates `go` (after killing the recorder);
+/// phase 2 makes a known number of calls on the main thread and on a thread
+/// started after the kill, then writes how many ticks phase 1 made.
+const PROGRAM: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#define NOINLINE __attribute__((noinline))
+volatile uint64_t sink;
+NOINLINE void tick(void) { struct timespec d = {0, 1000000}; nanosleep(&d, NULL); }
+NOINLINE uint64_t leaf(uint64_t x) { return x * 3 + 1; }
+NOINLINE void after(int i) { sink = leaf(sink + (uint64_t)i); }
+NOINLINE void *worker(void *arg) { (void)arg; for (int i = 0; i < 30000; i++) after(i); return NULL; }
+int main(void) {
+    FILE *f = fopen("pid", "w"); fprintf(f, "%d\n", (int)getpid()); fclose(f);
+    long ticks = 0;
+    while (access("go", F_OK) != 0) { tick(); ticks++; }
+    pthread_t t; pthread_create(&t, NULL, worker, NULL);
+    for (int i = 0; i < 50000; i++) after(i);
+    pthread_join(t, NULL);
+    f = fopen("ticks.tmp", "w"); fprintf(f, "%ld\n", ticks); fclose(f);
+    rename("ticks.tmp", "ticks");
+    return 0;
+}
+"#;
+
+fn lapse(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run lapse")
+}
+
+fn calls(v: &Value, name: &str) -> f64 {
+    v["rows"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["function"] == name))
+        .and_then(|r| r["calls"].as_f64())
+        .unwrap_or(0.0)
+}
+
+/// Waits until the file `name` appears in `dir`; its contents.
+fn wait_for(dir: &Path, name: &str, within: Duration) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(s) = std::fs::read_to_string(dir.join(name)) {
+            if !s.is_empty() {
+                return s;
+            }
+        }
+        assert!(start.elapsed() < within, "{name} did not appear");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// True once process `pid` is gone (or a zombie nobody reaps).
+fn ended(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+#[test]
+fn events_after_a_killed_recorder_are_recovered_exactly() {
+    let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("recover_e2e");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create test dir");
+    let src = dir.join("spill.c");
+    std::fs::write(&src, PROGRAM).expect("write source");
+    let exe = dir.join("spill");
+    match Command::new("gcc")
+        .args(["-finstrument-functions", "-O1", "-pthread", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!("gcc failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("skipping: gcc not available ({e})");
+            return;
+        }
+    }
+    // A stale spill from an earlier run must not end up in this recording.
+    std::fs::write(dir.join("out.lapse.spill"), b"stale").expect("write stale spill");
+    let mut recorder = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(["record", "-o", "out.lapse", "--"])
+        .arg(&exe)
+        .current_dir(&dir)
+        // (not a pipe: the target inherits it and outlives the recorder)
+        .stderr(std::fs::File::create(dir.join("record.err")).expect("stderr file"))
+        .spawn()
+        .expect("start lapse record");
+    let pid = wait_for(&dir, "pid", Duration::from_secs(10));
+    let pid = pid.trim().to_owned();
+    std::thread::sleep(Duration::from_millis(700));
+    let _ = recorder.kill(); // SIGKILL: the recorder cannot finish anything
+    let _ = recorder.wait();
+    let stderr = std::fs::read_to_string(dir.join("record.err")).unwrap_or_default();
+    if stderr.contains("perf_event_open") {
+        eprintln!("skipping: perf events are not available here: {stderr}");
+        let _ = std::fs::write(dir.join("go"), b"");
+        return;
+    }
+    assert!(
+        !dir.join("out.lapse.spill").exists(),
+        "the stale spill was removed at the start"
+    );
+    // Everything from here on happens without a recorder.
+    std::fs::write(dir.join("go"), b"").expect("create go");
+    let ticks: f64 = wait_for(&dir, "ticks", Duration::from_secs(60))
+        .trim()
+        .parse()
+        .expect("tick count");
+    let start = Instant::now();
+    while !ended(&pid) {
+        assert!(start.elapsed() < Duration::from_secs(30), "target ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(dir.join("out.lapse.spill").exists(), "the runtime spilled");
+
+    let info = lapse(&dir, &["info", "out.lapse"]);
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        info.contains("lapse recover"),
+        "info points at the spill: {info}"
+    );
+    let before = lapse(
+        &dir,
+        &[
+            "report",
+            "out.lapse",
+            "--view",
+            "functions",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&before.stderr).contains("lapse recover"),
+        "report points at the spill"
+    );
+    let v: Value = serde_json::from_slice(&before.stdout).expect("report is JSON");
+    assert_eq!(
+        calls(&v, "after"),
+        0.0,
+        "nothing of phase 2 reached the file"
+    );
+
+    let rec = lapse(&dir, &["recover", "out.lapse"]);
+    let said = String::from_utf8_lossy(&rec.stderr);
+    assert!(rec.status.success(), "lapse recover: {said}");
+    assert!(said.contains("recovered"), "{said}");
+    assert!(!dir.join("out.lapse.spill").exists(), "the spill is merged");
+
+    let after = lapse(
+        &dir,
+        &[
+            "report",
+            "out.lapse",
+            "--view",
+            "functions",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(after.status.success());
+    assert!(!String::from_utf8_lossy(&after.stderr).contains("lapse recover"));
+    let v: Value = serde_json::from_slice(&after.stdout).expect("report is JSON");
+    assert_eq!(calls(&v, "after"), 80_000.0, "every call after the kill");
+    assert_eq!(calls(&v, "leaf"), 80_000.0);
+    assert_eq!(calls(&v, "worker"), 1.0);
+    assert_eq!(calls(&v, "main"), 1.0);
+    let t = calls(&v, "tick");
+    assert!(
+        (300.0..=ticks).contains(&t),
+        "ticks before the kill are kept ({t} of {ticks}), some lost at the break"
+    );
+    let threads = lapse(
+        &dir,
+        &[
+            "report",
+            "out.lapse",
+            "--view",
+            "threads",
+            "--format",
+            "json",
+        ],
+    );
+    let threads: Value = serde_json::from_slice(&threads.stdout).expect("JSON");
+    assert_eq!(
+        threads["rows"].as_array().map(Vec::len),
+        Some(2),
+        "main and the worker started after the kill: {threads}"
+    );
+    let info = lapse(&dir, &["info", "out.lapse"]);
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("recovered from"), "{info}");
+    // Nothing left to recover.
+    assert!(!lapse(&dir, &["recover", "out.lapse"]).status.success());
+}
