@@ -71,14 +71,14 @@ impl Arena {
     }
 
     fn u32_at(&self, off: usize) -> &AtomicU32 {
-        debug_assert!(off % 4 == 0 && off + 4 <= arena::BYTES);
+        debug_assert!(off.is_multiple_of(4) && off + 4 <= arena::BYTES);
         // SAFETY: in bounds of the mapping (checked by the callers' constant
         // layout), aligned, and every access to shared words is atomic.
         unsafe { &*self.ptr.as_ptr().add(off).cast::<AtomicU32>() }
     }
 
     fn u64_at(&self, off: usize) -> &AtomicU64 {
-        debug_assert!(off % 8 == 0 && off + 8 <= arena::BYTES);
+        debug_assert!(off.is_multiple_of(8) && off + 8 <= arena::BYTES);
         // SAFETY: as for u32_at.
         unsafe { &*self.ptr.as_ptr().add(off).cast::<AtomicU64>() }
     }
