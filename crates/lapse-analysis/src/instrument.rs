@@ -155,6 +155,21 @@ struct State {
     /// The previous boundary was a probe (so the next interval may be compensated).
     last_was_probe: bool,
     next_off: usize,
+    /// The off-CPU period at `next_off` (or two maximal times past the end),
+    /// so the common check is two compares on registers.
+    off_from: Timestamp,
+    off_to: Timestamp,
+}
+
+/// The off-CPU period at `i`, or one that never comes.
+fn period_at(off_cpu: &[OsEvent], i: usize) -> (Timestamp, Timestamp) {
+    off_cpu.get(i).map_or(
+        (
+            Timestamp::from_nanos(u64::MAX),
+            Timestamp::from_nanos(u64::MAX),
+        ),
+        |p| (p.from, p.to),
+    )
 }
 
 /// The analysis of one thread, fed its events in time order.
@@ -176,7 +191,13 @@ struct Step<'r> {
     st: State,
     stack: Vec<Frame>,
     stats: ThreadStats,
-    acc: &'r mut Accumulator,
+    /// The accumulator's tables as separate slices: their pointers and
+    /// lengths then stay in registers too.
+    functions: &'r mut [FunctionStats],
+    modules: &'r mut [ModuleStats],
+    exclusive: &'r mut [[u64; 2]],
+    fn_depth: &'r mut [u32],
+    mod_depth: &'r mut [u32],
     module_of: &'r [ModuleId],
     window: Option<(Timestamp, Timestamp)>,
     cost: Fine,
@@ -214,6 +235,8 @@ impl<'a> ThreadRun<'a> {
                 last: start,
                 last_was_probe: false,
                 next_off: 0,
+                off_from: period_at(off_cpu, 0).0,
+                off_to: period_at(off_cpu, 0).1,
             },
             stack: Vec::new(),
             stats: ThreadStats {
@@ -228,11 +251,16 @@ impl<'a> ThreadRun<'a> {
     /// Runs `f` on the thread's state moved into a [`Step`], then moves it back.
     #[inline(always)]
     fn step<R>(&mut self, f: impl FnOnce(&mut Step<'_>) -> R) -> R {
+        let acc = &mut *self.acc;
         let mut step = Step {
             st: self.state,
             stack: std::mem::take(&mut self.stack),
             stats: self.stats,
-            acc: &mut *self.acc,
+            functions: &mut acc.functions,
+            modules: &mut acc.modules,
+            exclusive: &mut acc.exclusive,
+            fn_depth: &mut acc.fn_depth,
+            mod_depth: &mut acc.mod_depth,
             module_of: self.module_of,
             window: self.config.window,
             cost: self.cost,
@@ -283,7 +311,7 @@ impl<'a> ThreadRun<'a> {
             }
             while let Some(top) = s.stack.last() {
                 s.stats.open_calls += 1;
-                s.acc.functions[top.function.0 as usize].open_calls += 1;
+                s.functions[top.function.0 as usize].open_calls += 1;
                 s.pop();
             }
         });
@@ -356,7 +384,7 @@ impl Step<'_> {
                 self.stats.time.application_exclusive.0 += app;
             }
             Some(top) => {
-                let x = &mut self.acc.exclusive[top.function.0 as usize];
+                let x = &mut self.exclusive[top.function.0 as usize];
                 x[0] += d;
                 x[1] += app;
                 if let Some(tree) = &mut self.tree {
@@ -369,14 +397,13 @@ impl Step<'_> {
     /// True when an off-CPU period overlaps the open interval (`from`, `to`).
     #[inline(always)]
     fn has_os_event(&mut self, from: Timestamp, to: Timestamp) -> bool {
-        while let Some(p) = self.off_cpu.get(self.st.next_off) {
-            if p.to <= from {
-                self.st.next_off += 1;
-            } else {
-                return p.from < to;
-            }
+        // (past the last period both are MAX; the length check stops the
+        // loop even for a damaged file's timestamp of MAX)
+        while self.st.off_to <= from && self.st.next_off < self.off_cpu.len() {
+            self.st.next_off += 1;
+            (self.st.off_from, self.st.off_to) = period_at(self.off_cpu, self.st.next_off);
         }
-        false
+        self.st.off_from < to
     }
 
     #[inline(always)]
@@ -384,16 +411,16 @@ impl Step<'_> {
         let f = function.0 as usize;
         let module = self.module_of[f];
         let counted = self.window.is_none_or(|(from, to)| ts >= from && ts <= to);
-        let first_of_function = self.acc.fn_depth[f] == 0;
-        self.acc.fn_depth[f] += 1;
-        let first_of_module = self.acc.mod_depth[module.0 as usize] == 0;
-        self.acc.mod_depth[module.0 as usize] += 1;
+        let first_of_function = self.fn_depth[f] == 0;
+        self.fn_depth[f] += 1;
+        let first_of_module = self.mod_depth[module.0 as usize] == 0;
+        self.mod_depth[module.0 as usize] += 1;
         if counted {
             // (module calls are the sums of their functions', in `Accumulator::finish`)
-            self.acc.functions[f].calls += 1;
+            self.functions[f].calls += 1;
             self.stats.calls += 1;
         }
-        let x = self.acc.exclusive[f];
+        let x = self.exclusive[f];
         let exclusive_at_enter = [Fine(x[0]), Fine(x[1])];
         let node = match &mut self.tree {
             Some(tree) => {
@@ -447,16 +474,16 @@ impl Step<'_> {
         };
         let f = frame.function.0 as usize;
         let m = frame.module.0 as usize;
-        self.acc.fn_depth[f] -= 1;
-        self.acc.mod_depth[m] -= 1;
+        self.fn_depth[f] -= 1;
+        self.mod_depth[m] -= 1;
         let clock = self.st.clock;
         let inc_e = Fine(clock.elapsed.0 - frame.at_enter.elapsed.0);
         let inc_a = Fine(clock.application.0 - frame.at_enter.application.0);
         let removed = Fine(clock.removed.0 - frame.at_enter.removed.0);
-        let x = self.acc.exclusive[f];
+        let x = self.exclusive[f];
         let exc_e = Fine(x[0] - frame.exclusive_at_enter[0].0);
         let exc_a = Fine(x[1] - frame.exclusive_at_enter[1].0);
-        let stats = &mut self.acc.functions[f];
+        let stats = &mut self.functions[f];
         if frame.counted {
             stats.per_call.add_call([inc_e, exc_e, inc_a, exc_a]);
         }
@@ -466,7 +493,7 @@ impl Step<'_> {
             stats.probe_overhead.0 += removed.0;
         }
         if frame.first_of_module {
-            let module = &mut self.acc.modules[m];
+            let module = &mut self.modules[m];
             module.time.elapsed_inclusive.0 += inc_e.0;
             module.time.application_inclusive.0 += inc_a.0;
             module.probe_overhead.0 += removed.0;
