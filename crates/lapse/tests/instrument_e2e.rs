@@ -539,3 +539,39 @@ int main(void) {
     assert_eq!(ns(function(&v, "work"), "calls"), 1000.0);
     assert_eq!(ns(function(&v, "work2"), "calls"), 500.0);
 }
+
+#[test]
+fn more_threads_than_arena_buffers_lose_nothing() {
+    // 200 threads alive at once each hold a buffer: the arena has 128, so
+    // some threads fall back to private buffers; every call still counts.
+    let Some(r) = record(
+        "manythreads",
+        r#"
+#define THREADS 200
+NOINLINE void work(int i) { sink += (uint64_t)i; }
+pthread_barrier_t all_in;
+NOINLINE void *body(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 1000; i++) work(i);
+    pthread_barrier_wait(&all_in);
+    for (int i = 0; i < 5000; i++) work(i);
+    return NULL;
+}
+int main(void) {
+    pthread_t t[THREADS];
+    pthread_barrier_init(&all_in, NULL, THREADS);
+    for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, body, NULL);
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 0);
+    let v = report(&r, "functions");
+    assert_eq!(ns(function(&v, "work"), "calls"), 200.0 * 6000.0);
+    assert_eq!(ns(function(&v, "body"), "calls"), 200.0);
+    let t = report(&r, "threads");
+    assert_eq!(rows(&t).len(), 201);
+}
