@@ -141,32 +141,34 @@ fn instrumentation(ev: &mut Events<'_>, file: &DataFile) -> Result<(), ExportErr
 
 fn sampling(ev: &mut Events<'_>, file: &DataFile) -> Result<String, ExportError> {
     let origin = timeline::origin(file);
-    let samples = timeline::samples(file);
     let mut paths = PathTree::empty(Method::Sampling);
     let mut node_of: HashMap<Option<lapse_data::StackId>, u32> = HashMap::new();
-    for s in &samples {
-        let node = match node_of.get(&s.stack) {
-            Some(&n) => n,
-            None => {
-                let n = paths.intern(&sample_keys(file, s.stack));
-                node_of.insert(s.stack, n);
-                n
-            }
-        };
-        let leaf = paths.nodes[node as usize]
-            .key
-            .map_or_else(|| "[unknown]".into(), |k| label(file, k));
-        ev.push(&format!(
-            r#"{{"ph":"i","s":"t","name":{},"cat":"sample","pid":{},"tid":{},"ts":{},"sf":{node},"args":{{"cpu":{},"weight":{}}}}}"#,
-            quote(&leaf),
-            s.pid,
-            s.tid,
-            micros(s.ts, origin),
-            s.cpu,
-            s.weight
-        ))
-        .map_err(ExportError::write(Format::Chrome))?;
-    }
+    timeline::for_each_thread(file, |_, _, run| {
+        for s in run {
+            let node = match node_of.get(&s.stack) {
+                Some(&n) => n,
+                None => {
+                    let n = paths.intern(&sample_keys(file, s.stack));
+                    node_of.insert(s.stack, n);
+                    n
+                }
+            };
+            let leaf = paths.nodes[node as usize]
+                .key
+                .map_or_else(|| "[unknown]".into(), |k| label(file, k));
+            ev.push(&format!(
+                r#"{{"ph":"i","s":"t","name":{},"cat":"sample","pid":{},"tid":{},"ts":{},"sf":{node},"args":{{"cpu":{},"weight":{}}}}}"#,
+                quote(&leaf),
+                s.pid,
+                s.tid,
+                micros(s.ts, origin),
+                s.cpu,
+                s.weight
+            ))?;
+        }
+        Ok(())
+    })
+    .map_err(ExportError::write(Format::Chrome))?;
     // The stack frame table: one entry per path node, keyed by node id.
     let mut frames = Vec::with_capacity(paths.nodes.len());
     for (id, n) in paths.nodes.iter().enumerate().skip(1) {

@@ -23,11 +23,11 @@ mod processed;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use lapse_data::{DataFile, FunctionId, Method, Sample, StackId, ThreadInfo, Timestamp};
+use lapse_data::{DataFile, FunctionId, Method, StackId, ThreadInfo, Timestamp};
 use lapse_report::Analysis;
 
 use crate::paths::{label, module_of, sample_keys, FrameKey};
-use crate::timeline::{self, Step};
+use crate::timeline::{self, SampleIndex, Step};
 use crate::{ExportError, Format};
 use processed::{Document, Meta, ProfileNs, ThreadHeader, ThreadWriter};
 
@@ -167,14 +167,10 @@ fn instrumentation(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
 }
 
 fn sampling(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
-    let samples = timeline::samples(file);
-    let by_thread: HashMap<(u32, u32), &[Sample]> = timeline::samples_by_thread(&samples)
-        .into_iter()
-        .map(|(pid, tid, run)| ((pid, tid), run))
-        .collect();
+    let index = SampleIndex::new(file);
     // Threads with a record, and any that only appear in samples.
     let mut threads = timeline::threads(file);
-    for &(pid, tid) in by_thread.keys() {
+    for (pid, tid) in index.threads() {
         if !threads.iter().any(|t| t.pid == pid && t.tid == tid) {
             threads.push(ThreadInfo {
                 pid,
@@ -193,12 +189,18 @@ fn sampling(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
         (true, Some(p)) => p,
         _ => 0,
     };
-    for (header, i) in headers(file, &threads) {
-        let t = &threads[i];
+    let headers = headers(file, &threads);
+    let order: Vec<(u32, u32)> = headers.iter().map(|(h, _)| (h.pid, h.tid)).collect();
+    let mut headers = headers.into_iter().map(|(h, _)| h);
+    index.for_each_thread(file, &order, |_, _, run| {
+        // `order` follows `headers`, so the next header is this thread's.
+        let Some(header) = headers.next() else {
+            return Ok(());
+        };
         let mut thread = doc.thread(header)?;
         let mut frames = HashMap::new();
         let mut stacks: HashMap<Option<StackId>, u32> = HashMap::new();
-        for s in by_thread.get(&(t.pid, t.tid)).copied().unwrap_or_default() {
+        for s in run {
             let stack = match stacks.get(&s.stack) {
                 Some(&h) => h,
                 None => {
@@ -214,9 +216,8 @@ fn sampling(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
             };
             thread.sample(doc, at(file, s.ts), Some(stack), cpu, 1)?;
         }
-        thread.finish(doc, OFF_CPU, &[])?;
-    }
-    Ok(())
+        thread.finish(doc, OFF_CPU, &[])
+    })
 }
 
 pub fn write(

@@ -9,9 +9,9 @@
 //! Two sources feed the exporters:
 //! - aggregated call paths ([`paths`]): folded stacks, flame graphs, pprof,
 //!   callgrind and the HTML page;
-//! - the time-ordered streams ([`timeline`] for instrumentation events, raw
-//!   samples for sampling): speedscope, Chrome traces and the Firefox Profiler,
-//!   which show a timeline.
+//! - the time-ordered streams ([`timeline`]: instrumentation events, and
+//!   sampling's samples one thread at a time): speedscope, Chrome traces and
+//!   the Firefox Profiler, which show a timeline.
 //!
 //! [`diff`] compares two recordings row by row (`lapse diff`), on the
 //! report's own view rows.

@@ -11,15 +11,16 @@
 //! each weighing one sample (unit "none"), so totals are sample counts.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::convert::Infallible;
+use std::io::{self, Write};
 
-use lapse_data::{DataFile, Method};
+use lapse_data::{DataFile, Method, StackId};
 use lapse_report::Analysis;
 use serde_json::{json, Value};
 
 use crate::chrome::quote;
 use crate::paths::{label, sample_keys, FrameKey};
-use crate::timeline::{self, Step};
+use crate::timeline::{self, SampleIndex, Step};
 use crate::{ExportError, Format};
 
 pub const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
@@ -111,45 +112,63 @@ fn instrumentation(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportErr
 
 fn sampling(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
     let w = ExportError::write(Format::Speedscope);
-    let samples = timeline::samples(file);
+    // The frames come first in the document, numbered in the order the
+    // samples first use them: a first pass over the threads finds them (and
+    // each stack's frame list), the second writes the profiles. Each pass
+    // holds one thread's samples at a time.
+    let index = SampleIndex::new(file);
+    let order: Vec<(u32, u32)> = index.threads().collect();
     let mut frame_index: HashMap<FrameKey, usize> = HashMap::new();
     let mut frames: Vec<Value> = Vec::new();
-    let mut stacks: HashMap<Option<lapse_data::StackId>, Vec<usize>> = HashMap::new();
-    let mut profiles: Vec<Value> = Vec::new();
-    for (pid, tid, run) in timeline::samples_by_thread(&samples) {
-        let mut stack_list: Vec<Value> = Vec::with_capacity(run.len());
+    let mut stacks: HashMap<Option<StackId>, String> = HashMap::new();
+    let Ok(()) = index.for_each_thread(file, &order, |_, _, run| -> Result<(), Infallible> {
         for s in run {
-            let ids = stacks.entry(s.stack).or_insert_with(|| {
-                sample_keys(file, s.stack)
+            stacks.entry(s.stack).or_insert_with(|| {
+                let ids: Vec<String> = sample_keys(file, s.stack)
                     .into_iter()
                     .map(|k| {
-                        *frame_index.entry(k).or_insert_with(|| {
+                        let id = *frame_index.entry(k).or_insert_with(|| {
                             frames.push(frame_json(file, k));
                             frames.len() - 1
-                        })
+                        });
+                        id.to_string()
                     })
-                    .collect()
+                    .collect();
+                format!("[{}]", ids.join(","))
             });
-            stack_list.push(json!(ids));
         }
-        profiles.push(json!({
-            "type": "sampled",
-            "name": thread_name(file, pid, tid),
-            "unit": "none",
-            "startValue": 0,
-            "endValue": run.len(),
-            "samples": stack_list,
-            "weights": vec![1; run.len()],
-        }));
-    }
+        Ok(())
+    });
     let (head, tail) = frame_header(file, &frames);
     out.write_all(head.as_bytes()).map_err(w)?;
-    for (i, p) in profiles.iter().enumerate() {
-        if i > 0 {
-            out.write_all(b",\n").map_err(w)?;
-        }
-        serde_json::to_writer(&mut *out, p).map_err(|e| w(e.into()))?;
-    }
+    let mut first_profile = true;
+    index
+        .for_each_thread(file, &order, |pid, tid, run| -> io::Result<()> {
+            if !first_profile {
+                out.write_all(b",\n")?;
+            }
+            first_profile = false;
+            // Keys in serde_json's (sorted) order, as this was once written.
+            write!(
+                out,
+                "{{\"endValue\":{},\"name\":{},\"samples\":[",
+                run.len(),
+                quote(&thread_name(file, pid, tid))
+            )?;
+            for (i, s) in run.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b",")?;
+                }
+                let ids = stacks.get(&s.stack).map_or("[]", String::as_str);
+                out.write_all(ids.as_bytes())?;
+            }
+            out.write_all(br#"],"startValue":0,"type":"sampled","unit":"none","weights":["#)?;
+            for i in 0..run.len() {
+                out.write_all(if i > 0 { b",1" } else { b"1" })?;
+            }
+            out.write_all(b"]}")
+        })
+        .map_err(w)?;
     out.write_all(tail.as_bytes()).map_err(w)
 }
 

@@ -1,6 +1,7 @@
 //! The time-ordered streams behind the timeline exports (speedscope, Chrome,
 //! Firefox): instrumentation events as properly nested opens and closes,
-//! off-CPU periods, and sampling's samples in time order.
+//! off-CPU periods, and sampling's samples in time order, one thread at a
+//! time so that memory does not grow with the recording.
 //!
 //! The instrumentation stream is repaired exactly as the analysis repairs it
 //! (`lapse_analysis::instrument`): events naming an unknown function and
@@ -8,6 +9,8 @@
 //! further down closes the frames above it first, and a timestamp earlier
 //! than the previous one is taken as equal to it. So a consumer that needs
 //! balanced calls gets them, and its numbers agree with `lapse report`.
+
+use std::collections::{BTreeMap, HashMap};
 
 use lapse_data::{DataFile, Event, EventKind, FunctionId, Method, Sample, ThreadInfo, Timestamp};
 
@@ -127,27 +130,163 @@ pub fn off_cpu(file: &DataFile, pid: u32, tid: u32) -> Vec<(Timestamp, Timestamp
     merged
 }
 
-/// Every kept sample of a sampling recording, ordered by (pid, tid, time);
-/// chunks that do not decode are skipped, as reports skip them.
-pub fn samples(file: &DataFile) -> Vec<Sample> {
-    if file.session.method != Method::Sampling {
-        return Vec::new();
-    }
-    let mut all = Vec::new();
-    let mut buf = Vec::new();
-    for c in &file.sample_chunks {
-        if file.read_samples(c, &mut buf).is_ok() {
-            all.append(&mut buf);
-        }
-    }
-    all.sort_by_key(|s| (s.pid, s.tid, s.ts));
-    all
+/// Samples held at once for a group of small threads (40 MB at 40 bytes a
+/// sample): small threads are read together, so a recording of many threads
+/// is not decoded once per thread. A thread larger than this is read alone.
+const GROUP_SAMPLES: u64 = 1 << 20;
+
+/// Where each thread's samples are in a sampling recording: one pass over
+/// the sample chunks finds, for each (pid, tid), how many samples it has
+/// and which chunks hold them, so a thread's samples can then be read
+/// without holding anyone else's. Chunks that do not decode are left out,
+/// as reports skip them.
+#[derive(Clone, Debug)]
+pub struct SampleIndex {
+    /// Ordered by (pid, tid).
+    threads: Vec<ThreadSamples>,
+    group_samples: u64,
 }
 
-/// The samples of each thread, in time order, as (pid, tid, samples).
-pub fn samples_by_thread(samples: &[Sample]) -> Vec<(u32, u32, &[Sample])> {
-    samples
-        .chunk_by(|a, b| (a.pid, a.tid) == (b.pid, b.tid))
-        .filter_map(|run| run.first().map(|s| (s.pid, s.tid, run)))
-        .collect()
+impl Default for SampleIndex {
+    fn default() -> SampleIndex {
+        SampleIndex {
+            threads: Vec::new(),
+            group_samples: GROUP_SAMPLES,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct ThreadSamples {
+    pid: u32,
+    tid: u32,
+    count: u64,
+    /// Indexes into `file.sample_chunks`, ascending.
+    chunks: Vec<usize>,
+}
+
+impl SampleIndex {
+    /// The index of `file`'s samples; empty unless it is a sampling recording.
+    pub fn new(file: &DataFile) -> SampleIndex {
+        if file.session.method != Method::Sampling {
+            return SampleIndex::default();
+        }
+        let mut by_thread: BTreeMap<(u32, u32), ThreadSamples> = BTreeMap::new();
+        let mut buf = Vec::new();
+        for (i, c) in file.sample_chunks.iter().enumerate() {
+            if file.read_samples(c, &mut buf).is_err() {
+                continue;
+            }
+            for s in &buf {
+                let t = by_thread
+                    .entry((s.pid, s.tid))
+                    .or_insert_with(|| ThreadSamples {
+                        pid: s.pid,
+                        tid: s.tid,
+                        count: 0,
+                        chunks: Vec::new(),
+                    });
+                t.count += 1;
+                if t.chunks.last() != Some(&i) {
+                    t.chunks.push(i);
+                }
+            }
+        }
+        SampleIndex {
+            threads: by_thread.into_values().collect(),
+            group_samples: GROUP_SAMPLES,
+        }
+    }
+
+    /// Reads threads together while their samples add up to at most `n`
+    /// (default 2^20): less memory for a smaller `n`, more passes over the
+    /// chunks when threads are many.
+    pub fn group_samples(mut self, n: u64) -> SampleIndex {
+        self.group_samples = n;
+        self
+    }
+
+    /// Every thread with at least one sample, ordered by (pid, tid).
+    pub fn threads(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.threads.iter().map(|t| (t.pid, t.tid))
+    }
+
+    /// Calls `f` with the samples of each thread of `order` in turn, in
+    /// time order (equal timestamps in file order); a thread without
+    /// samples gets an empty slice. At most one group of small threads, or
+    /// one large thread, is in memory at a time.
+    pub fn for_each_thread<E>(
+        &self,
+        file: &DataFile,
+        order: &[(u32, u32)],
+        mut f: impl FnMut(u32, u32, &[Sample]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut buf = Vec::new();
+        let mut rest = order;
+        while !rest.is_empty() {
+            // The next group: consecutive threads of `order` up to the budget.
+            let mut total = 0u64;
+            let mut len = 0;
+            for &key in rest {
+                let n = self.get(key).map_or(0, |t| t.count);
+                if len > 0 && total + n > self.group_samples {
+                    break;
+                }
+                total += n;
+                len += 1;
+            }
+            let (group, next) = rest.split_at(len);
+            rest = next;
+            let mut chunks: Vec<usize> = group
+                .iter()
+                .filter_map(|&key| self.get(key))
+                .flat_map(|t| t.chunks.iter().copied())
+                .collect();
+            chunks.sort_unstable();
+            chunks.dedup();
+            let slot: HashMap<(u32, u32), usize> =
+                group.iter().enumerate().map(|(i, &key)| (key, i)).collect();
+            let mut samples: Vec<Vec<Sample>> = group
+                .iter()
+                .map(|&key| Vec::with_capacity(self.get(key).map_or(0, |t| t.count) as usize))
+                .collect();
+            for &i in &chunks {
+                let Some(c) = file.sample_chunks.get(i) else {
+                    continue;
+                };
+                if file.read_samples(c, &mut buf).is_err() {
+                    continue;
+                }
+                for s in &buf {
+                    if let Some(&k) = slot.get(&(s.pid, s.tid)) {
+                        samples[k].push(*s);
+                    }
+                }
+            }
+            for (&(pid, tid), mut run) in group.iter().zip(samples) {
+                // Stable: equal timestamps keep their order in the file.
+                run.sort_by_key(|s| s.ts);
+                f(pid, tid, &run)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, key: (u32, u32)) -> Option<&ThreadSamples> {
+        self.threads
+            .binary_search_by_key(&key, |t| (t.pid, t.tid))
+            .ok()
+            .map(|i| &self.threads[i])
+    }
+}
+
+/// Calls `f` with the samples of each sampled thread in (pid, tid) order,
+/// each thread's in time order; see [`SampleIndex::for_each_thread`].
+pub fn for_each_thread<E>(
+    file: &DataFile,
+    f: impl FnMut(u32, u32, &[Sample]) -> Result<(), E>,
+) -> Result<(), E> {
+    let index = SampleIndex::new(file);
+    let order: Vec<(u32, u32)> = index.threads().collect();
+    index.for_each_thread(file, &order, f)
 }
