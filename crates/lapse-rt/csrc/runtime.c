@@ -529,7 +529,30 @@ NOINSTR static void before_fork(void)
     t->in_slow--;
 }
 
-NOINSTR static void after_fork_parent(void) { g_forking = 0; }
+/* After a fork: the forking thread leaves its private buffer for the arena
+ * again (handing over what the atfork handlers recorded, if anything), so a
+ * process killed soon after still has its events where the recorder finds them. */
+NOINSTR static void back_to_arena(struct lapse_tls *t)
+{
+    if (t->state != LAPSE_T_ACTIVE || t->buf >= 0 || !g_arena)
+        return;
+    t->in_slow++;
+    if (t->base && t->cur > t->base) {
+        flush_own(t);
+    } else {
+        t->base = t->cur = t->end = NULL;
+        if (take_buffer(t) != 0)
+            t->state = LAPSE_T_OFF;
+    }
+    t->in_slow--;
+}
+
+NOINSTR static void after_fork_parent(void)
+{
+    g_forking = 0;
+    if (g_inited == 1)
+        back_to_arena(&lapse_t);
+}
 
 /* The child: only the forking thread exists. Its buffer was flushed just
  * before fork, so it starts empty; the recorder gives it the parent's stack. */
@@ -563,6 +586,7 @@ NOINSTR static void after_fork_child(void)
         munmap(g_arena, g_arena_bytes);
     arena_create();
     g_forking = 0;
+    back_to_arena(self);
 }
 
 NOINSTR void lapse_before_exec(void)

@@ -575,3 +575,34 @@ int main(void) {
     let t = report(&r, "threads");
     assert_eq!(rows(&t).len(), 201);
 }
+
+#[test]
+fn many_short_children_keep_every_call_even_after_exit_without_flush() {
+    // Half the children end with _exit(), which runs no destructor: their
+    // last events were never handed over and are read from their arenas.
+    let Some(r) = record(
+        "children",
+        r#"
+NOINLINE void work(int i) { sink += (uint64_t)i; }
+int main(void) {
+    for (int c = 0; c < 120; c++) {
+        pid_t p = fork();
+        if (p == 0) {
+            for (int i = 0; i < 100; i++) work(i);
+            if (c % 2) _exit(0);
+            exit(0);
+        }
+        waitpid(p, NULL, 0);
+    }
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 0);
+    let v = report(&r, "functions");
+    assert_eq!(ns(function(&v, "work"), "calls"), 120.0 * 100.0);
+    let p = report(&r, "processes");
+    assert_eq!(rows(&p).len(), 121);
+}

@@ -20,6 +20,8 @@ pub struct Conn {
     fd: OwnedFd,
     /// Unique for the session (fd numbers are reused).
     pub id: u64,
+    /// The last read found nothing more queued.
+    pub drained: bool,
     /// Processes that have sent on this connection (fork children share it).
     pub pids: Vec<u32>,
 }
@@ -119,6 +121,7 @@ impl Listener {
         Ok(Some(Conn {
             fd,
             id: self.accepted.get(),
+            drained: false,
             pids: Vec::new(),
         }))
     }

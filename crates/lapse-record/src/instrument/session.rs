@@ -25,6 +25,9 @@ const LINGER: Duration = Duration::from_secs(2);
 /// An ended thread's stream is dropped this long after its end (its last
 /// datagram was sent before it exited, so it is in by then).
 pub(super) const RETIRE_AFTER: Duration = Duration::from_millis(500);
+/// An ended process's arena is let go this long after its end (before its
+/// threads are retired), once its connection has nothing queued.
+const ARENA_GRACE: Duration = Duration::from_millis(200);
 /// Datagrams read from one connection before looking at the others.
 const READ_BURST: usize = 256;
 
@@ -284,6 +287,7 @@ impl Session {
         buf.resize(MAX_DATAGRAM + 64, 0);
         let mut got = false;
         let mut n = 0;
+        self.conns[i].0.drained = false;
         while n < max && !self.conns[i].1 {
             let (r, fd) = self.conns[i]
                 .0
@@ -295,7 +299,10 @@ impl Session {
                     n += 1;
                     self.handle(i, &buf[..len], fd)?;
                 }
-                Recv::WouldBlock => break,
+                Recv::WouldBlock => {
+                    self.conns[i].0.drained = true;
+                    break;
+                }
                 Recv::Closed => {
                     self.conns[i].1 = true;
                     let id = self.conns[i].0.id;
@@ -431,6 +438,40 @@ impl Session {
         Ok(())
     }
 
+    /// Arenas of processes that ended a while ago, once their connection
+    /// (shared with a parent or children that live on) has nothing queued:
+    /// what they left is taken and the mapping let go, so a program that
+    /// forks child after child does not make the recorder grow. Runs before
+    /// the processes' threads are retired.
+    fn release_ended_arenas(&mut self) -> Result<(), RecordError> {
+        let now = clock::monotonic_now();
+        let grace = ARENA_GRACE.as_nanos() as u64;
+        let drained: HashSet<u64> = self
+            .conns
+            .iter()
+            .filter(|c| c.0.drained)
+            .map(|c| c.0.id)
+            .collect();
+        let done: Vec<(u64, u32)> = self
+            .arenas
+            .keys()
+            .filter(|(conn, pid)| {
+                drained.contains(conn)
+                    && self
+                        .os
+                        .processes
+                        .get(pid)
+                        .and_then(|p| p.end)
+                        .is_some_and(|end| now.since(end) > grace)
+            })
+            .copied()
+            .collect();
+        if done.is_empty() {
+            return Ok(());
+        }
+        self.salvage(|k| done.contains(k))
+    }
+
     fn note_pid(&mut self, conn: usize, pid: u32) {
         let pids = &mut self.conns[conn].0.pids;
         if !pids.contains(&pid) {
@@ -524,6 +565,7 @@ impl Session {
             self.out.record(&Record::OsEvents(block))?;
         }
         self.announce_new()?;
+        self.release_ended_arenas()?;
         self.retire_ended_threads()?;
         self.flushes += 1;
         if self.flushes.is_multiple_of(10) {
