@@ -229,31 +229,37 @@ fn feed_chunk(bytes: &[u8], count: usize, run: &mut ThreadRun<'_>) -> bool {
 
 fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
     let window = query.window(file);
-    let decoded: Vec<_> = file
-        .sample_chunks
-        .par_iter()
-        .map(|c| {
-            let mut v = Vec::new();
-            file.read_samples(c, &mut v).map(|()| v)
-        })
-        .collect();
     let mut analysis = SampleAnalysis::default();
     let mut bad_chunks = 0;
-    for chunk in decoded {
-        let Ok(samples) = chunk else {
-            bad_chunks += 1;
-            continue;
-        };
-        for s in &samples {
-            if !query.wants_thread(s.pid, s.tid) {
+    // A few chunks decoded in parallel at a time, then counted: memory stays
+    // that of a few chunks, whatever the length of the recording.
+    for batch in file.sample_chunks.chunks(16) {
+        let decoded: Vec<_> = batch
+            .par_iter()
+            .map(|c| {
+                let mut v = Vec::new();
+                file.read_samples(c, &mut v).map(|()| v)
+            })
+            .collect();
+        for chunk in decoded {
+            let Ok(samples) = chunk else {
+                bad_chunks += 1;
                 continue;
-            }
-            if let Some((from, to)) = window {
-                if s.ts < from || s.ts > to {
+            };
+            for s in &samples {
+                if !query.wants_thread(s.pid, s.tid) {
                     continue;
                 }
+                if let Some((from, to)) = window {
+                    if s.ts < from || s.ts > to {
+                        continue;
+                    }
+                }
+                analysis.add(s);
             }
-            analysis.add(s);
+            if let Some(p) = &query.progress {
+                p.fetch_add(samples.len() as u64, Ordering::Relaxed);
+            }
         }
     }
     analysis.finish(&file.stacks, &file.frames);
