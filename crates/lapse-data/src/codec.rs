@@ -100,14 +100,12 @@ pub fn decode_events(raw: &[u8], count: usize, out: &mut Vec<Event>) -> Option<(
     // Every event takes at least two bytes: never reserve more than the input allows.
     out.reserve(count.min(raw.len() / 2));
     let mut d = EventDecoder::new(raw, count)?;
-    while d.remaining() > 0 {
-        d.decode_into(out, usize::MAX)?;
-    }
+    out.extend(d.by_ref());
     d.finish()
 }
 
-/// Decodes an event chunk a block at a time, so a consumer can keep the
-/// decoded events in its cache instead of materialising the whole chunk.
+/// Decodes an event chunk one event at a time (an iterator), so a consumer
+/// can analyse events as they are decoded instead of storing the chunk.
 pub struct EventDecoder<'a> {
     raw: &'a [u8],
     pos: usize,
@@ -126,38 +124,6 @@ impl<'a> EventDecoder<'a> {
             ts,
             remaining: count,
         })
-    }
-
-    /// Events announced and not decoded yet.
-    pub fn remaining(&self) -> usize {
-        self.remaining
-    }
-
-    /// Appends up to `max` more events to `out`. `None` when the bytes end or
-    /// are malformed before the announced count.
-    #[inline]
-    pub fn decode_into(&mut self, out: &mut Vec<Event>, max: usize) -> Option<()> {
-        let n = self.remaining.min(max);
-        let (raw, mut pos, mut ts) = (self.raw, self.pos, self.ts);
-        for _ in 0..n {
-            let word = varint::get(raw, &mut pos)?;
-            let delta = varint::get(raw, &mut pos)?;
-            ts = ts.wrapping_add(delta);
-            let function = u32::try_from(word >> 1).ok()?;
-            out.push(Event {
-                ts: Timestamp::from_nanos(ts),
-                kind: if word & 1 == 1 {
-                    EventKind::Exit
-                } else {
-                    EventKind::Enter
-                },
-                function: FunctionId(function),
-            });
-        }
-        self.pos = pos;
-        self.ts = ts;
-        self.remaining -= n;
-        Some(())
     }
 
     /// `Some` when every announced event was decoded and no byte is left over.

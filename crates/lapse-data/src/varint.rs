@@ -2,20 +2,12 @@
 
 /// Appends `v` as an unsigned LEB128 varint.
 #[inline]
-pub fn put(out: &mut Vec<u8>, mut v: u64) {
-    if v < 0x80 {
-        out.push(v as u8); // most event fields
-        return;
-    }
-    let mut buf = [0u8; 10];
-    let mut n = 0;
-    while v >= 0x80 {
-        buf[n] = (v as u8) | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    buf[n] = v as u8;
-    out.extend_from_slice(&buf[..=n]);
+pub fn put(out: &mut Vec<u8>, v: u64) {
+    out.reserve(10);
+    let len = out.len();
+    let n = write_uninit(out.spare_capacity_mut(), 0, v);
+    // SAFETY: write_uninit initialised the first n (<= 10) spare bytes.
+    unsafe { out.set_len(len + n) };
 }
 
 /// Writes `v` into `buf` at `at` and returns the position after it, for a

@@ -193,16 +193,6 @@ fn main() {
     let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     let total = file.total_events();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if let Some(out) = std::env::var_os("DUMP_RAW") {
-        let mut all = Vec::new();
-        let mut buf = Vec::new();
-        for c in &file.event_chunks {
-            file.read_event_bytes(c, &mut buf).expect("chunk");
-            all.extend_from_slice(&buf);
-        }
-        std::fs::write(out, all).expect("write");
-        return;
-    }
     if std::env::var_os("ENGINE_ONLY").is_some() {
         engine_only(&file, runs);
         return;

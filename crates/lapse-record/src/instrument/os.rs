@@ -100,6 +100,27 @@ pub struct OsCollector {
     scratch: Vec<u8>,
 }
 
+/// An event on the target's OS activity: armed at the target's exec,
+/// following its children when `inherit`, stamped with CLOCK_MONOTONIC (the
+/// clock the runtime's ticks are converted to).
+pub(super) fn target_attr(
+    type_: u32,
+    config: u64,
+    sample_type: u64,
+    inherit: bool,
+) -> perf_event_open_sys::bindings::perf_event_attr {
+    let mut attr = perf::new_attr();
+    attr.type_ = type_;
+    attr.config = config;
+    attr.sample_type = sample_type;
+    attr.set_disabled(1);
+    attr.set_enable_on_exec(1);
+    attr.set_inherit(u64::from(inherit));
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr
+}
+
 impl OsCollector {
     /// Opens the per-CPU events on `pid` (disabled until it execs), following
     /// its threads and children when `inherit`. System calls are optional
@@ -115,13 +136,12 @@ impl OsCollector {
         let mut events = Vec::new();
         let mut redirected = Vec::new();
         for cpu in perf::online_cpus() {
-            let mut attr = perf::new_attr();
-            attr.type_ = b::PERF_TYPE_SOFTWARE;
-            attr.config = u64::from(b::PERF_COUNT_SW_DUMMY);
-            attr.sample_type = sample_type;
-            attr.set_disabled(1);
-            attr.set_enable_on_exec(1);
-            attr.set_inherit(u64::from(inherit));
+            let mut attr = target_attr(
+                b::PERF_TYPE_SOFTWARE,
+                u64::from(b::PERF_COUNT_SW_DUMMY),
+                sample_type,
+                inherit,
+            );
             attr.set_context_switch(1);
             attr.set_comm(1);
             attr.set_comm_exec(1);
@@ -131,21 +151,16 @@ impl OsCollector {
             attr.set_sample_id_all(1);
             attr.set_exclude_kernel(1);
             attr.set_exclude_hv(1);
-            attr.set_use_clockid(1);
-            attr.clockid = libc::CLOCK_MONOTONIC;
             let ev = PerfEvent::open(&mut attr, pid, cpu, RING_PAGES)?;
             if faults {
-                let mut fa = perf::new_attr();
-                fa.type_ = b::PERF_TYPE_SOFTWARE;
-                fa.config = u64::from(b::PERF_COUNT_SW_PAGE_FAULTS_MAJ);
+                let mut fa = target_attr(
+                    b::PERF_TYPE_SOFTWARE,
+                    u64::from(b::PERF_COUNT_SW_PAGE_FAULTS_MAJ),
+                    sample_type,
+                    inherit,
+                );
                 fa.__bindgen_anon_1.sample_period = 1;
-                fa.sample_type = sample_type;
-                fa.set_disabled(1);
-                fa.set_enable_on_exec(1);
-                fa.set_inherit(u64::from(inherit));
                 fa.set_sample_id_all(1);
-                fa.set_use_clockid(1);
-                fa.clockid = libc::CLOCK_MONOTONIC;
                 let f = PerfEvent::open(&mut fa, pid, cpu, 0)?;
                 f.set_output(&ev)?;
                 redirected.push(f);

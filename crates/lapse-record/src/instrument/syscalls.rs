@@ -74,17 +74,10 @@ impl SyscallEvents {
             .clamp(RING_PAGES_MIN, RING_PAGES_MAX);
         for cpu in cpus {
             let open = |config: u64, pages: usize| {
-                let mut attr = perf::new_attr();
-                attr.type_ = b::PERF_TYPE_TRACEPOINT;
-                attr.config = config;
+                let mut attr =
+                    super::os::target_attr(b::PERF_TYPE_TRACEPOINT, config, sample_type, inherit);
                 attr.__bindgen_anon_1.sample_period = 1;
-                attr.sample_type = sample_type;
-                attr.set_disabled(1);
-                attr.set_enable_on_exec(1);
-                attr.set_inherit(u64::from(inherit));
                 attr.set_exclude_hv(1);
-                attr.set_use_clockid(1);
-                attr.clockid = libc::CLOCK_MONOTONIC;
                 // Wake the recorder's poll when a ring is a quarter full.
                 attr.set_watermark(1);
                 attr.__bindgen_anon_2.wakeup_watermark = (pages * 4096 / 4) as u32;

@@ -54,11 +54,16 @@ impl ThreadStream {
 
     #[inline]
     fn push(&mut self, ts: Timestamp, kind: EventKind, function: FunctionId) {
-        // Ticks can step back by a few ns across CPUs: keep the stream ordered.
-        let ts = ts.max(self.last_ts);
-        self.last_ts = ts;
-        follow_stack(&mut self.stack, kind, function);
-        self.pending.push(ts, kind, function);
+        let mut last_ts = self.last_ts;
+        append(
+            &mut last_ts,
+            &mut self.stack,
+            &mut self.pending,
+            ts,
+            kind,
+            function,
+        );
+        self.last_ts = last_ts;
     }
 
     /// Events ready for the file (a full batch, or everything when `all`).
@@ -81,6 +86,24 @@ impl ThreadStream {
             self.push(ts, EventKind::Exit, f);
         }
     }
+}
+
+/// Appends one event to a thread's stream (parts passed apart, so the
+/// recorder's hot loop can keep them in locals).
+#[inline(always)]
+fn append(
+    last_ts: &mut Timestamp,
+    stack: &mut Vec<FunctionId>,
+    pending: &mut EventEncoder,
+    ts: Timestamp,
+    kind: EventKind,
+    function: FunctionId,
+) {
+    // Ticks can step back by a few ns across CPUs: keep the stream ordered.
+    let ts = ts.max(*last_ts);
+    *last_ts = ts;
+    follow_stack(stack, kind, function);
+    pending.push(ts, kind, function);
 }
 
 /// Keeps a thread's call stack in step with its events (for fork and exec).
@@ -231,11 +254,8 @@ impl Threads {
             } else {
                 EventKind::Enter
             };
-            // Ticks can step back by a few ns across CPUs: keep the stream ordered.
-            let ts = Timestamp::from_nanos(real.as_nanos().saturating_sub(offset)).max(last_ts);
-            last_ts = ts;
-            follow_stack(stack, kind, f);
-            pending.push(ts, kind, f);
+            let ts = Timestamp::from_nanos(real.as_nanos().saturating_sub(offset));
+            append(&mut last_ts, stack, pending, ts, kind, f);
             added += 1;
         };
         step(first);
