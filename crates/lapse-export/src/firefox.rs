@@ -1,5 +1,5 @@
 //! The Firefox Profiler's processed profile format (profiler.firefox.com,
-//! "Load a profile from file"), written as a stream by [`processed`] so
+//! "Load a profile from file"), written as a stream by `processed` so
 //! that memory does not grow with the number of events or samples.
 //!
 //! - Sampling: every kept sample in time order on its thread, with its stack

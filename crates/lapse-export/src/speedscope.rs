@@ -1,4 +1,4 @@
-//! speedscope's file format (https://www.speedscope.app/file-format-schema.json).
+//! speedscope's file format (<https://www.speedscope.app/file-format-schema.json>).
 //!
 //! Instrumentation: one "evented" profile per thread, built from the real
 //! event stream (`O` when a call opens, `C` when it closes; calls still open

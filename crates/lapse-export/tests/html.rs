@@ -1,13 +1,12 @@
 //! The HTML page: its embedded data must be the report's, and headless
 //! Chromium must render it — table rows, tree nodes, flame graph — with no
-//! script error. Chromium is installed with apt when missing; when that is
-//! not possible the browser part is skipped with a message.
+//! script error. The browser part skips with a message where Chromium is
+//! missing (`.ci/run` installs it and makes that a failure).
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use lapse_export::Format;
@@ -46,39 +45,9 @@ fn page_embeds_the_report_and_needs_no_network() {
     assert_eq!(data["hot_path"][0], "main");
 }
 
-/// A Chromium binary, installing Debian's package once if there is none.
+/// Debian's Chromium (`.ci/run` installs it), or a skip.
 fn chromium() -> Option<PathBuf> {
-    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
-    FOUND
-        .get_or_init(|| {
-            let find = || {
-                ["chromium", "chromium-browser", "google-chrome"]
-                    .iter()
-                    .find_map(|name| {
-                        let out = Command::new("which").arg(name).output().ok()?;
-                        let path = String::from_utf8(out.stdout).ok()?.trim().to_owned();
-                        (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
-                    })
-            };
-            if let Some(p) = find() {
-                return Some(p);
-            }
-            eprintln!("chromium not found: trying apt-get install -y chromium");
-            let installed = Command::new("apt-get")
-                .args(["install", "-y", "chromium"])
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .status()
-                .is_ok_and(|s| s.success());
-            if !installed {
-                let _ = Command::new("apt-get").arg("update").status();
-                let _ = Command::new("apt-get")
-                    .args(["install", "-y", "chromium"])
-                    .env("DEBIAN_FRONTEND", "noninteractive")
-                    .status();
-            }
-            find()
-        })
-        .clone()
+    lapse_testkit::tool("chromium")
 }
 
 /// The DOM after the page's scripts ran, as headless Chromium dumps it.
@@ -122,7 +91,6 @@ fn render(browser: &Path, page: &[u8], name: &str) -> String {
 
 fn check_rendered(file: &lapse_data::DataFile, name: &str, first: &str) {
     let Some(browser) = chromium() else {
-        eprintln!("skipped: no chromium, and `apt-get install -y chromium` did not provide one");
         return;
     };
     let page = common::export(file, Format::Html);

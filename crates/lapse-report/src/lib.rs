@@ -1,6 +1,6 @@
 //! Reports: runs the analysis over a data file ([`load`]), shapes the result
 //! into the views of SPEC section 3 ([`views`]) and renders them as aligned
-//! tables, CSV or JSON ([`render`]). Reports take a writer; nothing here
+//! tables, CSV or JSON ([`mod@render`]). Reports take a writer; nothing here
 //! touches a terminal or a file by name.
 
 pub mod load;

@@ -16,7 +16,7 @@ pub const MAX_DATAGRAM: usize = HEADER_LEN + BUF_EVENTS * EVENT_LEN;
 pub const FLAG_DISCARD: u16 = 1;
 
 /// The shared arena (`struct lapse_arena` in `csrc/lapse_rt.h`): a header
-/// page, then [`ARENA_BUFS`] buffers of [`BUF_EVENTS`] events.
+/// page, then [`BUFS`](crate::protocol::arena::BUFS) buffers of [`BUF_EVENTS`] events.
 pub mod arena {
     pub const MAGIC: u32 = 0x4150_534c;
     pub const BUFS: usize = 128;

@@ -56,7 +56,7 @@ fn module(path: &Path) -> ElfModule {
 #[test]
 fn names_lines_and_inline_chain() {
     let Some(exe) = build("inline", SOURCE, &["-g", "-O1"]) else {
-        eprintln!("skipping: gcc not available");
+        lapse_testkit::skip::<()>("gcc not available");
         return;
     };
     let m = module(&exe);
@@ -189,7 +189,7 @@ fn separate_debug_file_through_gnu_debuglink() {
         && run(&["strip".as_ref(), "--strip-debug".as_ref(), e])
         && run(&["objcopy".as_ref(), link.as_ref(), e]);
     if !ok {
-        eprintln!("skipping: binutils not available");
+        lapse_testkit::skip::<()>("binutils not available");
         return;
     }
     let m = module(&exe);
@@ -224,7 +224,7 @@ fn cpp_names_are_demangled() {
         .status()
         .is_ok_and(|s| s.success());
     if !built {
-        eprintln!("skipping: g++ not available");
+        lapse_testkit::skip::<()>("g++ not available");
         return;
     }
     let m = module(&exe);
@@ -250,7 +250,7 @@ fn global_name_wins_over_gcc_localalias() {
     let src = "int walk(int n) { return n <= 0 ? 0 : 1 + walk(n - 1); }\n\
                int main(int c, char **v) { (void)v; return walk(c * 5) & 1; }\n";
     let Some(exe) = build("localalias", src, &["-O1", "-fPIC"]) else {
-        eprintln!("skipping: gcc not available");
+        lapse_testkit::skip::<()>("gcc not available");
         return;
     };
     let m = module(&exe);

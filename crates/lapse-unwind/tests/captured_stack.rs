@@ -173,7 +173,7 @@ fn unwound_names(name: &str, defines: &[&str]) -> Option<Vec<String>> {
 #[test]
 fn unwinds_an_optimised_stack_without_frame_pointers() {
     let Some(names) = unwound_names("plain", &[]) else {
-        eprintln!("skipping: gcc not available");
+        lapse_testkit::skip::<()>("gcc not available");
         return;
     };
     let expected = ["level_c", "level_b", "level_a", "main"];
@@ -186,7 +186,7 @@ fn unwinds_an_optimised_stack_without_frame_pointers() {
 #[test]
 fn unwinds_through_a_signal_handler() {
     let Some(names) = unwound_names("signal", &["-DVIA_SIGNAL"]) else {
-        eprintln!("skipping: gcc not available");
+        lapse_testkit::skip::<()>("gcc not available");
         return;
     };
     // level_c runs in the handler; below the signal frame the interrupted

@@ -75,7 +75,7 @@ pub struct RecordArgs {
     pub event: Option<String>,
     #[arg(long, value_enum, default_value = "dwarf")]
     pub call_graph: CallGraphArg,
-    /// OS events for instrumentation: switch[,fault,syscall].
+    /// OS events for instrumentation: `switch[,fault,syscall]`.
     #[arg(long, value_delimiter = ',', default_value = "switch")]
     pub os_events: Vec<String>,
     /// Do not follow threads and child processes.

@@ -8,6 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use lapse_testkit::{compile, skip, WorkDir};
 use serde_json::Value;
 
 const PROGRAM: &str = r#"
@@ -48,11 +49,8 @@ const FORMATS: [&str; 8] = [
     "html",
 ];
 
-fn work_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("export_e2e-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create test dir");
-    dir
+fn work_dir(name: &str) -> WorkDir {
+    WorkDir::new(env!("CARGO_TARGET_TMPDIR"), &format!("export_e2e-{name}"))
 }
 
 fn lapse(dir: &Path, args: &[&str]) -> Output {
@@ -75,23 +73,14 @@ fn ok(out: &Output) -> &Output {
 
 /// Builds the program and records it with `method` into DIR/NAME.data.
 fn record(dir: &Path, method: &str, name: &str) -> Option<PathBuf> {
-    let exe = dir.join("prog");
-    if !exe.exists() {
-        let src = dir.join("prog.c");
-        std::fs::write(&src, PROGRAM).expect("write source");
-        let gcc = Command::new("gcc")
-            .args(["-finstrument-functions", "-O1", "-g", "-pthread", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .output();
-        match gcc {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => panic!("gcc failed: {}", String::from_utf8_lossy(&o.stderr)),
-            Err(e) => {
-                eprintln!("skipping: gcc not available ({e})");
-                return None;
-            }
-        }
+    if !dir.join("prog").exists() {
+        compile(
+            dir,
+            "gcc",
+            "prog",
+            PROGRAM,
+            &["-finstrument-functions", "-O1", "-g", "-pthread"],
+        )?;
     }
     let data = format!("{name}.data");
     let out = lapse(
@@ -102,8 +91,7 @@ fn record(dir: &Path, method: &str, name: &str) -> Option<PathBuf> {
     if !dir.join(&data).exists()
         && (stderr.contains("perf_event_open") || stderr.contains("not available"))
     {
-        eprintln!("skipping: perf events are not available here: {stderr}");
-        return None;
+        return skip(format!("perf events are not available here: {stderr}"));
     }
     assert!(out.status.success(), "lapse record failed: {stderr}");
     Some(dir.join(data))

@@ -5,10 +5,11 @@
 //!
 //! Skips (with a message) where gcc is missing or perf_event_open is refused.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use lapse_testkit::{compile, skip, WorkDir};
 use serde_json::Value;
 
 /// Phase 1 ticks until the test creates `go` (after killing the recorder);
@@ -83,25 +84,16 @@ fn ended(pid: &str) -> bool {
 
 #[test]
 fn events_after_a_killed_recorder_are_recovered_exactly() {
-    let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("recover_e2e");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create test dir");
-    let src = dir.join("spill.c");
-    std::fs::write(&src, PROGRAM).expect("write source");
-    let exe = dir.join("spill");
-    match Command::new("gcc")
-        .args(["-finstrument-functions", "-O1", "-pthread", "-g", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-    {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!("gcc failed: {}", String::from_utf8_lossy(&o.stderr)),
-        Err(e) => {
-            eprintln!("skipping: gcc not available ({e})");
-            return;
-        }
-    }
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "recover_e2e");
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "spill",
+        PROGRAM,
+        &["-finstrument-functions", "-O1", "-pthread", "-g"],
+    ) else {
+        return;
+    };
     // A stale spill from an earlier run must not end up in this recording.
     std::fs::write(dir.join("out.lapse.spill"), b"stale").expect("write stale spill");
     let mut recorder = Command::new(env!("CARGO_BIN_EXE_lapse"))
@@ -122,7 +114,7 @@ fn events_after_a_killed_recorder_are_recovered_exactly() {
     let _ = recorder.wait();
     let stderr = std::fs::read_to_string(dir.join("record.err")).unwrap_or_default();
     if stderr.contains("perf_event_open") {
-        eprintln!("skipping: perf events are not available here: {stderr}");
+        skip::<()>(format!("perf events are not available here: {stderr}"));
         let _ = std::fs::write(dir.join("go"), b"");
         return;
     }

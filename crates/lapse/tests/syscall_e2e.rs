@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use lapse_testkit::{compile, skip, WorkDir};
 use serde_json::Value;
 
 /// `with_syscalls` makes 100 000 getppid() calls with an instrumented leaf
@@ -52,22 +53,13 @@ int main(void) {
 "#;
 
 fn build(dir: &Path) -> Option<PathBuf> {
-    let src = dir.join("sys.c");
-    std::fs::write(&src, PROGRAM).expect("write source");
-    let exe = dir.join("sys");
-    match Command::new("gcc")
-        .args(["-finstrument-functions", "-O1", "-g", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-    {
-        Ok(o) if o.status.success() => Some(exe),
-        Ok(o) => panic!("gcc failed: {}", String::from_utf8_lossy(&o.stderr)),
-        Err(e) => {
-            eprintln!("skipping: gcc not available ({e})");
-            None
-        }
-    }
+    compile(
+        dir,
+        "gcc",
+        "sys",
+        PROGRAM,
+        &["-finstrument-functions", "-O1", "-g"],
+    )
 }
 
 fn lapse(dir: &Path, args: &[&str]) -> Output {
@@ -118,9 +110,7 @@ fn times(v: &Value, name: &str) -> (f64, f64, f64) {
 
 #[test]
 fn system_calls_are_os_events_when_asked_for() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("syscall_e2e");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create test dir");
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "syscall_e2e");
     let Some(exe) = build(&dir) else { return };
     let exe = exe.to_str().expect("utf-8 path");
 
@@ -138,14 +128,13 @@ fn system_calls_are_os_events_when_asked_for() {
     );
     let stderr = String::from_utf8_lossy(&with.stderr);
     if stderr.contains("perf_event_open") && !dir.join("with.lapse").exists() {
-        eprintln!("skipping: perf events are not available here: {stderr}");
-        return;
+        return skip(format!("perf events are not available here: {stderr}")).unwrap_or(());
     }
     assert_eq!(with.status.code(), Some(0), "lapse said: {stderr}");
     let v = functions(&dir, "with.lapse");
     if stderr.contains("without syscall OS events") {
         // Refused by the kernel: said once on stderr and noted in the header.
-        eprintln!("skipping: {stderr}");
+        skip::<()>(&stderr);
         let info = lapse(&dir, &["info", "with.lapse"]);
         let info = String::from_utf8_lossy(&info.stdout);
         assert!(info.contains("syscall OS events were asked for"), "{info}");

@@ -37,7 +37,7 @@ fn cstring(s: &OsStr) -> io::Result<CString> {
     CString::new(s.as_bytes()).map_err(|_| io::Error::other("argument holds a NUL byte"))
 }
 
-/// Forks a child that will exec `program` with `args` (argv[0] included) and
+/// Forks a child that will exec `program` with `args` (`argv[0]` included) and
 /// the current environment plus `extra_env`, once [`HeldChild::release`] is called.
 pub fn spawn_held(
     program: &Path,

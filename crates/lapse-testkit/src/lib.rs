@@ -1,0 +1,138 @@
+//! What lapse's end-to-end tests share.
+//!
+//! Tests that need something the machine may lack (gcc, perf events, a
+//! consumer such as `go tool pprof` or Chromium) call [`skip`] when it is
+//! missing: on a developer's machine that prints a line and the test passes;
+//! with `LAPSE_E2E=require` (which `.ci/run` sets after installing every
+//! tool) it fails, so CI cannot pass by skipping.
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The environment variable that turns skips into failures.
+pub const REQUIRE_ENV: &str = "LAPSE_E2E";
+
+/// True when `LAPSE_E2E=require`: every end-to-end test must really run.
+pub fn required() -> bool {
+    std::env::var(REQUIRE_ENV).is_ok_and(|v| v == "require")
+}
+
+/// Skips the calling test with a message (returns `None` for `let ... else`),
+/// or fails it when [`required`].
+#[track_caller]
+pub fn skip<T>(why: impl Display) -> Option<T> {
+    if required() {
+        panic!("{REQUIRE_ENV}=require, but this test would skip: {why}");
+    }
+    eprintln!("skipping: {why}");
+    None
+}
+
+/// The path of program `name` on PATH, or a skip.
+#[track_caller]
+pub fn tool(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| is_executable(p))
+    });
+    match found {
+        Some(p) => Some(p),
+        None => skip(format!("{name} is not installed")),
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// True when lapse's stderr says perf events are not to be had here (the
+/// kernel refused perf_event_open, or the event does not exist).
+pub fn perf_refused(stderr: &str) -> bool {
+    stderr.contains("perf_event_open") || stderr.contains("not available")
+}
+
+/// A per-test directory under the test target's tmp dir, removed when the
+/// test passes and kept (to look at the program and the recording) when it fails.
+pub struct WorkDir(PathBuf);
+
+impl WorkDir {
+    /// `<CARGO_TARGET_TMPDIR>/<name>-<pid>`, emptied first. Pass
+    /// `env!("CARGO_TARGET_TMPDIR")` as `tmp`.
+    pub fn new(tmp: &str, name: &str) -> WorkDir {
+        let dir = Path::new(tmp).join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create test dir");
+        WorkDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for WorkDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for WorkDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Compiles `source` into `dir/name` with `compiler` (`gcc`, `g++`,
+/// `clang`) and `flags`; `None` (a skip) when the compiler is missing, a
+/// panic with its messages when it fails.
+#[track_caller]
+pub fn compile(
+    dir: &Path,
+    compiler: &str,
+    name: &str,
+    source: &str,
+    flags: &[&str],
+) -> Option<PathBuf> {
+    let ext = if compiler.contains("++") { "cpp" } else { "c" };
+    let src = dir.join(format!("{name}.{ext}"));
+    std::fs::write(&src, source).expect("write source");
+    let out = dir.join(name);
+    let result = Command::new(compiler)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .args(flags)
+        .output();
+    match result {
+        Ok(o) if o.status.success() => Some(out),
+        Ok(o) => panic!(
+            "{compiler} failed on {name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => skip(format!("{compiler} is not available ({e})")),
+    }
+}
+
+/// Panics with the command's stderr unless it succeeded; returns it.
+#[track_caller]
+pub fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
