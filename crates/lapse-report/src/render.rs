@@ -69,12 +69,20 @@ pub fn sort_rows(
                 .total_cmp(&y.as_f64().unwrap_or(f64::MIN)),
         };
         let ord = if ascending { ord } else { ord.reverse() };
-        ord.then_with(|| match (&a[0], &b[0]) {
-            (Cell::Text(x), Cell::Text(y)) => x.cmp(y),
-            (x, y) => x
-                .as_f64()
-                .unwrap_or(0.0)
-                .total_cmp(&y.as_f64().unwrap_or(0.0)),
+        // Ties in the sort column are ordered by the whole row, left to
+        // right, so the output never depends on hash or thread order.
+        ord.then_with(|| {
+            a.iter()
+                .zip(b.iter())
+                .map(|(x, y)| match (x, y) {
+                    (Cell::Text(x), Cell::Text(y)) => x.cmp(y),
+                    (x, y) => x
+                        .as_f64()
+                        .unwrap_or(f64::MIN)
+                        .total_cmp(&y.as_f64().unwrap_or(f64::MIN)),
+                })
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
         })
     });
     if let Some(n) = limit {
