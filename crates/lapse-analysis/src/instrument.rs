@@ -12,12 +12,37 @@
 //!   span: the advance of the function's own exclusive total between enter and
 //!   exit (so inner recursive calls' exclusive time is inside the outer
 //!   call's, just as their inclusive time is).
+//!
+//! Calls nest through the one [`CallStack`]; OS events come from the
+//! thread's merged off-CPU periods ([`OffCpu`]).
 
 use lapse_data::{Event, EventKind, FunctionId, ModuleId, OsEvent, Timestamp};
 
-use crate::calltree::CallTree;
 use crate::fine::Fine;
-use crate::values::{FunctionStats, ModuleStats, ThreadStats};
+use crate::nesting::{CallStack, Closed, Exit, StackFrame};
+use crate::offcpu::OffCpu;
+use crate::tree::{CallTree, FrameKey, NodeId};
+use crate::values::{FunctionStats, ModuleStats, ThreadStats, TimeValue, TimeValues};
+
+/// Which part of an interval is application time (SPEC 2.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ApplicationRule {
+    /// The interval's length less the time its thread spent in OS events.
+    Exact,
+    /// Nothing when the interval has an OS event, else all of it (the
+    /// Visual Studio rule).
+    #[default]
+    Interval,
+}
+
+impl ApplicationRule {
+    pub const fn name(self) -> &'static str {
+        match self {
+            ApplicationRule::Exact => "exact",
+            ApplicationRule::Interval => "interval",
+        }
+    }
+}
 
 /// How to turn intervals into values.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +55,7 @@ pub struct Config {
     pub window: Option<(Timestamp, Timestamp)>,
     /// Build the call tree (for `calltree`, `callers`, `callees`).
     pub call_tree: bool,
+    pub application: ApplicationRule,
 }
 
 impl Default for Config {
@@ -39,8 +65,17 @@ impl Default for Config {
             compensate: true,
             window: None,
             call_tree: false,
+            application: ApplicationRule::default(),
         }
     }
+}
+
+/// One thread's call tree.
+#[derive(Clone, Debug)]
+pub struct ThreadTree {
+    pub pid: u32,
+    pub tid: u32,
+    pub tree: CallTree<FunctionStats>,
 }
 
 /// One worker's results: dense per-function and per-module tables plus one
@@ -50,12 +85,12 @@ pub struct Accumulator {
     pub functions: Vec<FunctionStats>,
     pub modules: Vec<ModuleStats>,
     pub threads: Vec<ThreadStats>,
-    pub trees: Vec<CallTree>,
+    pub trees: Vec<ThreadTree>,
     /// Exclusive (elapsed, application) per function, kept apart from
     /// `functions` while accumulating: it is touched on every interval, and a
     /// dense 16-byte-per-function table stays in L1 where the full stats do not.
     /// Folded into `functions` by [`Accumulator::finish`].
-    exclusive: Vec<[u64; 2]>,
+    exclusive: Vec<[Fine; 2]>,
     /// Frames of each function currently on the stack of the running thread.
     fn_depth: Vec<u32>,
     mod_depth: Vec<u32>,
@@ -77,7 +112,7 @@ impl Accumulator {
             modules: vec![ModuleStats::default(); modules],
             threads: Vec::new(),
             trees: Vec::new(),
-            exclusive: vec![[0; 2]; module_of.len()],
+            exclusive: vec![[Fine::ZERO; 2]; module_of.len()],
             fn_depth: vec![0; module_of.len()],
             mod_depth: vec![0; modules],
         }
@@ -85,23 +120,24 @@ impl Accumulator {
 
     /// Folds the exclusive values into the function rows and derives module
     /// exclusive values and calls: the sums of their functions' (the top
-    /// frame's function, and the entered function, is in exactly one module). Call once, after all threads and merges.
+    /// frame's function, and the entered function, is in exactly one
+    /// module). Call once, after all threads and merges.
     pub fn finish(&mut self, module_of: &[ModuleId]) {
         for (f, x) in self.functions.iter_mut().zip(&mut self.exclusive) {
-            f.time.elapsed_exclusive.0 += x[0];
-            f.time.application_exclusive.0 += x[1];
-            *x = [0; 2];
+            f.time[TimeValue::ElapsedExclusive] += x[0];
+            f.time[TimeValue::ApplicationExclusive] += x[1];
+            *x = [Fine::ZERO; 2];
         }
         for m in &mut self.modules {
             m.calls = 0;
-            m.time.elapsed_exclusive = Fine(0);
-            m.time.application_exclusive = Fine(0);
+            m.time[TimeValue::ElapsedExclusive] = Fine::ZERO;
+            m.time[TimeValue::ApplicationExclusive] = Fine::ZERO;
         }
         for (f, m) in self.functions.iter().zip(module_of) {
             if let Some(m) = self.modules.get_mut(m.0 as usize) {
                 m.calls += f.calls;
-                m.time.elapsed_exclusive.0 += f.time.elapsed_exclusive.0;
-                m.time.application_exclusive.0 += f.time.application_exclusive.0;
+                m.time[TimeValue::ElapsedExclusive] += f.time[TimeValue::ElapsedExclusive];
+                m.time[TimeValue::ApplicationExclusive] += f.time[TimeValue::ApplicationExclusive];
             }
         }
     }
@@ -132,9 +168,17 @@ struct Frame {
     first_of_module: bool,
     /// Whether the enter fell inside the window (only those calls are counted).
     counted: bool,
-    node: u32,
+    node: NodeId,
     at_enter: Clock,
     exclusive_at_enter: [Fine; 2],
+    node_exclusive_at_enter: [Fine; 2],
+}
+
+impl StackFrame for Frame {
+    #[inline(always)]
+    fn function(&self) -> FunctionId {
+        self.function
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -144,32 +188,16 @@ struct Clock {
     removed: Fine,
 }
 
-/// The running state of a thread. [`ThreadRun::feed`] copies it (and the
-/// stack and thread row) into locals for the length of a batch, so the
-/// compiler keeps it in registers instead of reloading it after every store
-/// into the shared tables, which it cannot prove do not alias it.
+/// The running state of a thread. [`ThreadRun::feed`] copies it into locals
+/// for the length of a batch, so the compiler keeps it in registers instead
+/// of reloading it after every store into the shared tables, which it cannot
+/// prove do not alias it.
 #[derive(Clone, Copy, Debug)]
 struct State {
     clock: Clock,
     last: Option<Timestamp>,
     /// The previous boundary was a probe (so the next interval may be compensated).
     last_was_probe: bool,
-    next_off: usize,
-    /// The off-CPU period at `next_off` (or two maximal times past the end),
-    /// so the common check is two compares on registers.
-    off_from: Timestamp,
-    off_to: Timestamp,
-}
-
-/// The off-CPU period at `i`, or one that never comes.
-fn period_at(off_cpu: &[OsEvent], i: usize) -> (Timestamp, Timestamp) {
-    off_cpu.get(i).map_or(
-        (
-            Timestamp::from_nanos(u64::MAX),
-            Timestamp::from_nanos(u64::MAX),
-        ),
-        |p| (p.from, p.to),
-    )
 }
 
 /// The analysis of one thread, fed its events in time order.
@@ -178,37 +206,43 @@ pub struct ThreadRun<'a> {
     module_of: &'a [ModuleId],
     config: Config,
     cost: Fine,
-    off_cpu: &'a [OsEvent],
+    off_cpu: OffCpu,
     state: State,
-    stack: Vec<Frame>,
+    stack: CallStack<Frame>,
     stats: ThreadStats,
-    tree: Option<CallTree>,
+    tree: Option<CallTree<FunctionStats>>,
 }
 
-/// What one batch works on: the thread's state as locals plus borrows of
-/// the shared tables.
+/// What one batch works on: the call stack, and everything a closing frame
+/// updates (apart, so a frame can be closed while the stack is borrowed).
 struct Step<'r> {
+    stack: CallStack<Frame>,
+    sink: Sink<'r>,
+}
+
+/// The thread's state as locals plus borrows of the shared tables.
+struct Sink<'r> {
     st: State,
-    stack: Vec<Frame>,
     stats: ThreadStats,
     /// The accumulator's tables as separate slices: their pointers and
     /// lengths then stay in registers too.
     functions: &'r mut [FunctionStats],
     modules: &'r mut [ModuleStats],
-    exclusive: &'r mut [[u64; 2]],
+    exclusive: &'r mut [[Fine; 2]],
     fn_depth: &'r mut [u32],
     mod_depth: &'r mut [u32],
     module_of: &'r [ModuleId],
     window: Option<(Timestamp, Timestamp)>,
+    rule: ApplicationRule,
     cost: Fine,
-    off_cpu: &'r [OsEvent],
-    tree: Option<&'r mut CallTree>,
+    off_cpu: &'r mut OffCpu,
+    tree: Option<&'r mut CallTree<FunctionStats>>,
 }
 
 impl<'a> ThreadRun<'a> {
     /// Starts a thread. `start` is when the thread began (its first interval,
     /// empty-stack, runs from there to the first event); `off_cpu` are its OS
-    /// events in time order.
+    /// events.
     pub fn new(
         acc: &'a mut Accumulator,
         module_of: &'a [ModuleId],
@@ -216,35 +250,31 @@ impl<'a> ThreadRun<'a> {
         pid: u32,
         tid: u32,
         start: Option<Timestamp>,
-        off_cpu: &'a [OsEvent],
+        off_cpu: &[OsEvent],
     ) -> ThreadRun<'a> {
         let cost = if config.compensate {
             Fine::from_nanos_f64(config.probe_cost_ns)
         } else {
-            Fine(0)
+            Fine::ZERO
         };
-        let tree = config.call_tree.then(|| CallTree::new(pid, tid));
         ThreadRun {
             acc,
             module_of,
             config,
             cost,
-            off_cpu,
+            off_cpu: OffCpu::new(off_cpu),
             state: State {
                 clock: Clock::default(),
                 last: start,
                 last_was_probe: false,
-                next_off: 0,
-                off_from: period_at(off_cpu, 0).0,
-                off_to: period_at(off_cpu, 0).1,
             },
-            stack: Vec::new(),
+            stack: CallStack::default(),
             stats: ThreadStats {
                 pid,
                 tid,
                 ..ThreadStats::default()
             },
-            tree,
+            tree: config.call_tree.then(CallTree::new),
         }
     }
 
@@ -253,30 +283,33 @@ impl<'a> ThreadRun<'a> {
     fn step<R>(&mut self, f: impl FnOnce(&mut Step<'_>) -> R) -> R {
         let acc = &mut *self.acc;
         let mut step = Step {
-            st: self.state,
             stack: std::mem::take(&mut self.stack),
-            stats: self.stats,
-            functions: &mut acc.functions,
-            modules: &mut acc.modules,
-            exclusive: &mut acc.exclusive,
-            fn_depth: &mut acc.fn_depth,
-            mod_depth: &mut acc.mod_depth,
-            module_of: self.module_of,
-            window: self.config.window,
-            cost: self.cost,
-            off_cpu: self.off_cpu,
-            tree: self.tree.as_mut(),
+            sink: Sink {
+                st: self.state,
+                stats: self.stats,
+                functions: &mut acc.functions,
+                modules: &mut acc.modules,
+                exclusive: &mut acc.exclusive,
+                fn_depth: &mut acc.fn_depth,
+                mod_depth: &mut acc.mod_depth,
+                module_of: self.module_of,
+                window: self.config.window,
+                rule: self.config.application,
+                cost: self.cost,
+                off_cpu: &mut self.off_cpu,
+                tree: self.tree.as_mut(),
+            },
         };
         let r = f(&mut step);
-        self.state = step.st;
+        self.state = step.sink.st;
+        self.stats = step.sink.stats;
         self.stack = step.stack;
-        self.stats = step.stats;
         r
     }
 
     pub fn feed(&mut self, events: &[Event]) {
         self.step(|s| {
-            s.stats.events += events.len() as u64;
+            s.sink.stats.events += events.len() as u64;
             for e in events {
                 s.event(e);
             }
@@ -292,7 +325,7 @@ impl<'a> ThreadRun<'a> {
                 s.event(&e);
                 n += 1;
             }
-            s.stats.events += n;
+            s.sink.stats.events += n;
         });
     }
 
@@ -305,22 +338,24 @@ impl<'a> ThreadRun<'a> {
     pub fn finish(mut self, end: Option<Timestamp>) -> ThreadStats {
         self.step(|s| {
             if let Some(end) = end {
-                if s.st.last.is_none_or(|last| end >= last) {
-                    s.advance(end, false);
+                if s.sink.st.last.is_none_or(|last| end >= last) {
+                    s.sink.advance(s.stack.top(), end, false);
                 }
             }
-            while let Some(top) = s.stack.last() {
-                s.stats.open_calls += 1;
-                s.functions[top.function.0 as usize].open_calls += 1;
-                s.pop();
-            }
+            let sink = &mut s.sink;
+            s.stack.close_all(|frame, how| sink.close(frame, how));
         });
-        self.stats.probe_overhead = self.state.clock.removed;
-        self.stats.time.elapsed_inclusive = self.state.clock.elapsed;
-        self.stats.time.application_inclusive = self.state.clock.application;
+        let clock = self.state.clock;
+        self.stats.probe_overhead = clock.removed;
+        self.stats.time[TimeValue::ElapsedInclusive] = clock.elapsed;
+        self.stats.time[TimeValue::ApplicationInclusive] = clock.application;
         let stats = self.stats;
         if let Some(tree) = self.tree.take() {
-            self.acc.trees.push(tree);
+            self.acc.trees.push(ThreadTree {
+                pid: stats.pid,
+                tid: stats.tid,
+                tree,
+            });
         }
         self.acc.threads.push(stats);
         stats
@@ -330,20 +365,35 @@ impl<'a> ThreadRun<'a> {
 impl Step<'_> {
     #[inline(always)]
     fn event(&mut self, e: &Event) {
-        if e.function.0 as usize >= self.module_of.len() {
-            self.stats.invalid_events += 1;
+        if e.function.0 as usize >= self.sink.module_of.len() {
+            self.sink.stats.invalid_events += 1;
             return;
         }
-        self.advance(e.ts, true);
+        self.sink.advance(self.stack.top(), e.ts, true);
         match e.kind {
-            EventKind::Enter => self.enter(e.function, e.ts),
-            EventKind::Exit => self.exit(e.function),
+            EventKind::Enter => {
+                let frame = self.sink.enter(self.stack.top(), e.function, e.ts);
+                self.stack.push(frame);
+            }
+            EventKind::Exit => {
+                let sink = &mut self.sink;
+                match self
+                    .stack
+                    .exit(e.function, |frame, how| sink.close(frame, how))
+                {
+                    Exit::Returned | Exit::Repaired(_) => {}
+                    Exit::Unmatched => sink.stats.unmatched_exits += 1,
+                }
+            }
         }
     }
+}
 
-    /// Accounts the interval from the previous boundary to `ts` to the current stack.
+impl Sink<'_> {
+    /// Accounts the interval from the previous boundary to `ts` to the
+    /// stack whose top frame is `top`.
     #[inline(always)]
-    fn advance(&mut self, ts: Timestamp, is_probe: bool) {
+    fn advance(&mut self, top: Option<&Frame>, ts: Timestamp, is_probe: bool) {
         let Some(last) = self.st.last else {
             self.st.last = Some(ts);
             self.st.last_was_probe = is_probe;
@@ -354,60 +404,62 @@ impl Step<'_> {
             self.st.last_was_probe = is_probe;
             return;
         }
-        let has_os_event = self.has_os_event(last, ts);
-        let ns = match self.window {
-            None => ts.since(last),
-            Some((from, to)) => ts.min(to).since(last.max(from)),
+        let (from, to) = match self.window {
+            None => (last, ts),
+            Some((lo, hi)) => (last.max(lo), ts.min(hi)),
         };
+        let ns = to.since(from);
         self.st.last = Some(ts);
         let probe_bounded = is_probe && self.st.last_was_probe;
         self.st.last_was_probe = is_probe;
         let raw = Fine::from_nanos(ns);
         // (a zero-length interval has nothing to remove: min gives 0)
         let removed = if probe_bounded {
-            Fine(raw.0.min(self.cost.0))
+            raw.min(self.cost)
         } else {
-            Fine(0)
+            Fine::ZERO
         };
-        let d = raw.0 - removed.0;
+        let d = raw - removed;
+        let app = match self.rule {
+            ApplicationRule::Interval => {
+                if self.off_cpu.touches(last, ts) {
+                    Fine::ZERO
+                } else {
+                    d
+                }
+            }
+            ApplicationRule::Exact => {
+                d.saturating_sub(Fine::from_nanos(self.off_cpu.covered(from, to)))
+            }
+        };
         let clock = &mut self.st.clock;
-        clock.elapsed.0 += d;
-        clock.removed.0 += removed.0;
-        let app = if has_os_event { 0 } else { d };
-        clock.application.0 += app;
+        clock.elapsed += d;
+        clock.removed += removed;
+        clock.application += app;
         // Thread inclusive values are the clock itself (taken in `finish`);
         // module exclusive values are sums of their functions' (taken in
         // `Accumulator::finish`): neither needs work per interval.
-        match self.stack.last() {
+        match top {
             None => {
-                self.stats.time.elapsed_exclusive.0 += d;
-                self.stats.time.application_exclusive.0 += app;
+                self.stats.time[TimeValue::ElapsedExclusive] += d;
+                self.stats.time[TimeValue::ApplicationExclusive] += app;
             }
             Some(top) => {
                 let x = &mut self.exclusive[top.function.0 as usize];
                 x[0] += d;
                 x[1] += app;
                 if let Some(tree) = &mut self.tree {
-                    tree.add_exclusive(top.node, Fine(d), Fine(app));
+                    let t = &mut tree.weight_mut(top.node).time;
+                    t[TimeValue::ElapsedExclusive] += d;
+                    t[TimeValue::ApplicationExclusive] += app;
                 }
             }
         }
     }
 
-    /// True when an off-CPU period overlaps the open interval (`from`, `to`).
+    /// A new frame of `function`, entered at `ts` under `parent`.
     #[inline(always)]
-    fn has_os_event(&mut self, from: Timestamp, to: Timestamp) -> bool {
-        // (past the last period both are MAX; the length check stops the
-        // loop even for a damaged file's timestamp of MAX)
-        while self.st.off_to <= from && self.st.next_off < self.off_cpu.len() {
-            self.st.next_off += 1;
-            (self.st.off_from, self.st.off_to) = period_at(self.off_cpu, self.st.next_off);
-        }
-        self.st.off_from < to
-    }
-
-    #[inline(always)]
-    fn enter(&mut self, function: FunctionId, ts: Timestamp) {
+    fn enter(&mut self, parent: Option<&Frame>, function: FunctionId, ts: Timestamp) -> Frame {
         let f = function.0 as usize;
         let module = self.module_of[f];
         let counted = self.window.is_none_or(|(from, to)| ts >= from && ts <= to);
@@ -420,16 +472,25 @@ impl Step<'_> {
             self.functions[f].calls += 1;
             self.stats.calls += 1;
         }
-        let x = self.exclusive[f];
-        let exclusive_at_enter = [Fine(x[0]), Fine(x[1])];
-        let node = match &mut self.tree {
+        let (node, node_exclusive_at_enter) = match &mut self.tree {
             Some(tree) => {
-                let parent = self.stack.last().map_or(0, |f| f.node);
-                tree.enter(parent, function, counted)
+                let parent = parent.map_or(NodeId::ROOT, |p| p.node);
+                let node = tree.child(parent, FrameKey::Function(function));
+                let w = tree.weight_mut(node);
+                if counted {
+                    w.calls += 1;
+                }
+                (
+                    node,
+                    [
+                        w.time[TimeValue::ElapsedExclusive],
+                        w.time[TimeValue::ApplicationExclusive],
+                    ],
+                )
             }
-            None => 0,
+            None => (NodeId::ROOT, [Fine::ZERO; 2]),
         };
-        self.stack.push(Frame {
+        Frame {
             function,
             module,
             first_of_function,
@@ -437,69 +498,78 @@ impl Step<'_> {
             counted,
             node,
             at_enter: self.st.clock,
-            exclusive_at_enter,
-        });
-    }
-
-    #[inline(always)]
-    fn exit(&mut self, function: FunctionId) {
-        match self.stack.last() {
-            Some(top) if top.function == function => self.pop(),
-            _ => self.exit_below(function),
+            exclusive_at_enter: self.exclusive[f],
+            node_exclusive_at_enter,
         }
     }
 
-    /// An exit that does not match the top frame.
-    #[inline(never)]
-    fn exit_below(&mut self, function: FunctionId) {
-        match self.stack.iter().rposition(|f| f.function == function) {
-            // A frame further down matches (longjmp, exception, lost exits):
-            // close the frames above it here, then the matching one.
-            Some(pos) => {
-                while self.stack.len() > pos + 1 {
-                    self.stats.repaired_exits += 1;
-                    self.pop();
-                }
-                self.pop();
+    /// Closes `frame` at the current clock.
+    #[inline(always)]
+    fn close(&mut self, frame: Frame, how: Closed) {
+        match how {
+            Closed::Returned => {}
+            Closed::Skipped => self.stats.repaired_exits += 1,
+            Closed::ThreadEnd => {
+                self.stats.open_calls += 1;
+                self.functions[frame.function.0 as usize].open_calls += 1;
             }
-            None => self.stats.unmatched_exits += 1,
         }
-    }
-
-    /// Closes the top frame at the current clock.
-    #[inline(always)]
-    fn pop(&mut self) {
-        let Some(frame) = self.stack.pop() else {
-            return;
-        };
         let f = frame.function.0 as usize;
         let m = frame.module.0 as usize;
         self.fn_depth[f] -= 1;
         self.mod_depth[m] -= 1;
         let clock = self.st.clock;
-        let inc_e = Fine(clock.elapsed.0 - frame.at_enter.elapsed.0);
-        let inc_a = Fine(clock.application.0 - frame.at_enter.application.0);
-        let removed = Fine(clock.removed.0 - frame.at_enter.removed.0);
+        let inc_e = clock.elapsed - frame.at_enter.elapsed;
+        let inc_a = clock.application - frame.at_enter.application;
+        let removed = clock.removed - frame.at_enter.removed;
         let x = self.exclusive[f];
-        let exc_e = Fine(x[0] - frame.exclusive_at_enter[0].0);
-        let exc_a = Fine(x[1] - frame.exclusive_at_enter[1].0);
+        let call = call_values(
+            inc_e,
+            x[0] - frame.exclusive_at_enter[0],
+            inc_a,
+            x[1] - frame.exclusive_at_enter[1],
+        );
         let stats = &mut self.functions[f];
         if frame.counted {
-            stats.per_call.add_call([inc_e, exc_e, inc_a, exc_a]);
+            stats.per_call.add_call(call);
         }
         if frame.first_of_function {
-            stats.time.elapsed_inclusive.0 += inc_e.0;
-            stats.time.application_inclusive.0 += inc_a.0;
-            stats.probe_overhead.0 += removed.0;
+            stats.time[TimeValue::ElapsedInclusive] += inc_e;
+            stats.time[TimeValue::ApplicationInclusive] += inc_a;
+            stats.probe_overhead += removed;
         }
         if frame.first_of_module {
             let module = &mut self.modules[m];
-            module.time.elapsed_inclusive.0 += inc_e.0;
-            module.time.application_inclusive.0 += inc_a.0;
-            module.probe_overhead.0 += removed.0;
+            module.time[TimeValue::ElapsedInclusive] += inc_e;
+            module.time[TimeValue::ApplicationInclusive] += inc_a;
+            module.probe_overhead += removed;
         }
         if let Some(tree) = &mut self.tree {
-            tree.exit(frame.node, inc_e, inc_a, removed, frame.counted);
+            let s = tree.weight_mut(frame.node);
+            s.time[TimeValue::ElapsedInclusive] += inc_e;
+            s.time[TimeValue::ApplicationInclusive] += inc_a;
+            s.probe_overhead += removed;
+            if how == Closed::ThreadEnd {
+                s.open_calls += 1;
+            }
+            if frame.counted {
+                let node_call = call_values(
+                    inc_e,
+                    s.time[TimeValue::ElapsedExclusive] - frame.node_exclusive_at_enter[0],
+                    inc_a,
+                    s.time[TimeValue::ApplicationExclusive] - frame.node_exclusive_at_enter[1],
+                );
+                s.per_call.add_call(node_call);
+            }
         }
     }
+}
+
+fn call_values(inc_e: Fine, exc_e: Fine, inc_a: Fine, exc_a: Fine) -> TimeValues {
+    let mut v = TimeValues::default();
+    v[TimeValue::ElapsedInclusive] = inc_e;
+    v[TimeValue::ElapsedExclusive] = exc_e;
+    v[TimeValue::ApplicationInclusive] = inc_a;
+    v[TimeValue::ApplicationExclusive] = exc_a;
+    v
 }

@@ -7,12 +7,15 @@
 //! results; memory grows with threads × stack depth and with the number of
 //! distinct functions, never with the number of events.
 
-pub mod calltree;
 pub mod fine;
 pub mod instrument;
+pub mod nesting;
+pub mod offcpu;
 pub mod sample;
+pub mod tree;
 pub mod values;
 
 pub use fine::Fine;
-pub use instrument::{Accumulator, Config, ThreadRun};
-pub use values::{FunctionStats, ModuleStats, SessionTotals, ThreadStats, TimeValues};
+pub use instrument::{Accumulator, ApplicationRule, Config, ThreadRun};
+pub use tree::{CallTree, FrameKey, NodeId};
+pub use values::{FunctionStats, ModuleStats, SessionTotals, ThreadStats, TimeValue, TimeValues};

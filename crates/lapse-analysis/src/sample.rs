@@ -9,11 +9,35 @@ use std::collections::{HashMap, HashSet};
 
 use lapse_data::{FrameId, FrameInfo, FunctionId, ModuleId, Sample, StackId, StackNode};
 
+use crate::tree::{CallTree, FrameKey, NodeId, Weight};
+
 /// Inclusive and exclusive sample counts of one row.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     pub inclusive: u64,
     pub exclusive: u64,
+}
+
+impl Weight for Counts {
+    fn merge(&mut self, o: &Self) {
+        self.inclusive += o.inclusive;
+        self.exclusive += o.exclusive;
+    }
+
+    fn inclusive(&self) -> u64 {
+        self.inclusive
+    }
+
+    fn exclusive(&self) -> u64 {
+        self.exclusive
+    }
+
+    fn nested(&self) -> Self {
+        Counts {
+            inclusive: 0,
+            exclusive: self.exclusive,
+        }
+    }
 }
 
 /// A source line: (file, line).
@@ -73,6 +97,23 @@ pub fn expand(stacks: &[StackNode], frames: &[FrameInfo], stack: StackId) -> Vec
     out
 }
 
+/// The frames of `stack` as call-tree keys, outermost first, expanded
+/// through inline chains as SPEC 2.2 counts them; a frame that did not
+/// resolve to a function is [`FrameKey::Unresolved`]. Empty when nothing
+/// of the stack is in the frame table.
+pub fn frame_keys(stacks: &[StackNode], frames: &[FrameInfo], stack: StackId) -> Vec<FrameKey> {
+    expand(stacks, frames, stack)
+        .iter()
+        .map(|f| match f.function {
+            Some(id) => FrameKey::Function(id),
+            None => FrameKey::Unresolved {
+                module: f.module,
+                address: frames.get(f.frame.0 as usize).map_or(0, |fr| fr.address),
+            },
+        })
+        .collect()
+}
+
 /// All sampling aggregates of SPEC 2.2/2.3.
 #[derive(Debug, Default)]
 pub struct SampleAnalysis {
@@ -112,6 +153,55 @@ impl SampleAnalysis {
             Some(stack) => *self.per_stack.entry((stack, s.pid, s.tid)).or_default() += 1,
             None => thread.exclusive += 1,
         }
+    }
+
+    /// The call tree of the threads `want` accepts: every sample's stack
+    /// (see [`frame_keys`]) as a path, and the samples with no resolvable
+    /// frame under one `[unknown]` node at the root. The root's inclusive
+    /// count is the number of those threads' samples. Call after [`SampleAnalysis::finish`].
+    pub fn call_tree(
+        &self,
+        stacks: &[StackNode],
+        frames: &[FrameInfo],
+        want: impl Fn(u32, u32) -> bool,
+    ) -> CallTree<Counts> {
+        let mut t: CallTree<Counts> = CallTree::new();
+        let mut per: Vec<_> = self
+            .per_stack
+            .iter()
+            .filter(|((_, pid, tid), _)| want(*pid, *tid))
+            .collect();
+        per.sort_by_key(|(k, _)| **k);
+        for (&(stack, _, _), &n) in per {
+            let keys = frame_keys(stacks, frames, stack);
+            if keys.is_empty() {
+                continue; // counted with the thread's unresolved samples below
+            }
+            let mut node = NodeId::ROOT;
+            for k in keys {
+                node = t.child(node, k);
+                t.weight_mut(node).inclusive += n;
+            }
+            t.weight_mut(node).exclusive += n;
+        }
+        let mut threads: Vec<_> = self
+            .threads
+            .iter()
+            .filter(|((p, t), _)| want(*p, *t))
+            .collect();
+        threads.sort_by_key(|(k, _)| **k);
+        let mut total = 0;
+        for (_, c) in threads {
+            total += c.inclusive;
+            if c.exclusive > 0 {
+                let node = t.child(NodeId::ROOT, FrameKey::Unknown);
+                let w = t.weight_mut(node);
+                w.inclusive += c.exclusive;
+                w.exclusive += c.exclusive;
+            }
+        }
+        t.weight_mut(NodeId::ROOT).inclusive = total;
+        t
     }
 
     /// Expands the counted stacks. Samples whose stack expands to nothing

@@ -1,83 +1,130 @@
 //! The value columns of SPEC section 2, as accumulated per row.
 
+use std::ops::{Index, IndexMut};
+
 use crate::fine::Fine;
 
-/// The four time values of SPEC 2.1, in [`Fine`] units while accumulating.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TimeValues {
-    pub elapsed_inclusive: Fine,
-    pub elapsed_exclusive: Fine,
-    pub application_inclusive: Fine,
-    pub application_exclusive: Fine,
+/// One of the four time values of SPEC 2.1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeValue {
+    ElapsedInclusive,
+    ElapsedExclusive,
+    ApplicationInclusive,
+    ApplicationExclusive,
 }
 
-impl TimeValues {
-    pub fn as_array(&self) -> [Fine; 4] {
-        [
-            self.elapsed_inclusive,
-            self.elapsed_exclusive,
-            self.application_inclusive,
-            self.application_exclusive,
-        ]
-    }
+impl TimeValue {
+    /// In the order reports list them.
+    pub const ALL: [TimeValue; 4] = [
+        TimeValue::ElapsedInclusive,
+        TimeValue::ElapsedExclusive,
+        TimeValue::ApplicationInclusive,
+        TimeValue::ApplicationExclusive,
+    ];
 
-    pub fn from_array(a: [Fine; 4]) -> TimeValues {
-        TimeValues {
-            elapsed_inclusive: a[0],
-            elapsed_exclusive: a[1],
-            application_inclusive: a[2],
-            application_exclusive: a[3],
+    /// `elapsed_inclusive` ... as the JSON keys spell them (before `_ns`, `_pct`).
+    pub const fn key(self) -> &'static str {
+        match self {
+            TimeValue::ElapsedInclusive => "elapsed_inclusive",
+            TimeValue::ElapsedExclusive => "elapsed_exclusive",
+            TimeValue::ApplicationInclusive => "application_inclusive",
+            TimeValue::ApplicationExclusive => "application_exclusive",
         }
     }
 
-    pub fn add(&mut self, o: &TimeValues) {
-        self.elapsed_inclusive.0 += o.elapsed_inclusive.0;
-        self.elapsed_exclusive.0 += o.elapsed_exclusive.0;
-        self.application_inclusive.0 += o.application_inclusive.0;
-        self.application_exclusive.0 += o.application_exclusive.0;
+    pub const fn is_inclusive(self) -> bool {
+        matches!(
+            self,
+            TimeValue::ElapsedInclusive | TimeValue::ApplicationInclusive
+        )
+    }
+
+    pub const fn is_application(self) -> bool {
+        matches!(
+            self,
+            TimeValue::ApplicationInclusive | TimeValue::ApplicationExclusive
+        )
     }
 }
 
-/// Per-call statistics of one value: sum, min and max over calls.
+/// The four time values of SPEC 2.1, in [`Fine`] units while accumulating,
+/// indexed by [`TimeValue`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeValues([Fine; 4]);
+
+impl TimeValues {
+    pub const fn splat(v: Fine) -> TimeValues {
+        TimeValues([v; 4])
+    }
+
+    /// The values in [`TimeValue::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (TimeValue, Fine)> + '_ {
+        TimeValue::ALL.into_iter().map(|k| (k, self[k]))
+    }
+
+    pub fn add(&mut self, o: &TimeValues) {
+        for (a, b) in self.0.iter_mut().zip(o.0) {
+            *a += b;
+        }
+    }
+}
+
+impl Index<TimeValue> for TimeValues {
+    type Output = Fine;
+    #[inline(always)]
+    fn index(&self, k: TimeValue) -> &Fine {
+        &self.0[k as usize]
+    }
+}
+
+impl IndexMut<TimeValue> for TimeValues {
+    #[inline(always)]
+    fn index_mut(&mut self, k: TimeValue) -> &mut Fine {
+        &mut self.0[k as usize]
+    }
+}
+
+/// Per-call statistics of the four values: sum, min and max over calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PerCall {
-    pub sum: [Fine; 4],
-    pub min: [Fine; 4],
-    pub max: [Fine; 4],
+    pub sum: TimeValues,
+    pub min: TimeValues,
+    pub max: TimeValues,
 }
 
 impl Default for PerCall {
     fn default() -> Self {
         PerCall {
-            sum: [Fine(0); 4],
-            min: [Fine(u64::MAX); 4],
-            max: [Fine(0); 4],
+            sum: TimeValues::default(),
+            min: TimeValues::splat(Fine::MAX),
+            max: TimeValues::default(),
         }
     }
 }
 
 impl PerCall {
     #[inline]
-    pub fn add_call(&mut self, v: [Fine; 4]) {
-        for (i, x) in v.into_iter().enumerate() {
-            self.sum[i].0 += x.0;
+    pub fn add_call(&mut self, v: TimeValues) {
+        for k in TimeValue::ALL {
+            let x = v[k];
+            self.sum[k] += x;
             // Branches, not conditional moves: after the first few calls a new
             // minimum or maximum is rare, so these are predicted and nothing
             // is stored.
-            if x < self.min[i] {
-                self.min[i] = x;
+            if x < self.min[k] {
+                self.min[k] = x;
             }
-            if x > self.max[i] {
-                self.max[i] = x;
+            if x > self.max[k] {
+                self.max[k] = x;
             }
         }
     }
 
     pub fn merge(&mut self, o: &PerCall) {
-        for i in 0..4 {
-            self.sum[i].0 += o.sum[i].0;
-            self.min[i] = self.min[i].min(o.min[i]);
-            self.max[i] = self.max[i].max(o.max[i]);
+        self.sum.add(&o.sum);
+        for k in TimeValue::ALL {
+            self.min[k] = self.min[k].min(o.min[k]);
+            self.max[k] = self.max[k].max(o.max[k]);
         }
     }
 }
@@ -103,7 +150,7 @@ impl FunctionStats {
         self.open_calls += o.open_calls;
         self.time.add(&o.time);
         self.per_call.merge(&o.per_call);
-        self.probe_overhead.0 += o.probe_overhead.0;
+        self.probe_overhead += o.probe_overhead;
     }
 
     /// Number of calls the per-call values are over.
@@ -111,6 +158,11 @@ impl FunctionStats {
         // Every enter is closed eventually (at its exit, a repair, or thread end),
         // except enters outside a --from/--to window, which are not counted at all.
         self.calls
+    }
+
+    /// True when the row has anything to show (a call or some time).
+    pub fn is_used(&self) -> bool {
+        self.calls > 0 || !self.time[TimeValue::ElapsedInclusive].is_zero()
     }
 }
 
@@ -126,7 +178,7 @@ impl ModuleStats {
     pub fn merge(&mut self, o: &ModuleStats) {
         self.calls += o.calls;
         self.time.add(&o.time);
-        self.probe_overhead.0 += o.probe_overhead.0;
+        self.probe_overhead += o.probe_overhead;
     }
 }
 
@@ -155,7 +207,7 @@ pub struct ThreadStats {
 pub struct SessionTotals {
     /// Sum of all intervals of all threads.
     pub elapsed_inclusive: Fine,
-    /// Sum of the intervals with no OS event.
+    /// The sum of the intervals' application parts.
     pub application_inclusive: Fine,
     /// Kept samples.
     pub samples: u64,
@@ -165,23 +217,20 @@ impl SessionTotals {
     pub fn of_threads<'a>(threads: impl IntoIterator<Item = &'a ThreadStats>) -> SessionTotals {
         let mut s = SessionTotals::default();
         for t in threads {
-            s.elapsed_inclusive.0 += t.time.elapsed_inclusive.0;
-            s.application_inclusive.0 += t.time.application_inclusive.0;
+            s.elapsed_inclusive += t.time[TimeValue::ElapsedInclusive];
+            s.application_inclusive += t.time[TimeValue::ApplicationInclusive];
         }
         s
     }
 
-    /// The four `*_pct` values of SPEC 2.4 for `t`, in the order
-    /// elapsed inclusive, elapsed exclusive, application inclusive, application exclusive.
-    pub fn time_pcts(&self, t: &TimeValues) -> [f64; 4] {
-        let e = self.elapsed_inclusive.0 as f64;
-        let a = self.application_inclusive.0 as f64;
-        [
-            pct(t.elapsed_inclusive.0 as f64, e),
-            pct(t.elapsed_exclusive.0 as f64, e),
-            pct(t.application_inclusive.0 as f64, a),
-            pct(t.application_exclusive.0 as f64, a),
-        ]
+    /// The `*_pct` value of SPEC 2.4 for value `k` of `t`.
+    pub fn time_pct(&self, t: &TimeValues, k: TimeValue) -> f64 {
+        let whole = if k.is_application() {
+            self.application_inclusive
+        } else {
+            self.elapsed_inclusive
+        };
+        pct(t[k].as_nanos_f64(), whole.as_nanos_f64())
     }
 
     /// `inclusive_pct`, `exclusive_pct` of SPEC 2.4.

@@ -3,7 +3,8 @@
 //! worked out in the comment above it.
 
 use lapse_analysis::instrument::{Accumulator, Config, ThreadRun};
-use lapse_analysis::values::{FunctionStats, SessionTotals, ThreadStats};
+use lapse_analysis::tree::FrameKey;
+use lapse_analysis::values::{FunctionStats, SessionTotals, ThreadStats, TimeValue, TimeValues};
 use lapse_analysis::Fine;
 use lapse_data::{Event, EventKind, FunctionId, ModuleId, OsEvent, OsEventKind, Timestamp};
 
@@ -91,32 +92,35 @@ fn ns(v: Fine) -> u64 {
 }
 
 /// (elapsed incl, elapsed excl, application incl, application excl)
-fn times(s: &FunctionStats) -> (u64, u64, u64, u64) {
-    let t = s.time;
+fn four(t: &TimeValues) -> (u64, u64, u64, u64) {
     (
-        ns(t.elapsed_inclusive),
-        ns(t.elapsed_exclusive),
-        ns(t.application_inclusive),
-        ns(t.application_exclusive),
+        ns(t[TimeValue::ElapsedInclusive]),
+        ns(t[TimeValue::ElapsedExclusive]),
+        ns(t[TimeValue::ApplicationInclusive]),
+        ns(t[TimeValue::ApplicationExclusive]),
     )
+}
+
+fn times(s: &FunctionStats) -> (u64, u64, u64, u64) {
+    four(&s.time)
 }
 
 fn thread_times(s: &ThreadStats) -> (u64, u64, u64, u64) {
-    let t = s.time;
+    four(&s.time)
+}
+
+/// (min, max, sum) over calls of value `k`.
+fn per_call(s: &FunctionStats, k: TimeValue) -> (u64, u64, u64) {
     (
-        ns(t.elapsed_inclusive),
-        ns(t.elapsed_exclusive),
-        ns(t.application_inclusive),
-        ns(t.application_exclusive),
+        ns(s.per_call.min[k]),
+        ns(s.per_call.max[k]),
+        ns(s.per_call.sum[k]),
     )
 }
 
-fn per_call(s: &FunctionStats, i: usize) -> (u64, u64, u64) {
-    (
-        ns(s.per_call.min[i]),
-        ns(s.per_call.max[i]),
-        ns(s.per_call.sum[i]),
-    )
+/// The four percentages of SPEC 2.4 of `t`.
+fn pcts(s: &SessionTotals, t: &TimeValues) -> [f64; 4] {
+    TimeValue::ALL.map(|k| s.time_pct(t, k))
 }
 
 #[test]
@@ -137,8 +141,8 @@ fn recursion_is_counted_once_per_interval() {
     assert_eq!(f.calls, 2);
     // Per call: outer spans 40, inner 20 (inclusive); exclusive restricted to
     // each span is the same (F is the top throughout): min 20, max 40, sum 60.
-    assert_eq!(per_call(f, 0), (20, 40, 60));
-    assert_eq!(per_call(f, 1), (20, 40, 60));
+    assert_eq!(per_call(f, TimeValue::ElapsedInclusive), (20, 40, 60));
+    assert_eq!(per_call(f, TimeValue::ElapsedExclusive), (20, 40, 60));
     // Thread total equals F's inclusive: inclusive never exceeds the thread's time.
     assert_eq!(thread_times(&acc.threads[0]).0, 40);
 }
@@ -182,9 +186,9 @@ fn empty_stack_time_belongs_to_the_thread_only() {
     let session = SessionTotals::of_threads(&acc.threads);
     assert_eq!(ns(session.elapsed_inclusive), 50);
     // F's exclusive share 20/50 = 40 %, empty stack 60 %: together 100 %.
-    let p = session.time_pcts(&acc.functions[F as usize].time);
+    let p = pcts(&session, &acc.functions[F as usize].time);
     assert_eq!(p[1], 40.0);
-    assert_eq!(p[1] + session.time_pcts(&acc.threads[0].time)[1], 100.0);
+    assert_eq!(p[1] + pcts(&session, &acc.threads[0].time)[1], 100.0);
 }
 
 #[test]
@@ -208,10 +212,10 @@ fn two_threads_add_up_in_the_session() {
     // Elapsed: 100 + 60; application: 100 + 0 (G's only interval has the OS event).
     assert_eq!(ns(session.elapsed_inclusive), 160);
     assert_eq!(ns(session.application_inclusive), 100);
-    let p = session.time_pcts(&acc.functions[F as usize].time);
+    let p = pcts(&session, &acc.functions[F as usize].time);
     // F: 100/160 elapsed = 62.5 %, 100/100 application = 100 %.
     assert_eq!(p, [62.5, 62.5, 100.0, 100.0]);
-    let p = session.time_pcts(&acc.functions[G as usize].time);
+    let p = pcts(&session, &acc.functions[G as usize].time);
     assert_eq!(p, [37.5, 37.5, 0.0, 0.0]);
 }
 
@@ -226,7 +230,7 @@ fn two_processes_each_get_their_threads() {
         acc.threads
             .iter()
             .filter(|t| t.pid == pid)
-            .map(|t| ns(t.time.elapsed_inclusive))
+            .map(|t| ns(t.time[TimeValue::ElapsedInclusive]))
             .sum::<u64>()
     };
     assert_eq!((by_pid(1), by_pid(2)), (10, 30));
@@ -252,12 +256,15 @@ fn module_is_counted_once_when_any_of_its_frames_is_on_the_stack() {
     let m0 = &acc.modules[0].time;
     let m1 = &acc.modules[1].time;
     // Module 0 is on the stack in every interval: inclusive 50 (not 50 + 10 for H).
-    assert_eq!(ns(m0.elapsed_inclusive), 50);
+    assert_eq!(ns(m0[TimeValue::ElapsedInclusive]), 50);
     // Module 0 exclusive: top in module 0 during [0,10], [20,30], [40,50] = 30.
-    assert_eq!(ns(m0.elapsed_exclusive), 30);
+    assert_eq!(ns(m0[TimeValue::ElapsedExclusive]), 30);
     // Module 1: inclusive [10,40] = 30; exclusive [10,20] + [30,40] = 20.
     assert_eq!(
-        (ns(m1.elapsed_inclusive), ns(m1.elapsed_exclusive)),
+        (
+            ns(m1[TimeValue::ElapsedInclusive]),
+            ns(m1[TimeValue::ElapsedExclusive])
+        ),
         (30, 20)
     );
     assert_eq!(acc.modules[0].calls, 2);
@@ -282,10 +289,10 @@ fn per_call_min_max_under_recursion_and_mixed_calls() {
     );
     let f = &acc.functions[F as usize];
     assert_eq!(times(f), (60, 50, 60, 50));
-    assert_eq!(per_call(f, 0), (30, 60, 90));
-    assert_eq!(per_call(f, 1), (30, 50, 80));
+    assert_eq!(per_call(f, TimeValue::ElapsedInclusive), (30, 60, 90));
+    assert_eq!(per_call(f, TimeValue::ElapsedExclusive), (30, 50, 80));
     let g = &acc.functions[G as usize];
-    assert_eq!(per_call(g, 0), (10, 10, 10));
+    assert_eq!(per_call(g, TimeValue::ElapsedInclusive), (10, 10, 10));
 }
 
 #[test]
@@ -297,7 +304,7 @@ fn call_open_at_thread_end_is_closed_there_and_marked() {
     // F closed at the thread's end, 50: inclusive 40, exclusive [10,20] + [30,50] = 30.
     assert_eq!(times(f), (40, 30, 40, 30));
     assert_eq!((f.calls, f.open_calls), (1, 1));
-    assert_eq!(per_call(f, 0), (40, 40, 40));
+    assert_eq!(per_call(f, TimeValue::ElapsedInclusive), (40, 40, 40));
     assert_eq!(acc.threads[0].open_calls, 1);
 }
 
@@ -315,7 +322,7 @@ fn zero_length_intervals_count_as_calls_with_zero_time() {
     let g = &acc.functions[G as usize];
     assert_eq!(times(g), (0, 0, 0, 0));
     assert_eq!(g.calls, 1);
-    assert_eq!(per_call(g, 0), (0, 0, 0));
+    assert_eq!(per_call(g, TimeValue::ElapsedInclusive), (0, 0, 0));
     assert_eq!(times(&acc.functions[F as usize]), (10, 10, 10, 10));
 }
 
@@ -363,7 +370,10 @@ fn fractional_probe_cost_is_exact_over_many_intervals() {
         ..Config::default()
     };
     let acc = run(&[thread(ev)], config);
-    assert_eq!(ns(acc.functions[G as usize].time.elapsed_inclusive), 99_750);
+    assert_eq!(
+        ns(acc.functions[G as usize].time[TimeValue::ElapsedInclusive]),
+        99_750
+    );
 }
 
 #[test]
@@ -399,12 +409,12 @@ fn percentages_use_their_own_denominators() {
     );
     // F: elapsed incl 100 → 100 %, excl 80 → 80 %; application incl 80 → 100 %, excl 80 → 100 %.
     assert_eq!(
-        s.time_pcts(&acc.functions[F as usize].time),
+        pcts(&s, &acc.functions[F as usize].time),
         [100.0, 80.0, 100.0, 100.0]
     );
     // G: elapsed 20 → 20 %, application 0.
     assert_eq!(
-        s.time_pcts(&acc.functions[G as usize].time),
+        pcts(&s, &acc.functions[G as usize].time),
         [20.0, 20.0, 0.0, 0.0]
     );
     // Samples: 3 of 4 → 75 %.
@@ -473,26 +483,33 @@ fn call_tree_and_edges() {
         ..Config::default()
     };
     let acc = run(&[thread(events)], config);
-    let tree = &acc.trees[0];
+    let tree = &acc.trees[0].tree;
     // root → F → {G, H → G → G}: 5 nodes + root.
-    assert_eq!(tree.nodes.len(), 6);
+    assert_eq!(tree.len(), 6);
     let edges = tree.edges();
-    let fg = edges[&(Some(FunctionId(F)), FunctionId(G))];
-    assert_eq!((fg.calls, ns(fg.time.elapsed_inclusive)), (1, 10));
-    let hg = edges[&(Some(FunctionId(H)), FunctionId(G))];
-    assert_eq!((hg.calls, ns(hg.time.elapsed_inclusive)), (1, 20));
+    let key = |f: u32| FrameKey::Function(FunctionId(f));
+    let fg = edges[&(Some(key(F)), key(G))];
+    assert_eq!(
+        (fg.calls, ns(fg.time[TimeValue::ElapsedInclusive])),
+        (1, 10)
+    );
+    let hg = edges[&(Some(key(H)), key(G))];
+    assert_eq!(
+        (hg.calls, ns(hg.time[TimeValue::ElapsedInclusive])),
+        (1, 20)
+    );
     // G → G: the recursive call, 10 ns.
-    let gg = edges[&(Some(FunctionId(G)), FunctionId(G))];
+    let gg = edges[&(Some(key(G)), key(G))];
     assert_eq!(
         (
             gg.calls,
-            ns(gg.time.elapsed_inclusive),
-            ns(gg.time.elapsed_exclusive)
+            ns(gg.time[TimeValue::ElapsedInclusive]),
+            ns(gg.time[TimeValue::ElapsedExclusive])
         ),
         (1, 10, 10)
     );
-    let root = edges[&(None, FunctionId(F))];
-    assert_eq!(ns(root.time.elapsed_inclusive), 60);
+    let root = edges[&(None, key(F))];
+    assert_eq!(ns(root.time[TimeValue::ElapsedInclusive]), 60);
 }
 
 mod sampling {

@@ -17,14 +17,15 @@
 //! Calls made from a thread's root (no instrumented caller) have no calling
 //! function and are left out; their cost is in the callee's self cost.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
-use lapse_analysis::sample::expand;
+use lapse_analysis::tree::FrameKey;
+use lapse_analysis::values::TimeValue;
 use lapse_data::{DataFile, FunctionId};
 use lapse_report::Analysis;
 
-use crate::{ExportError, Format};
+use crate::{ExportError, Format, Tree};
 
 /// Costs of one function: its self cost and its calls, per event type.
 #[derive(Default)]
@@ -38,29 +39,30 @@ fn instrumentation(analysis: &Analysis) -> Result<HashMap<FunctionId, Block>, Ex
     let Analysis::Instr(r) = analysis else {
         return Ok(HashMap::new());
     };
-    let tree = r.tree.as_ref().ok_or_else(|| ExportError::Unsupported {
-        format: Format::Callgrind.name(),
-        what: "the analysis was made without a call tree".into(),
-    })?;
+    let Tree::Time(tree) = Tree::of(analysis, Format::Callgrind)? else {
+        return Ok(HashMap::new());
+    };
     let mut blocks: HashMap<FunctionId, Block> = HashMap::new();
     for (i, f) in r.acc.functions.iter().enumerate() {
-        if f.calls > 0 || f.time.elapsed_inclusive.0 > 0 {
+        if f.is_used() {
             blocks.entry(FunctionId(i as u32)).or_default().own = vec![
-                f.time.elapsed_exclusive.to_nanos(),
-                f.time.application_exclusive.to_nanos(),
+                f.time[TimeValue::ElapsedExclusive].to_nanos(),
+                f.time[TimeValue::ApplicationExclusive].to_nanos(),
             ];
         }
     }
     for ((caller, callee), s) in tree.edges() {
-        let Some(caller) = caller else { continue };
-        let b = blocks.entry(caller).or_default();
-        b.calls.insert(
+        let (Some(caller), Some(callee)) = (caller.and_then(FrameKey::function), callee.function())
+        else {
+            continue;
+        };
+        blocks.entry(caller).or_default().calls.insert(
             callee,
             (
                 s.calls,
                 vec![
-                    s.time.elapsed_inclusive.to_nanos(),
-                    s.time.application_inclusive.to_nanos(),
+                    s.time[TimeValue::ElapsedInclusive].to_nanos(),
+                    s.time[TimeValue::ApplicationInclusive].to_nanos(),
                 ],
             ),
         );
@@ -68,37 +70,30 @@ fn instrumentation(analysis: &Analysis) -> Result<HashMap<FunctionId, Block>, Ex
     Ok(blocks)
 }
 
-fn sampling(file: &DataFile, analysis: &Analysis) -> HashMap<FunctionId, Block> {
+fn sampling(analysis: &Analysis) -> Result<HashMap<FunctionId, Block>, ExportError> {
     let Analysis::Sample(r) = analysis else {
-        return HashMap::new();
+        return Ok(HashMap::new());
+    };
+    let Tree::Samples(tree) = Tree::of(analysis, Format::Callgrind)? else {
+        return Ok(HashMap::new());
     };
     let mut blocks: HashMap<FunctionId, Block> = HashMap::new();
     for (&f, c) in &r.analysis.functions {
         blocks.entry(f).or_default().own = vec![c.exclusive];
     }
-    let mut by_stack: HashMap<lapse_data::StackId, u64> = HashMap::new();
-    for (&(stack, _, _), &n) in &r.analysis.per_stack {
-        *by_stack.entry(stack).or_default() += n;
+    // An edge's cost: the samples it is on the stack of, once per stack.
+    for ((caller, callee), c) in tree.edges() {
+        let (Some(caller), Some(callee)) = (caller.and_then(FrameKey::function), callee.function())
+        else {
+            continue;
+        };
+        blocks
+            .entry(caller)
+            .or_default()
+            .calls
+            .insert(callee, (c.inclusive, vec![c.inclusive]));
     }
-    for (stack, n) in by_stack {
-        let functions: Vec<FunctionId> = expand(&file.stacks, &file.frames, stack)
-            .iter()
-            .filter_map(|f| f.function)
-            .collect();
-        let edges: HashSet<(FunctionId, FunctionId)> =
-            functions.windows(2).map(|w| (w[0], w[1])).collect();
-        for (caller, callee) in edges {
-            let e = blocks
-                .entry(caller)
-                .or_default()
-                .calls
-                .entry(callee)
-                .or_insert((0, vec![0]));
-            e.0 += n;
-            e.1[0] += n;
-        }
-    }
-    blocks
+    Ok(blocks)
 }
 
 fn costs(v: &[u64], events: usize) -> String {
@@ -117,7 +112,7 @@ pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Resul
             ],
             instrumentation(analysis)?,
         ),
-        Analysis::Sample(_) => (&[("Samples", "Samples")], sampling(file, analysis)),
+        Analysis::Sample(_) => (&[("Samples", "Samples")], sampling(analysis)?),
     };
     let n = events.len();
     let mut text = String::new();

@@ -24,7 +24,10 @@ use std::io::{self, Write};
 use lapse_data::{DataFile, Method, Timestamp};
 use lapse_report::Analysis;
 
-use crate::paths::{label, module_of, sample_keys, PathTree};
+use lapse_analysis::sample::Counts;
+use lapse_analysis::tree::{CallTree, NodeId};
+
+use crate::sample_keys;
 use crate::timeline::{self, Step};
 use crate::{ExportError, Format};
 
@@ -141,21 +144,23 @@ fn instrumentation(ev: &mut Events<'_>, file: &DataFile) -> Result<(), ExportErr
 
 fn sampling(ev: &mut Events<'_>, file: &DataFile) -> Result<String, ExportError> {
     let origin = timeline::origin(file);
-    let mut paths = PathTree::empty(Method::Sampling);
-    let mut node_of: HashMap<Option<lapse_data::StackId>, u32> = HashMap::new();
+    // The call tree only as a path interner: node ids are the frame table's.
+    let mut paths: CallTree<Counts> = CallTree::new();
+    let mut node_of: HashMap<Option<lapse_data::StackId>, NodeId> = HashMap::new();
     timeline::for_each_thread(file, |_, _, run| {
         for s in run {
             let node = match node_of.get(&s.stack) {
                 Some(&n) => n,
                 None => {
-                    let n = paths.intern(&sample_keys(file, s.stack));
+                    let n = paths.path_node(sample_keys(file, s.stack));
                     node_of.insert(s.stack, n);
                     n
                 }
             };
-            let leaf = paths.nodes[node as usize]
-                .key
-                .map_or_else(|| "[unknown]".into(), |k| label(file, k));
+            let leaf = paths
+                .key(node)
+                .map_or_else(|| "[unknown]".into(), |k| k.label(file));
+            let node = node.index();
             ev.push(&format!(
                 r#"{{"ph":"i","s":"t","name":{},"cat":"sample","pid":{},"tid":{},"ts":{},"sf":{node},"args":{{"cpu":{},"weight":{}}}}}"#,
                 quote(&leaf),
@@ -170,20 +175,21 @@ fn sampling(ev: &mut Events<'_>, file: &DataFile) -> Result<String, ExportError>
     })
     .map_err(ExportError::write(Format::Chrome))?;
     // The stack frame table: one entry per path node, keyed by node id.
-    let mut frames = Vec::with_capacity(paths.nodes.len());
-    for (id, n) in paths.nodes.iter().enumerate().skip(1) {
-        let Some(key) = n.key else { continue };
-        let category = module_of(file, key)
+    let mut frames = Vec::with_capacity(paths.len());
+    for id in paths.nodes() {
+        let Some(key) = paths.key(id) else { continue };
+        let category = key
+            .module(file)
             .and_then(|m| file.module(m))
             .map_or("", |m| m.name());
-        let parent = if n.parent == 0 {
-            String::new()
-        } else {
-            format!(r#","parent":"{}""#, n.parent)
+        let parent = match paths.parent(id) {
+            Some(p) if p != NodeId::ROOT => format!(r#","parent":"{}""#, p.index()),
+            _ => String::new(),
         };
         frames.push(format!(
-            r#""{id}":{{"name":{},"category":{}{parent}}}"#,
-            quote(&label(file, key)),
+            r#""{}":{{"name":{},"category":{}{parent}}}"#,
+            id.index(),
+            quote(&key.label(file)),
             quote(category)
         ));
     }

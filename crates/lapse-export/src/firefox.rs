@@ -26,7 +26,9 @@ use std::io::{self, Write};
 use lapse_data::{DataFile, FunctionId, Method, StackId, ThreadInfo, Timestamp};
 use lapse_report::Analysis;
 
-use crate::paths::{label, module_of, sample_keys, FrameKey};
+use lapse_analysis::tree::FrameKey;
+
+use crate::sample_keys;
 use crate::timeline::{self, SampleIndex, Step};
 use crate::{ExportError, Format};
 use processed::{Document, Meta, ProfileNs, ThreadHeader, ThreadWriter};
@@ -92,7 +94,7 @@ fn frame(
     if let Some(&f) = cache.get(&key) {
         return f;
     }
-    let f = thread.frame(doc, file, &label(file, key), module_of(file, key));
+    let f = thread.frame(doc, file, &key.label(file), key.module(file));
     cache.insert(key, f);
     f
 }

@@ -8,12 +8,10 @@ use lapse_data::{DataFile, Method};
 use lapse_report::Analysis;
 
 use crate::collapsed;
-use crate::paths::PathTree;
 use crate::{ExportError, Format};
 
-/// Renders the flame graph of `tree` into `out`.
-pub fn svg(file: &DataFile, tree: &PathTree, out: &mut dyn Write) -> Result<(), ExportError> {
-    let lines = collapsed::lines(file, tree);
+/// Renders the flame graph of the folded `lines` into `out`.
+pub fn svg(file: &DataFile, lines: &[String], out: &mut dyn Write) -> Result<(), ExportError> {
     if lines.is_empty() {
         return Err(ExportError::Unsupported {
             format: Format::Flamegraph.name(),
@@ -39,6 +37,6 @@ pub fn svg(file: &DataFile, tree: &PathTree, out: &mut dyn Write) -> Result<(), 
 }
 
 pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
-    let tree = PathTree::new(file, analysis)?;
-    svg(file, &tree, out)
+    let lines = collapsed::tree_lines(file, analysis, Format::Flamegraph)?;
+    svg(file, &lines, out)
 }

@@ -7,8 +7,8 @@
 //! (with its call tree, see [`needs`]) and a [`Write`].
 //!
 //! Two sources feed the exporters:
-//! - aggregated call paths ([`paths`]): folded stacks, flame graphs, pprof,
-//!   callgrind and the HTML page;
+//! - the analysis' call tree (`lapse_analysis::tree`, one for both
+//!   methods): folded stacks, flame graphs, pprof, callgrind and the HTML page;
 //! - the time-ordered streams ([`timeline`]: instrumentation events, and
 //!   sampling's samples one thread at a time): speedscope, Chrome traces and
 //!   the Firefox Profiler, which show a timeline.
@@ -29,7 +29,6 @@ mod diff_render;
 pub mod firefox;
 pub mod flamegraph;
 pub mod html;
-pub mod paths;
 pub mod pprof;
 pub mod pprof_proto;
 pub mod speedscope;
@@ -37,7 +36,10 @@ pub mod timeline;
 
 use std::io::{self, Write};
 
-use lapse_data::{DataError, DataFile};
+use lapse_analysis::sample::{frame_keys, Counts};
+use lapse_analysis::tree::{CallTree, FrameKey};
+use lapse_analysis::values::FunctionStats;
+use lapse_data::{DataError, DataFile, StackId};
 use lapse_report::{Analysis, Query};
 
 /// The export formats of SPEC section 6.
@@ -97,6 +99,38 @@ impl ExportError {
             format: format.name(),
             source,
         }
+    }
+}
+
+/// The frames of a sampled stack, outermost first, expanded through inline
+/// chains as SPEC 2.2 counts them; `[unknown]` alone when nothing unwound.
+pub fn sample_keys(file: &DataFile, stack: Option<StackId>) -> Vec<FrameKey> {
+    let mut keys = stack
+        .map(|s| frame_keys(&file.stacks, &file.frames, s))
+        .unwrap_or_default();
+    if keys.is_empty() {
+        keys.push(FrameKey::Unknown);
+    }
+    keys
+}
+
+/// The call tree of an analysis made as [`needs`] says, with its weights
+/// typed by method.
+pub enum Tree<'a> {
+    Time(&'a CallTree<FunctionStats>),
+    Samples(&'a CallTree<Counts>),
+}
+
+impl<'a> Tree<'a> {
+    pub fn of(analysis: &'a Analysis, format: Format) -> Result<Tree<'a>, ExportError> {
+        let tree = match analysis {
+            Analysis::Instr(r) => r.tree.as_ref().map(Tree::Time),
+            Analysis::Sample(r) => r.tree.as_ref().map(Tree::Samples),
+        };
+        tree.ok_or_else(|| ExportError::Unsupported {
+            format: format.name(),
+            what: "the analysis was made without a call tree".into(),
+        })
     }
 }
 

@@ -29,9 +29,10 @@ use lapse_data::{DataFile, FrameId, FunctionId, ModuleId};
 use lapse_report::Analysis;
 use prost::Message;
 
-use crate::paths::{FrameKey, PathTree};
 use crate::pprof_proto::*;
-use crate::{ExportError, Format};
+use crate::{ExportError, Format, Tree};
+use lapse_analysis::tree::FrameKey;
+use lapse_analysis::values::TimeValue;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum LocKey {
@@ -215,8 +216,9 @@ impl<'a> Builder<'a> {
 }
 
 fn instrumentation(b: &mut Builder<'_>, analysis: &Analysis) -> Result<(), ExportError> {
-    let file = b.file;
-    let tree = PathTree::new(file, analysis)?;
+    let Tree::Time(tree) = Tree::of(analysis, Format::Pprof)? else {
+        return Ok(());
+    };
     b.p.sample_type = vec![
         b.value_type("calls", "count"),
         b.value_type("elapsed", "nanoseconds"),
@@ -225,24 +227,24 @@ fn instrumentation(b: &mut Builder<'_>, analysis: &Analysis) -> Result<(), Expor
     b.p.default_sample_type = b.string("elapsed");
     b.p.period_type = Some(b.value_type("elapsed", "nanoseconds"));
     b.p.period = 1;
-    for node in tree.depth_first(file) {
-        let n = &tree.nodes[node as usize];
-        if n.calls == 0 && n.elapsed_ns == 0 && n.application_ns == 0 {
+    // The locations of the path to the current node, innermost last.
+    let mut path: Vec<u64> = Vec::new();
+    for (node, depth) in tree.pre_order() {
+        path.truncate(depth);
+        path.push(match tree.key(node) {
+            Some(FrameKey::Function(f)) => b.location(LocKey::Function(f)),
+            _ => b.location(LocKey::Unknown),
+        });
+        let s = tree.weight(node);
+        let elapsed = s.time[TimeValue::ElapsedExclusive].to_nanos();
+        let application = s.time[TimeValue::ApplicationExclusive].to_nanos();
+        if s.calls == 0 && elapsed == 0 && application == 0 {
             continue;
         }
-        let values = vec![n.calls as i64, n.elapsed_ns as i64, n.application_ns as i64];
-        let mut stack = tree.path(node);
-        stack.reverse();
-        let location_id = stack
-            .into_iter()
-            .map(|k| match k {
-                FrameKey::Function(f) => b.location(LocKey::Function(f)),
-                _ => b.location(LocKey::Unknown),
-            })
-            .collect();
         b.p.sample.push(Sample {
-            location_id,
-            value: values,
+            // pprof lists a sample's locations innermost first.
+            location_id: path.iter().rev().copied().collect(),
+            value: vec![s.calls as i64, elapsed as i64, application as i64],
             label: Vec::new(),
         });
     }

@@ -19,7 +19,9 @@ use lapse_report::Analysis;
 use serde_json::{json, Value};
 
 use crate::chrome::quote;
-use crate::paths::{label, sample_keys, FrameKey};
+use lapse_analysis::tree::FrameKey;
+
+use crate::sample_keys;
 use crate::timeline::{self, SampleIndex, Step};
 use crate::{ExportError, Format};
 
@@ -39,7 +41,7 @@ fn thread_name(file: &DataFile, pid: u32, tid: u32) -> String {
 }
 
 fn frame_json(file: &DataFile, key: FrameKey) -> Value {
-    let mut frame = json!({ "name": label(file, key) });
+    let mut frame = json!({ "name": key.label(file) });
     if let FrameKey::Function(f) = key {
         if let Some(info) = file.functions.get(f.0 as usize) {
             if let Some(src) = &info.source_file {

@@ -3,15 +3,15 @@
 //! off-CPU periods, and sampling's samples in time order, one thread at a
 //! time so that memory does not grow with the recording.
 //!
-//! The instrumentation stream is repaired exactly as the analysis repairs it
-//! (`lapse_analysis::instrument`): events naming an unknown function and
-//! exits matching nothing on the stack are dropped, an exit matching a frame
-//! further down closes the frames above it first, and a timestamp earlier
-//! than the previous one is taken as equal to it. So a consumer that needs
-//! balanced calls gets them, and its numbers agree with `lapse report`.
+//! The instrumentation stream is repaired by the analysis' own
+//! [`CallStack`] (events naming an unknown function are dropped, and a
+//! timestamp earlier than the previous one is taken as equal to it, as the
+//! analysis does). So a consumer that needs balanced calls gets them, and
+//! its numbers agree with `lapse report`.
 
 use std::collections::{BTreeMap, HashMap};
 
+use lapse_analysis::nesting::CallStack;
 use lapse_data::{DataFile, Event, EventKind, FunctionId, Method, Sample, ThreadInfo, Timestamp};
 
 /// One step of a thread's call timeline.
@@ -59,10 +59,11 @@ pub fn walk<E>(
     mut f: impl FnMut(Timestamp, Step) -> Result<(), E>,
 ) -> Result<Walked, E> {
     let known = file.functions.len();
-    let mut stack: Vec<FunctionId> = Vec::new();
+    let mut stack: CallStack<FunctionId> = CallStack::default();
     let mut last: Option<Timestamp> = None;
     let mut bad_chunks = 0;
     let mut events: Vec<Event> = Vec::new();
+    let mut result = Ok(());
     for chunk in file.thread_chunks(thread.pid, thread.tid) {
         if file.read_events(chunk, &mut events).is_err() {
             bad_chunks += 1;
@@ -80,13 +81,12 @@ pub fn walk<E>(
                     f(ts, Step::Open(e.function))?;
                 }
                 EventKind::Exit => {
-                    if let Some(pos) = stack.iter().rposition(|&g| g == e.function) {
-                        while stack.len() > pos {
-                            if let Some(top) = stack.pop() {
-                                f(ts, Step::Close(top))?;
-                            }
+                    stack.exit(e.function, |g, _| {
+                        if result.is_ok() {
+                            result = f(ts, Step::Close(g));
                         }
-                    }
+                    });
+                    std::mem::replace(&mut result, Ok(()))?;
                 }
             }
         }
@@ -96,38 +96,31 @@ pub fn walk<E>(
             last = Some(end);
         }
     }
+    let open = stack.frames().to_vec();
     if close_open {
         if let Some(ts) = last {
-            for &g in stack.iter().rev() {
-                f(ts, Step::Close(g))?;
-            }
+            stack.close_all(|g, _| {
+                if result.is_ok() {
+                    result = f(ts, Step::Close(g));
+                }
+            });
+            std::mem::replace(&mut result, Ok(()))?;
         }
     }
     Ok(Walked {
         last,
-        open: stack,
+        open,
         bad_chunks,
     })
 }
 
 /// The periods `thread` was off the CPU (OS events of any kind), sorted and
-/// with overlapping or touching periods merged: an interval "has an OS
-/// event" for the merged periods exactly when it has one for the originals.
+/// merged as the analysis reads them ([`lapse_analysis::offcpu::merged`]).
 pub fn off_cpu(file: &DataFile, pid: u32, tid: u32) -> Vec<(Timestamp, Timestamp)> {
-    let mut periods: Vec<(Timestamp, Timestamp)> = file
-        .os_events
+    file.os_events
         .get(&(pid, tid))
-        .map(|v| v.iter().map(|o| (o.from, o.to.max(o.from))).collect())
-        .unwrap_or_default();
-    periods.sort();
-    let mut merged: Vec<(Timestamp, Timestamp)> = Vec::with_capacity(periods.len());
-    for (from, to) in periods {
-        match merged.last_mut() {
-            Some(last) if from <= last.1 => last.1 = last.1.max(to),
-            _ => merged.push((from, to)),
-        }
-    }
-    merged
+        .map(|v| lapse_analysis::offcpu::merged(v))
+        .unwrap_or_default()
 }
 
 /// Samples held at once for a group of small threads (40 MB at 40 bytes a

@@ -3,6 +3,7 @@
 //! tables, CSV or JSON ([`mod@render`]). Reports take a writer; nothing here
 //! touches a terminal or a file by name.
 
+pub mod columns;
 pub mod load;
 pub mod render;
 mod render_table;

@@ -2,10 +2,10 @@
 //! thread the next batch of chunks is decompressed and decoded while the
 //! current one is analysed, so a single long thread still uses two cores.
 
-use lapse_analysis::calltree::CallTree;
-use lapse_analysis::instrument::{Accumulator, Config, ThreadRun};
-use lapse_analysis::sample::SampleAnalysis;
-use lapse_analysis::values::{SessionTotals, ThreadStats};
+use lapse_analysis::instrument::{Accumulator, ApplicationRule, Config, ThreadRun};
+use lapse_analysis::sample::{Counts, SampleAnalysis};
+use lapse_analysis::tree::CallTree;
+use lapse_analysis::values::{FunctionStats, SessionTotals, ThreadStats};
 use lapse_data::codec::EventDecoder;
 use lapse_data::{DataError, DataFile, EventChunkRef, Method, ModuleId, ThreadInfo, Timestamp};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +35,8 @@ pub struct Query {
     pub from_s: Option<f64>,
     pub to_s: Option<f64>,
     pub no_compensation: bool,
+    /// Which part of an interval is application time.
+    pub application: ApplicationRule,
     /// Build call trees (calltree, callers, callees, summary's hot path).
     pub call_tree: bool,
     /// Events (or samples) analysed so far, for a progress display.
@@ -63,8 +65,9 @@ impl Query {
 pub struct InstrResult {
     pub acc: Accumulator,
     pub session: SessionTotals,
-    /// All selected threads' call trees merged path by path.
-    pub tree: Option<CallTree>,
+    /// All selected threads' call trees merged path by path (each thread's
+    /// own is in `acc.trees`).
+    pub tree: Option<CallTree<FunctionStats>>,
     /// Chunks that failed to decode (damage found late).
     pub bad_chunks: u64,
 }
@@ -72,12 +75,24 @@ pub struct InstrResult {
 pub struct SampleResult {
     pub analysis: SampleAnalysis,
     pub session: SessionTotals,
+    /// The selected threads' call tree, when the query asked for one.
+    pub tree: Option<CallTree<Counts>>,
     pub bad_chunks: u64,
 }
 
 pub enum Analysis {
     Instr(InstrResult),
     Sample(SampleResult),
+}
+
+impl Analysis {
+    /// The denominators of the percentages.
+    pub fn session(&self) -> &SessionTotals {
+        match self {
+            Analysis::Instr(r) => &r.session,
+            Analysis::Sample(r) => &r.session,
+        }
+    }
 }
 
 /// Analyses `file` as `query` says.
@@ -123,6 +138,7 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
         compensate: !query.no_compensation,
         window: query.window(file),
         call_tree: query.call_tree,
+        application: query.application,
     };
     let modules = file.modules.len() + 1;
     let threads = threads(file, query);
@@ -148,10 +164,10 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
     acc.threads.sort_by_key(|t| (t.pid, t.tid));
     let session = SessionTotals::of_threads(&acc.threads);
     let tree = query.call_tree.then(|| {
-        let mut merged = CallTree::new(0, 0);
+        let mut merged = CallTree::new();
         acc.trees.sort_by_key(|t| (t.pid, t.tid));
         for t in &acc.trees {
-            merged.merge(t);
+            merged.merge(&t.tree);
         }
         merged
     });
@@ -267,9 +283,13 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
         samples: analysis.samples,
         ..SessionTotals::default()
     };
+    let tree = query
+        .call_tree
+        .then(|| analysis.call_tree(&file.stacks, &file.frames, |_, _| true));
     SampleResult {
         analysis,
         session,
+        tree,
         bad_chunks,
     }
 }

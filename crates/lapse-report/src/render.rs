@@ -139,17 +139,40 @@ fn session_json(file: &DataFile, a: &Analysis) -> Value {
     })
 }
 
-fn tree_json(columns: &[Column], rows: &[TreeRow]) -> Value {
-    Value::Array(
-        rows.iter()
-            .map(|r| {
-                let mut m = Table::row_json(columns, &r.cells);
-                m.insert("hot".into(), Value::Bool(r.hot));
-                m.insert("children".into(), tree_json(columns, &r.children));
-                Value::Object(m)
-            })
-            .collect(),
-    )
+/// Writes the tree's pre-order lines as nested JSON nodes (a row plus
+/// `"hot"` and `"children"`), reopening the nesting with an explicit stack:
+/// no recursion, whatever the depth.
+fn write_tree_json(out: &mut dyn Write, columns: &[Column], rows: &[TreeRow]) -> io::Result<()> {
+    out.write_all(b"[")?;
+    // One entry per open array (the roots', then each open node's
+    // children): whether it holds an element yet.
+    let mut open: Vec<bool> = vec![false];
+    for r in rows {
+        // Close the nodes this line is not inside of.
+        while open.len() > r.depth + 1 {
+            out.write_all(b"]}")?;
+            open.pop();
+        }
+        if let Some(has) = open.last_mut() {
+            if *has {
+                out.write_all(b",")?;
+            }
+            *has = true;
+        }
+        let row = serde_json::to_string(&Value::Object(Table::row_json(columns, &r.cells)))
+            .map_err(io::Error::other)?;
+        // `{...}` without its closing brace, then hot and the children array.
+        out.write_all(&row.as_bytes()[..row.len() - 1])?;
+        if row.len() > 2 {
+            out.write_all(b",")?;
+        }
+        write!(out, "\"hot\":{},\"children\":[", r.hot)?;
+        open.push(false);
+    }
+    for _ in 1..open.len() {
+        out.write_all(b"]}")?;
+    }
+    out.write_all(b"]")
 }
 
 fn rows_json(columns: &[Column], rows: &[Vec<Cell>]) -> Value {
@@ -174,27 +197,35 @@ pub fn render(
             doc.insert("view".into(), json!(opts.view.name()));
             doc.insert("method".into(), json!(file.session.method.name()));
             doc.insert("session".into(), session_json(file, a));
-            if let Some(roots) = &v.roots {
-                doc.insert("roots".into(), tree_json(&v.columns, roots));
-            } else if let Some((f, callers, callees)) = &v.focus {
+            if let Some((f, callers, callees)) = &v.focus {
                 doc.insert(
                     "function".into(),
                     Value::Object(Table::row_json(&v.columns, f)),
                 );
                 doc.insert("callers".into(), rows_json(&v.columns, callers));
                 doc.insert("callees".into(), rows_json(&v.columns, callees));
-            } else {
+            } else if v.tree.is_none() {
                 doc.insert("rows".into(), rows_json(&v.columns, &v.rows));
             }
             if opts.view == View::Summary || opts.view == View::Calltree {
                 doc.insert("hot_path".into(), json!(v.hot_path));
             }
-            serde_json::to_writer(&mut *out, &Value::Object(doc)).map_err(io::Error::other)?;
+            let text = serde_json::to_string(&Value::Object(doc)).map_err(io::Error::other)?;
+            match &v.tree {
+                // The tree goes last, streamed: `..., "roots": [...]}`.
+                Some(tree) => {
+                    out.write_all(&text.as_bytes()[..text.len() - 1])?;
+                    out.write_all(b",\"roots\":")?;
+                    write_tree_json(out, &v.columns, tree)?;
+                    out.write_all(b"}")?;
+                }
+                None => out.write_all(text.as_bytes())?,
+            }
             writeln!(out)
         }
         Format::Csv => {
             let mut columns: Vec<&str> = Vec::new();
-            if v.roots.is_some() {
+            if v.tree.is_some() {
                 columns.extend(["depth", "hot"]);
             }
             if v.focus.is_some() {
@@ -212,11 +243,9 @@ pub fn render(
                 );
                 writeln!(out, "{}", fields.join(","))
             };
-            if let Some(roots) = &v.roots {
-                let mut todo: Vec<(usize, &TreeRow)> = roots.iter().rev().map(|r| (0, r)).collect();
-                while let Some((d, r)) = todo.pop() {
-                    line(out, &[d.to_string(), r.hot.to_string()], &r.cells)?;
-                    todo.extend(r.children.iter().rev().map(|c| (d + 1, c)));
+            if let Some(tree) = &v.tree {
+                for r in tree {
+                    line(out, &[r.depth.to_string(), r.hot.to_string()], &r.cells)?;
                 }
             } else if let Some((f, callers, callees)) = &v.focus {
                 line(out, &["function".into()], f)?;

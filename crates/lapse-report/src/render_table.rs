@@ -148,13 +148,20 @@ fn grid(
     Ok(())
 }
 
-/// Tree rows in display order, indented by depth; `* ` marks the hot path
-/// (plain text, so column widths stay right with or without colour).
-fn flatten<'a>(rows: &'a [TreeRow], depth: usize, out: &mut Vec<(String, &'a [Cell])>) {
-    for r in rows {
-        let prefix = format!("{}{}", "  ".repeat(depth), if r.hot { "* " } else { "" });
-        out.push((prefix, &r.cells));
-        flatten(&r.children, depth + 1, out);
+/// Deeper tree lines than this are not indented further: their depth is
+/// written as a number instead, so a 20,000-deep recursion prints one
+/// short line per node, not a triangle of spaces.
+pub const MAX_INDENT: usize = 32;
+
+/// The tree's first cell prefix: indentation by depth up to
+/// [`MAX_INDENT`], then `[depth] `; `* ` marks the hot path (plain text, so
+/// column widths stay right with or without colour).
+fn tree_prefix(r: &TreeRow) -> String {
+    let hot = if r.hot { "* " } else { "" };
+    if r.depth <= MAX_INDENT {
+        format!("{}{hot}", "  ".repeat(r.depth))
+    } else {
+        format!("{}[{}] {hot}", "  ".repeat(MAX_INDENT), r.depth)
     }
 }
 
@@ -180,9 +187,11 @@ pub fn table(
             }
         )?;
     }
-    if let Some(roots) = &v.roots {
-        let mut rows = Vec::new();
-        flatten(roots, 0, &mut rows);
+    if let Some(tree) = &v.tree {
+        let rows: Vec<(String, &[Cell])> = tree
+            .iter()
+            .map(|r| (tree_prefix(r), &r.cells[..]))
+            .collect();
         writeln!(out, "(* marks the hot path)")?;
         return grid(out, &v.columns, &rows, opts.color, "call tree");
     }

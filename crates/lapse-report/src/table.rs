@@ -75,12 +75,14 @@ pub const fn shown(key: &'static str, kind: Kind, header: &'static str) -> Colum
     }
 }
 
-/// A tree row: a row plus children (for `calltree`).
+/// One line of a call tree (`calltree`), in pre-order: its depth (0 for a
+/// thread's outermost calls), whether it is on the hot path, and its row.
+/// Renderers nest the lines again where their format nests.
 #[derive(Clone, Debug)]
 pub struct TreeRow {
-    pub cells: Vec<Cell>,
+    pub depth: usize,
     pub hot: bool,
-    pub children: Vec<TreeRow>,
+    pub cells: Vec<Cell>,
 }
 
 #[derive(Clone, Debug, Default)]

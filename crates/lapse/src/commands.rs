@@ -181,6 +181,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         from_s: a.from,
         to_s: a.to,
         no_compensation: a.no_compensation,
+        application: lapse_analysis::ApplicationRule::default(),
         call_tree: view.needs_call_tree(),
         progress: None,
     };

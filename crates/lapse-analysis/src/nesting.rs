@@ -1,0 +1,211 @@
+//! The one stack repair: how a thread's exits close its open calls when
+//! they do not nest (SPEC 8: "exits that match no entry are repaired and
+//! counted"). The analysis, the timeline exports and the Chrome importer all
+//! follow a thread's calls with a [`CallStack`], so they agree on every
+//! repair.
+//!
+//! Rules:
+//! - an exit matching the top frame closes it ([`Closed::Returned`]);
+//! - an exit matching a frame further down (longjmp, an exception, lost
+//!   exits) first closes every frame above it ([`Closed::Skipped`]), then
+//!   the matching one;
+//! - an exit matching no frame changes nothing ([`Exit::Unmatched`]);
+//! - at the thread's end the frames still open are closed innermost first
+//!   ([`Closed::ThreadEnd`]).
+
+use lapse_data::FunctionId;
+
+/// What a frame on a [`CallStack`] must tell: whose call it is.
+pub trait StackFrame {
+    fn function(&self) -> FunctionId;
+}
+
+impl StackFrame for FunctionId {
+    #[inline(always)]
+    fn function(&self) -> FunctionId {
+        *self
+    }
+}
+
+/// How a frame was closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closed {
+    /// By its own exit.
+    Returned,
+    /// By the exit of a frame further down (its own exit never came).
+    Skipped,
+    /// Still open when its thread ended.
+    ThreadEnd,
+}
+
+/// What an exit did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// It closed the top frame.
+    Returned,
+    /// It closed a frame further down, after this many frames above it.
+    Repaired(usize),
+    /// No open frame is of that function: nothing was closed.
+    Unmatched,
+}
+
+/// A thread's open calls, outermost first.
+#[derive(Clone, Debug)]
+pub struct CallStack<F> {
+    frames: Vec<F>,
+}
+
+impl<F> Default for CallStack<F> {
+    fn default() -> Self {
+        CallStack { frames: Vec::new() }
+    }
+}
+
+impl<F: StackFrame> CallStack<F> {
+    #[inline(always)]
+    pub fn push(&mut self, frame: F) {
+        self.frames.push(frame);
+    }
+
+    #[inline(always)]
+    pub fn top(&self) -> Option<&F> {
+        self.frames.last()
+    }
+
+    #[inline(always)]
+    pub fn top_mut(&mut self) -> Option<&mut F> {
+        self.frames.last_mut()
+    }
+
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// The open frames, outermost first.
+    pub fn frames(&self) -> &[F] {
+        &self.frames
+    }
+
+    /// Applies an exit of `function`, calling `close` for every frame it
+    /// closes, innermost first.
+    #[inline(always)]
+    pub fn exit(&mut self, function: FunctionId, mut close: impl FnMut(F, Closed)) -> Exit {
+        match self.frames.last() {
+            Some(top) if top.function() == function => {
+                if let Some(f) = self.frames.pop() {
+                    close(f, Closed::Returned);
+                }
+                Exit::Returned
+            }
+            _ => self.exit_below(function, close),
+        }
+    }
+
+    #[inline(never)]
+    fn exit_below(&mut self, function: FunctionId, close: impl FnMut(F, Closed)) -> Exit {
+        self.exit_where(|f| f.function() == function, close)
+    }
+
+    /// Applies an exit that closes the innermost frame `matches` accepts
+    /// (as [`CallStack::exit`] does for a function), e.g. a Chrome trace's
+    /// `E` event, which names its event but not its category.
+    pub fn exit_where(
+        &mut self,
+        matches: impl Fn(&F) -> bool,
+        mut close: impl FnMut(F, Closed),
+    ) -> Exit {
+        let Some(pos) = self.frames.iter().rposition(matches) else {
+            return Exit::Unmatched;
+        };
+        let skipped = self.frames.len() - pos - 1;
+        while self.frames.len() > pos + 1 {
+            if let Some(f) = self.frames.pop() {
+                close(f, Closed::Skipped);
+            }
+        }
+        if let Some(f) = self.frames.pop() {
+            close(f, Closed::Returned);
+        }
+        if skipped == 0 {
+            Exit::Returned
+        } else {
+            Exit::Repaired(skipped)
+        }
+    }
+
+    /// Closes the top frame whatever its function (an exit that names none,
+    /// as a Chrome trace's `E` without a name); `None` on an empty stack.
+    pub fn pop(&mut self) -> Option<F> {
+        self.frames.pop()
+    }
+
+    /// Closes every open frame, innermost first, as the thread ends.
+    pub fn close_all(&mut self, mut close: impl FnMut(F, Closed)) {
+        while let Some(f) = self.frames.pop() {
+            close(f, Closed::ThreadEnd);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(n: u32) -> FunctionId {
+        FunctionId(n)
+    }
+
+    #[test]
+    fn an_exit_further_down_closes_the_frames_above_it_first() {
+        let mut s = CallStack::default();
+        for n in [1, 2, 3, 4] {
+            s.push(f(n));
+        }
+        let mut closed = Vec::new();
+        let r = s.exit(f(2), |g, how| closed.push((g.0, how)));
+        assert_eq!(r, Exit::Repaired(2));
+        assert_eq!(
+            closed,
+            [
+                (4, Closed::Skipped),
+                (3, Closed::Skipped),
+                (2, Closed::Returned)
+            ]
+        );
+        assert_eq!(s.frames(), [f(1)]);
+    }
+
+    #[test]
+    fn recursion_closes_the_innermost_frame_of_the_function() {
+        let mut s = CallStack::default();
+        for n in [1, 2, 1, 2] {
+            s.push(f(n));
+        }
+        let mut closed = Vec::new();
+        assert_eq!(
+            s.exit(f(1), |g, how| closed.push((g.0, how))),
+            Exit::Repaired(1)
+        );
+        assert_eq!(closed, [(2, Closed::Skipped), (1, Closed::Returned)]);
+        assert_eq!(s.frames(), [f(1), f(2)]);
+    }
+
+    #[test]
+    fn an_unmatched_exit_changes_nothing_and_the_end_closes_the_rest() {
+        let mut s = CallStack::default();
+        s.push(f(1));
+        s.push(f(2));
+        assert_eq!(
+            s.exit(f(9), |_, _| panic!("nothing closes")),
+            Exit::Unmatched
+        );
+        let mut closed = Vec::new();
+        s.close_all(|g, how| closed.push((g.0, how)));
+        assert_eq!(closed, [(2, Closed::ThreadEnd), (1, Closed::ThreadEnd)]);
+        assert!(s.is_empty());
+    }
+}

@@ -1,0 +1,464 @@
+//! The one call tree, for both methods: a flat node table in which a parent
+//! always comes before its children (like the Firefox Profiler's stack
+//! table). A node stands for a call path and carries the weights of that
+//! path: the time values of instrumentation ([`FunctionStats`]) or the
+//! sample counts of sampling ([`Counts`](crate::sample::Counts)).
+//!
+//! Everything that walks it is iterative - pre-order, edges, hot path,
+//! pruning, merging - and dropping it frees a few flat vectors, so the depth
+//! of the data never becomes the depth of lapse's own stack.
+
+use std::collections::HashMap;
+
+use lapse_data::{DataFile, FunctionId, ModuleId};
+
+use crate::fine::Fine;
+use crate::values::{FunctionStats, TimeValue};
+
+/// What a node stands for: the last frame of its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FrameKey {
+    Function(FunctionId),
+    /// A sampled address that did not resolve to a function.
+    Unresolved {
+        module: ModuleId,
+        address: u64,
+    },
+    /// Samples whose stack could not be unwound at all.
+    Unknown,
+}
+
+impl FrameKey {
+    pub fn function(self) -> Option<FunctionId> {
+        match self {
+            FrameKey::Function(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The name a frame is shown by: the function's demangled name, or
+    /// `[module+0xADDR]`, or `[unknown]`.
+    pub fn label(self, file: &DataFile) -> String {
+        match self {
+            FrameKey::Function(f) => file
+                .functions
+                .get(f.0 as usize)
+                .map_or_else(|| format!("[function #{}]", f.0), |i| i.name.clone()),
+            FrameKey::Unresolved { module, address } => {
+                let m = file.module(module).map_or("?", |m| m.name());
+                format!("[{m}+{address:#x}]")
+            }
+            FrameKey::Unknown => "[unknown]".into(),
+        }
+    }
+
+    /// The module the frame belongs to, if known.
+    pub fn module(self, file: &DataFile) -> Option<ModuleId> {
+        match self {
+            FrameKey::Function(f) => file.functions.get(f.0 as usize).map(|i| i.module),
+            FrameKey::Unresolved { module, .. } => Some(module),
+            FrameKey::Unknown => None,
+        }
+    }
+}
+
+/// A node of a [`CallTree`]; only the tree makes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(u32);
+
+impl NodeId {
+    /// The root: the empty path, parent of every thread's outermost calls.
+    pub const ROOT: NodeId = NodeId(0);
+
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What a node's weights must offer the tree.
+pub trait Weight: Clone + Default {
+    /// Adds another node's (or thread's) weights.
+    fn merge(&mut self, other: &Self);
+    /// The weight that orders children and decides the hot path and
+    /// `--threshold`: elapsed inclusive nanoseconds, or inclusive samples.
+    fn inclusive(&self) -> u64;
+    /// The path's own weight (a flame graph's width of its frame): elapsed
+    /// exclusive nanoseconds, or exclusive samples.
+    fn exclusive(&self) -> u64;
+    /// The weights without their inclusive part, for an edge that recurs on
+    /// one path: its inclusive values are already inside the outer one's.
+    fn nested(&self) -> Self;
+}
+
+impl Weight for FunctionStats {
+    fn merge(&mut self, other: &Self) {
+        FunctionStats::merge(self, other);
+    }
+
+    fn inclusive(&self) -> u64 {
+        self.time[TimeValue::ElapsedInclusive].to_nanos()
+    }
+
+    fn exclusive(&self) -> u64 {
+        self.time[TimeValue::ElapsedExclusive].to_nanos()
+    }
+
+    fn nested(&self) -> Self {
+        let mut s = *self;
+        s.time[TimeValue::ElapsedInclusive] = Fine::ZERO;
+        s.time[TimeValue::ApplicationInclusive] = Fine::ZERO;
+        s.probe_overhead = Fine::ZERO;
+        s
+    }
+}
+
+/// One line of a shown tree: a node, its depth (outermost calls are 0) and
+/// whether it is on the hot path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeLine {
+    pub node: NodeId,
+    pub depth: usize,
+    pub hot: bool,
+}
+
+/// Call paths and their weights.
+#[derive(Clone, Debug)]
+pub struct CallTree<W> {
+    parent: Vec<NodeId>,
+    /// `None` only for the root.
+    key: Vec<Option<FrameKey>>,
+    weight: Vec<W>,
+    index: HashMap<(NodeId, FrameKey), NodeId>,
+}
+
+impl<W: Weight> Default for CallTree<W> {
+    fn default() -> Self {
+        CallTree::new()
+    }
+}
+
+impl<W: Weight> CallTree<W> {
+    /// A tree holding only the root.
+    pub fn new() -> CallTree<W> {
+        CallTree {
+            parent: vec![NodeId::ROOT],
+            key: vec![None],
+            weight: vec![W::default()],
+            index: HashMap::new(),
+        }
+    }
+
+    /// Number of nodes, the root included.
+    pub fn len(&self) -> usize {
+        self.parent.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.parent.len() <= 1
+    }
+
+    /// Every node, parents before children (the root first).
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> {
+        (0..self.parent.len() as u32).map(NodeId)
+    }
+
+    /// The node for the path of `parent` followed by `key`, made if new.
+    #[inline]
+    pub fn child(&mut self, parent: NodeId, key: FrameKey) -> NodeId {
+        if let Some(&id) = self.index.get(&(parent, key)) {
+            return id;
+        }
+        let id = NodeId(self.parent.len() as u32);
+        self.parent.push(parent);
+        self.key.push(Some(key));
+        self.weight.push(W::default());
+        self.index.insert((parent, key), id);
+        id
+    }
+
+    /// The node of the path `keys` (outermost first), made if new.
+    pub fn path_node(&mut self, keys: impl IntoIterator<Item = FrameKey>) -> NodeId {
+        keys.into_iter()
+            .fold(NodeId::ROOT, |node, k| self.child(node, k))
+    }
+
+    pub fn parent(&self, node: NodeId) -> Option<NodeId> {
+        (node != NodeId::ROOT).then(|| self.parent[node.index()])
+    }
+
+    /// `None` for the root.
+    pub fn key(&self, node: NodeId) -> Option<FrameKey> {
+        self.key[node.index()]
+    }
+
+    pub fn weight(&self, node: NodeId) -> &W {
+        &self.weight[node.index()]
+    }
+
+    #[inline(always)]
+    pub fn weight_mut(&mut self, node: NodeId) -> &mut W {
+        &mut self.weight[node.index()]
+    }
+
+    /// Keys from the outermost frame to `node`.
+    pub fn path(&self, node: NodeId) -> Vec<FrameKey> {
+        let mut out = Vec::new();
+        let mut cur = node;
+        while let Some(key) = self.key(cur) {
+            out.push(key);
+            cur = self.parent[cur.index()];
+        }
+        out.reverse();
+        out
+    }
+
+    /// Adds `other` path by path (to combine threads).
+    pub fn merge(&mut self, other: &CallTree<W>) {
+        let mut map = vec![NodeId::ROOT; other.len()];
+        for id in other.nodes() {
+            let ours = match other.key(id) {
+                None => NodeId::ROOT,
+                Some(k) => self.child(map[other.parent[id.index()].index()], k),
+            };
+            map[id.index()] = ours;
+            self.weight[ours.index()].merge(&other.weight[id.index()]);
+        }
+    }
+
+    /// Each node's children, heaviest first (ties by key), as one flat table.
+    pub fn children(&self) -> Children {
+        let n = self.len();
+        let mut count = vec![0u32; n + 1];
+        for id in 1..n {
+            count[self.parent[id].index() + 1] += 1;
+        }
+        for i in 1..=n {
+            count[i] += count[i - 1];
+        }
+        let start = count.clone();
+        let mut ids = vec![NodeId::ROOT; n.saturating_sub(1)];
+        let mut fill = count;
+        for id in 1..n {
+            let p = self.parent[id].index();
+            ids[fill[p] as usize] = NodeId(id as u32);
+            fill[p] += 1;
+        }
+        for p in 0..n {
+            let (a, b) = (start[p] as usize, start[p + 1] as usize);
+            ids[a..b].sort_by(|&x, &y| {
+                self.weight[y.index()]
+                    .inclusive()
+                    .cmp(&self.weight[x.index()].inclusive())
+                    .then_with(|| self.key[x.index()].cmp(&self.key[y.index()]))
+            });
+        }
+        Children { start, ids }
+    }
+
+    /// Nodes other than the root in pre-order, children heaviest first.
+    pub fn pre_order(&self) -> Vec<(NodeId, usize)> {
+        let children = self.children();
+        let mut out = Vec::with_capacity(self.len());
+        let mut todo: Vec<(NodeId, usize)> = children
+            .of(NodeId::ROOT)
+            .iter()
+            .rev()
+            .map(|&c| (c, 0))
+            .collect();
+        while let Some((n, depth)) = todo.pop() {
+            out.push((n, depth));
+            todo.extend(children.of(n).iter().rev().map(|&c| (c, depth + 1)));
+        }
+        out
+    }
+
+    /// The hot path: from the root, the heaviest child, as long as it
+    /// carries at least `min_share` of `total`.
+    pub fn hot_path(&self, total: u64, min_share: f64) -> Vec<NodeId> {
+        let children = self.children();
+        let mut out = Vec::new();
+        let mut cur = NodeId::ROOT;
+        while let Some(&next) = children.of(cur).first() {
+            if (self.weight[next.index()].inclusive() as f64) < min_share * total as f64 {
+                break;
+            }
+            out.push(next);
+            cur = next;
+        }
+        out
+    }
+
+    /// The lines of the tree as shown: pre-order, children heaviest first,
+    /// without the nodes lighter than `min_weight` (with their subtrees) and
+    /// without the branches holding no node that `keep` accepts; the hot
+    /// path (see [`CallTree::hot_path`]) is marked.
+    pub fn lines(
+        &self,
+        min_weight: u64,
+        hot: &[NodeId],
+        keep: impl Fn(Option<FrameKey>) -> bool,
+    ) -> Vec<TreeLine> {
+        let n = self.len();
+        // Children have larger ids than their parents: a backward pass sees
+        // every child before its parent.
+        let mut shown = vec![false; n];
+        for id in (1..n).rev() {
+            if self.weight[id].inclusive() < min_weight {
+                continue;
+            }
+            if shown[id] || keep(self.key[id]) {
+                shown[id] = true;
+                shown[self.parent[id].index()] = true;
+            }
+        }
+        let mut on_hot = vec![false; n];
+        for h in hot {
+            on_hot[h.index()] = true;
+        }
+        self.pre_order()
+            .into_iter()
+            .filter(|&(node, _)| {
+                shown[node.index()] && self.weight[node.index()].inclusive() >= min_weight
+            })
+            .map(|(node, depth)| TreeLine {
+                node,
+                depth,
+                hot: on_hot[node.index()],
+            })
+            .collect()
+    }
+
+    /// Caller → callee edges (caller `None`: called from a thread's root)
+    /// with their weights: the callee's nodes under that caller, added up,
+    /// with an edge that recurs on one path counted once inclusively.
+    pub fn edges(&self) -> HashMap<(Option<FrameKey>, FrameKey), W> {
+        let children = self.children();
+        let mut edges: HashMap<(Option<FrameKey>, FrameKey), W> = HashMap::new();
+        let mut on_path: HashMap<(Option<FrameKey>, FrameKey), u32> = HashMap::new();
+        let mut todo: Vec<(NodeId, bool)> = vec![(NodeId::ROOT, true)];
+        while let Some((id, entering)) = todo.pop() {
+            let edge = self.key(id).map(|k| (self.key(self.parent[id.index()]), k));
+            if entering {
+                if let Some(edge) = edge {
+                    let depth = on_path.entry(edge).or_default();
+                    let w = &self.weight[id.index()];
+                    let add = if *depth > 0 { w.nested() } else { w.clone() };
+                    edges.entry(edge).or_default().merge(&add);
+                    *depth += 1;
+                }
+                todo.push((id, false));
+                todo.extend(children.of(id).iter().map(|&c| (c, true)));
+            } else if let Some(edge) = edge {
+                if let Some(d) = on_path.get_mut(&edge) {
+                    *d -= 1;
+                }
+            }
+        }
+        edges
+    }
+}
+
+/// Every node's children, as [`CallTree::children`] orders them.
+#[derive(Clone, Debug)]
+pub struct Children {
+    start: Vec<u32>,
+    ids: Vec<NodeId>,
+}
+
+impl Children {
+    pub fn of(&self, node: NodeId) -> &[NodeId] {
+        let i = node.index();
+        match (self.start.get(i), self.start.get(i + 1)) {
+            (Some(&a), Some(&b)) => &self.ids[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Default, Debug, PartialEq)]
+    struct W(u64, u64);
+
+    impl Weight for W {
+        fn merge(&mut self, o: &Self) {
+            self.0 += o.0;
+            self.1 += o.1;
+        }
+        fn inclusive(&self) -> u64 {
+            self.0
+        }
+        fn exclusive(&self) -> u64 {
+            self.1
+        }
+        fn nested(&self) -> Self {
+            W(0, self.1)
+        }
+    }
+
+    fn f(n: u32) -> FrameKey {
+        FrameKey::Function(FunctionId(n))
+    }
+
+    /// main(10) > {a(6) > a(2), b(3)}
+    fn sample() -> CallTree<W> {
+        let mut t = CallTree::new();
+        let main = t.path_node([f(0)]);
+        *t.weight_mut(main) = W(10, 1);
+        let a = t.path_node([f(0), f(1)]);
+        *t.weight_mut(a) = W(6, 4);
+        let aa = t.path_node([f(0), f(1), f(1)]);
+        *t.weight_mut(aa) = W(2, 2);
+        let b = t.path_node([f(0), f(2)]);
+        *t.weight_mut(b) = W(3, 3);
+        t
+    }
+
+    #[test]
+    fn pre_order_puts_the_heaviest_child_first() {
+        let t = sample();
+        let keys: Vec<(FrameKey, usize)> = t
+            .pre_order()
+            .into_iter()
+            .map(|(n, d)| (t.key(n).unwrap(), d))
+            .collect();
+        assert_eq!(keys, [(f(0), 0), (f(1), 1), (f(1), 2), (f(2), 1)]);
+    }
+
+    #[test]
+    fn recursive_edge_counts_its_inclusive_weight_once() {
+        let e = sample().edges();
+        assert_eq!(e[&(Some(f(1)), f(1))], W(2, 2));
+        assert_eq!(e[&(Some(f(0)), f(1))], W(6, 4));
+        assert_eq!(e[&(None, f(0))], W(10, 1));
+    }
+
+    #[test]
+    fn lines_prune_light_branches_and_keep_paths_to_matches() {
+        let t = sample();
+        let hot = t.hot_path(10, 0.5);
+        assert_eq!(hot.len(), 2, "main, then a (6 >= 5), not a's child (2)");
+        let lines = t.lines(3, &hot, |_| true);
+        assert_eq!(lines.len(), 3, "a > a (2) is below 3");
+        let only_b = t.lines(0, &hot, |k| k == Some(f(2)));
+        let keys: Vec<_> = only_b.iter().map(|l| t.key(l.node).unwrap()).collect();
+        assert_eq!(keys, [f(0), f(2)]);
+    }
+
+    #[test]
+    fn merging_adds_path_by_path_and_a_deep_tree_drops_without_recursion() {
+        let mut t = sample();
+        t.merge(&sample());
+        assert_eq!(t.len(), 5);
+        assert_eq!(t.weight(t.children().of(NodeId::ROOT)[0]), &W(20, 2));
+        let mut deep: CallTree<W> = CallTree::new();
+        let mut node = NodeId::ROOT;
+        for i in 0..200_000 {
+            node = deep.child(node, f(i % 3));
+        }
+        assert_eq!(deep.pre_order().len(), 200_000);
+        drop(deep);
+    }
+}

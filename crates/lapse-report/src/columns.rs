@@ -1,0 +1,148 @@
+//! The value columns of each method, once: what a row of instrumentation
+//! values ([`FunctionStats`], [`ModuleStats`]) or of sample counts
+//! ([`Counts`]) shows, in SPEC section 5's keys and order. Views put an
+//! identity (function, module, thread...) in front of them.
+
+use lapse_analysis::sample::Counts;
+use lapse_analysis::values::{FunctionStats, ModuleStats, SessionTotals, TimeValue, TimeValues};
+use lapse_data::DataFile;
+
+use crate::load::Analysis;
+use crate::table::{col, shown, Cell, Column, Kind};
+
+/// What cells need besides the row: the session's totals (percentages) and
+/// the sampling period when it is a time (estimated nanoseconds).
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx<'a> {
+    pub session: &'a SessionTotals,
+    pub period_ns: Option<u64>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn of(file: &DataFile, a: &'a Analysis) -> Ctx<'a> {
+        let s = &file.session;
+        Ctx {
+            session: a.session(),
+            period_ns: s.sample_period.filter(|_| s.sample_period_is_time),
+        }
+    }
+}
+
+/// A row's values, as columns and cells.
+pub trait Values {
+    /// The columns [`Values::cells`] fills, in order.
+    fn columns() -> Vec<Column>;
+    fn cells(&self, ctx: &Ctx<'_>) -> Vec<Cell>;
+}
+
+const TIMES: [Column; 9] = [
+    shown("calls", Kind::Int, "calls"),
+    shown("elapsed_inclusive_ns", Kind::Nanos, "elapsed incl"),
+    shown("elapsed_exclusive_ns", Kind::Nanos, "elapsed excl"),
+    shown("application_inclusive_ns", Kind::Nanos, "app incl"),
+    shown("application_exclusive_ns", Kind::Nanos, "app excl"),
+    shown("elapsed_inclusive_pct", Kind::Percent, "el incl %"),
+    shown("elapsed_exclusive_pct", Kind::Percent, "el excl %"),
+    col("application_inclusive_pct", Kind::Percent),
+    col("application_exclusive_pct", Kind::Percent),
+];
+
+const PER_CALL: [Column; 12] = [
+    shown("avg_elapsed_inclusive_ns", Kind::Nanos, "avg el incl"),
+    col("min_elapsed_inclusive_ns", Kind::Nanos),
+    col("max_elapsed_inclusive_ns", Kind::Nanos),
+    col("avg_elapsed_exclusive_ns", Kind::Nanos),
+    col("min_elapsed_exclusive_ns", Kind::Nanos),
+    col("max_elapsed_exclusive_ns", Kind::Nanos),
+    col("avg_application_inclusive_ns", Kind::Nanos),
+    col("min_application_inclusive_ns", Kind::Nanos),
+    col("max_application_inclusive_ns", Kind::Nanos),
+    col("avg_application_exclusive_ns", Kind::Nanos),
+    col("min_application_exclusive_ns", Kind::Nanos),
+    col("max_application_exclusive_ns", Kind::Nanos),
+];
+
+const OVERHEAD: Column = col("probe_overhead_ns", Kind::Nanos);
+const OPEN_CALLS: Column = col("open_calls", Kind::Int);
+
+const SAMPLES: [Column; 6] = [
+    shown("inclusive_samples", Kind::Int, "incl samples"),
+    shown("exclusive_samples", Kind::Int, "excl samples"),
+    shown("inclusive_pct", Kind::Percent, "incl %"),
+    shown("exclusive_pct", Kind::Percent, "excl %"),
+    col("estimated_ns", Kind::Nanos),
+    col("estimated_exclusive_ns", Kind::Nanos),
+];
+
+/// calls, the four times, the four percentages.
+fn time_cells(calls: u64, t: &TimeValues, ctx: &Ctx<'_>) -> Vec<Cell> {
+    let mut v = vec![Cell::Int(calls)];
+    v.extend(TimeValue::ALL.map(|k| Cell::Int(t[k].to_nanos())));
+    v.extend(TimeValue::ALL.map(|k| Cell::Float(ctx.session.time_pct(t, k))));
+    v
+}
+
+impl Values for FunctionStats {
+    fn columns() -> Vec<Column> {
+        let mut c = TIMES.to_vec();
+        c.extend(PER_CALL);
+        c.extend([OVERHEAD, OPEN_CALLS]);
+        c
+    }
+
+    fn cells(&self, ctx: &Ctx<'_>) -> Vec<Cell> {
+        let mut v = time_cells(self.calls, &self.time, ctx);
+        let n = self.closed_calls();
+        let p = &self.per_call;
+        for k in TimeValue::ALL {
+            match p.sum[k].checked_div(n) {
+                None => v.extend([Cell::Null, Cell::Null, Cell::Null]),
+                Some(avg) => v.extend([
+                    Cell::Int(avg.to_nanos()),
+                    Cell::Int(p.min[k].to_nanos()),
+                    Cell::Int(p.max[k].to_nanos()),
+                ]),
+            }
+        }
+        v.push(Cell::Int(self.probe_overhead.to_nanos()));
+        v.push(Cell::Int(self.open_calls));
+        v
+    }
+}
+
+/// Modules, threads and processes: no per-call values.
+impl Values for ModuleStats {
+    fn columns() -> Vec<Column> {
+        let mut c = TIMES.to_vec();
+        c.push(OVERHEAD);
+        c
+    }
+
+    fn cells(&self, ctx: &Ctx<'_>) -> Vec<Cell> {
+        let mut v = time_cells(self.calls, &self.time, ctx);
+        v.push(Cell::Int(self.probe_overhead.to_nanos()));
+        v
+    }
+}
+
+impl Values for Counts {
+    fn columns() -> Vec<Column> {
+        SAMPLES.to_vec()
+    }
+
+    fn cells(&self, ctx: &Ctx<'_>) -> Vec<Cell> {
+        let [i, e] = ctx.session.sample_pcts(self.inclusive, self.exclusive);
+        let est = |n: u64| {
+            ctx.period_ns
+                .map_or(Cell::Null, |p| Cell::Int(n.saturating_mul(p)))
+        };
+        vec![
+            Cell::Int(self.inclusive),
+            Cell::Int(self.exclusive),
+            Cell::Float(i),
+            Cell::Float(e),
+            est(self.inclusive),
+            est(self.exclusive),
+        ]
+    }
+}

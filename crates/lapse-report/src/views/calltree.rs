@@ -1,0 +1,81 @@
+//! `calltree`: the selected threads' call tree, path by path, heaviest
+//! first, with the hot path marked and `--threshold` applied; and the hot
+//! path `summary` names.
+
+use lapse_analysis::tree::{CallTree, NodeId, Weight};
+use lapse_data::DataFile;
+
+use super::{columns, frame_identity, frame_matches, ViewOutput, FUNCTION_ID};
+use crate::columns::{Ctx, Values};
+use crate::load::{Analysis, Query};
+use crate::table::TreeRow;
+
+/// The hot path follows the heaviest child while it carries at least this
+/// share of the session.
+pub const HOT_SHARE: f64 = 0.05;
+
+pub fn view(file: &DataFile, a: &Analysis, q: &Query, ctx: &Ctx<'_>, threshold: f64) -> ViewOutput {
+    match a {
+        Analysis::Instr(r) => {
+            let total = r.session.elapsed_inclusive.to_nanos();
+            let empty = CallTree::new();
+            rows(
+                file,
+                q,
+                ctx,
+                r.tree.as_ref().unwrap_or(&empty),
+                total,
+                threshold,
+            )
+        }
+        Analysis::Sample(r) => {
+            let empty = CallTree::new();
+            let total = r.session.samples;
+            rows(
+                file,
+                q,
+                ctx,
+                r.tree.as_ref().unwrap_or(&empty),
+                total,
+                threshold,
+            )
+        }
+    }
+}
+
+fn rows<W: Weight + Values>(
+    file: &DataFile,
+    q: &Query,
+    ctx: &Ctx<'_>,
+    tree: &CallTree<W>,
+    total: u64,
+    threshold: f64,
+) -> ViewOutput {
+    let hot = tree.hot_path(total, HOT_SHARE);
+    let min = (threshold.max(0.0) / 100.0 * total as f64).ceil() as u64;
+    let lines = tree.lines(min, &hot, |k| frame_matches(file, q, k));
+    let row = |node: NodeId| {
+        let mut r = frame_identity(file, tree.key(node));
+        r.extend(tree.weight(node).cells(ctx));
+        r
+    };
+    ViewOutput {
+        columns: columns::<W>(&FUNCTION_ID),
+        tree: Some(
+            lines
+                .into_iter()
+                .map(|l| TreeRow {
+                    depth: l.depth,
+                    hot: l.hot,
+                    cells: row(l.node),
+                })
+                .collect(),
+        ),
+        hot_path: hot
+            .iter()
+            .filter_map(|&n| tree.key(n))
+            .map(|k| k.label(file))
+            .collect(),
+        ..ViewOutput::default()
+    }
+}

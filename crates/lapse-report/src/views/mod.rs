@@ -1,0 +1,188 @@
+//! SPEC section 3's views, built from an [`Analysis`] as neutral tables:
+//! one file per view, each written once for both methods over the
+//! [`Values`] of the rows.
+
+mod calltree;
+mod focus;
+mod functions;
+mod lines;
+mod modules;
+mod threads;
+
+use lapse_analysis::tree::FrameKey;
+use lapse_data::{DataFile, FunctionId};
+
+use crate::columns::{Ctx, Values};
+use crate::load::{Analysis, Query, ReportError};
+use crate::table::{col, shown, Cell, Column, Kind, TreeRow};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Summary,
+    Functions,
+    Callers,
+    Callees,
+    Calltree,
+    Modules,
+    Threads,
+    Processes,
+    Lines,
+    Instructions,
+}
+
+impl View {
+    pub const ALL: [(&'static str, View); 10] = [
+        ("summary", View::Summary),
+        ("functions", View::Functions),
+        ("callers", View::Callers),
+        ("callees", View::Callees),
+        ("calltree", View::Calltree),
+        ("modules", View::Modules),
+        ("threads", View::Threads),
+        ("processes", View::Processes),
+        ("lines", View::Lines),
+        ("instructions", View::Instructions),
+    ];
+
+    pub fn name(self) -> &'static str {
+        View::ALL
+            .iter()
+            .find(|(_, v)| *v == self)
+            .map_or("?", |(n, _)| n)
+    }
+
+    pub fn needs_call_tree(self) -> bool {
+        matches!(
+            self,
+            View::Summary | View::Callers | View::Callees | View::Calltree
+        )
+    }
+}
+
+/// callers/callees: the focus function's row, its callers' rows, its callees' rows.
+pub type Focus = (Vec<Cell>, Vec<Vec<Cell>>, Vec<Vec<Cell>>);
+
+/// A built view: rows (or a tree, or a focus function with its callers and
+/// callees), ready for any renderer.
+#[derive(Clone, Debug, Default)]
+pub struct ViewOutput {
+    pub columns: Vec<Column>,
+    pub rows: Vec<Vec<Cell>>,
+    /// calltree: the tree's lines in pre-order.
+    pub tree: Option<Vec<TreeRow>>,
+    /// callers/callees: the focus function's row, its callers, its callees.
+    pub focus: Option<Focus>,
+    /// Function names along the hot path (summary, calltree).
+    pub hot_path: Vec<String>,
+}
+
+/// The identity columns of a function row.
+pub(crate) const FUNCTION_ID: [Column; 6] = [
+    shown("function", Kind::Text, "function"),
+    shown("module", Kind::Text, "module"),
+    col("module_path", Kind::Text),
+    col("address", Kind::Hex),
+    col("source_file", Kind::Text),
+    col("line", Kind::Int),
+];
+
+/// `id` followed by the value columns of `V`.
+pub(crate) fn columns<V: Values>(id: &[Column]) -> Vec<Column> {
+    let mut c = id.to_vec();
+    c.extend(V::columns());
+    c
+}
+
+/// The identity cells of a call-tree frame (a function, or an address
+/// without one, or nothing unwound).
+pub(crate) fn frame_identity(file: &DataFile, key: Option<FrameKey>) -> Vec<Cell> {
+    match key {
+        Some(FrameKey::Function(f)) => function_identity(file, Some(f)),
+        Some(k @ FrameKey::Unresolved { module, address }) => {
+            let m = file.module(module);
+            vec![
+                Cell::Text(k.label(file)),
+                Cell::opt_text(m.map(|m| m.name())),
+                Cell::opt_text(m.map(|m| m.path.as_str())),
+                Cell::Int(address),
+                Cell::Null,
+                Cell::Null,
+            ]
+        }
+        Some(FrameKey::Unknown) | None => function_identity(file, None),
+    }
+}
+
+pub(crate) fn function_identity(file: &DataFile, f: Option<FunctionId>) -> Vec<Cell> {
+    let Some(info) = f.and_then(|f| file.functions.get(f.0 as usize)) else {
+        return vec![
+            Cell::Text("[unknown]".into()),
+            Cell::Null,
+            Cell::Null,
+            Cell::Null,
+            Cell::Null,
+            Cell::Null,
+        ];
+    };
+    let module = file.module(info.module);
+    vec![
+        Cell::Text(info.name.clone()),
+        Cell::opt_text(module.map(|m| m.name())),
+        Cell::opt_text(module.map(|m| m.path.as_str())),
+        if info.address == 0 {
+            Cell::Null
+        } else {
+            Cell::Int(info.address)
+        },
+        Cell::opt_text(info.source_file.as_deref()),
+        info.line.map_or(Cell::Null, |l| Cell::Int(u64::from(l))),
+    ]
+}
+
+/// `--function` and `--module` on a frame: its label (`[unknown]`,
+/// `[module+0x...]` for a frame without a function) and its module's path.
+pub(crate) fn frame_matches(file: &DataFile, q: &Query, key: Option<FrameKey>) -> bool {
+    let name = key.map_or_else(|| "[unknown]".to_owned(), |k| k.label(file));
+    let module = key
+        .and_then(|k| k.module(file))
+        .and_then(|m| file.module(m))
+        .map_or("", |m| m.path.as_str());
+    q.function.as_ref().is_none_or(|r| r.is_match(&name))
+        && q.module.as_ref().is_none_or(|r| r.is_match(module))
+}
+
+pub(crate) fn function_matches(file: &DataFile, q: &Query, f: Option<FunctionId>) -> bool {
+    frame_matches(
+        file,
+        q,
+        Some(f.map_or(FrameKey::Unknown, FrameKey::Function)),
+    )
+}
+
+/// Builds `view` of analysis `a`. `focus` names the function of
+/// callers/callees; `threshold` is calltree's `--threshold` in percent.
+pub fn build_view(
+    file: &DataFile,
+    a: &Analysis,
+    q: &Query,
+    view: View,
+    focus: Option<&str>,
+    threshold: f64,
+) -> Result<ViewOutput, ReportError> {
+    let ctx = Ctx::of(file, a);
+    Ok(match view {
+        View::Functions => functions::view(file, a, q, &ctx),
+        View::Summary => {
+            let mut out = functions::view(file, a, q, &ctx);
+            out.hot_path = calltree::view(file, a, q, &ctx, 0.0).hot_path;
+            out
+        }
+        View::Modules => modules::view(file, a, q, &ctx),
+        View::Threads => threads::view(file, a, &ctx, false),
+        View::Processes => threads::view(file, a, &ctx, true),
+        View::Lines => lines::view(file, a, q, &ctx),
+        View::Instructions => lines::instructions(file, a, q, &ctx)?,
+        View::Calltree => calltree::view(file, a, q, &ctx, threshold),
+        View::Callers | View::Callees => focus::view(file, a, q, &ctx, focus)?,
+    })
+}

@@ -1,0 +1,95 @@
+//! `threads` and `processes`: one row per thread (pid, tid, name) or per
+//! process (pid, command), in one pass over the analysis' thread rows.
+
+use std::collections::{BTreeMap, HashMap};
+
+use lapse_analysis::sample::Counts;
+use lapse_analysis::values::ModuleStats;
+use lapse_data::DataFile;
+
+use super::{columns, ViewOutput};
+use crate::columns::{Ctx, Values};
+use crate::load::Analysis;
+use crate::table::{shown, Cell, Column, Kind};
+
+const THREAD_ID: [Column; 3] = [
+    shown("pid", Kind::Int, "pid"),
+    shown("tid", Kind::Int, "tid"),
+    shown("thread_name", Kind::Text, "thread"),
+];
+
+const PROCESS_ID: [Column; 2] = [
+    shown("pid", Kind::Int, "pid"),
+    shown("command", Kind::Text, "command"),
+];
+
+pub fn view(file: &DataFile, a: &Analysis, ctx: &Ctx<'_>, processes: bool) -> ViewOutput {
+    // A process row is keyed (pid, 0), so both views share one aggregation.
+    let key = |pid: u32, tid: u32| if processes { (pid, 0) } else { (pid, tid) };
+    match a {
+        Analysis::Instr(r) => {
+            let mut rows: BTreeMap<(u32, u32), ModuleStats> = BTreeMap::new();
+            for t in &r.acc.threads {
+                let row = rows.entry(key(t.pid, t.tid)).or_default();
+                row.merge(&ModuleStats {
+                    calls: t.calls,
+                    time: t.time,
+                    probe_overhead: t.probe_overhead,
+                });
+            }
+            table(file, ctx, processes, rows)
+        }
+        Analysis::Sample(r) => {
+            let mut rows: BTreeMap<(u32, u32), Counts> = BTreeMap::new();
+            for (&(pid, tid), c) in &r.analysis.threads {
+                let row = rows.entry(key(pid, tid)).or_default();
+                row.inclusive += c.inclusive;
+                row.exclusive += c.exclusive;
+            }
+            table(file, ctx, processes, rows)
+        }
+    }
+}
+
+fn table<V: Values>(
+    file: &DataFile,
+    ctx: &Ctx<'_>,
+    processes: bool,
+    rows: BTreeMap<(u32, u32), V>,
+) -> ViewOutput {
+    let mut names: HashMap<(u32, u32), &str> = HashMap::new();
+    for t in &file.threads {
+        names.entry((t.pid, t.tid)).or_insert(t.name.as_str());
+    }
+    let mut commands: HashMap<u32, String> = HashMap::new();
+    for p in &file.processes {
+        // The first record of a process names it (later ones may only update it).
+        if !p.command.is_empty() {
+            commands.entry(p.pid).or_insert_with(|| p.command.join(" "));
+        }
+    }
+    let rows = rows
+        .into_iter()
+        .map(|((pid, tid), v)| {
+            let mut row = if processes {
+                vec![
+                    Cell::Int(u64::from(pid)),
+                    Cell::opt_text(commands.get(&pid).map(String::as_str)),
+                ]
+            } else {
+                vec![
+                    Cell::Int(u64::from(pid)),
+                    Cell::Int(u64::from(tid)),
+                    Cell::opt_text(names.get(&(pid, tid)).copied()),
+                ]
+            };
+            row.extend(v.cells(ctx));
+            row
+        })
+        .collect();
+    ViewOutput {
+        columns: columns::<V>(if processes { &PROCESS_ID } else { &THREAD_ID }),
+        rows,
+        ..ViewOutput::default()
+    }
+}
