@@ -14,8 +14,14 @@
 //! - Events are ordered by timestamp; equal timestamps keep file order,
 //!   except that the end of an `X` event comes before anything else at the
 //!   same time, inner (later-starting) `X` events first, so nesting holds.
+//!   A zero-length `X` is a call that contains nothing.
+//! - An `E` with a name closes the innermost open event of that name (its
+//!   category does not matter); without a name, the innermost open event.
+//!   Frames it skips are closed with it, as the analysis repairs any exit.
+//! - The file is read as a stream: memory holds the events, not the text.
 //! - A thread's timeline runs from its first to its last event.
 
 mod parse;
+mod stream;
 
-pub use parse::{import, ImportError, Imported};
+pub use parse::{import, import_reader, ImportError, Imported};

@@ -1,9 +1,10 @@
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 
+use lapse_analysis::nesting::{CallStack, Exit};
 use lapse_data::*;
-use serde::Deserialize;
-use serde_json::Value;
+
+use crate::stream::{self, Id, Micros, StreamError, TraceEvent};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
@@ -25,16 +26,6 @@ pub enum ImportError {
     NoEvents { name: String },
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum TraceFile {
-    Object {
-        #[serde(rename = "traceEvents")]
-        trace_events: Vec<Value>,
-    },
-    Array(Vec<Value>),
-}
-
 /// A parsed trace, ready to be written as a data file.
 #[derive(Debug)]
 pub struct Imported {
@@ -46,7 +37,7 @@ pub struct Imported {
     /// Per thread (pid, tid): events in time order.
     pub events: Vec<((u32, u32), Vec<Event>)>,
     pub os_events: Vec<OsEventBlock>,
-    /// `E` events with no open `B` on their thread.
+    /// Ends (`E`, or an `X`'s end) that matched no open event on their thread.
     pub unmatched_ends: u64,
     /// Events of other phases (counters, flows, ...) that lapse does not use.
     pub skipped: u64,
@@ -98,21 +89,41 @@ impl Imported {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Rank {
-    /// End of an X event: before anything else at the same timestamp.
-    XEnd,
-    Other,
+/// What an end event closes.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    /// An `X` event's end: its own function.
+    Function(FunctionId),
+    /// A named `E`: the innermost open event of that name (in any category).
+    Name(u32),
+    /// An `E` without a name: whatever is on top.
+    Top,
 }
 
+/// One begin or end on a thread, before they are put in time order.
 struct Pending {
     ts: u64,
-    rank: Rank,
-    /// For X ends: minus the begin time, so later-starting (inner) ones sort first.
-    key: (i128, usize),
-    kind: EventKind,
-    /// `None` for an `E` without a name: it closes whatever is on top.
-    function: Option<FunctionId>,
+    /// Sort key after the timestamp: see [`order`].
+    order: (u8, u64, u64),
+    what: Step,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Begin(FunctionId),
+    End(Target),
+    /// A zero-length `X`: a call that contains nothing.
+    Point(FunctionId),
+}
+
+/// Equal timestamps: ends of `X` events come first, those that began later
+/// (inner ones) before those that began earlier, then everything else in
+/// file order, so that complete events nest.
+fn order(x_end_of: Option<u64>, seq: u64) -> (u8, u64, u64) {
+    match x_end_of {
+        Some(begin) => (0, u64::MAX - begin, seq),
+        None => (1, 0, seq),
+    }
 }
 
 /// Ids for pids/tids given as strings (some tools do that).
@@ -122,184 +133,228 @@ struct Ids {
 }
 
 impl Ids {
-    fn get(&mut self, v: Option<&Value>) -> Option<u32> {
+    fn get(&mut self, v: Option<&Id>) -> Option<u32> {
         match v {
             None => Some(0),
-            Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
-            Some(Value::String(s)) => {
+            Some(Id::Num(n)) => u32::try_from(*n).ok(),
+            Some(Id::Name(s)) => {
                 let next = 0x4000_0000 + self.named.len() as u32;
                 Some(*self.named.entry(s.clone()).or_insert(next))
             }
-            _ => None,
+            Some(Id::Invalid) => None,
         }
     }
 }
 
-fn micros_to_ns(v: &Value) -> Option<u64> {
-    let us = v.as_f64()?;
+fn micros_to_ns(v: Micros) -> Option<u64> {
+    let us = v.0?;
     (0.0..1.8e13)
         .contains(&us)
         .then(|| (us * 1000.0).round() as u64)
 }
 
-/// Parses a Chrome trace. `name` (the file name) is used in messages and as
-/// the module of events without a category.
-pub fn import(bytes: &[u8], name: &str) -> Result<Imported, ImportError> {
-    let file: TraceFile =
-        serde_json::from_slice(bytes).map_err(|source| match source.classify() {
-            serde_json::error::Category::Data => ImportError::Shape {
-                name: name.to_owned(),
-            },
-            _ => ImportError::Json {
-                name: name.to_owned(),
-                source,
-            },
-        })?;
-    let events = match file {
-        TraceFile::Object { trace_events } => trace_events,
-        TraceFile::Array(a) => a,
-    };
-    let err = |index: usize, what: &str| ImportError::Event {
-        name: name.to_owned(),
-        index,
-        what: what.to_owned(),
-    };
-    let file_module = name.rsplit('/').next().unwrap_or(name).to_owned();
-    let mut ids = Ids::default();
-    let mut modules: Vec<ModuleInfo> = Vec::new();
-    let mut module_index: HashMap<String, ModuleId> = HashMap::new();
-    let mut functions: Vec<FunctionInfo> = Vec::new();
-    let mut function_index: HashMap<(ModuleId, String), FunctionId> = HashMap::new();
-    let mut per_thread: HashMap<(u32, u32), Vec<Pending>> = HashMap::new();
-    let mut switches: HashMap<(u32, u32), Vec<(u64, bool)>> = HashMap::new();
-    let mut process_names: HashMap<u32, String> = HashMap::new();
-    let mut thread_names: HashMap<(u32, u32), String> = HashMap::new();
-    let mut skipped = 0u64;
+/// Everything gathered while the events stream by.
+#[derive(Default)]
+struct Gather {
+    ids: Ids,
+    modules: Vec<ModuleInfo>,
+    module_index: HashMap<String, ModuleId>,
+    functions: Vec<FunctionInfo>,
+    function_index: HashMap<(ModuleId, String), FunctionId>,
+    /// Event names, and each function's name among them.
+    names: HashMap<String, u32>,
+    name_of: Vec<u32>,
+    per_thread: HashMap<(u32, u32), Vec<Pending>>,
+    switches: HashMap<(u32, u32), Vec<(u64, bool)>>,
+    process_names: HashMap<u32, String>,
+    thread_names: HashMap<(u32, u32), String>,
+    skipped: u64,
+    seq: u64,
+}
 
-    for (index, ev) in events.iter().enumerate() {
-        let Some(obj) = ev.as_object() else {
-            return Err(err(index, "not a JSON object"));
+impl Gather {
+    fn name_id(&mut self, name: &str) -> u32 {
+        let next = self.names.len() as u32;
+        *self.names.entry(name.to_owned()).or_insert(next)
+    }
+
+    fn function(&mut self, name: &str, category: &str) -> FunctionId {
+        let module = match self.module_index.get(category) {
+            Some(&m) => m,
+            None => {
+                let id = ModuleId(self.modules.len() as u32);
+                self.modules.push(ModuleInfo {
+                    id,
+                    path: category.to_owned(),
+                    build_id: None,
+                });
+                self.module_index.insert(category.to_owned(), id);
+                id
+            }
         };
-        let Some(ph) = obj.get("ph").and_then(Value::as_str) else {
-            return Err(err(index, "missing \"ph\" (phase)"));
+        if let Some(&f) = self.function_index.get(&(module, name.to_owned())) {
+            return f;
+        }
+        let id = FunctionId(self.functions.len() as u32);
+        self.functions.push(FunctionInfo {
+            id,
+            module,
+            address: 0,
+            name: name.to_owned(),
+            source_file: None,
+            line: None,
+        });
+        let n = self.name_id(name);
+        self.name_of.push(n);
+        self.function_index.insert((module, name.to_owned()), id);
+        id
+    }
+
+    fn push(&mut self, key: (u32, u32), ts: u64, x_end_of: Option<u64>, what: Step) {
+        self.seq += 1;
+        let order = order(x_end_of, self.seq);
+        self.per_thread
+            .entry(key)
+            .or_default()
+            .push(Pending { ts, order, what });
+    }
+
+    /// Takes one event; `Err` says what is wrong with it.
+    fn event(&mut self, ev: TraceEvent, file_module: &str) -> Result<(), &'static str> {
+        let Some(ph) = ev.ph.as_deref() else {
+            return Err("missing \"ph\" (phase)");
         };
-        let pid = ids
-            .get(obj.get("pid"))
-            .ok_or_else(|| err(index, "\"pid\" is not a number or string"))?;
-        let tid = ids
-            .get(obj.get("tid"))
-            .ok_or_else(|| err(index, "\"tid\" is not a number or string"))?;
-        let ev_name = obj.get("name").and_then(Value::as_str);
+        let pid = self
+            .ids
+            .get(ev.pid.as_ref())
+            .ok_or("\"pid\" is not a number or string")?;
+        let tid = self
+            .ids
+            .get(ev.tid.as_ref())
+            .ok_or("\"tid\" is not a number or string")?;
+        let ev_name = ev.name.as_deref();
         if ph == "M" {
-            let arg = obj
-                .get("args")
-                .and_then(|a| a.get("name"))
-                .and_then(Value::as_str);
+            let arg = ev.args.and_then(|a| a.0);
             match (ev_name, arg) {
                 (Some("process_name"), Some(n)) => {
-                    process_names.insert(pid, n.to_owned());
+                    self.process_names.insert(pid, n);
                 }
                 (Some("thread_name"), Some(n)) => {
-                    thread_names.insert((pid, tid), n.to_owned());
+                    self.thread_names.insert((pid, tid), n);
                 }
-                _ => skipped += 1,
+                _ => self.skipped += 1,
             }
-            continue;
+            return Ok(());
         }
         if !matches!(ph, "B" | "E" | "X" | "i" | "I") {
-            skipped += 1;
-            continue;
+            self.skipped += 1;
+            return Ok(());
         }
-        let ts = match obj.get("ts") {
-            Some(v) => micros_to_ns(v)
-                .ok_or_else(|| err(index, "\"ts\" is not a non-negative number of microseconds"))?,
-            None => return Err(err(index, "missing \"ts\"")),
+        let ts = match ev.ts {
+            Some(v) => {
+                micros_to_ns(v).ok_or("\"ts\" is not a non-negative number of microseconds")?
+            }
+            None => return Err("missing \"ts\""),
         };
         if matches!(ph, "i" | "I") {
             match ev_name {
-                Some("lapse:switch_out") => {
-                    switches.entry((pid, tid)).or_default().push((ts, true))
-                }
-                Some("lapse:switch_in") => {
-                    switches.entry((pid, tid)).or_default().push((ts, false))
-                }
-                _ => skipped += 1,
+                Some("lapse:switch_out") => self
+                    .switches
+                    .entry((pid, tid))
+                    .or_default()
+                    .push((ts, true)),
+                Some("lapse:switch_in") => self
+                    .switches
+                    .entry((pid, tid))
+                    .or_default()
+                    .push((ts, false)),
+                _ => self.skipped += 1,
             }
-            continue;
+            return Ok(());
         }
-        let mut function = None;
-        if ph != "E" || ev_name.is_some() {
-            let fname = ev_name.unwrap_or("(unnamed)").to_owned();
-            let cat = obj
-                .get("cat")
-                .and_then(Value::as_str)
-                .filter(|c| !c.is_empty())
-                .unwrap_or(&file_module);
-            let module = *module_index.entry(cat.to_owned()).or_insert_with(|| {
-                let id = ModuleId(modules.len() as u32);
-                modules.push(ModuleInfo {
-                    id,
-                    path: cat.to_owned(),
-                    build_id: None,
-                });
-                id
-            });
-            let f = *function_index
-                .entry((module, fname.clone()))
-                .or_insert_with(|| {
-                    let id = FunctionId(functions.len() as u32);
-                    functions.push(FunctionInfo {
-                        id,
-                        module,
-                        address: 0,
-                        name: fname,
-                        source_file: None,
-                        line: None,
-                    });
-                    id
-                });
-            function = Some(f);
-        }
-        let list = per_thread.entry((pid, tid)).or_default();
+        let category = ev
+            .cat
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .unwrap_or(file_module);
+        let key = (pid, tid);
         match ph {
-            "B" | "E" => list.push(Pending {
-                ts,
-                rank: Rank::Other,
-                key: (0, index),
-                kind: if ph == "B" {
-                    EventKind::Enter
-                } else {
-                    EventKind::Exit
-                },
-                function,
-            }),
-            _ => {
-                let dur = match obj.get("dur") {
-                    Some(v) => micros_to_ns(v).ok_or_else(|| {
-                        err(
-                            index,
-                            "\"dur\" is not a non-negative number of microseconds",
-                        )
-                    })?,
-                    None => return Err(err(index, "X event without \"dur\"")),
+            "B" => {
+                let f = self.function(ev_name.unwrap_or("(unnamed)"), category);
+                self.push(key, ts, None, Step::Begin(f));
+            }
+            "E" => {
+                let target = match ev_name {
+                    Some(n) => Target::Name(self.name_id(n)),
+                    None => Target::Top,
                 };
-                list.push(Pending {
-                    ts,
-                    rank: Rank::Other,
-                    key: (0, index),
-                    kind: EventKind::Enter,
-                    function,
-                });
-                list.push(Pending {
-                    ts: ts.saturating_add(dur),
-                    rank: Rank::XEnd,
-                    key: (-(ts as i128), usize::MAX - index),
-                    kind: EventKind::Exit,
-                    function,
-                });
+                self.push(key, ts, None, Step::End(target));
+            }
+            _ => {
+                let dur = match ev.dur {
+                    Some(v) => micros_to_ns(v)
+                        .ok_or("\"dur\" is not a non-negative number of microseconds")?,
+                    None => return Err("X event without \"dur\""),
+                };
+                let f = self.function(ev_name.unwrap_or("(unnamed)"), category);
+                if dur == 0 {
+                    self.push(key, ts, None, Step::Point(f));
+                } else {
+                    self.push(key, ts, None, Step::Begin(f));
+                    self.push(
+                        key,
+                        ts.saturating_add(dur),
+                        Some(ts),
+                        Step::End(Target::Function(f)),
+                    );
+                }
             }
         }
+        Ok(())
     }
+}
+
+/// Parses a Chrome trace held in memory; see [`import_reader`].
+pub fn import(bytes: &[u8], name: &str) -> Result<Imported, ImportError> {
+    import_reader(bytes, name)
+}
+
+/// Parses a Chrome trace as it is read from `reader`. `name` (the file
+/// name) is used in messages and as the module of events without a
+/// category. Memory holds the events (a few dozen bytes each), never the text.
+pub fn import_reader(reader: impl Read, name: &str) -> Result<Imported, ImportError> {
+    let file_module = name.rsplit('/').next().unwrap_or(name).to_owned();
+    let mut g = Gather::default();
+    stream::for_each_event(reader, |_, ev| g.event(ev, &file_module)).map_err(|e| match e {
+        StreamError::Json { shape: true, .. } => ImportError::Shape {
+            name: name.to_owned(),
+        },
+        StreamError::Json { source, .. } => ImportError::Json {
+            name: name.to_owned(),
+            source,
+        },
+        StreamError::NotAnObject { index } => ImportError::Event {
+            name: name.to_owned(),
+            index,
+            what: "not a JSON object".into(),
+        },
+        StreamError::Handler { index, error } => ImportError::Event {
+            name: name.to_owned(),
+            index,
+            what: error.to_owned(),
+        },
+    })?;
+    let Gather {
+        modules,
+        functions,
+        name_of,
+        mut per_thread,
+        mut switches,
+        process_names,
+        mut thread_names,
+        skipped,
+        ..
+    } = g;
     if per_thread.is_empty() {
         return Err(ImportError::NoEvents {
             name: name.to_owned(),
@@ -320,34 +375,42 @@ pub fn import(bytes: &[u8], name: &str) -> Result<Imported, ImportError> {
     let mut first_ts = u64::MAX;
     for key in keys {
         let mut pending = per_thread.remove(&key).unwrap_or_default();
-        pending.sort_by_key(|p| (p.ts, p.rank, p.key));
-        let mut stack: Vec<FunctionId> = Vec::new();
+        pending.sort_unstable_by_key(|p| (p.ts, p.order));
+        // The analysis' own stack repair: an end that skips frames closes
+        // them first (as explicit exits), an end of nothing is dropped.
+        let mut stack: CallStack<FunctionId> = CallStack::default();
         let mut events = Vec::with_capacity(pending.len());
         for p in &pending {
-            let function = match (p.kind, p.function) {
-                (EventKind::Enter, Some(f)) => {
+            let ts = Timestamp::from_nanos(p.ts);
+            let event = |kind, function| Event { ts, kind, function };
+            let exit = |f| event(EventKind::Exit, f);
+            let closed = match p.what {
+                Step::Begin(f) => {
                     stack.push(f);
-                    f
+                    events.push(event(EventKind::Enter, f));
+                    continue;
                 }
-                (_, Some(f)) => {
-                    if let Some(pos) = stack.iter().rposition(|&g| g == f) {
-                        stack.truncate(pos);
-                    }
-                    f
+                Step::Point(f) => {
+                    events.push(event(EventKind::Enter, f));
+                    events.push(exit(f));
+                    continue;
                 }
-                (_, None) => match stack.pop() {
-                    Some(f) => f,
-                    None => {
-                        unmatched_ends += 1;
-                        continue;
+                Step::End(Target::Function(f)) => stack.exit(f, |g, _| events.push(exit(g))),
+                Step::End(Target::Name(n)) => stack.exit_where(
+                    |g| name_of.get(g.0 as usize) == Some(&n),
+                    |g, _| events.push(exit(g)),
+                ),
+                Step::End(Target::Top) => match stack.pop() {
+                    Some(f) => {
+                        events.push(exit(f));
+                        Exit::Returned
                     }
+                    None => Exit::Unmatched,
                 },
             };
-            events.push(Event {
-                ts: Timestamp::from_nanos(p.ts),
-                kind: p.kind,
-                function,
-            });
+            if closed == Exit::Unmatched {
+                unmatched_ends += 1;
+            }
         }
         let mut offs = Vec::new();
         let mut sw = switches.remove(&key).unwrap_or_default();
@@ -398,25 +461,27 @@ pub fn import(bytes: &[u8], name: &str) -> Result<Imported, ImportError> {
         }
         out_events.push((key, events));
     }
-    let mut pids: Vec<u32> = threads.iter().map(|t| t.pid).collect();
-    pids.dedup();
-    let processes = pids
-        .into_iter()
-        .map(|pid| {
-            let ts: Vec<&ThreadInfo> = threads.iter().filter(|t| t.pid == pid).collect();
-            ProcessInfo {
-                pid,
+    // One pass over the threads (ordered by pid, tid) makes the processes.
+    let mut processes: Vec<ProcessInfo> = Vec::new();
+    for t in &threads {
+        match processes.last_mut() {
+            Some(p) if p.pid == t.pid => {
+                p.start = p.start.into_iter().chain(t.start).min();
+                p.end = p.end.into_iter().chain(t.end).max();
+            }
+            _ => processes.push(ProcessInfo {
+                pid: t.pid,
                 ppid: None,
                 command: process_names
-                    .get(&pid)
+                    .get(&t.pid)
                     .map(|n| vec![n.clone()])
                     .unwrap_or_default(),
-                start: ts.iter().filter_map(|t| t.start).min(),
-                end: ts.iter().filter_map(|t| t.end).max(),
+                start: t.start,
+                end: t.end,
                 exit_status: None,
-            }
-        })
-        .collect();
+            }),
+        }
+    }
     let session = SessionHeader {
         command: vec!["import".into(), name.to_owned()],
         start_unix_ns: 0,

@@ -366,9 +366,11 @@ fn info(path: &Path) -> Result<u8> {
 }
 
 fn import(trace: &Path, output: &Path) -> Result<u8> {
-    let bytes = std::fs::read(trace).with_context(|| trace.display().to_string())?;
+    let reader = File::open(trace).with_context(|| trace.display().to_string())?;
+    let len = reader.metadata().map_or(0, |m| m.len());
     let name = trace.display().to_string();
-    let imported = lapse_import::import(&bytes, &name)?;
+    let reader = crate::progress::reading(reader, len, "importing");
+    let imported = lapse_import::import_reader(io::BufReader::new(reader), &name)?;
     let out =
         File::create(output).with_context(|| format!("{}: cannot create", output.display()))?;
     let events = imported

@@ -102,3 +102,42 @@ pub fn record_with_progress(mut opts: RecordOptions) -> Result<RecordOutcome, Re
         r
     })
 }
+
+/// A reader of a file of `len` bytes with a progress bar (on a terminal,
+/// for files of 50 MB and more) that follows what has been read.
+pub fn reading(reader: impl std::io::Read, len: u64, what: &str) -> impl std::io::Read {
+    let bar = (len >= 50 << 20 && std::io::stderr().is_terminal()).then(|| {
+        let b = ProgressBar::new(len);
+        b.set_style(
+            ProgressStyle::with_template(&format!(
+                "{what} {{bar:30}} {{percent:>3}}% of {{total_bytes}} ({{elapsed}})"
+            ))
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    });
+    Reading { inner: reader, bar }
+}
+
+struct Reading<R> {
+    inner: R,
+    bar: Option<ProgressBar>,
+}
+
+impl<R: std::io::Read> std::io::Read for Reading<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(b) = &self.bar {
+            b.inc(n as u64);
+        }
+        Ok(n)
+    }
+}
+
+impl<R> Drop for Reading<R> {
+    fn drop(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
