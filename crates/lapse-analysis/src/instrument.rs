@@ -8,10 +8,12 @@
 //! - A function's inclusive values are taken only from its *outermost* frame
 //!   on the stack (per-function depth counters), which is exactly "each
 //!   distinct function once per interval".
-//! - A call's exclusive values follow the same rules restricted to the call's
-//!   span: the advance of the function's own exclusive total between enter and
-//!   exit (so inner recursive calls' exclusive time is inside the outer
-//!   call's, just as their inclusive time is).
+//! - A call's exclusive values are the intervals during which *its own
+//!   frame* is on top, summed in the frame while it is (so under recursion
+//!   an outer call's exclusive time does not hold its inner calls', and per
+//!   function the calls' exclusive values add up to the function's). A
+//!   function's (and a call-tree node's) exclusive values are its frames'
+//!   own values, added when each frame closes.
 //!
 //! Calls nest through the one [`CallStack`]; OS events come from the
 //! thread's merged off-CPU periods ([`OffCpu`]).
@@ -28,14 +30,19 @@ use crate::values::{FunctionStats, ModuleStats, ThreadStats, TimeValue, TimeValu
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ApplicationRule {
     /// The interval's length less the time its thread spent in OS events.
+    #[default]
     Exact,
     /// Nothing when the interval has an OS event, else all of it (the
     /// Visual Studio rule).
-    #[default]
     Interval,
 }
 
 impl ApplicationRule {
+    pub const ALL: [(&'static str, ApplicationRule); 2] = [
+        ("exact", ApplicationRule::Exact),
+        ("interval", ApplicationRule::Interval),
+    ];
+
     pub const fn name(self) -> &'static str {
         match self {
             ApplicationRule::Exact => "exact",
@@ -86,11 +93,6 @@ pub struct Accumulator {
     pub modules: Vec<ModuleStats>,
     pub threads: Vec<ThreadStats>,
     pub trees: Vec<ThreadTree>,
-    /// Exclusive (elapsed, application) per function, kept apart from
-    /// `functions` while accumulating: it is touched on every interval, and a
-    /// dense 16-byte-per-function table stays in L1 where the full stats do not.
-    /// Folded into `functions` by [`Accumulator::finish`].
-    exclusive: Vec<[Fine; 2]>,
     /// Frames of each function currently on the stack of the running thread.
     fn_depth: Vec<u32>,
     mod_depth: Vec<u32>,
@@ -112,22 +114,15 @@ impl Accumulator {
             modules: vec![ModuleStats::default(); modules],
             threads: Vec::new(),
             trees: Vec::new(),
-            exclusive: vec![[Fine::ZERO; 2]; module_of.len()],
             fn_depth: vec![0; module_of.len()],
             mod_depth: vec![0; modules],
         }
     }
 
-    /// Folds the exclusive values into the function rows and derives module
-    /// exclusive values and calls: the sums of their functions' (the top
-    /// frame's function, and the entered function, is in exactly one
-    /// module). Call once, after all threads and merges.
+    /// Derives module exclusive values and calls: the sums of their
+    /// functions' (the top frame's function, and the entered function, is
+    /// in exactly one module). Call once, after all threads and merges.
     pub fn finish(&mut self, module_of: &[ModuleId]) {
-        for (f, x) in self.functions.iter_mut().zip(&mut self.exclusive) {
-            f.time[TimeValue::ElapsedExclusive] += x[0];
-            f.time[TimeValue::ApplicationExclusive] += x[1];
-            *x = [Fine::ZERO; 2];
-        }
         for m in &mut self.modules {
             m.calls = 0;
             m.time[TimeValue::ElapsedExclusive] = Fine::ZERO;
@@ -146,10 +141,6 @@ impl Accumulator {
     pub fn merge(&mut self, other: Accumulator) {
         for (a, b) in self.functions.iter_mut().zip(&other.functions) {
             a.merge(b);
-        }
-        for (a, b) in self.exclusive.iter_mut().zip(&other.exclusive) {
-            a[0] += b[0];
-            a[1] += b[1];
         }
         for (a, b) in self.modules.iter_mut().zip(&other.modules) {
             a.merge(b);
@@ -170,8 +161,8 @@ struct Frame {
     counted: bool,
     node: NodeId,
     at_enter: Clock,
-    exclusive_at_enter: [Fine; 2],
-    node_exclusive_at_enter: [Fine; 2],
+    /// Elapsed and application time while this frame was on top.
+    own: [Fine; 2],
 }
 
 impl StackFrame for Frame {
@@ -228,7 +219,6 @@ struct Sink<'r> {
     /// lengths then stay in registers too.
     functions: &'r mut [FunctionStats],
     modules: &'r mut [ModuleStats],
-    exclusive: &'r mut [[Fine; 2]],
     fn_depth: &'r mut [u32],
     mod_depth: &'r mut [u32],
     module_of: &'r [ModuleId],
@@ -289,7 +279,6 @@ impl<'a> ThreadRun<'a> {
                 stats: self.stats,
                 functions: &mut acc.functions,
                 modules: &mut acc.modules,
-                exclusive: &mut acc.exclusive,
                 fn_depth: &mut acc.fn_depth,
                 mod_depth: &mut acc.mod_depth,
                 module_of: self.module_of,
@@ -339,7 +328,7 @@ impl<'a> ThreadRun<'a> {
         self.step(|s| {
             if let Some(end) = end {
                 if s.sink.st.last.is_none_or(|last| end >= last) {
-                    s.sink.advance(s.stack.top(), end, false);
+                    s.sink.advance(s.stack.top_mut(), end, false);
                 }
             }
             let sink = &mut s.sink;
@@ -369,7 +358,7 @@ impl Step<'_> {
             self.sink.stats.invalid_events += 1;
             return;
         }
-        self.sink.advance(self.stack.top(), e.ts, true);
+        self.sink.advance(self.stack.top_mut(), e.ts, true);
         match e.kind {
             EventKind::Enter => {
                 let frame = self.sink.enter(self.stack.top(), e.function, e.ts);
@@ -393,7 +382,7 @@ impl Sink<'_> {
     /// Accounts the interval from the previous boundary to `ts` to the
     /// stack whose top frame is `top`.
     #[inline(always)]
-    fn advance(&mut self, top: Option<&Frame>, ts: Timestamp, is_probe: bool) {
+    fn advance(&mut self, top: Option<&mut Frame>, ts: Timestamp, is_probe: bool) {
         let Some(last) = self.st.last else {
             self.st.last = Some(ts);
             self.st.last_was_probe = is_probe;
@@ -445,14 +434,8 @@ impl Sink<'_> {
                 self.stats.time[TimeValue::ApplicationExclusive] += app;
             }
             Some(top) => {
-                let x = &mut self.exclusive[top.function.0 as usize];
-                x[0] += d;
-                x[1] += app;
-                if let Some(tree) = &mut self.tree {
-                    let t = &mut tree.weight_mut(top.node).time;
-                    t[TimeValue::ElapsedExclusive] += d;
-                    t[TimeValue::ApplicationExclusive] += app;
-                }
+                top.own[0] += d;
+                top.own[1] += app;
             }
         }
     }
@@ -472,23 +455,16 @@ impl Sink<'_> {
             self.functions[f].calls += 1;
             self.stats.calls += 1;
         }
-        let (node, node_exclusive_at_enter) = match &mut self.tree {
+        let node = match &mut self.tree {
             Some(tree) => {
                 let parent = parent.map_or(NodeId::ROOT, |p| p.node);
                 let node = tree.child(parent, FrameKey::Function(function));
-                let w = tree.weight_mut(node);
                 if counted {
-                    w.calls += 1;
+                    tree.weight_mut(node).calls += 1;
                 }
-                (
-                    node,
-                    [
-                        w.time[TimeValue::ElapsedExclusive],
-                        w.time[TimeValue::ApplicationExclusive],
-                    ],
-                )
+                node
             }
-            None => (NodeId::ROOT, [Fine::ZERO; 2]),
+            None => NodeId::ROOT,
         };
         Frame {
             function,
@@ -498,8 +474,7 @@ impl Sink<'_> {
             counted,
             node,
             at_enter: self.st.clock,
-            exclusive_at_enter: self.exclusive[f],
-            node_exclusive_at_enter,
+            own: [Fine::ZERO; 2],
         }
     }
 
@@ -522,14 +497,11 @@ impl Sink<'_> {
         let inc_e = clock.elapsed - frame.at_enter.elapsed;
         let inc_a = clock.application - frame.at_enter.application;
         let removed = clock.removed - frame.at_enter.removed;
-        let x = self.exclusive[f];
-        let call = call_values(
-            inc_e,
-            x[0] - frame.exclusive_at_enter[0],
-            inc_a,
-            x[1] - frame.exclusive_at_enter[1],
-        );
+        let [exc_e, exc_a] = frame.own;
+        let call = call_values(inc_e, exc_e, inc_a, exc_a);
         let stats = &mut self.functions[f];
+        stats.time[TimeValue::ElapsedExclusive] += exc_e;
+        stats.time[TimeValue::ApplicationExclusive] += exc_a;
         if frame.counted {
             stats.per_call.add_call(call);
         }
@@ -548,18 +520,14 @@ impl Sink<'_> {
             let s = tree.weight_mut(frame.node);
             s.time[TimeValue::ElapsedInclusive] += inc_e;
             s.time[TimeValue::ApplicationInclusive] += inc_a;
+            s.time[TimeValue::ElapsedExclusive] += exc_e;
+            s.time[TimeValue::ApplicationExclusive] += exc_a;
             s.probe_overhead += removed;
             if how == Closed::ThreadEnd {
                 s.open_calls += 1;
             }
             if frame.counted {
-                let node_call = call_values(
-                    inc_e,
-                    s.time[TimeValue::ElapsedExclusive] - frame.node_exclusive_at_enter[0],
-                    inc_a,
-                    s.time[TimeValue::ApplicationExclusive] - frame.node_exclusive_at_enter[1],
-                );
-                s.per_call.add_call(node_call);
+                s.per_call.add_call(call);
             }
         }
     }

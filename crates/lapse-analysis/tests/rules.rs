@@ -2,7 +2,7 @@
 //! enough to check by hand. Times are nanoseconds; every expected value is
 //! worked out in the comment above it.
 
-use lapse_analysis::instrument::{Accumulator, Config, ThreadRun};
+use lapse_analysis::instrument::{Accumulator, ApplicationRule, Config, ThreadRun};
 use lapse_analysis::tree::FrameKey;
 use lapse_analysis::values::{FunctionStats, SessionTotals, ThreadStats, TimeValue, TimeValues};
 use lapse_analysis::Fine;
@@ -83,8 +83,17 @@ fn run(threads: &[Thread], config: Config) -> Accumulator {
     acc
 }
 
+/// The default: the exact application rule.
 fn plain() -> Config {
     Config::default()
+}
+
+/// The Visual Studio rule: an interval with an OS event is no application time.
+fn interval_rule() -> Config {
+    Config {
+        application: ApplicationRule::Interval,
+        ..Config::default()
+    }
 }
 
 fn ns(v: Fine) -> u64 {
@@ -139,38 +148,116 @@ fn recursion_is_counted_once_per_interval() {
     let f = &acc.functions[F as usize];
     assert_eq!(times(f), (40, 40, 40, 40));
     assert_eq!(f.calls, 2);
-    // Per call: outer spans 40, inner 20 (inclusive); exclusive restricted to
-    // each span is the same (F is the top throughout): min 20, max 40, sum 60.
+    // Per call: outer spans 40, inner 20 (inclusive). Exclusive is per frame:
+    // the outer frame is on top in [0,10] and [30,40] (20), the inner in
+    // [10,30] (20): min 20, max 20, and they add up to F's exclusive 40.
     assert_eq!(per_call(f, TimeValue::ElapsedInclusive), (20, 40, 60));
-    assert_eq!(per_call(f, TimeValue::ElapsedExclusive), (20, 40, 60));
+    assert_eq!(per_call(f, TimeValue::ElapsedExclusive), (20, 20, 40));
     // Thread total equals F's inclusive: inclusive never exceeds the thread's time.
     assert_eq!(thread_times(&acc.threads[0]).0, 40);
 }
 
 #[test]
-fn os_event_inside_an_interval_removes_it_from_application_time() {
-    // F@0 → G@10 → exit G@30 → exit F@40; the thread is off the CPU during [15,25],
-    // which lies inside interval [10,30] (stack F,G).
+fn os_event_inside_an_interval_removes_just_its_time_from_application_time() {
+    // F@0 → G@10 → exit G@30 → exit F@40; the thread is off the CPU during
+    // [15,25], which lies inside interval [10,30] (stack F,G).
     let mut th = thread(vec![enter(0, F), enter(10, G), exit(30, G), exit(40, F)]);
     th.off = vec![off(15, 25)];
     let acc = run(&[th], plain());
-    // G: elapsed 20 incl/excl; the whole interval has an OS event: application 0.
-    assert_eq!(times(&acc.functions[G as usize]), (20, 20, 0, 0));
-    // F: elapsed incl 40, excl [0,10]+[30,40] = 20; application incl 40-20 = 20, excl 20.
-    assert_eq!(times(&acc.functions[F as usize]), (40, 20, 20, 20));
-    let th = &acc.threads[0];
-    assert_eq!(thread_times(th), (40, 0, 20, 0));
+    // G: elapsed 20 incl/excl; application 20 - 10 off-CPU = 10.
+    assert_eq!(times(&acc.functions[G as usize]), (20, 20, 10, 10));
+    // F: elapsed incl 40, excl [0,10]+[30,40] = 20; application incl 40-10 = 30, excl 20.
+    assert_eq!(times(&acc.functions[F as usize]), (40, 20, 30, 20));
+    assert_eq!(thread_times(&acc.threads[0]), (40, 0, 30, 0));
 }
 
 #[test]
-fn off_cpu_period_spanning_two_intervals_marks_both() {
-    // F@0 → G@10 → exit G@20; off CPU [5,15] straddles the probe at 10.
+fn interval_rule_drops_the_whole_interval_with_an_os_event() {
+    // The same thread under `--application interval`: [10,30] has the OS
+    // event, so none of it is application time.
+    let mut th = thread(vec![enter(0, F), enter(10, G), exit(30, G), exit(40, F)]);
+    th.off = vec![off(15, 25)];
+    let acc = run(&[th], interval_rule());
+    assert_eq!(times(&acc.functions[G as usize]), (20, 20, 0, 0));
+    assert_eq!(times(&acc.functions[F as usize]), (40, 20, 20, 20));
+    assert_eq!(thread_times(&acc.threads[0]), (40, 0, 20, 0));
+}
+
+#[test]
+fn off_cpu_period_spanning_a_probe_is_split_between_the_intervals() {
+    // F@0 → G@10 → exit G@20 → exit F@30; off CPU [5,15] straddles the probe at 10.
     let mut th = thread(vec![enter(0, F), enter(10, G), exit(20, G), exit(30, F)]);
     th.off = vec![off(5, 15)];
+    // Exact: [0,10] loses 5, [10,20] loses 5, [20,30] nothing.
     let acc = run(&[th], plain());
-    // [0,10] and [10,20] have the OS event, [20,30] not.
+    assert_eq!(times(&acc.functions[F as usize]), (30, 20, 20, 15));
+    assert_eq!(times(&acc.functions[G as usize]), (10, 10, 5, 5));
+    // Interval rule: [0,10] and [10,20] have the OS event, [20,30] not.
+    let mut th = thread(vec![enter(0, F), enter(10, G), exit(20, G), exit(30, F)]);
+    th.off = vec![off(5, 15)];
+    let acc = run(&[th], interval_rule());
     assert_eq!(times(&acc.functions[F as usize]), (30, 20, 10, 10));
     assert_eq!(times(&acc.functions[G as usize]), (10, 10, 0, 0));
+}
+
+#[test]
+fn off_cpu_period_touching_an_interval_end_takes_nothing_from_it() {
+    // F@0 → G@10 → exit G@20 → exit F@30; off CPU [20,25] starts at G's exit.
+    let mut th = thread(vec![enter(0, F), enter(10, G), exit(20, G), exit(30, F)]);
+    th.off = vec![off(20, 25)];
+    for config in [plain(), interval_rule()] {
+        let acc = run(&[th_clone(&th)], config);
+        // G's interval [10,20] only touches the period: all application time.
+        assert_eq!(times(&acc.functions[G as usize]), (10, 10, 10, 10));
+        let f = times(&acc.functions[F as usize]);
+        match config.application {
+            // [20,30] loses its 5 ns off the CPU.
+            ApplicationRule::Exact => assert_eq!(f, (30, 20, 25, 15)),
+            // [20,30] has the OS event: all of it.
+            ApplicationRule::Interval => assert_eq!(f, (30, 20, 20, 10)),
+        }
+    }
+}
+
+#[test]
+fn system_call_periods_and_switches_inside_them_count_once() {
+    // F@0 → exit F@100. A system call [20,60] (an OS event with --os-events
+    // syscall), and inside it the thread is switched out [30,50]: the union
+    // is 40 ns, not 60.
+    let mut th = thread(vec![enter(0, F), exit(100, F)]);
+    th.off = vec![
+        OsEvent {
+            from: t(20),
+            to: t(60),
+            kind: OsEventKind::Syscall,
+        },
+        off(30, 50),
+    ];
+    let acc = run(&[th], plain());
+    assert_eq!(times(&acc.functions[F as usize]), (100, 100, 60, 60));
+    // An instant OS event (a major fault) takes nothing away by itself.
+    let mut th = thread(vec![enter(0, F), exit(100, F)]);
+    th.off = vec![OsEvent {
+        from: t(40),
+        to: t(40),
+        kind: OsEventKind::Fault,
+    }];
+    let acc = run(&[th_clone(&th)], plain());
+    assert_eq!(times(&acc.functions[F as usize]), (100, 100, 100, 100));
+    // ... but under the interval rule it marks its interval.
+    let acc = run(&[th], interval_rule());
+    assert_eq!(times(&acc.functions[F as usize]), (100, 100, 0, 0));
+}
+
+fn th_clone(th: &Thread) -> Thread {
+    Thread {
+        pid: th.pid,
+        tid: th.tid,
+        start: th.start,
+        end: th.end,
+        events: th.events.clone(),
+        off: th.off.clone(),
+    }
 }
 
 #[test]
@@ -209,14 +296,16 @@ fn two_threads_add_up_in_the_session() {
     b.off = vec![off(10, 30)];
     let acc = run(&[a, b], plain());
     let session = SessionTotals::of_threads(&acc.threads);
-    // Elapsed: 100 + 60; application: 100 + 0 (G's only interval has the OS event).
+    // Elapsed: 100 + 60; application: 100 + (60 - 20 off the CPU) = 140.
     assert_eq!(ns(session.elapsed_inclusive), 160);
-    assert_eq!(ns(session.application_inclusive), 100);
+    assert_eq!(ns(session.application_inclusive), 140);
     let p = pcts(&session, &acc.functions[F as usize].time);
-    // F: 100/160 elapsed = 62.5 %, 100/100 application = 100 %.
-    assert_eq!(p, [62.5, 62.5, 100.0, 100.0]);
+    // F: 100/160 elapsed = 62.5 %, 100/140 application.
+    assert_eq!(p[..2], [62.5, 62.5]);
+    assert!((p[2] - 100.0 * 100.0 / 140.0).abs() < 1e-9);
     let p = pcts(&session, &acc.functions[G as usize].time);
-    assert_eq!(p, [37.5, 37.5, 0.0, 0.0]);
+    assert_eq!(p[..2], [37.5, 37.5]);
+    assert!((p[2] - 100.0 * 40.0 / 140.0).abs() < 1e-9);
 }
 
 #[test]
@@ -275,7 +364,8 @@ fn per_call_min_max_under_recursion_and_mixed_calls() {
     // F@0 → G@5 → exit G@15 → F@20 → exit F@50 → exit F@60.
     // Calls of F: outer [0,60] inclusive 60; inner [20,50] inclusive 30.
     // F's exclusive: [0,5] 5 + [15,20] 5 + [20,50] 30 + [50,60] 10 = 50.
-    // Per-call exclusive (F on top within the span): outer 50, inner 30.
+    // Per-call exclusive (the call's own frame on top): outer 5+5+10 = 20,
+    // inner 30; they add up to F's 50, and avg = 50 / 2 calls.
     let acc = run(
         &[thread(vec![
             enter(0, F),
@@ -290,7 +380,7 @@ fn per_call_min_max_under_recursion_and_mixed_calls() {
     let f = &acc.functions[F as usize];
     assert_eq!(times(f), (60, 50, 60, 50));
     assert_eq!(per_call(f, TimeValue::ElapsedInclusive), (30, 60, 90));
-    assert_eq!(per_call(f, TimeValue::ElapsedExclusive), (30, 50, 80));
+    assert_eq!(per_call(f, TimeValue::ElapsedExclusive), (20, 30, 50));
     let g = &acc.functions[G as usize];
     assert_eq!(per_call(g, TimeValue::ElapsedInclusive), (10, 10, 10));
 }
@@ -400,9 +490,9 @@ fn percentages_use_their_own_denominators() {
     // off CPU [45,55] (inside G's interval).
     let mut th = thread(vec![enter(0, F), enter(40, G), exit(60, G), exit(100, F)]);
     th.off = vec![off(45, 55)];
-    let acc = run(&[th], plain());
+    let acc = run(&[th], interval_rule());
     let s = SessionTotals::of_threads(&acc.threads);
-    // Session: elapsed 100, application 80.
+    // Session (interval rule): elapsed 100, application 80.
     assert_eq!(
         (ns(s.elapsed_inclusive), ns(s.application_inclusive)),
         (100, 80)

@@ -119,6 +119,9 @@ pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Resul
     text.push_str("# callgrind format\nversion: 1\n");
     text.push_str(&format!("creator: lapse {}\n", env!("CARGO_PKG_VERSION")));
     text.push_str(&format!("cmd: {}\n", file.session.command.join(" ")));
+    if let Some(rule) = analysis.application_rule() {
+        text.push_str(&format!("desc: Application rule: {}\n", rule.name()));
+    }
     text.push_str("positions: line\n");
     for (name, long) in events {
         text.push_str(&format!("event: {name} : {long}\n"));

@@ -5,9 +5,11 @@
 //! survive a rebuild and a rerun: function and module name (not the
 //! address), module name, source line, thread name (pids and tids change
 //! between runs, so the n-th thread of a name matches the n-th) and process
-//! command. The change of a row is measured on the view's main value
-//! (elapsed exclusive time or exclusive samples for functions and lines,
-//! the inclusive one for modules, threads and processes).
+//! command. When the two recordings' programs differ only in file name
+//! (`app` rebuilt as `app2`), rows of the one match rows of the other by
+//! function name. The change of a row is measured on `--metric`, or the
+//! view's main value (elapsed exclusive time or exclusive samples for
+//! functions and lines, the inclusive one for modules, threads and processes).
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -39,6 +41,9 @@ pub struct DiffOptions {
     pub view: View,
     /// Rows whose relative change is below this percentage are hidden.
     pub threshold_pct: f64,
+    /// The value column the change is measured on; the view's main value
+    /// when `None`.
+    pub metric: Option<String>,
 }
 
 /// A signed difference of two cells (`new - base`).
@@ -125,9 +130,26 @@ fn text(c: &Cell) -> String {
     }
 }
 
+/// The file name of the recording's program: the module the command's
+/// first word names, else the module of `main`.
+fn program_module(file: &DataFile) -> Option<String> {
+    let command = file.session.command.first()?;
+    let name = command.rsplit('/').next().unwrap_or(command);
+    if let Some(m) = file.modules.iter().find(|m| m.name() == name) {
+        return Some(m.name().to_owned());
+    }
+    let main = file.functions.iter().find(|f| f.name == "main")?;
+    file.module(main.module).map(|m| m.name().to_owned())
+}
+
 /// Rows of one side by match key; repeated keys get an ordinal (the n-th
-/// thread of a name), in the order of their pid/tid.
-fn keyed(out: &ViewOutput, view: View) -> Vec<(String, Vec<Cell>)> {
+/// thread of a name), in the order of their pid/tid. A module named
+/// `alias.0` is keyed as `alias.1`.
+fn keyed(
+    out: &ViewOutput,
+    view: View,
+    alias: Option<&(String, String)>,
+) -> Vec<(String, Vec<Cell>)> {
     let idx: Vec<usize> = match_keys(view)
         .iter()
         .filter_map(|k| out.columns.iter().position(|c| c.key == *k))
@@ -139,10 +161,17 @@ fn keyed(out: &ViewOutput, view: View) -> Vec<(String, Vec<Cell>)> {
             .collect::<Vec<_>>()
             .cmp(&b.iter().map(text).collect())
     });
+    let module = out.columns.iter().position(|c| c.key == "module");
     let mut seen: HashMap<String, usize> = HashMap::new();
     rows.into_iter()
         .map(|r| {
-            let base: Vec<String> = idx.iter().map(|&i| text(&r[i])).collect();
+            let base: Vec<String> = idx
+                .iter()
+                .map(|&i| match alias {
+                    Some((from, to)) if Some(i) == module && text(&r[i]) == *from => to.clone(),
+                    _ => text(&r[i]),
+                })
+                .collect();
             let base = base.join("\u{1f}");
             let n = seen.entry(base.clone()).or_default();
             *n += 1;
@@ -188,15 +217,33 @@ pub fn diff(
         .filter(|&i| !is_id(&n.columns[i]))
         .collect();
     let values: Vec<Column> = val_idx.iter().map(|&i| n.columns[i].clone()).collect();
-    let key = primary_key(opts.view, method);
-    let primary = values.iter().position(|c| c.key == key).unwrap_or(0);
+    let primary = match &opts.metric {
+        Some(m) => values.iter().position(|c| c.key == m).ok_or_else(|| {
+            let names: Vec<&str> = values.iter().map(|c| c.key).collect();
+            ExportError::Diff(format!(
+                "--metric: no value {m} in the {} view (values: {})",
+                opts.view.name(),
+                names.join(", ")
+            ))
+        })?,
+        None => {
+            let key = primary_key(opts.view, method);
+            values.iter().position(|c| c.key == key).unwrap_or(0)
+        }
+    };
+    // A program rebuilt under another file name: its functions are the same ones.
+    let alias = match (program_module(base.0), program_module(new.0)) {
+        (Some(b), Some(n)) if b != n => Some((b, n)),
+        _ => None,
+    };
     let pick = |row: &[Cell], idx: &[usize]| -> Vec<Cell> {
         idx.iter()
             .map(|&i| row.get(i).cloned().unwrap_or(Cell::Null))
             .collect()
     };
-    let base_rows: HashMap<String, Vec<Cell>> = keyed(&b, opts.view).into_iter().collect();
-    let new_rows = keyed(&n, opts.view);
+    let base_rows: HashMap<String, Vec<Cell>> =
+        keyed(&b, opts.view, alias.as_ref()).into_iter().collect();
+    let new_rows = keyed(&n, opts.view, None);
     let matched: std::collections::HashSet<&String> = new_rows.iter().map(|(k, _)| k).collect();
     let mut rows = Vec::new();
     let mut add = |brow: Option<&Vec<Cell>>, nrow: Option<&Vec<Cell>>| {
@@ -234,7 +281,7 @@ pub fn diff(
     for (k, nrow) in &new_rows {
         add(base_rows.get(k), Some(nrow));
     }
-    for (k, brow) in keyed(&b, opts.view) {
+    for (k, brow) in keyed(&b, opts.view, alias.as_ref()) {
         if !matched.contains(&k) {
             add(Some(&brow), None);
         }

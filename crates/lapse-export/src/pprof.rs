@@ -354,8 +354,11 @@ pub fn profile(file: &DataFile, analysis: &Analysis) -> Result<Profile, ExportEr
         .filter(|e| e.as_nanos() > 0)
         .or_else(|| file.threads.iter().filter_map(|t| t.end).max());
     b.p.duration_nanos = end.map_or(0, |e| e.since(file.session.start) as i64);
+    let rule = analysis.application_rule().map_or(String::new(), |r| {
+        format!(" (application rule: {})", r.name())
+    });
     let comment = format!(
-        "lapse {}: {}",
+        "lapse {}{rule}: {}",
         file.session.method.name(),
         file.session.command.join(" ")
     );

@@ -61,7 +61,7 @@ fn instrumentation_round_trips_through_import_with_equal_values() {
     // The hand-checked numbers, to be sure the comparison compared something.
     let got = common::report_json(&back, View::Functions, true);
     let rows = common::rows_by(&got, &["function"], &comparable);
-    assert_eq!(rows["\"main\""]["application_inclusive_ns"], 70_000);
+    assert_eq!(rows["\"main\""]["application_inclusive_ns"], 78_000);
     assert_eq!(rows["\"work\""]["open_calls"], 1);
     assert_eq!(got["session"]["elapsed_inclusive_ns"], 150_000);
 }

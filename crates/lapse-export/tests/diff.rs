@@ -39,6 +39,7 @@ fn json(view: View, threshold: f64) -> Value {
     let opts = DiffOptions {
         view,
         threshold_pct: threshold,
+        metric: None,
     };
     let d = diff::diff((&b, &ba), (&n, &na), &opts).unwrap();
     let mut out = Vec::new();
@@ -107,6 +108,7 @@ fn table_and_csv_show_the_same_rows() {
     let opts = DiffOptions {
         view: View::Functions,
         threshold_pct: 0.0,
+        metric: None,
     };
     let d = diff::diff((&b, &ba), (&n, &na), &opts).unwrap();
     let mut table = Vec::new();

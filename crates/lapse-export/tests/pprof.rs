@@ -87,8 +87,8 @@ fn instrumentation_flat_and_cum_are_exclusive_and_inclusive_times() {
     assert_eq!(elapsed["work"], (34 * us, 34 * us));
     assert_eq!(elapsed["helper"], (50 * us, 50 * us));
     let application = flat_cum(&p, 2);
-    assert_eq!(application["main"], (40 * us, 70 * us));
-    assert_eq!(application["work"], (24 * us, 24 * us));
+    assert_eq!(application["main"], (40 * us, 78 * us));
+    assert_eq!(application["work"], (32 * us, 32 * us));
     let calls = flat_cum(&p, 0);
     assert_eq!(calls["work"].0, 3);
     assert_eq!(calls["helper"].0, 2);
@@ -199,6 +199,6 @@ fn go_tool_pprof_reads_it_when_installed() {
     assert_eq!(elapsed["main"], (40 * us, 80 * us), "{elapsed:?}");
     assert_eq!(elapsed["helper"], (50 * us, 50 * us));
     let application = go_top(&path, "application").expect("go tool pprof runs");
-    assert_eq!(application["main"], (40 * us, 70 * us), "{application:?}");
+    assert_eq!(application["main"], (40 * us, 78 * us), "{application:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

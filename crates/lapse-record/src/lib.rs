@@ -39,10 +39,23 @@ pub enum MethodChoice {
     Sample,
 }
 
+impl MethodChoice {
+    pub const ALL: [(&'static str, MethodChoice); 3] = [
+        ("auto", MethodChoice::Auto),
+        ("instrument", MethodChoice::Instrument),
+        ("sample", MethodChoice::Sample),
+    ];
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallGraph {
     Dwarf,
     FramePointer,
+}
+
+impl CallGraph {
+    pub const ALL: [(&'static str, CallGraph); 2] =
+        [("dwarf", CallGraph::Dwarf), ("fp", CallGraph::FramePointer)];
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

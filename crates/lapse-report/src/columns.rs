@@ -8,7 +8,7 @@ use lapse_analysis::values::{FunctionStats, ModuleStats, SessionTotals, TimeValu
 use lapse_data::DataFile;
 
 use crate::load::Analysis;
-use crate::table::{col, shown, Cell, Column, Kind};
+use crate::table::{col, shown, shown_unless, Cell, Column, Kind};
 
 /// What cells need besides the row: the session's totals (percentages) and
 /// the sampling period when it is a time (estimated nanoseconds).
@@ -35,23 +35,26 @@ pub trait Values {
     fn cells(&self, ctx: &Ctx<'_>) -> Vec<Cell>;
 }
 
+// `drop` (the last number) says which columns a narrow terminal gives up
+// first: percentages before times, application before elapsed, extras
+// (7 and above: only when there is room, never in the summary) first of all.
 const TIMES: [Column; 9] = [
-    shown("calls", Kind::Int, "calls"),
+    shown_unless("calls", Kind::Int, "calls", 4),
     shown("elapsed_inclusive_ns", Kind::Nanos, "elapsed incl"),
     shown("elapsed_exclusive_ns", Kind::Nanos, "elapsed excl"),
-    shown("application_inclusive_ns", Kind::Nanos, "app incl"),
-    shown("application_exclusive_ns", Kind::Nanos, "app excl"),
-    shown("elapsed_inclusive_pct", Kind::Percent, "el incl %"),
-    shown("elapsed_exclusive_pct", Kind::Percent, "el excl %"),
-    col("application_inclusive_pct", Kind::Percent),
-    col("application_exclusive_pct", Kind::Percent),
+    shown_unless("application_inclusive_ns", Kind::Nanos, "app incl", 2),
+    shown_unless("application_exclusive_ns", Kind::Nanos, "app excl", 1),
+    shown_unless("elapsed_inclusive_pct", Kind::Percent, "el incl %", 5),
+    shown_unless("elapsed_exclusive_pct", Kind::Percent, "el excl %", 3),
+    shown_unless("application_inclusive_pct", Kind::Percent, "app incl %", 8),
+    shown_unless("application_exclusive_pct", Kind::Percent, "app excl %", 8),
 ];
 
 const PER_CALL: [Column; 12] = [
-    shown("avg_elapsed_inclusive_ns", Kind::Nanos, "avg el incl"),
-    col("min_elapsed_inclusive_ns", Kind::Nanos),
-    col("max_elapsed_inclusive_ns", Kind::Nanos),
-    col("avg_elapsed_exclusive_ns", Kind::Nanos),
+    shown_unless("avg_elapsed_inclusive_ns", Kind::Nanos, "avg el incl", 6),
+    shown_unless("min_elapsed_inclusive_ns", Kind::Nanos, "min el incl", 11),
+    shown_unless("max_elapsed_inclusive_ns", Kind::Nanos, "max el incl", 10),
+    shown_unless("avg_elapsed_exclusive_ns", Kind::Nanos, "avg el excl", 9),
     col("min_elapsed_exclusive_ns", Kind::Nanos),
     col("max_elapsed_exclusive_ns", Kind::Nanos),
     col("avg_application_inclusive_ns", Kind::Nanos),
@@ -62,16 +65,16 @@ const PER_CALL: [Column; 12] = [
     col("max_application_exclusive_ns", Kind::Nanos),
 ];
 
-const OVERHEAD: Column = col("probe_overhead_ns", Kind::Nanos);
+const OVERHEAD: Column = shown_unless("probe_overhead_ns", Kind::Nanos, "probe cost", 12);
 const OPEN_CALLS: Column = col("open_calls", Kind::Int);
 
 const SAMPLES: [Column; 6] = [
     shown("inclusive_samples", Kind::Int, "incl samples"),
     shown("exclusive_samples", Kind::Int, "excl samples"),
-    shown("inclusive_pct", Kind::Percent, "incl %"),
-    shown("exclusive_pct", Kind::Percent, "excl %"),
-    col("estimated_ns", Kind::Nanos),
-    col("estimated_exclusive_ns", Kind::Nanos),
+    shown_unless("inclusive_pct", Kind::Percent, "incl %", 2),
+    shown_unless("exclusive_pct", Kind::Percent, "excl %", 1),
+    shown_unless("estimated_ns", Kind::Nanos, "est incl", 4),
+    shown_unless("estimated_exclusive_ns", Kind::Nanos, "est excl", 3),
 ];
 
 /// calls, the four times, the four percentages.

@@ -11,6 +11,7 @@ pub mod table;
 pub mod units;
 pub mod views;
 
+pub use lapse_analysis::ApplicationRule;
 pub use load::{analyze, Analysis, Query, ReportError};
 pub use render::{render, Format, RenderOptions};
 pub use views::{build_view, View};

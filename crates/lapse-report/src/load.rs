@@ -68,6 +68,8 @@ pub struct InstrResult {
     /// All selected threads' call trees merged path by path (each thread's
     /// own is in `acc.trees`).
     pub tree: Option<CallTree<FunctionStats>>,
+    /// The application rule the values follow.
+    pub rule: ApplicationRule,
     /// Chunks that failed to decode (damage found late).
     pub bad_chunks: u64,
 }
@@ -86,6 +88,14 @@ pub enum Analysis {
 }
 
 impl Analysis {
+    /// The application rule of an instrumentation analysis.
+    pub fn application_rule(&self) -> Option<ApplicationRule> {
+        match self {
+            Analysis::Instr(r) => Some(r.rule),
+            Analysis::Sample(_) => None,
+        }
+    }
+
     /// The denominators of the percentages.
     pub fn session(&self) -> &SessionTotals {
         match self {
@@ -175,6 +185,7 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
         acc,
         session,
         tree,
+        rule: query.application,
         bad_chunks,
     }
 }

@@ -18,6 +18,14 @@ pub enum Format {
     Json,
 }
 
+impl Format {
+    pub const ALL: [(&'static str, Format); 3] = [
+        ("table", Format::Table),
+        ("csv", Format::Csv),
+        ("json", Format::Json),
+    ];
+}
+
 #[derive(Clone, Debug)]
 pub struct RenderOptions {
     pub view: View,
@@ -27,6 +35,12 @@ pub struct RenderOptions {
     /// ANSI colour in the table (only on a terminal, never with NO_COLOR).
     pub color: bool,
     pub no_compensation: bool,
+    /// The table's width in characters (the terminal's, or COLUMNS); `None`
+    /// for no limit.
+    pub width: Option<usize>,
+    /// The view's columns were chosen with `--columns`: the table shows
+    /// them all, whatever it would show by itself.
+    pub columns_chosen: bool,
 }
 
 /// Orders rows by `--sort` (numbers descending, text ascending) or the view's
@@ -121,6 +135,7 @@ fn session_json(file: &DataFile, a: &Analysis) -> Value {
         Analysis::Sample(r) => (0, 0, r.session.samples),
     };
     let footer = file.footer.clone().unwrap_or_default();
+    let recorder_wait_ns = recorder_wait_ns(file);
     json!({
         "command": s.command,
         "duration_ns": duration,
@@ -136,6 +151,19 @@ fn session_json(file: &DataFile, a: &Analysis) -> Value {
         "probe_cost_ns": s.probe_cost_ns,
         "lost_events": footer.lost_events,
         "complete": file.is_complete(),
+        "application_rule": a.application_rule().map(|r| r.name()),
+        "recorder_wait_ns": recorder_wait_ns,
+    })
+}
+
+/// The time the recorder made the target wait (buffer hand-overs), which
+/// the recorder removed from the threads' timelines and noted in the header.
+fn recorder_wait_ns(file: &DataFile) -> Option<u64> {
+    file.session.notes.iter().find_map(|n| {
+        let ms = n.strip_suffix(
+            " ms of waiting for the recorder (buffer hand-overs) removed from thread timelines",
+        )?;
+        ms.parse::<f64>().ok().map(|ms| (ms * 1e6).round() as u64)
     })
 }
 
@@ -232,6 +260,12 @@ pub fn render(
                 columns.push("relation");
             }
             columns.extend(v.columns.iter().map(|c| c.key));
+            // The rule behind the application columns, on every row (CSV
+            // has no header but the column names).
+            let rule = a.application_rule().map(|r| r.name());
+            if rule.is_some() {
+                columns.push("application_rule");
+            }
             writeln!(out, "{}", columns.join(","))?;
             let line = |out: &mut dyn Write, prefix: &[String], r: &[Cell]| -> io::Result<()> {
                 let mut fields: Vec<String> = prefix.to_vec();
@@ -241,6 +275,7 @@ pub fn render(
                         .zip(r)
                         .map(|(c, cell)| csv_field(cell, c.kind)),
                 );
+                fields.extend(rule.map(str::to_owned));
                 writeln!(out, "{}", fields.join(","))
             };
             if let Some(tree) = &v.tree {

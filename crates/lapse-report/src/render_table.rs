@@ -1,4 +1,7 @@
-//! The terminal table: a short header, then aligned columns in human units.
+//! The terminal table: a short header that explains the session, then
+//! aligned columns in human units, fitted to the terminal's width: the
+//! columns a view can spare drop first (see [`Column::drop`]), then long
+//! text is cut in the middle with `…`.
 
 use std::io::{self, Write};
 
@@ -7,12 +10,43 @@ use serde_json::Value;
 
 use crate::load::Analysis;
 use crate::render::{human, RenderOptions};
-use crate::table::{Cell, Column, Kind, TreeRow};
+use crate::table::{Cell, Column, Kind, TreeRow, COMPACT};
 use crate::units;
 use crate::views::{View, ViewOutput};
 
 const BOLD: &str = "\x1b[1m";
 const RESET: &str = "\x1b[0m";
+/// Text columns are cut to no less than this.
+const MIN_TEXT: usize = 12;
+/// Before any column is dropped, long text is cut to this.
+const SOFT_TEXT: usize = 40;
+const GAP: usize = 2;
+
+/// `s` in at most `width` characters: the middle replaced by `…`.
+pub fn cut_middle(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width {
+        return s.to_owned();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let keep = width - 1;
+    let head = keep.div_ceil(2);
+    let tail = keep - head;
+    let mut out: String = s.chars().take(head).collect();
+    out.push('…');
+    out.extend(s.chars().skip(n - tail));
+    out
+}
+
+/// One header line, cut to the width.
+fn line(out: &mut dyn Write, width: Option<usize>, text: &str) -> io::Result<()> {
+    match width {
+        Some(w) => writeln!(out, "{}", cut_middle(text, w)),
+        None => writeln!(out, "{text}"),
+    }
+}
 
 fn header(
     out: &mut dyn Write,
@@ -21,111 +55,178 @@ fn header(
     opts: &RenderOptions,
 ) -> io::Result<()> {
     let s = &file.session;
+    let w = opts.width;
     let n = |k: &str| session[k].as_u64().unwrap_or(0);
-    writeln!(out, "command:  {}", s.command.join(" "))?;
-    write!(out, "method:   {}", s.method.name())?;
-    if let Some(ev) = &s.sample_event {
-        match s.sample_period {
-            Some(p) => write!(out, " ({ev}, period {p})")?,
-            None => write!(out, " ({ev})")?,
-        }
+    line(out, w, &format!("command:  {}", s.command.join(" ")))?;
+    let mut method = format!("method:   {}", s.method.name());
+    match (&s.sample_event, s.sample_period) {
+        (Some(ev), Some(p)) => method.push_str(&format!(" ({ev}, period {p})")),
+        (Some(ev), None) => method.push_str(&format!(" ({ev})")),
+        _ => {}
     }
-    writeln!(out)?;
-    writeln!(
+    if let Some(rule) = session["application_rule"].as_str() {
+        method.push_str(&format!(
+            "   application rule: {rule}   probe cost: {:.1} ns ({})",
+            s.probe_cost_ns,
+            if opts.no_compensation {
+                "not subtracted"
+            } else {
+                "subtracted"
+            }
+        ));
+    }
+    line(out, w, &method)?;
+    line(
         out,
-        "duration: {}   processes: {}   threads: {}",
-        units::duration(n("duration_ns")),
-        n("processes"),
-        n("threads")
+        w,
+        &format!(
+            "wall:     {}   processes: {}   threads: {}",
+            units::duration(n("duration_ns")),
+            n("processes"),
+            n("threads")
+        ),
     )?;
     match s.method {
         lapse_data::Method::Instrumentation => {
-            writeln!(
+            line(
                 out,
-                "elapsed:  {}   application: {}   probe cost: {:.1} ns{}",
-                units::duration(n("elapsed_inclusive_ns")),
-                units::duration(n("application_inclusive_ns")),
-                s.probe_cost_ns,
-                if opts.no_compensation {
-                    " (not compensated)"
-                } else {
-                    " (compensated)"
-                }
+                w,
+                &format!(
+                    "time:     {} elapsed, {} application (on the CPU), summed over threads",
+                    units::duration(n("elapsed_inclusive_ns")),
+                    units::duration(n("application_inclusive_ns")),
+                ),
             )?;
+            if let Some(wait) = session["recorder_wait_ns"].as_u64().filter(|&w| w > 0) {
+                line(
+                    out,
+                    w,
+                    &format!(
+                        "recorder: {} of waiting for it removed from the threads' time",
+                        units::duration(wait)
+                    ),
+                )?;
+            }
         }
         lapse_data::Method::Sampling => {
-            writeln!(
+            line(
                 out,
-                "samples:  {}   discarded: {}   lost events: {}",
-                n("samples"),
-                n("discarded_samples"),
-                n("lost_events")
+                w,
+                &format!(
+                    "samples:  {}   discarded: {}   lost events: {}",
+                    n("samples"),
+                    n("discarded_samples"),
+                    n("lost_events")
+                ),
             )?;
         }
     }
     if !file.is_complete() {
-        writeln!(out, "warning:  the data file is incomplete (recording interrupted or file damaged); showing what is intact")?;
+        line(out, w, "warning:  the data file is incomplete (recording interrupted or file damaged); showing what is intact")?;
     }
     writeln!(out)
 }
 
+/// A table's rows as text: (prefix of the first cell, the cells).
+type Rows<'a> = [(String, &'a [Cell])];
+
 fn grid(
     out: &mut dyn Write,
     columns: &[Column],
-    rows: &[(String, &[Cell])],
-    color: bool,
+    rows: &Rows<'_>,
+    opts: &RenderOptions,
     first_header: &str,
 ) -> io::Result<()> {
-    let shown: Vec<(usize, &Column)> = columns
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.terminal.is_some())
+    // The columns this table can show, by index.
+    let compact = opts.view == View::Summary;
+    let mut shown: Vec<usize> = (0..columns.len())
+        .filter(|&i| {
+            let c = &columns[i];
+            opts.columns_chosen || (c.terminal.is_some() && !(compact && c.drop >= COMPACT))
+        })
         .collect();
-    let head: Vec<String> = shown
-        .iter()
-        .enumerate()
-        .map(|(j, (_, c))| {
-            if j == 0 && !first_header.is_empty() {
-                first_header.to_owned()
-            } else {
-                c.terminal.unwrap_or(c.key).to_owned()
+    let header_of = |j: usize, i: usize| {
+        if j == 0 && !first_header.is_empty() {
+            first_header.to_owned()
+        } else {
+            columns[i].terminal.unwrap_or(columns[i].key).to_owned()
+        }
+    };
+    let text_of = |r: &(String, &[Cell]), i: usize, first: bool| -> (String, String) {
+        let t = r.1.get(i).map_or("-".into(), |c| human(c, columns[i].kind));
+        (if first { r.0.clone() } else { String::new() }, t)
+    };
+    let measure = |shown: &[usize]| -> Vec<usize> {
+        shown
+            .iter()
+            .enumerate()
+            .map(|(j, &i)| {
+                let head = header_of(j, i).chars().count();
+                rows.iter()
+                    .map(|r| {
+                        let (p, t) = text_of(r, i, j == 0);
+                        p.chars().count() + t.chars().count()
+                    })
+                    .fold(head, usize::max)
+            })
+            .collect()
+    };
+    let total = |w: &[usize]| w.iter().sum::<usize>() + GAP * w.len().saturating_sub(1);
+    let mut widths = measure(&shown);
+    if let Some(limit) = opts.width {
+        let natural = widths.clone();
+        // Text columns wider than `to` give up characters, widest first.
+        let shrink = |widths: &mut Vec<usize>, shown: &[usize], to: usize| {
+            while total(widths) > limit {
+                let Some(j) = (0..shown.len())
+                    .filter(|&j| columns[shown[j]].kind == Kind::Text && widths[j] > to)
+                    .max_by_key(|&j| widths[j])
+                else {
+                    break;
+                };
+                let excess = total(widths) - limit;
+                widths[j] = widths[j].saturating_sub(excess).max(to);
             }
-        })
-        .collect();
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|(prefix, r)| {
-            shown
-                .iter()
-                .enumerate()
-                .map(|(j, (i, c))| {
-                    let text = r.get(*i).map_or("-".into(), |cell| human(cell, c.kind));
-                    if j == 0 {
-                        format!("{prefix}{text}")
-                    } else {
-                        text
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
-    for r in &cells {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
+        };
+        // Long names first come down to a readable length, then the
+        // columns the view can spare go (highest `drop` first), then names
+        // shrink further.
+        shrink(&mut widths, &shown, SOFT_TEXT);
+        let mut natural: Vec<usize> = natural;
+        while total(&widths) > limit {
+            let Some(j) = (0..shown.len())
+                .filter(|&j| columns[shown[j]].drop > 0)
+                .max_by_key(|&j| (columns[shown[j]].drop, j))
+            else {
+                break;
+            };
+            shown.remove(j);
+            widths.remove(j);
+            natural.remove(j);
+        }
+        shrink(&mut widths, &shown, MIN_TEXT);
+        // Room left over goes back to the names that were cut.
+        for j in 0..shown.len() {
+            let spare = limit.saturating_sub(total(&widths));
+            widths[j] += spare.min(natural[j] - widths[j]);
         }
     }
-    let line = |out: &mut dyn Write, r: &[String]| -> io::Result<()> {
+    let cell = |j: usize, prefix: &str, text: &str| -> String {
+        // A cut keeps the prefix (tree indentation) and cuts the name.
+        let room = widths[j].saturating_sub(prefix.chars().count());
+        format!("{prefix}{}", cut_middle(text, room))
+    };
+    let line = |out: &mut dyn Write, cells: &[String]| -> io::Result<()> {
         let mut s = String::new();
-        for (j, (text, w)) in r.iter().zip(&widths).enumerate() {
-            let pad = w - text.chars().count();
-            let left = matches!(shown[j].1.kind, Kind::Text);
+        for (j, (text, w)) in cells.iter().zip(&widths).enumerate() {
+            let pad = w.saturating_sub(text.chars().count());
+            let left = columns[shown[j]].kind == Kind::Text;
             if j > 0 {
-                s.push_str("  ");
+                s.push_str(&" ".repeat(GAP));
             }
             if left {
                 s.push_str(text);
-                if j + 1 < r.len() {
+                if j + 1 < cells.len() {
                     s.push_str(&" ".repeat(pad));
                 }
             } else {
@@ -135,15 +236,28 @@ fn grid(
         }
         writeln!(out, "{}", s.trim_end())
     };
-    if color {
+    let head: Vec<String> = shown
+        .iter()
+        .enumerate()
+        .map(|(j, &i)| cell(j, "", &header_of(j, i)))
+        .collect();
+    if opts.color {
         write!(out, "{BOLD}")?;
     }
     line(out, &head)?;
-    if color {
+    if opts.color {
         write!(out, "{RESET}")?;
     }
-    for r in &cells {
-        line(out, r)?;
+    for r in rows {
+        let cells: Vec<String> = shown
+            .iter()
+            .enumerate()
+            .map(|(j, &i)| {
+                let (p, t) = text_of(r, i, j == 0);
+                cell(j, &p, &t)
+            })
+            .collect();
+        line(out, &cells)?;
     }
     Ok(())
 }
@@ -175,7 +289,11 @@ pub fn table(
 ) -> io::Result<()> {
     header(out, file, session, opts)?;
     if opts.view == View::Summary && !v.hot_path.is_empty() {
-        writeln!(out, "hot path: {}", v.hot_path.join(" → "))?;
+        line(
+            out,
+            opts.width,
+            &format!("hot path: {}", v.hot_path.join(" → ")),
+        )?;
         writeln!(out)?;
         writeln!(
             out,
@@ -193,25 +311,39 @@ pub fn table(
             .map(|r| (tree_prefix(r), &r.cells[..]))
             .collect();
         writeln!(out, "(* marks the hot path)")?;
-        return grid(out, &v.columns, &rows, opts.color, "call tree");
+        return grid(out, &v.columns, &rows, opts, "call tree");
     }
     if let Some((f, callers, callees)) = &v.focus {
         grid(
             out,
             &v.columns,
             &[(String::new(), &f[..])],
-            opts.color,
+            opts,
             "function",
         )?;
         writeln!(out)?;
         let rows: Vec<(String, &[Cell])> =
             callers.iter().map(|r| (String::new(), &r[..])).collect();
-        grid(out, &v.columns, &rows, opts.color, "callers")?;
+        grid(out, &v.columns, &rows, opts, "callers")?;
         writeln!(out)?;
         let rows: Vec<(String, &[Cell])> =
             callees.iter().map(|r| (String::new(), &r[..])).collect();
-        return grid(out, &v.columns, &rows, opts.color, "callees");
+        return grid(out, &v.columns, &rows, opts, "callees");
     }
     let rows: Vec<(String, &[Cell])> = v.rows.iter().map(|r| (String::new(), &r[..])).collect();
-    grid(out, &v.columns, &rows, opts.color, "")
+    grid(out, &v.columns, &rows, opts, "")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_names_are_cut_in_the_middle() {
+        assert_eq!(cut_middle("short", 10), "short");
+        let name = "std::vector<std::pair<int, std::string>>::emplace_back";
+        let cut = cut_middle(name, 21);
+        assert_eq!(cut.chars().count(), 21);
+        assert_eq!(cut, "std::vecto…place_back");
+    }
 }

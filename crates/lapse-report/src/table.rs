@@ -55,23 +55,39 @@ impl Cell {
 pub struct Column {
     pub key: &'static str,
     pub kind: Kind,
-    /// Shown in the terminal table (CSV and JSON show every column).
+    /// The terminal table's header, for the columns it shows (CSV and JSON
+    /// show every column).
     pub terminal: Option<&'static str>,
+    /// Which columns a narrow terminal drops first: the highest number
+    /// first; 0 is never dropped. Columns at [`COMPACT`] and above are extras
+    /// that only the full views show, when there is room.
+    pub drop: u8,
 }
+
+/// Columns with `drop` at or above this are extras the summary leaves out.
+pub const COMPACT: u8 = 7;
 
 pub const fn col(key: &'static str, kind: Kind) -> Column {
     Column {
         key,
         kind,
         terminal: None,
+        drop: 0,
     }
 }
 
+/// A column the terminal table shows and never drops.
 pub const fn shown(key: &'static str, kind: Kind, header: &'static str) -> Column {
+    shown_unless(key, kind, header, 0)
+}
+
+/// A column the terminal table shows while there is room: see [`Column::drop`].
+pub const fn shown_unless(key: &'static str, kind: Kind, header: &'static str, drop: u8) -> Column {
     Column {
         key,
         kind,
         terminal: Some(header),
+        drop,
     }
 }
 

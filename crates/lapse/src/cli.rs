@@ -1,14 +1,160 @@
-//! Every flag's name, help and type, in one place (SPEC section 4).
+//! Every flag's name, help and type, in one place (SPEC section 4). Choices
+//! parse straight into the libraries' own enums (their `ALL` tables), so
+//! there is no second enum per flag to keep in step.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
+use lapse_export::Format as ExportFormat;
+use lapse_record::{CallGraph, MethodChoice};
+use lapse_report::{ApplicationRule, Format, View};
+
+/// The data file when none is named.
+pub const DEFAULT_FILE: &str = "lapse.data";
+
+/// A parser for one of `choices` (a library enum's `ALL` table), each shown
+/// in `--help` with `help(name)`.
+fn one_of<T: Copy + Send + Sync + 'static>(
+    choices: &'static [(&'static str, T)],
+    help: fn(&str) -> &'static str,
+) -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(
+        choices
+            .iter()
+            .map(|(name, _)| PossibleValue::new(*name).help(help(name))),
+    )
+    .map(move |s| {
+        choices
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|(_, v)| *v)
+            .unwrap_or(choices[0].1)
+    })
+}
+
+fn view_help(name: &str) -> &'static str {
+    match name {
+        "summary" => {
+            "header, hot path and the 10 functions with the most exclusive time or samples"
+        }
+        "functions" => "one row per function, every value column",
+        "callers" => "the --function's values per direct caller",
+        "callees" => "each callee's values when called directly by the --function",
+        "calltree" => {
+            "call paths from each thread's roots; --threshold trims, * marks the hot path"
+        }
+        "modules" => "one row per executable or shared library",
+        "threads" => "one row per thread (pid, tid, name)",
+        "processes" => "one row per process (pid, command)",
+        "lines" => "one row per source line (instrumentation: each function's own line)",
+        "instructions" => "one row per sampled instruction address (sampling)",
+        _ => "",
+    }
+}
+
+fn format_help(name: &str) -> &'static str {
+    match name {
+        "table" => "aligned columns in human units, fitted to the terminal",
+        "csv" => "every column, integer nanoseconds, a header line",
+        "json" => "the JSON report of SPEC section 5",
+        _ => "",
+    }
+}
+
+fn export_help(name: &str) -> &'static str {
+    match name {
+        "collapsed" => "folded stacks (a;b;c N) for flamegraph.pl, inferno, speedscope",
+        "flamegraph" => "flame graph SVG (widths: inclusive values)",
+        "speedscope" => "speedscope JSON",
+        "chrome" => "Chrome Trace Event Format (Perfetto, chrome://tracing)",
+        "pprof" => "pprof gzipped protobuf (go tool pprof, Pyroscope, Parca)",
+        "callgrind" => "Callgrind (KCachegrind, qcachegrind, callgrind_annotate)",
+        "firefox" => "Firefox Profiler processed format",
+        "html" => "one self-contained HTML page",
+        _ => "",
+    }
+}
+
+fn method_help(name: &str) -> &'static str {
+    match name {
+        "auto" => "instrumentation when the program carries probes, else sampling",
+        "instrument" => "record every call (the program must carry probes)",
+        "sample" => "interrupt the program 1000 times a second and unwind its stack",
+        _ => "",
+    }
+}
+
+fn call_graph_help(name: &str) -> &'static str {
+    match name {
+        "dwarf" => "unwind with the DWARF call frame information (works without frame pointers)",
+        "fp" => "follow frame pointers (cheaper; needs -fno-omit-frame-pointer code)",
+        _ => "",
+    }
+}
+
+fn rule_help(name: &str) -> &'static str {
+    match name {
+        "exact" => "an interval's length less the time its thread was off the CPU",
+        "interval" => "nothing of an interval that had any OS event (the Visual Studio rule)",
+        _ => "",
+    }
+}
+
+fn os_event_help(name: &str) -> &'static str {
+    match name {
+        "switch" => "context switches: the thread was off the CPU (always on)",
+        "fault" => "major page faults",
+        "syscall" => "system calls (raw_syscalls tracepoints)",
+        _ => "",
+    }
+}
+
+/// The kinds `--os-events` takes.
+pub const OS_EVENTS: [(&str, &str); 3] = [
+    ("switch", "switch"),
+    ("fault", "fault"),
+    ("syscall", "syscall"),
+];
+
+const REPORT_HELP: &str = "\
+Views (--view):
+  summary       the header, the hot path and the top 10 functions (default)
+  functions     one row per function
+  callers       --function NAME: its values per direct caller ([root]: no caller)
+  callees       --function NAME: each callee's values when called directly by it
+  calltree      call paths from each thread's roots, heaviest first
+  modules       one row per module; inclusive when any of its frames is on the stack
+  threads       one row per thread; exclusive = time with no function on the stack
+  processes     one row per process
+  lines         one row per source line
+  instructions  one row per sampled address (sampling only)
+
+Instrumentation columns (times in ns in CSV/JSON, human units in tables):
+  calls                    entries into the function
+  elapsed_inclusive_ns     wall time while the function was on the stack (once per interval)
+  elapsed_exclusive_ns     wall time while it was the innermost call
+  application_inclusive_ns elapsed time minus time in OS events (switched out; syscalls
+  application_exclusive_ns with --os-events syscall); see --application
+  *_pct                    share of the session's elapsed (or application) time
+  avg_/min_/max_*_ns       per call; a call's exclusive time is its own frame's
+  probe_overhead_ns        probe cost removed from the function's elapsed time
+  open_calls               calls still open when their thread ended
+Sampling columns:
+  inclusive_samples        samples with the function anywhere on the stack
+  exclusive_samples        samples with the function executing
+  inclusive_pct, exclusive_pct
+  estimated_ns, estimated_exclusive_ns   samples x period, for time-based events
+
+Tables fit the terminal (or COLUMNS): long names are cut in the middle,
+lower-priority columns drop first; --columns picks columns by name.";
 
 #[derive(Parser, Debug)]
 #[command(
     name = "lapse",
     version,
-    about = "Where did the time go? A profiler for Linux programs."
+    about = "Where did the time go? A profiler for Linux programs.",
+    arg_required_else_help = true
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -20,22 +166,26 @@ pub enum Command {
     /// Record a command (or attach to a process) into a data file.
     Record(RecordArgs),
     /// Show a view of a recording as a table, CSV or JSON.
+    #[command(after_long_help = REPORT_HELP)]
     Report(ReportArgs),
     /// Show what a data file holds: header, counts, damage, lost and repaired events.
     Info {
-        /// Data file [default: lapse.data]
-        file: Option<PathBuf>,
+        /// Data file.
+        #[arg(default_value = DEFAULT_FILE)]
+        file: PathBuf,
     },
     /// Merge the events the runtime kept in FILE.spill after the recorder ended into FILE.
     Recover {
-        /// Data file [default: lapse.data]
-        file: Option<PathBuf>,
+        /// Data file.
+        #[arg(default_value = DEFAULT_FILE)]
+        file: PathBuf,
     },
     /// Convert a Chrome Trace Event Format file into a lapse data file.
     Import {
         /// The trace (JSON object with "traceEvents", or a bare array).
         trace: PathBuf,
-        #[arg(short, long, default_value = "lapse.data")]
+        /// The data file to write.
+        #[arg(short, long, default_value = DEFAULT_FILE)]
         output: PathBuf,
     },
     /// Record and report a bundled example program.
@@ -44,99 +194,86 @@ pub enum Command {
     Export(ExportArgs),
     /// Compare two recordings of the same method, row by row.
     Diff(DiffArgs),
-}
-
-#[derive(Copy, Clone, Debug, ValueEnum)]
-pub enum MethodArg {
-    Auto,
-    Instrument,
-    Sample,
-}
-
-#[derive(Copy, Clone, Debug, ValueEnum)]
-pub enum CallGraphArg {
-    Dwarf,
-    Fp,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_parser = clap::value_parser!(clap_complete::Shell))]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) on standard output.
+    Man,
 }
 
 #[derive(Args, Debug)]
 pub struct RecordArgs {
-    /// Collection method: instrumentation when the target carries probes, else sampling.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub method: MethodArg,
+    /// Collection method.
+    #[arg(long, value_parser = one_of(&MethodChoice::ALL, method_help), default_value = "auto")]
+    pub method: MethodChoice,
     /// Sampling frequency in Hz [default: 1000].
     #[arg(short = 'F', long = "freq", conflicts_with = "period")]
     pub frequency: Option<u64>,
-    /// Sampling period in the event's unit.
+    /// Sampling period in the event's unit (ns for cpu-clock and task-clock).
     #[arg(long)]
     pub period: Option<u64>,
     /// Sampling event: cpu-clock, task-clock, page-faults, context-switches, cycles, ...
     #[arg(long)]
     pub event: Option<String>,
-    #[arg(long, value_enum, default_value = "dwarf")]
-    pub call_graph: CallGraphArg,
-    /// OS events for instrumentation: `switch[,fault,syscall]`.
-    #[arg(long, value_delimiter = ',', default_value = "switch")]
-    pub os_events: Vec<String>,
+    /// How sampling unwinds the user stack.
+    #[arg(long, value_parser = one_of(&CallGraph::ALL, call_graph_help), default_value = "dwarf")]
+    pub call_graph: CallGraph,
+    /// OS events for instrumentation (comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = one_of(&OS_EVENTS, os_event_help), default_value = "switch")]
+    pub os_events: Vec<&'static str>,
     /// Do not follow threads and child processes.
     #[arg(long)]
     pub no_inherit: bool,
-    #[arg(short, long, default_value = "lapse.data")]
+    /// The data file to write (an existing one is replaced only when recording succeeds).
+    #[arg(short, long, default_value = DEFAULT_FILE)]
     pub output: PathBuf,
-    /// Attach to a running process instead of launching a command.
+    /// Attach to the running process PID instead of launching a command.
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
-    /// With --pid: stop after this many seconds.
+    /// With --pid: stop after this many seconds (else at Ctrl-C).
     #[arg(long, requires = "pid")]
     pub duration: Option<f64>,
-    /// The command to record, after `--`.
-    #[arg(last = true)]
+    /// The command to record and its arguments (`--` before it is optional).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<String>,
-}
-
-#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
-pub enum FormatArg {
-    Table,
-    Csv,
-    Json,
-}
-
-#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
-pub enum ViewArg {
-    Summary,
-    Functions,
-    Callers,
-    Callees,
-    Calltree,
-    Modules,
-    Threads,
-    Processes,
-    Lines,
-    Instructions,
 }
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// Data file [default: lapse.data]
-    pub file: Option<PathBuf>,
-    #[arg(long, value_enum, default_value = "summary")]
-    pub view: ViewArg,
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: FormatArg,
+    /// Data file.
+    #[arg(default_value = DEFAULT_FILE)]
+    pub file: PathBuf,
+    /// What to show (see the list below).
+    #[arg(long, value_parser = one_of(&View::ALL, view_help), default_value = "summary")]
+    pub view: View,
+    /// Output format.
+    #[arg(long, value_parser = one_of(&Format::ALL, format_help), default_value = "table")]
+    pub format: Format,
     /// Column to sort by (e.g. elapsed_inclusive_ns, calls, exclusive_samples).
     #[arg(long)]
     pub sort: Option<String>,
     /// Show at most N rows.
     #[arg(long)]
     pub limit: Option<usize>,
-    /// Only functions whose name matches (callers/callees: the function to focus on).
+    /// Columns to show, by name (comma-separated; identity columns included).
+    #[arg(long, value_delimiter = ',')]
+    pub columns: Vec<String>,
+    /// Only functions whose name matches this regex (callers/callees: the function to focus on).
     #[arg(long)]
     pub function: Option<String>,
-    /// Only functions in modules whose path matches.
+    /// Only functions in modules whose path matches this regex.
     #[arg(long)]
     pub module: Option<String>,
+    /// Only these processes (comma-separated pids).
     #[arg(long, value_delimiter = ',')]
     pub pid: Vec<u32>,
+    /// Only these threads (comma-separated tids).
     #[arg(long, value_delimiter = ',')]
     pub tid: Vec<u32>,
     /// Start of the time range, seconds since the session start.
@@ -151,37 +288,28 @@ pub struct ReportArgs {
     /// Show raw times, without subtracting the measured probe cost.
     #[arg(long)]
     pub no_compensation: bool,
-}
-
-#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
-pub enum ExportFormatArg {
-    /// Folded stacks (`a;b;c N`) for flamegraph.pl, inferno, speedscope.
-    Collapsed,
-    /// Flame graph SVG.
-    Flamegraph,
-    /// speedscope JSON.
-    Speedscope,
-    /// Chrome Trace Event Format (Perfetto, chrome://tracing).
-    Chrome,
-    /// pprof gzipped protobuf (go tool pprof, Pyroscope, Parca).
-    Pprof,
-    /// Callgrind (KCachegrind, qcachegrind).
-    Callgrind,
-    /// Firefox Profiler processed format.
-    Firefox,
-    /// One self-contained HTML page.
-    Html,
+    /// Which part of an interval is application time.
+    #[arg(long, value_parser = one_of(&ApplicationRule::ALL, rule_help), default_value = "exact")]
+    pub application: ApplicationRule,
 }
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
-    /// Data file [default: lapse.data]
-    pub file: Option<PathBuf>,
-    #[arg(long, value_enum)]
-    pub format: ExportFormatArg,
+    /// Data file.
+    #[arg(default_value = DEFAULT_FILE)]
+    pub file: PathBuf,
+    /// The format of the export.
+    #[arg(long, value_parser = one_of(&ExportFormat::ALL, export_help))]
+    pub format: ExportFormat,
     /// Output file (`-` for standard output).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Raw times, without subtracting the measured probe cost.
+    #[arg(long)]
+    pub no_compensation: bool,
+    /// Which part of an interval is application time.
+    #[arg(long, value_parser = one_of(&ApplicationRule::ALL, rule_help), default_value = "exact")]
+    pub application: ApplicationRule,
 }
 
 #[derive(Args, Debug)]
@@ -190,12 +318,20 @@ pub struct DiffArgs {
     pub base: PathBuf,
     /// The recording compared with it.
     pub new: PathBuf,
-    /// functions, modules, threads, processes or lines.
-    #[arg(long, value_enum, default_value = "functions")]
-    pub view: ViewArg,
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: FormatArg,
+    /// Rows to compare: functions, modules, threads, processes, lines or instructions.
+    #[arg(long, value_parser = one_of(&View::ALL, view_help), default_value = "functions")]
+    pub view: View,
+    /// Output format.
+    #[arg(long, value_parser = one_of(&Format::ALL, format_help), default_value = "table")]
+    pub format: Format,
     /// Hide rows whose relative change is below this percentage.
     #[arg(long, default_value_t = 0.0)]
     pub threshold: f64,
+    /// The value compared and sorted by (a column name, e.g. elapsed_exclusive_ns,
+    /// application_inclusive_ns, calls, exclusive_samples) [default: the exclusive value].
+    #[arg(long)]
+    pub metric: Option<String>,
+    /// Which part of an interval is application time.
+    #[arg(long, value_parser = one_of(&ApplicationRule::ALL, rule_help), default_value = "exact")]
+    pub application: ApplicationRule,
 }

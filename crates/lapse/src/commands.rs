@@ -2,35 +2,39 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use lapse_data::DataFile;
-use lapse_record::{CallGraph, MethodChoice, RecordOptions, Target};
+use lapse_record::{RecordOptions, Target};
 use lapse_report::render::sort_rows;
 use lapse_report::{analyze, build_view, render, Analysis, Format, Query, RenderOptions, View};
 use regex::Regex;
 
-use crate::cli::{
-    CallGraphArg, Cli, Command, FormatArg, MethodArg, RecordArgs, ReportArgs, ViewArg,
-};
+use crate::cli::{Cli, Command, RecordArgs, ReportArgs};
 
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Record(a) => record(a),
         Command::Report(a) => report(a),
-        Command::Info { file } => info(&file.unwrap_or_else(default_file)),
-        Command::Recover { file } => recover(&file.unwrap_or_else(default_file)),
+        Command::Info { file } => info(&file),
+        Command::Recover { file } => recover(&file),
         Command::Import { trace, output } => import(&trace, &output),
         Command::Demo => crate::demo::run(),
         Command::Export(a) => crate::export::export(a),
         Command::Diff(a) => crate::export::diff(a),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "lapse", &mut io::stdout());
+            Ok(0)
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd).render(&mut io::stdout())?;
+            Ok(0)
+        }
     }
-}
-
-fn default_file() -> PathBuf {
-    PathBuf::from("lapse.data")
 }
 
 pub fn open(path: &Path) -> Result<DataFile> {
@@ -91,25 +95,13 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         (None, false) => Target::Command(a.command),
         (None, true) => bail!("nothing to record: give a command after `--` (lapse record -- ./prog args) or --pid PID"),
     };
-    for kind in &a.os_events {
-        if !matches!(kind.as_str(), "switch" | "fault" | "syscall") {
-            bail!("--os-events: unknown kind {kind:?} (choose from switch, fault, syscall)");
-        }
-    }
     let opts = RecordOptions {
-        method: match a.method {
-            MethodArg::Auto => MethodChoice::Auto,
-            MethodArg::Instrument => MethodChoice::Instrument,
-            MethodArg::Sample => MethodChoice::Sample,
-        },
+        method: a.method,
         frequency: a.frequency,
         period: a.period,
         event: a.event,
-        call_graph: match a.call_graph {
-            CallGraphArg::Dwarf => CallGraph::Dwarf,
-            CallGraphArg::Fp => CallGraph::FramePointer,
-        },
-        os_events: a.os_events,
+        call_graph: a.call_graph,
+        os_events: a.os_events.iter().map(|k| k.to_string()).collect(),
         inherit: !a.no_inherit,
         output: a.output,
         target,
@@ -134,21 +126,6 @@ pub fn record(a: RecordArgs) -> Result<u8> {
     Ok(u8::try_from(outcome.exit_status.clamp(0, 255)).unwrap_or(1))
 }
 
-fn view_of(v: ViewArg) -> View {
-    match v {
-        ViewArg::Summary => View::Summary,
-        ViewArg::Functions => View::Functions,
-        ViewArg::Callers => View::Callers,
-        ViewArg::Callees => View::Callees,
-        ViewArg::Calltree => View::Calltree,
-        ViewArg::Modules => View::Modules,
-        ViewArg::Threads => View::Threads,
-        ViewArg::Processes => View::Processes,
-        ViewArg::Lines => View::Lines,
-        ViewArg::Instructions => View::Instructions,
-    }
-}
-
 fn regex(flag: &str, pattern: &Option<String>) -> Result<Option<Regex>> {
     pattern
         .as_deref()
@@ -159,9 +136,8 @@ fn regex(flag: &str, pattern: &Option<String>) -> Result<Option<Regex>> {
 }
 
 pub fn report(a: ReportArgs) -> Result<u8> {
-    let path = a.file.clone().unwrap_or_else(default_file);
-    let file = open(&path)?;
-    let view = view_of(a.view);
+    let file = open(&a.file)?;
+    let view = a.view;
     if !(a.threshold.is_finite() && a.threshold >= 0.0) {
         bail!(
             "--threshold: expected a percentage >= 0, got {}",
@@ -181,7 +157,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         from_s: a.from,
         to_s: a.to,
         no_compensation: a.no_compensation,
-        application: lapse_analysis::ApplicationRule::default(),
+        application: a.application,
         call_tree: view.needs_call_tree(),
         progress: None,
     };
@@ -229,26 +205,50 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         )
         .map_err(anyhow::Error::msg)?;
     }
+    if !a.columns.is_empty() {
+        out.select(&a.columns)?;
+    }
     let stdout = io::stdout();
-    let color = a.format == FormatArg::Table
-        && stdout.is_terminal()
-        && std::env::var_os("NO_COLOR").is_none();
+    let color =
+        a.format == Format::Table && stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let opts = RenderOptions {
         view,
-        format: match a.format {
-            FormatArg::Table => Format::Table,
-            FormatArg::Csv => Format::Csv,
-            FormatArg::Json => Format::Json,
-        },
+        format: a.format,
         sort: a.sort,
         limit: a.limit,
         color,
         no_compensation: a.no_compensation,
+        width: table_width(stdout.is_terminal()),
+        columns_chosen: !a.columns.is_empty(),
     };
     let mut w = BufWriter::new(stdout.lock());
     render(&mut w, &file, &analysis, &out, &opts)?;
     w.flush()?;
     Ok(0)
+}
+
+/// The width tables fit: `COLUMNS` when set, else the terminal's; no
+/// limit when writing to a file or a pipe.
+fn table_width(is_terminal: bool) -> Option<usize> {
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+    {
+        return Some(n);
+    }
+    if !is_terminal {
+        return None;
+    }
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ fills the winsize struct we pass; fd 1 is stdout.
+    let r = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
 }
 
 fn focus_query_for<'a>(view: View, q: &'a Query, focus: &'a Query) -> &'a Query {

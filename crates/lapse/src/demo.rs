@@ -7,7 +7,10 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::{FormatArg, ReportArgs, ViewArg};
+use lapse_record::{CallGraph, MethodChoice};
+use lapse_report::{ApplicationRule, Format, View};
+
+use crate::cli::ReportArgs;
 use crate::commands;
 use crate::demo_bin::DEMO_ELF;
 
@@ -27,12 +30,12 @@ pub fn run() -> Result<u8> {
         prog.display()
     );
     let record = crate::cli::RecordArgs {
-        method: crate::cli::MethodArg::Instrument,
+        method: MethodChoice::Instrument,
         frequency: None,
         period: None,
         event: None,
-        call_graph: crate::cli::CallGraphArg::Dwarf,
-        os_events: vec!["switch".into()],
+        call_graph: CallGraph::Dwarf,
+        os_events: vec!["switch"],
         no_inherit: false,
         output: data.clone(),
         pid: None,
@@ -42,12 +45,13 @@ pub fn run() -> Result<u8> {
     let status = commands::record(record);
     let _ = std::fs::remove_dir_all(&dir);
     status?;
-    let report = |view: ViewArg, limit: Option<usize>| ReportArgs {
-        file: Some(data.clone()),
+    let report = |view: View, limit: Option<usize>| ReportArgs {
+        file: data.clone(),
         view,
-        format: FormatArg::Table,
+        format: Format::Table,
         sort: None,
         limit,
+        columns: vec![],
         function: None,
         module: None,
         pid: vec![],
@@ -56,11 +60,12 @@ pub fn run() -> Result<u8> {
         to: None,
         threshold: 0.0,
         no_compensation: false,
+        application: ApplicationRule::Exact,
     };
     println!();
-    commands::report(report(ViewArg::Summary, None))?;
+    commands::report(report(View::Summary, None))?;
     println!("\nthreads:\n");
-    commands::report(report(ViewArg::Threads, None))?;
+    commands::report(report(View::Threads, None))?;
     println!(
         "\nload_config() sleeps: its elapsed time is large, its application time near zero.\n\
          crunch_numbers() computes: application ≈ elapsed. The data is in {}; try\n  \

@@ -6,32 +6,23 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lapse_export::diff::{self, DiffOptions};
-use lapse_export::Format as ExportFormat;
-use lapse_report::{Format, Query, View};
+use lapse_report::{Query, View};
 
 use crate::progress::analyze_with_progress;
 
-use crate::cli::{DiffArgs, ExportArgs, ExportFormatArg, FormatArg, ViewArg};
+use crate::cli::{DiffArgs, ExportArgs};
 use crate::commands::open;
 
-fn format_of(f: ExportFormatArg) -> ExportFormat {
-    match f {
-        ExportFormatArg::Collapsed => ExportFormat::Collapsed,
-        ExportFormatArg::Flamegraph => ExportFormat::Flamegraph,
-        ExportFormatArg::Speedscope => ExportFormat::Speedscope,
-        ExportFormatArg::Chrome => ExportFormat::Chrome,
-        ExportFormatArg::Pprof => ExportFormat::Pprof,
-        ExportFormatArg::Callgrind => ExportFormat::Callgrind,
-        ExportFormatArg::Firefox => ExportFormat::Firefox,
-        ExportFormatArg::Html => ExportFormat::Html,
-    }
-}
-
 pub fn export(a: ExportArgs) -> Result<u8> {
-    let path = a.file.unwrap_or_else(|| "lapse.data".into());
+    let path = a.file;
     let file = open(&path)?;
-    let (analysis, _) = analyze_with_progress(&file, lapse_export::needs())?;
-    let format = format_of(a.format);
+    let query = Query {
+        no_compensation: a.no_compensation,
+        application: a.application,
+        ..lapse_export::needs()
+    };
+    let (analysis, _) = analyze_with_progress(&file, query)?;
+    let format = a.format;
     if a.output == Path::new("-") {
         let mut w = BufWriter::new(io::stdout().lock());
         lapse_export::export(&file, &analysis, format, &mut w)?;
@@ -65,15 +56,15 @@ pub fn export(a: ExportArgs) -> Result<u8> {
 
 pub fn diff(a: DiffArgs) -> Result<u8> {
     let view = match a.view {
-        ViewArg::Functions => View::Functions,
-        ViewArg::Modules => View::Modules,
-        ViewArg::Threads => View::Threads,
-        ViewArg::Processes => View::Processes,
-        ViewArg::Lines => View::Lines,
-        ViewArg::Instructions => View::Instructions,
+        v @ (View::Functions
+        | View::Modules
+        | View::Threads
+        | View::Processes
+        | View::Lines
+        | View::Instructions) => v,
         other => bail!(
             "--view: lapse diff compares functions, modules, threads, processes, lines or instructions, not {}",
-            format!("{other:?}").to_lowercase()
+            other.name()
         ),
     };
     if !(a.threshold.is_finite() && a.threshold >= 0.0) {
@@ -85,18 +76,19 @@ pub fn diff(a: DiffArgs) -> Result<u8> {
     let base = open(&a.base)?;
     let new = open(&a.new)?;
     diff::check_methods(&base, &new)?;
-    let (base_analysis, _) = analyze_with_progress(&base, Query::default())?;
-    let (new_analysis, _) = analyze_with_progress(&new, Query::default())?;
+    let query = Query {
+        application: a.application,
+        ..Query::default()
+    };
+    let (base_analysis, _) = analyze_with_progress(&base, query.clone())?;
+    let (new_analysis, _) = analyze_with_progress(&new, query)?;
     let opts = DiffOptions {
         view,
         threshold_pct: a.threshold,
+        metric: a.metric,
     };
     let d = diff::diff((&base, &base_analysis), (&new, &new_analysis), &opts)?;
-    let format = match a.format {
-        FormatArg::Table => Format::Table,
-        FormatArg::Csv => Format::Csv,
-        FormatArg::Json => Format::Json,
-    };
+    let format = a.format;
     let mut w = BufWriter::new(io::stdout().lock());
     diff::render(&mut w, &d, format)?;
     w.flush()?;

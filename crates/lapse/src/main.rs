@@ -22,6 +22,11 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
+            if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                // `lapse` alone: the help as it is meant to be read.
+                let _ = e.print();
+                return ExitCode::from(2);
+            }
             // Bad flags: one line, keeping clap's hint (e.g. the possible values).
             let text = e.render().to_string();
             let parts: Vec<&str> = text

@@ -212,6 +212,13 @@ fn check(recording: &str, file: &Path, cases: &[Case]) {
             };
             let one = run(file, "1");
             let many = run(&chopped, "4");
+            if format == "table" {
+                // Tables fit COLUMNS (120 here).
+                let widest = one.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+                if widest > 120 {
+                    failures.push(format!("{recording}/{case}.table is {widest} wide"));
+                }
+            }
             if one != many {
                 failures.push(format!(
                     "{recording}/{case}.{format}: 1 thread and whole chunks differ from 4 threads and tiny chunks:\n{}",
@@ -255,6 +262,59 @@ fn diff(want: &str, got: &str) -> String {
         }
     }
     out
+}
+
+#[test]
+fn tables_fit_a_100_column_terminal_even_with_long_names() {
+    // A C++ name of about 800 characters, as real templates produce.
+    let long = format!(
+        "std::__detail::_Executor<{}>::_M_dfs(_Match_mode, long)",
+        "__gnu_cxx::__normal_iterator<char const*, std::__cxx11::basic_string<char>>, ".repeat(9)
+    );
+    let work = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "golden-width");
+    let trace = work.join("long.json");
+    std::fs::write(
+        &trace,
+        format!(
+            r#"[{{"ph":"X","name":"main","pid":1,"tid":1,"ts":0,"dur":100}},
+               {{"ph":"X","name":{},"pid":1,"tid":1,"ts":10,"dur":50}}]"#,
+            serde_json::Value::String(long.clone())
+        ),
+    )
+    .unwrap();
+    let file = work.join("long.lapse");
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("import")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&file)
+        .output()
+        .expect("run lapse import");
+    assert!(out.status.success());
+    let files = [file, data("instr.lapse"), data("sample.lapse")];
+    for f in &files {
+        for (view, _) in lapse_report::View::ALL {
+            let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+                .args([
+                    "report",
+                    f.to_str().unwrap(),
+                    "--view",
+                    view,
+                    "--function",
+                    "main",
+                ])
+                .env("COLUMNS", "100")
+                .output()
+                .expect("run lapse report");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+            assert!(
+                widest <= 100,
+                "{view} of {}: {widest} wide:\n{text}",
+                f.display()
+            );
+        }
+    }
 }
 
 #[test]

@@ -2,15 +2,17 @@
 //! JSON, CSV and table form; plus the errors a user meets with bad files.
 //!
 //! Thread 1 (pid 1): main [0, 10 µs]; work [1, 5 µs] with the thread off the
-//! CPU during [2, 4 µs] (so work's only interval has an OS event); helper, an
-//! X event, [6, 8 µs]. Thread 2: worker, X event [0, 3.5 µs], category "lib".
+//! CPU during [2, 4 µs] (inside work's only interval); helper, an X event,
+//! [6, 8 µs]. Thread 2: worker, X event [0, 3.5 µs], category "lib".
 //!
-//! Intervals of thread 1: [0,1] main; [1,5] main>work (OS event); [5,6] main;
-//! [6,8] main>helper; [8,10] main.
-//! main:   elapsed incl 10000, excl 1000+1000+2000 = 4000, application incl 6000, excl 4000.
-//! work:   elapsed 4000/4000, application 0/0.
+//! Intervals of thread 1: [0,1] main; [1,5] main>work (2 µs off the CPU);
+//! [5,6] main; [6,8] main>helper; [8,10] main.
+//! main:   elapsed incl 10000, excl 1000+1000+2000 = 4000, application incl
+//!         10000-2000 = 8000, excl 4000.
+//! work:   elapsed 4000/4000, application 2000/2000 (the exact rule;
+//!         `--application interval` gives 0/0, and main 6000).
 //! helper: 2000 everywhere. worker: 3500 everywhere.
-//! Session: elapsed 10000 + 3500 = 13500 ns, application 6000 + 3500 = 9500 ns.
+//! Session: elapsed 10000 + 3500 = 13500 ns, application 8000 + 3500 = 11500 ns.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -99,18 +101,19 @@ fn json_functions_view_has_the_exact_spec_values() {
     assert_eq!(doc["schema"], "lapse-report/1");
     assert_eq!(doc["method"], "instrumentation");
     assert_eq!(doc["session"]["elapsed_inclusive_ns"], 13500);
-    assert_eq!(doc["session"]["application_inclusive_ns"], 9500);
+    assert_eq!(doc["session"]["application_inclusive_ns"], 11500);
+    assert_eq!(doc["session"]["application_rule"], "exact");
     assert_eq!(doc["session"]["threads"], 2);
     let main = row(&doc, "function", "main");
     assert_eq!(main["calls"], 1);
     assert_eq!(main["elapsed_inclusive_ns"], 10000);
     assert_eq!(main["elapsed_exclusive_ns"], 4000);
-    assert_eq!(main["application_inclusive_ns"], 6000);
+    assert_eq!(main["application_inclusive_ns"], 8000);
     assert_eq!(main["application_exclusive_ns"], 4000);
     close(&main["elapsed_inclusive_pct"], 100.0 * 10000.0 / 13500.0);
     close(&main["elapsed_exclusive_pct"], 100.0 * 4000.0 / 13500.0);
-    close(&main["application_inclusive_pct"], 100.0 * 6000.0 / 9500.0);
-    close(&main["application_exclusive_pct"], 100.0 * 4000.0 / 9500.0);
+    close(&main["application_inclusive_pct"], 100.0 * 8000.0 / 11500.0);
+    close(&main["application_exclusive_pct"], 100.0 * 4000.0 / 11500.0);
     assert_eq!(main["module"], "trace.json");
     let work = row(&doc, "function", "work");
     assert_eq!(
@@ -118,7 +121,7 @@ fn json_functions_view_has_the_exact_spec_values() {
             work["elapsed_inclusive_ns"].as_u64(),
             work["application_inclusive_ns"].as_u64()
         ),
-        (Some(4000), Some(0))
+        (Some(4000), Some(2000))
     );
     assert_eq!(work["max_elapsed_inclusive_ns"], 4000);
     let worker = row(&doc, "function", "worker");
@@ -153,7 +156,7 @@ fn threads_processes_and_modules_views() {
             t1["elapsed_inclusive_ns"].as_u64(),
             t1["application_inclusive_ns"].as_u64()
         ),
-        (Some(10000), Some(6000))
+        (Some(10000), Some(8000))
     );
     let doc = json(
         &dir,
@@ -211,14 +214,14 @@ fn csv_and_table_show_the_same_values() {
             at("elapsed_inclusive_ns"),
             at("application_inclusive_ns")
         ),
-        ("main", "10000", "6000")
+        ("main", "10000", "8000")
     );
 
     let out = lapse(&dir, &["report", "t.data", "--view", "functions"]);
     let text = String::from_utf8(out.stdout).unwrap();
     let main = text.lines().find(|l| l.starts_with("main ")).expect(&text);
     assert!(
-        main.contains("10.0 µs") && main.contains("4.00 µs") && main.contains("6.00 µs"),
+        main.contains("10.0 µs") && main.contains("4.00 µs") && main.contains("8.00 µs"),
         "{main}"
     );
     assert!(!text.contains('\x1b'), "no colour when not on a terminal");
@@ -242,7 +245,10 @@ fn bare_array_and_unsorted_input_give_the_same_answer() {
         ],
     );
     assert_eq!(row(&doc, "function", "main")["elapsed_exclusive_ns"], 4000);
-    assert_eq!(row(&doc, "function", "work")["application_inclusive_ns"], 0);
+    assert_eq!(
+        row(&doc, "function", "work")["application_inclusive_ns"],
+        2000
+    );
 }
 
 #[test]

@@ -211,20 +211,37 @@ NOINLINE void write_and_sync(void) {
     if (fsync(fd) != 0) exit(5);
     close(fd); unlink("io.tmp");
 }
-int main(void) { write_and_sync(); return 0; }
+int main(void) {
+    double t0 = cpu_ms(); write_and_sync(); double t1 = cpu_ms();
+    FILE *f = fopen("cpu_ms", "w"); fprintf(f, "%f\n", t1 - t0); fclose(f);
+    return 0;
+}
 "#,
     ) else {
         return;
     };
     assert_eq!(r.status, 0);
+    let cpu: f64 = std::fs::read_to_string(r.dir.join("cpu_ms"))
+        .expect("the program writes its CPU time")
+        .trim()
+        .parse::<f64>()
+        .expect("a number")
+        * MS;
     let v = report(&r, "functions");
     let io = function(&v, "write_and_sync");
     let elapsed = ns(io, "elapsed_inclusive_ns");
     let app = ns(io, "application_inclusive_ns");
-    assert!(elapsed > 0.0);
-    // The function makes no instrumented calls: it is one interval, and the
-    // blocking fsync puts an OS event in it.
-    assert_eq!(app, 0.0, "fsync blocked, so the interval has an OS event");
+    // The function makes no instrumented calls: it is one interval. The
+    // time fsync blocked is off the CPU: application time is the CPU time
+    // the thread had (copying 16 MB into the page cache), not the wait.
+    assert!(
+        (0.7 * cpu - 0.5 * MS..=1.3 * cpu + 0.5 * MS).contains(&app),
+        "application {app} ns should be the CPU time {cpu} ns (elapsed {elapsed} ns)"
+    );
+    assert!(
+        elapsed > app,
+        "fsync waited: elapsed {elapsed} ns > application {app} ns"
+    );
 }
 
 #[test]

@@ -45,6 +45,8 @@ fn report(file: &DataFile, analysis: &Analysis, view: View) -> Result<Value, Exp
         limit: None,
         color: false,
         no_compensation: false,
+        width: None,
+        columns_chosen: false,
     };
     let mut out = Vec::new();
     render(&mut out, file, analysis, &v, &opts).map_err(ExportError::write(Format::Html))?;

@@ -9,6 +9,8 @@
 //! Exclusive elapsed: main 40, main>work 20, main>work>work 10,
 //! main>helper 10, helper 40, work 4 (open): 124 µs on paths.
 //! Functions: main 40 excl / 80 incl; work 34 / 34; helper 50 / 50.
+//! Application (the exact rule): the 2 µs off the CPU are in work's
+//! interval [20, 30]: work 32 / 32, main 40 / 78, 122 µs on paths.
 //!
 //! Sampling: frames main, hot, cold, memcpy (libc.so.6), an unresolved
 //! address 0x999 and an inline frame (inl inlined into cold); 14 samples:
@@ -266,6 +268,8 @@ pub fn report_json(
         limit: None,
         color: false,
         no_compensation,
+        width: None,
+        columns_chosen: false,
     };
     let mut out = Vec::new();
     lapse_report::render(&mut out, file, &a, &v, &opts).unwrap();

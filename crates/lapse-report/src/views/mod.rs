@@ -14,7 +14,7 @@ use lapse_data::{DataFile, FunctionId};
 
 use crate::columns::{Ctx, Values};
 use crate::load::{Analysis, Query, ReportError};
-use crate::table::{col, shown, Cell, Column, Kind, TreeRow};
+use crate::table::{col, shown, shown_unless, Cell, Column, Kind, TreeRow};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
@@ -76,10 +76,44 @@ pub struct ViewOutput {
     pub hot_path: Vec<String>,
 }
 
+impl ViewOutput {
+    /// Keeps only the columns named in `keys`, in that order (`--columns`).
+    pub fn select(&mut self, keys: &[String]) -> Result<(), ReportError> {
+        let idx: Vec<usize> = keys
+            .iter()
+            .map(|k| {
+                self.columns.iter().position(|c| c.key == k).ok_or_else(|| {
+                    let names: Vec<&str> = self.columns.iter().map(|c| c.key).collect();
+                    ReportError::Option {
+                        flag: "columns",
+                        what: format!("no column {k} in this view (columns: {})", names.join(", ")),
+                    }
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let pick = |row: &mut Vec<Cell>| {
+            *row = idx
+                .iter()
+                .map(|&i| row.get(i).cloned().unwrap_or(Cell::Null))
+                .collect();
+        };
+        self.columns = idx.iter().map(|&i| self.columns[i].clone()).collect();
+        self.rows.iter_mut().for_each(pick);
+        if let Some(tree) = &mut self.tree {
+            tree.iter_mut().for_each(|r| pick(&mut r.cells));
+        }
+        if let Some((f, callers, callees)) = &mut self.focus {
+            pick(f);
+            callers.iter_mut().chain(callees.iter_mut()).for_each(pick);
+        }
+        Ok(())
+    }
+}
+
 /// The identity columns of a function row.
 pub(crate) const FUNCTION_ID: [Column; 6] = [
     shown("function", Kind::Text, "function"),
-    shown("module", Kind::Text, "module"),
+    shown_unless("module", Kind::Text, "module", 5),
     col("module_path", Kind::Text),
     col("address", Kind::Hex),
     col("source_file", Kind::Text),
