@@ -96,7 +96,11 @@ fn switch(ev: &mut Events<'_>, pid: u32, tid: u32, out: bool, ts: &str) -> io::R
     ))
 }
 
-fn instrumentation(ev: &mut Events<'_>, file: &DataFile) -> Result<(), ExportError> {
+fn instrumentation(
+    ev: &mut Events<'_>,
+    file: &DataFile,
+    timing: timeline::Timing,
+) -> Result<(), ExportError> {
     let origin = timeline::origin(file);
     let w = ExportError::write(Format::Chrome);
     // Names and categories are the same for every call of a function: quote once.
@@ -111,11 +115,13 @@ fn instrumentation(ev: &mut Events<'_>, file: &DataFile) -> Result<(), ExportErr
     for t in timeline::threads(file) {
         let (pid, tid) = (t.pid, t.tid);
         let mut line = String::with_capacity(128);
-        timeline::walk(file, &t, false, |ts, step| {
+        let walked = timeline::walk(file, &t, false, timing, |at, step| {
             let (ph, f) = match step {
                 Step::Open(f) => ("B", f),
                 Step::Close(f) => ("E", f),
+                Step::End => return Ok(()),
             };
+            let ts = at.at;
             let (name, cat) = &names[f.0 as usize];
             line.clear();
             line.push_str(&format!(
@@ -130,11 +136,12 @@ fn instrumentation(ev: &mut Events<'_>, file: &DataFile) -> Result<(), ExportErr
             switch(ev, pid, tid, true, &start).map_err(w)?;
             switch(ev, pid, tid, false, &start).map_err(w)?;
         }
-        for (from, to) in timeline::off_cpu(file, pid, tid) {
+        for (from, to) in walked.off_cpu {
             switch(ev, pid, tid, true, &micros(from, origin)).map_err(w)?;
             switch(ev, pid, tid, false, &micros(to, origin)).map_err(w)?;
         }
-        if let Some(end) = bounds(t.end) {
+        // (the end, on the compensated timeline like everything else)
+        if let Some(end) = t.end.and(walked.last).map(|e| micros(e, origin)) {
             switch(ev, pid, tid, true, &end).map_err(w)?;
             switch(ev, pid, tid, false, &end).map_err(w)?;
         }
@@ -196,18 +203,14 @@ fn sampling(ev: &mut Events<'_>, file: &DataFile) -> Result<String, ExportError>
     Ok(frames.join(",\n"))
 }
 
-pub fn write(
-    file: &DataFile,
-    _analysis: &Analysis,
-    out: &mut dyn Write,
-) -> Result<(), ExportError> {
+pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
     let w = ExportError::write(Format::Chrome);
     out.write_all(b"{\"traceEvents\":[\n").map_err(w)?;
     let mut ev = Events { out, first: true };
     metadata(&mut ev, file).map_err(ExportError::write(Format::Chrome))?;
     let stack_frames = match file.session.method {
         Method::Instrumentation => {
-            instrumentation(&mut ev, file)?;
+            instrumentation(&mut ev, file, timeline::Timing::of(file, analysis))?;
             String::new()
         }
         Method::Sampling => sampling(&mut ev, file)?,

@@ -36,7 +36,7 @@ use processed::{Document, Meta, ProfileNs, ThreadHeader, ThreadWriter};
 const OFF_CPU: &str = "off-CPU";
 
 /// Timestamps are relative to the session start (the profile's reference).
-fn at(file: &DataFile, ts: Timestamp) -> ProfileNs {
+fn at_time(file: &DataFile, ts: Timestamp) -> ProfileNs {
     ProfileNs(ts.since(file.session.start))
 }
 
@@ -48,7 +48,7 @@ fn headers(file: &DataFile, threads: &[ThreadInfo]) -> Vec<(ThreadHeader, usize)
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let start = at(file, t.start.unwrap_or(file.session.start));
+            let start = at_time(file, t.start.unwrap_or(file.session.start));
             let (process_name, process_start) = processes
                 .entry(t.pid)
                 .or_insert_with(|| {
@@ -74,7 +74,7 @@ fn headers(file: &DataFile, threads: &[ThreadInfo]) -> Vec<(ThreadHeader, usize)
                 process_name,
                 process_start,
                 start,
-                end: t.end.map(|e| at(file, e)),
+                end: t.end.map(|e| at_time(file, e)),
             };
             (header, i)
         })
@@ -99,51 +99,55 @@ fn frame(
     f
 }
 
-fn instrumentation(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
+fn instrumentation(
+    file: &DataFile,
+    timing: timeline::Timing,
+    doc: &mut Document<'_>,
+) -> io::Result<()> {
     let threads = timeline::threads(file);
     for (header, i) in headers(file, &threads) {
         let t = &threads[i];
-        let off = timeline::off_cpu(file, t.pid, t.tid);
         let mut thread = doc.thread(header)?;
-        if !off.is_empty() {
+        if file
+            .os_events
+            .get(&(t.pid, t.tid))
+            .is_some_and(|o| !o.is_empty())
+        {
             // Named first, as the marker table comes first in the profiler's own writer.
             thread.string(OFF_CPU);
         }
         let mut frames = HashMap::new();
-        let mut next_off = 0;
         let mut stack: Vec<(FunctionId, u32)> = Vec::new();
         let mut last: Option<Timestamp> = t.start;
         let mut carried_ns = 0u64;
         let mut cpu_before = 0u64;
-        // Closes the interval ending at `ts` with the stack it had.
+        // Closes the interval ending at `at` with the stack it had: one
+        // sample at its start, weighted by its length; its application
+        // time is the CPU delta of the next sample.
         let mut interval = |doc: &mut Document<'_>,
                             thread: &mut ThreadWriter,
                             stack: &[(FunctionId, u32)],
-                            ts: Timestamp|
+                            at: timeline::Moment|
          -> io::Result<()> {
             let Some(from) = last else {
-                last = Some(ts);
+                last = Some(at.at);
                 return Ok(());
             };
-            let len = ts.since(from);
-            last = Some(ts.max(from));
+            let len = at.at.since(from);
+            last = Some(at.at.max(from));
             if len == 0 {
                 return Ok(());
             }
-            while off.get(next_off).is_some_and(|p| p.1 <= from) {
-                next_off += 1;
-            }
-            let has_os_event = off.get(next_off).is_some_and(|p| p.0 < ts);
             let before = carried_ns / 1000;
             carried_ns += len;
             let weight = i32::try_from(carried_ns / 1000 - before).unwrap_or(i32::MAX);
             let top = stack.last().map(|s| s.1);
-            thread.sample(doc, at(file, from), top, cpu_before, weight)?;
-            cpu_before = if has_os_event { 0 } else { len };
+            thread.sample(doc, at_time(file, from), top, cpu_before, weight)?;
+            cpu_before = at.application_ns;
             Ok(())
         };
-        timeline::walk(file, t, true, |ts, step| -> io::Result<()> {
-            interval(doc, &mut thread, &stack, ts)?;
+        let walked = timeline::walk(file, t, true, timing, |at, step| -> io::Result<()> {
+            interval(doc, &mut thread, &stack, at)?;
             match step {
                 Step::Open(f) => {
                     let parent = stack.last().map(|s| s.1);
@@ -153,15 +157,14 @@ fn instrumentation(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
                 Step::Close(_) => {
                     stack.pop();
                 }
+                Step::End => {}
             }
             Ok(())
         })?;
-        if let Some(end) = t.end {
-            interval(doc, &mut thread, &stack, end)?;
-        }
-        let markers: Vec<(ProfileNs, ProfileNs)> = off
+        let markers: Vec<(ProfileNs, ProfileNs)> = walked
+            .off_cpu
             .iter()
-            .map(|&(from, to)| (at(file, from), at(file, to)))
+            .map(|&(from, to)| (at_time(file, from), at_time(file, to)))
             .collect();
         thread.finish(doc, OFF_CPU, &markers)?;
     }
@@ -216,17 +219,13 @@ fn sampling(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
                     h
                 }
             };
-            thread.sample(doc, at(file, s.ts), Some(stack), cpu, 1)?;
+            thread.sample(doc, at_time(file, s.ts), Some(stack), cpu, 1)?;
         }
         thread.finish(doc, OFF_CPU, &[])
     })
 }
 
-pub fn write(
-    file: &DataFile,
-    _analysis: &Analysis,
-    out: &mut dyn Write,
-) -> Result<(), ExportError> {
+pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
     let interval_ns = match file.session.method {
         Method::Instrumentation => 1000,
         Method::Sampling => match (
@@ -243,13 +242,19 @@ pub fn write(
         interval_ns,
         start_unix_ns: file.session.start_unix_ns,
     };
-    write_document(file, &meta, out).map_err(ExportError::write(Format::Firefox))
+    write_document(file, timeline::Timing::of(file, analysis), &meta, out)
+        .map_err(ExportError::write(Format::Firefox))
 }
 
-fn write_document(file: &DataFile, meta: &Meta, out: &mut dyn Write) -> io::Result<()> {
+fn write_document(
+    file: &DataFile,
+    timing: timeline::Timing,
+    meta: &Meta,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let mut doc = Document::new(out)?;
     match file.session.method {
-        Method::Instrumentation => instrumentation(file, &mut doc)?,
+        Method::Instrumentation => instrumentation(file, timing, &mut doc)?,
         Method::Sampling => sampling(file, &mut doc)?,
     }
     doc.finish(meta)

@@ -67,7 +67,11 @@ fn frame_header(file: &DataFile, frames: &[Value]) -> (String, String) {
     (head, "\n]}\n".into())
 }
 
-fn instrumentation(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
+fn instrumentation(
+    file: &DataFile,
+    timing: timeline::Timing,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
     let w = ExportError::write(Format::Speedscope);
     let frames: Vec<Value> = file
         .functions
@@ -91,11 +95,13 @@ fn instrumentation(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportErr
         )
         .map_err(w)?;
         let mut first = true;
-        let walked = timeline::walk(file, &t, true, |ts, step| {
+        let walked = timeline::walk(file, &t, true, timing, |at, step| {
             let (kind, f) = match step {
                 Step::Open(f) => ("O", f),
                 Step::Close(f) => ("C", f),
+                Step::End => return Ok(()),
             };
+            let ts = at.at;
             let sep = if first { "" } else { "," };
             first = false;
             write!(
@@ -174,13 +180,9 @@ fn sampling(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
     out.write_all(tail.as_bytes()).map_err(w)
 }
 
-pub fn write(
-    file: &DataFile,
-    _analysis: &Analysis,
-    out: &mut dyn Write,
-) -> Result<(), ExportError> {
+pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
     match file.session.method {
-        Method::Instrumentation => instrumentation(file, out),
+        Method::Instrumentation => instrumentation(file, timeline::Timing::of(file, analysis), out),
         Method::Sampling => sampling(file, out),
     }
 }

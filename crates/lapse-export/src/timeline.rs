@@ -6,30 +6,164 @@
 //! The instrumentation stream is repaired by the analysis' own
 //! [`CallStack`] (events naming an unknown function are dropped, and a
 //! timestamp earlier than the previous one is taken as equal to it, as the
-//! analysis does). So a consumer that needs balanced calls gets them, and
-//! its numbers agree with `lapse report`.
+//! analysis does), and placed in time the way the analysis counts it: each
+//! interval between two probes is shorter by the probe cost the analysis
+//! removes from it, so every later timestamp moves earlier by the cost
+//! removed so far on its thread (off-CPU periods move with them). So a
+//! consumer that needs balanced calls gets them, and the durations it shows
+//! are `lapse report`'s, to the nanosecond.
 
 use std::collections::{BTreeMap, HashMap};
 
 use lapse_analysis::nesting::CallStack;
+use lapse_analysis::offcpu::OffCpu;
+use lapse_analysis::{ApplicationRule, Fine};
 use lapse_data::{DataFile, Event, EventKind, FunctionId, Method, Sample, ThreadInfo, Timestamp};
+use lapse_report::Analysis;
 
 /// One step of a thread's call timeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
     Open(FunctionId),
     Close(FunctionId),
+    /// The thread's end (after the calls closed there, if any), once, when
+    /// the thread has one.
+    End,
+}
+
+/// When a step happened, as the analysis counts time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moment {
+    /// The step's time with the probe cost removed so far taken out
+    /// (equal to `raw` when there is no compensation).
+    pub at: Timestamp,
+    /// The recorded time.
+    pub raw: Timestamp,
+    /// Application nanoseconds of the interval that ends here (under the
+    /// analysis' rule).
+    pub application_ns: u64,
+}
+
+/// How the analysis counted time: the probe cost it removed per interval
+/// (zero with `--no-compensation`) and its application rule.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timing {
+    pub probe_cost: Fine,
+    pub rule: ApplicationRule,
+}
+
+impl Timing {
+    pub fn of(file: &DataFile, analysis: &Analysis) -> Timing {
+        match analysis {
+            Analysis::Instr(r) => Timing {
+                probe_cost: if r.compensated {
+                    Fine::from_nanos_f64(file.session.probe_cost_ns)
+                } else {
+                    Fine::ZERO
+                },
+                rule: r.rule,
+            },
+            Analysis::Sample(_) => Timing::default(),
+        }
+    }
 }
 
 /// What a walk found besides the steps.
 #[derive(Clone, Debug, Default)]
 pub struct Walked {
-    /// Timestamp of the last step (or of the thread's end, if later).
+    /// Time of the last step (or of the thread's end, if later), compensated.
     pub last: Option<Timestamp>,
     /// Calls still open when the thread ended, outermost first.
     pub open: Vec<FunctionId>,
     /// Event chunks that did not decode (skipped, as reports skip them).
     pub bad_chunks: u64,
+    /// The thread's off-CPU periods (merged), on the compensated timeline.
+    pub off_cpu: Vec<(Timestamp, Timestamp)>,
+}
+
+/// Places a thread's boundaries on the compensated timeline, interval by
+/// interval, as the analysis removes the probe cost.
+struct Clock {
+    timing: Timing,
+    off: OffCpu,
+    /// Off-CPU boundaries not placed yet (raw, in order), with where each
+    /// goes in `mapped`.
+    boundaries: Vec<Timestamp>,
+    next_boundary: usize,
+    mapped: Vec<Timestamp>,
+    last: Option<Timestamp>,
+    last_is_probe: bool,
+    removed: Fine,
+}
+
+impl Clock {
+    fn new(file: &DataFile, thread: &ThreadInfo, timing: Timing) -> Clock {
+        let events = file.os_events.get(&(thread.pid, thread.tid));
+        let off = OffCpu::new(events.map_or(&[][..], Vec::as_slice));
+        let boundaries: Vec<Timestamp> = off.periods().iter().flat_map(|&(a, b)| [a, b]).collect();
+        Clock {
+            timing,
+            off,
+            mapped: Vec::with_capacity(boundaries.len()),
+            boundaries,
+            next_boundary: 0,
+            last: thread.start,
+            last_is_probe: false,
+            removed: Fine::ZERO,
+        }
+    }
+
+    /// The boundary at `ts` (a probe, or the thread's end): its moment.
+    fn advance(&mut self, ts: Timestamp, is_probe: bool) -> Moment {
+        let prev = self.last.unwrap_or(ts);
+        let len = ts.since(prev);
+        let cut = if is_probe && self.last_is_probe {
+            Fine::from_nanos(len).min(self.timing.probe_cost)
+        } else {
+            Fine::ZERO
+        };
+        // Off-CPU boundaries inside this interval: the cut is taken at its start.
+        let prev_at = prev.as_nanos().saturating_sub(self.removed.to_nanos());
+        while let Some(&b) = self.boundaries.get(self.next_boundary) {
+            if b > ts {
+                break;
+            }
+            let into = Fine::from_nanos(b.since(prev)).saturating_sub(cut);
+            self.mapped
+                .push(Timestamp::from_nanos(prev_at + into.to_nanos()));
+            self.next_boundary += 1;
+        }
+        let d = Fine::from_nanos(len) - cut;
+        let application = match self.timing.rule {
+            ApplicationRule::Exact => {
+                d.saturating_sub(Fine::from_nanos(self.off.covered(prev, ts)))
+            }
+            ApplicationRule::Interval if self.off.touches(prev, ts) => Fine::ZERO,
+            ApplicationRule::Interval => d,
+        };
+        self.removed += cut;
+        self.last = Some(ts);
+        self.last_is_probe = is_probe;
+        Moment {
+            at: Timestamp::from_nanos(ts.as_nanos().saturating_sub(self.removed.to_nanos())),
+            raw: ts,
+            application_ns: application.to_nanos(),
+        }
+    }
+
+    /// The off-CPU periods on the compensated timeline (boundaries after the
+    /// last boundary move with everything before them).
+    fn off_cpu(mut self) -> Vec<(Timestamp, Timestamp)> {
+        let shift = self.removed.to_nanos();
+        for &b in &self.boundaries[self.next_boundary..] {
+            self.mapped
+                .push(Timestamp::from_nanos(b.as_nanos().saturating_sub(shift)));
+        }
+        self.mapped
+            .chunks(2)
+            .filter_map(|p| Some((p[0], *p.get(1)?)))
+            .collect()
+    }
 }
 
 /// Every thread with a record or with events, ordered by (pid, tid): the
@@ -50,16 +184,19 @@ pub fn origin(file: &DataFile) -> Timestamp {
 }
 
 /// Walks the calls of `thread` in time order, calling `f` for every open
-/// and close. Calls still open at the end are closed at the thread's end
-/// only when `close_open` is set; either way they are listed in the result.
+/// and close, then for the thread's end. Calls still open at the end are
+/// closed at the thread's end only when `close_open` is set; either way
+/// they are listed in the result.
 pub fn walk<E>(
     file: &DataFile,
     thread: &ThreadInfo,
     close_open: bool,
-    mut f: impl FnMut(Timestamp, Step) -> Result<(), E>,
+    timing: Timing,
+    mut f: impl FnMut(Moment, Step) -> Result<(), E>,
 ) -> Result<Walked, E> {
     let known = file.functions.len();
     let mut stack: CallStack<FunctionId> = CallStack::default();
+    let mut clock = Clock::new(file, thread, timing);
     let mut last: Option<Timestamp> = None;
     let mut bad_chunks = 0;
     let mut events: Vec<Event> = Vec::new();
@@ -75,15 +212,27 @@ pub fn walk<E>(
             }
             let ts = last.map_or(e.ts, |l| e.ts.max(l));
             last = Some(ts);
+            let at = clock.advance(ts, true);
             match e.kind {
                 EventKind::Enter => {
                     stack.push(e.function);
-                    f(ts, Step::Open(e.function))?;
+                    f(at, Step::Open(e.function))?;
                 }
                 EventKind::Exit => {
+                    // (frames closed with it take no time of their own)
+                    let mut first = true;
                     stack.exit(e.function, |g, _| {
                         if result.is_ok() {
-                            result = f(ts, Step::Close(g));
+                            let moment = if first {
+                                at
+                            } else {
+                                Moment {
+                                    application_ns: 0,
+                                    ..at
+                                }
+                            };
+                            first = false;
+                            result = f(moment, Step::Close(g));
                         }
                     });
                     std::mem::replace(&mut result, Ok(()))?;
@@ -91,26 +240,40 @@ pub fn walk<E>(
             }
         }
     }
+    let open = stack.frames().to_vec();
+    let mut end_moment = None;
     if let Some(end) = thread.end {
         if last.is_none_or(|l| end >= l) {
             last = Some(end);
+            end_moment = Some(clock.advance(end, false));
         }
     }
-    let open = stack.frames().to_vec();
+    let last_at = end_moment.map(|m| m.at).or_else(|| {
+        last.map(|l| Timestamp::from_nanos(l.as_nanos().saturating_sub(clock.removed.to_nanos())))
+    });
     if close_open {
-        if let Some(ts) = last {
+        if let Some(at) = last_at {
+            let moment = Moment {
+                at,
+                raw: last.unwrap_or(at),
+                application_ns: 0,
+            };
             stack.close_all(|g, _| {
                 if result.is_ok() {
-                    result = f(ts, Step::Close(g));
+                    result = f(moment, Step::Close(g));
                 }
             });
             std::mem::replace(&mut result, Ok(()))?;
         }
     }
+    if let Some(m) = end_moment {
+        f(m, Step::End)?;
+    }
     Ok(Walked {
-        last,
+        last: last_at,
         open,
         bad_chunks,
+        off_cpu: clock.off_cpu(),
     })
 }
 

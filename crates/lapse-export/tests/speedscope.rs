@@ -69,6 +69,65 @@ fn check_schema(doc: &Value) {
     }
 }
 
+/// Replays evented profiles: nanoseconds each frame name was on top.
+fn on_top_times(doc: &Value) -> HashMap<String, u64> {
+    let frames = doc["shared"]["frames"].as_array().unwrap();
+    let mut on_top: HashMap<String, u64> = HashMap::new();
+    for p in doc["profiles"].as_array().unwrap() {
+        let mut stack: Vec<u64> = Vec::new();
+        let mut last = p["startValue"].as_u64().unwrap();
+        for e in p["events"].as_array().unwrap() {
+            let at = e["at"].as_u64().unwrap();
+            if let Some(&top) = stack.last() {
+                let name = frames[top as usize]["name"].as_str().unwrap().to_owned();
+                *on_top.entry(name).or_default() += at - last;
+            }
+            last = at;
+            let f = e["frame"].as_u64().unwrap();
+            if e["type"] == "O" {
+                stack.push(f);
+            } else {
+                stack.pop();
+            }
+        }
+    }
+    on_top
+}
+
+#[test]
+fn evented_profiles_are_probe_cost_compensated_like_the_report() {
+    // 1 µs per probe: every interval between two probes is 1 µs shorter in
+    // the report, and so in the timeline (with --no-compensation, neither).
+    let file = common::instr_file_costing(1000.0);
+    for raw in [false, true] {
+        let a = lapse_report::analyze(
+            &file,
+            &lapse_report::Query {
+                no_compensation: raw,
+                ..lapse_export::needs()
+            },
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        lapse_export::export(&file, &a, Format::Speedscope, &mut out).unwrap();
+        let doc: Value = serde_json::from_slice(&out).unwrap();
+        check_schema(&doc);
+        let on_top = on_top_times(&doc);
+        let report = common::report_json(&file, lapse_report::View::Functions, raw);
+        for row in report["rows"].as_array().unwrap() {
+            let name = row["function"].as_str().unwrap();
+            assert_eq!(
+                on_top[name],
+                row["elapsed_exclusive_ns"].as_u64().unwrap(),
+                "{name} (no compensation: {raw})"
+            );
+        }
+        // main: its exclusive intervals [10,20], [50,60], [70,90] lose 1 µs each.
+        let expected = if raw { 40_000 } else { 37_000 };
+        assert_eq!(on_top["main"], expected);
+    }
+}
+
 #[test]
 fn evented_profiles_replay_to_the_reported_exclusive_times() {
     let file = common::instr_file();

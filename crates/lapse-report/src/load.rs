@@ -70,6 +70,8 @@ pub struct InstrResult {
     pub tree: Option<CallTree<FunctionStats>>,
     /// The application rule the values follow.
     pub rule: ApplicationRule,
+    /// Whether the probe cost was subtracted (not `--no-compensation`).
+    pub compensated: bool,
     /// Chunks that failed to decode (damage found late).
     pub bad_chunks: u64,
 }
@@ -186,6 +188,7 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
         session,
         tree,
         rule: query.application,
+        compensated: !query.no_compensation,
         bad_chunks,
     }
 }

@@ -62,7 +62,20 @@ fn function(id: u32, module: u32, name: &str, address: u64) -> FunctionInfo {
 }
 
 fn common(w: &mut DataWriter<&mut Vec<u8>>, method: Method, threads: &[(u32, u64, u64)]) {
-    w.write_record(&Record::Session(header(method))).unwrap();
+    common_costing(w, method, threads, 0.0);
+}
+
+fn common_costing(
+    w: &mut DataWriter<&mut Vec<u8>>,
+    method: Method,
+    threads: &[(u32, u64, u64)],
+    probe_cost_ns: f64,
+) {
+    w.write_record(&Record::Session(SessionHeader {
+        probe_cost_ns,
+        ..header(method)
+    }))
+    .unwrap();
     w.write_record(&Record::Process(ProcessInfo {
         pid: 1,
         ppid: None,
@@ -116,9 +129,20 @@ fn footer(w: &mut DataWriter<&mut Vec<u8>>) {
 
 /// The instrumentation recording described at the top.
 pub fn instr_file() -> DataFile {
+    instr_file_costing(0.0)
+}
+
+/// The instrumentation recording with a measured probe cost of
+/// `probe_cost_ns` in its header (compensation removes it per interval).
+pub fn instr_file_costing(probe_cost_ns: f64) -> DataFile {
     let mut bytes = Vec::new();
     let mut w = DataWriter::new(&mut bytes).unwrap();
-    common(&mut w, Method::Instrumentation, &[(1, 0, 100), (2, 0, 50)]);
+    common_costing(
+        &mut w,
+        Method::Instrumentation,
+        &[(1, 0, 100), (2, 0, 50)],
+        probe_cost_ns,
+    );
     w.write_record(&Record::Functions(vec![
         function(0, 0, "main", 0x1100),
         function(1, 0, "work", 0x1200),
