@@ -66,13 +66,87 @@ pub fn run() -> Result<u8> {
     commands::report(report(View::Summary, None))?;
     println!("\nthreads:\n");
     commands::report(report(View::Threads, None))?;
+    let story = "^(load_config|crunch_numbers|checksum_block|walk_tree|spin_ms)$";
+    println!("\nthe functions this story is about:\n");
+    commands::report(ReportArgs {
+        function: Some(story.into()),
+        ..report(View::Functions, None)
+    })?;
+    println!();
+    for line in explain(&data)? {
+        println!("{line}");
+    }
     println!(
-        "\nload_config() sleeps: its elapsed time is large, its application time near zero.\n\
-         crunch_numbers() computes: application ≈ elapsed. The data is in {}; try\n  \
-         lapse report {} --view functions\n  lapse report {} --view calltree --threshold 1",
+        "\nThe data is in {}; try\n  lapse report {} --view functions\n  lapse report {} --view calltree --threshold 1",
         data.display(),
         data.display(),
         data.display()
     );
     Ok(0)
+}
+
+/// What the recording says about the demo's story, computed from it (not
+/// told in advance): each line names a function of the table above.
+fn explain(data: &std::path::Path) -> Result<Vec<String>> {
+    use lapse_analysis::values::{FunctionStats, TimeValue};
+    let file = lapse_data::DataFile::open(data)?;
+    let lapse_report::Analysis::Instr(r) =
+        lapse_report::analyze(&file, &lapse_report::Query::default())?
+    else {
+        return Ok(Vec::new());
+    };
+    let row = |name: &str| -> Option<FunctionStats> {
+        let f = file.functions.iter().find(|f| f.name == name)?;
+        r.acc
+            .functions
+            .get(f.id.0 as usize)
+            .copied()
+            .filter(|s| s.calls > 0)
+    };
+    let ms = |s: &FunctionStats, k: TimeValue| s.time[k].as_nanos_f64() / 1e6;
+    let mut out = Vec::new();
+    if let Some(s) = row("load_config") {
+        let (el, app) = (
+            ms(&s, TimeValue::ElapsedInclusive),
+            ms(&s, TimeValue::ApplicationInclusive),
+        );
+        out.push(format!(
+            "load_config() took {el:.1} ms but ran on the CPU for {app:.2} ms: {:.0} % of it was waiting \
+             (it sleeps, as a program waits for a disk or a lock).",
+            100.0 * (1.0 - app / el.max(1e-9))
+        ));
+    }
+    if let Some(s) = row("crunch_numbers") {
+        let (el, app) = (
+            ms(&s, TimeValue::ElapsedInclusive),
+            ms(&s, TimeValue::ApplicationInclusive),
+        );
+        let calls = row("checksum_block").map_or(0, |c| c.calls);
+        let waited = if app < 0.9 * el {
+            format!(
+                "; the other {:.1} ms it was runnable but off the CPU (this machine is busy)",
+                el - app
+            )
+        } else {
+            String::new()
+        };
+        out.push(format!(
+            "crunch_numbers() computed: {app:.1} ms on the CPU of {el:.1} ms elapsed, \
+             in {calls} calls of checksum_block(){waited}."
+        ));
+    }
+    if let Some(s) = row("walk_tree") {
+        out.push(format!(
+            "walk_tree() recursed: {} calls, yet its inclusive time ({:.2} ms) counts each moment once.",
+            s.calls,
+            ms(&s, TimeValue::ElapsedInclusive)
+        ));
+    }
+    if let Some(s) = row("spin_ms") {
+        out.push(format!(
+            "spin_ms() ran on the background thread: {:.1} ms on the CPU, alongside the main thread.",
+            ms(&s, TimeValue::ApplicationInclusive)
+        ));
+    }
+    Ok(out)
 }
