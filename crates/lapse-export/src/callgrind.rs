@@ -1,99 +1,142 @@
-//! Callgrind's profile format, for KCachegrind and qcachegrind
-//! (valgrind.org/docs/manual/cl-format.html).
+//! Callgrind's profile format, for KCachegrind, qcachegrind and
+//! callgrind_annotate (valgrind.org/docs/manual/cl-format.html).
 //!
 //! Each function is a `fn=` block: its own (self) cost on the function's
 //! line, then one `cfn=`/`calls=` record per function it calls directly,
-//! followed by the *inclusive* cost of those calls. KCachegrind derives a
-//! function's inclusive cost from them, so:
+//! followed by the *inclusive* cost of those calls. The consumers derive a
+//! function's inclusive cost by adding its self cost and its calls' costs,
+//! so:
 //! - instrumentation: two event types, `Elapsed` and `Application` (ns);
 //!   self costs are the elapsed and application exclusive times, call costs
 //!   the callee's inclusive times under that caller, `calls=` the number of
-//!   calls along that edge; KCachegrind's Self/Incl columns of the two events
-//!   are the report's four times.
+//!   calls along that edge.
 //! - sampling: one event type, `Samples`; self cost = exclusive samples,
-//!   call cost = samples in which the edge is on the stack (once per stack),
-//!   and `calls=` repeats that count (sampling does not count calls).
+//!   call cost = samples with the edge on the stack, and `calls=` repeats
+//!   that count (sampling does not count calls).
 //!
-//! Calls made from a thread's root (no instrumented caller) have no calling
-//! function and are left out; their cost is in the callee's self cost.
+//! **Recursion** is split by level, as Valgrind's `--separate-recs` does:
+//! the outermost frame of a function on a call path is `fib`, the next one
+//! down `fib'2`, and so on. Each (function, level) is a function of its own,
+//! so no call cost is ever inside its caller's self cost, and a consumer's
+//! sum is the real inclusive time (without the split, callgrind_annotate
+//! counted fib twice). A thread's outermost calls are calls from `[root]`, a
+//! function of no cost of its own (Valgrind's `(below main)`), so that
+//! callgrind_annotate, which takes a called function's inclusive cost from
+//! the calls to it, counts them too. Functions without a source file are in
+//! the file `???`, as Valgrind writes them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
-use lapse_analysis::tree::FrameKey;
-use lapse_analysis::values::TimeValue;
-use lapse_data::{DataFile, FunctionId};
+use lapse_analysis::sample::Counts;
+use lapse_analysis::tree::{CallTree, FrameKey, NodeId, Weight};
+use lapse_analysis::values::{FunctionStats, TimeValue};
+use lapse_data::DataFile;
 use lapse_report::Analysis;
 
 use crate::{ExportError, Format, Tree};
 
-/// Costs of one function: its self cost and its calls, per event type.
+/// A function at one recursion level (1 = its outermost frame on the path);
+/// level 0 is `[root]`, the caller of every thread's outermost calls.
+type Key = (FrameKey, u32);
+
+const ROOT: Key = (FrameKey::Unknown, 0);
+
+/// Costs of one (function, level): its self cost and its calls.
 #[derive(Default)]
 struct Block {
     own: Vec<u64>,
     /// callee → (calls, inclusive costs).
-    calls: BTreeMap<FunctionId, (u64, Vec<u64>)>,
+    calls: BTreeMap<Key, (u64, Vec<u64>)>,
 }
 
-fn instrumentation(analysis: &Analysis) -> Result<HashMap<FunctionId, Block>, ExportError> {
-    let Analysis::Instr(r) = analysis else {
-        return Ok(HashMap::new());
-    };
-    let Tree::Time(tree) = Tree::of(analysis, Format::Callgrind)? else {
-        return Ok(HashMap::new());
-    };
-    let mut blocks: HashMap<FunctionId, Block> = HashMap::new();
-    for (i, f) in r.acc.functions.iter().enumerate() {
-        if f.is_used() {
-            blocks.entry(FunctionId(i as u32)).or_default().own = vec![
-                f.time[TimeValue::ElapsedExclusive].to_nanos(),
-                f.time[TimeValue::ApplicationExclusive].to_nanos(),
-            ];
+/// What a node's weight gives callgrind: its calls, its self costs and its
+/// inclusive costs, per event type.
+trait Costs: Weight {
+    fn calls(&self) -> u64;
+    fn own(&self) -> Vec<u64>;
+    fn inclusive_costs(&self) -> Vec<u64>;
+}
+
+impl Costs for FunctionStats {
+    fn calls(&self) -> u64 {
+        self.calls
+    }
+    fn own(&self) -> Vec<u64> {
+        vec![
+            self.time[TimeValue::ElapsedExclusive].to_nanos(),
+            self.time[TimeValue::ApplicationExclusive].to_nanos(),
+        ]
+    }
+    fn inclusive_costs(&self) -> Vec<u64> {
+        vec![
+            self.time[TimeValue::ElapsedInclusive].to_nanos(),
+            self.time[TimeValue::ApplicationInclusive].to_nanos(),
+        ]
+    }
+}
+
+impl Costs for Counts {
+    fn calls(&self) -> u64 {
+        self.inclusive
+    }
+    fn own(&self) -> Vec<u64> {
+        vec![self.exclusive]
+    }
+    fn inclusive_costs(&self) -> Vec<u64> {
+        vec![self.inclusive]
+    }
+}
+
+fn add(into: &mut Vec<u64>, v: &[u64]) {
+    into.resize(into.len().max(v.len()), 0);
+    for (a, b) in into.iter_mut().zip(v) {
+        *a += b;
+    }
+}
+
+/// The blocks of every (function, level) of `tree`, in one pass over its
+/// nodes (parents come before children, so a node's level is known from
+/// its parent's path).
+fn blocks<W: Costs>(tree: &CallTree<W>) -> BTreeMap<Key, Block> {
+    let mut blocks: BTreeMap<Key, Block> = BTreeMap::new();
+    // Per node: its key and level. Levels along the path are counted with
+    // a map of open counts maintained through the pre-order walk.
+    let mut level_of: Vec<u32> = vec![0; tree.len()];
+    let mut on_path: HashMap<FrameKey, u32> = HashMap::new();
+    let mut path: Vec<FrameKey> = Vec::new();
+    for (node, depth) in tree.pre_order() {
+        while path.len() > depth {
+            if let Some(k) = path.pop() {
+                if let Some(n) = on_path.get_mut(&k) {
+                    *n -= 1;
+                }
+            }
+        }
+        let Some(key) = tree.key(node) else { continue };
+        let n = on_path.entry(key).or_default();
+        *n += 1;
+        let level = *n;
+        path.push(key);
+        level_of[node.index()] = level;
+        let w = tree.weight(node);
+        add(&mut blocks.entry((key, level)).or_default().own, &w.own());
+        if let Some(parent) = tree.parent(node) {
+            let caller = match tree.key(parent) {
+                Some(pkey) if parent != NodeId::ROOT => (pkey, level_of[parent.index()]),
+                _ => ROOT,
+            };
+            let call = blocks
+                .entry(caller)
+                .or_default()
+                .calls
+                .entry((key, level))
+                .or_insert_with(|| (0, Vec::new()));
+            call.0 += w.calls();
+            add(&mut call.1, &w.inclusive_costs());
         }
     }
-    for ((caller, callee), s) in tree.edges() {
-        let (Some(caller), Some(callee)) = (caller.and_then(FrameKey::function), callee.function())
-        else {
-            continue;
-        };
-        blocks.entry(caller).or_default().calls.insert(
-            callee,
-            (
-                s.calls,
-                vec![
-                    s.time[TimeValue::ElapsedInclusive].to_nanos(),
-                    s.time[TimeValue::ApplicationInclusive].to_nanos(),
-                ],
-            ),
-        );
-    }
-    Ok(blocks)
-}
-
-fn sampling(analysis: &Analysis) -> Result<HashMap<FunctionId, Block>, ExportError> {
-    let Analysis::Sample(r) = analysis else {
-        return Ok(HashMap::new());
-    };
-    let Tree::Samples(tree) = Tree::of(analysis, Format::Callgrind)? else {
-        return Ok(HashMap::new());
-    };
-    let mut blocks: HashMap<FunctionId, Block> = HashMap::new();
-    for (&f, c) in &r.analysis.functions {
-        blocks.entry(f).or_default().own = vec![c.exclusive];
-    }
-    // An edge's cost: the samples it is on the stack of, once per stack.
-    for ((caller, callee), c) in tree.edges() {
-        let (Some(caller), Some(callee)) = (caller.and_then(FrameKey::function), callee.function())
-        else {
-            continue;
-        };
-        blocks
-            .entry(caller)
-            .or_default()
-            .calls
-            .insert(callee, (c.inclusive, vec![c.inclusive]));
-    }
-    Ok(blocks)
+    blocks
 }
 
 fn costs(v: &[u64], events: usize) -> String {
@@ -104,15 +147,15 @@ fn costs(v: &[u64], events: usize) -> String {
 }
 
 pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
-    let (events, blocks): (&[(&str, &str)], _) = match analysis {
-        Analysis::Instr(_) => (
+    let (events, blocks): (&[(&str, &str)], _) = match Tree::of(analysis, Format::Callgrind)? {
+        Tree::Time(t) => (
             &[
                 ("Elapsed", "Elapsed time (ns)"),
                 ("Application", "Application time, off-CPU excluded (ns)"),
             ],
-            instrumentation(analysis)?,
+            blocks(t),
         ),
-        Analysis::Sample(_) => (&[("Samples", "Samples")], sampling(analysis)?),
+        Tree::Samples(t) => (&[("Samples", "Samples")], blocks(t)),
     };
     let n = events.len();
     let mut text = String::new();
@@ -130,31 +173,40 @@ pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Resul
     text.push_str(&format!("events: {}\n", names.join(" ")));
     let mut total = vec![0u64; n];
     for b in blocks.values() {
-        for (i, t) in total.iter_mut().enumerate() {
-            *t += b.own.get(i).copied().unwrap_or(0);
-        }
+        add(&mut total, &b.own);
     }
     text.push_str(&format!("summary: {}\n", costs(&total, n)));
     let w = ExportError::write(Format::Callgrind);
     out.write_all(text.as_bytes()).map_err(w)?;
 
-    let place = |f: FunctionId| {
-        let info = file.functions.get(f.0 as usize);
-        let name = info
-            .map_or("[unknown]", |i| i.name.as_str())
-            .replace('\n', " ");
-        let object = info
-            .and_then(|i| file.module(i.module))
-            .map_or("", |m| m.path.as_str());
-        let source = info.and_then(|i| i.source_file.as_deref()).unwrap_or("");
+    // (name, object, source file, line) of a function at a level.
+    let place = |(key, level): Key| {
+        if (key, level) == ROOT {
+            return ("[root]".to_owned(), "???".to_owned(), "???".to_owned(), 0);
+        }
+        let base = key.label(file).replace('\n', " ");
+        let name = if level > 1 {
+            format!("{base}'{level}")
+        } else {
+            base
+        };
+        let info = key
+            .function()
+            .and_then(|f| file.functions.get(f.0 as usize));
+        let object = key
+            .module(file)
+            .and_then(|m| file.module(m))
+            .map_or("???", |m| m.path.as_str())
+            .to_owned();
+        let source = info
+            .and_then(|i| i.source_file.as_deref())
+            .unwrap_or("???")
+            .to_owned();
         let line = info.and_then(|i| i.line).unwrap_or(0);
-        (name, object.to_owned(), source.to_owned(), line)
+        (name, object, source, line)
     };
-    let mut order: Vec<FunctionId> = blocks.keys().copied().collect();
-    order.sort();
-    for f in order {
-        let b = &blocks[&f];
-        let (name, object, source, line) = place(f);
+    for (&key, b) in &blocks {
+        let (name, object, source, line) = place(key);
         let mut s = format!(
             "\nob={object}\nfl={source}\nfn={name}\n{line} {}\n",
             costs(&b.own, n)

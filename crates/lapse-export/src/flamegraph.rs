@@ -22,9 +22,11 @@ pub fn svg(file: &DataFile, lines: &[String], out: &mut dyn Write) -> Result<(),
     let command = file.session.command.join(" ");
     opts.title = format!("lapse: {command}");
     opts.subtitle = Some(match file.session.method {
-        Method::Instrumentation => "instrumentation: width = elapsed exclusive time".into(),
+        Method::Instrumentation => {
+            "instrumentation: a frame's width is its elapsed inclusive time".into()
+        }
         Method::Sampling => format!(
-            "sampling: width = samples of {}",
+            "sampling: a frame's width is its inclusive samples of {}",
             file.session.sample_event.as_deref().unwrap_or("?")
         ),
     });

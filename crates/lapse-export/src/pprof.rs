@@ -49,6 +49,8 @@ struct Builder<'a> {
     mappings: HashMap<ModuleId, (u64, u64)>,
     functions: HashMap<FunctionId, u64>,
     locations: HashMap<LocKey, u64>,
+    /// The file of each function seen at a sampled position (inline frames included).
+    inline_files: HashMap<FunctionId, &'a str>,
 }
 
 impl<'a> Builder<'a> {
@@ -60,7 +62,13 @@ impl<'a> Builder<'a> {
             mappings: HashMap::new(),
             functions: HashMap::new(),
             locations: HashMap::new(),
+            inline_files: HashMap::new(),
         };
+        for ff in file.frames.iter().flat_map(|fr| &fr.functions) {
+            if let Some(src) = ff.source_file.as_deref() {
+                b.inline_files.entry(ff.function).or_insert(src);
+            }
+        }
         b.string("");
         b
     }
@@ -136,7 +144,12 @@ impl<'a> Builder<'a> {
         let id = self.p.function.len() as u64 + 1;
         let info = self.file.functions.get(f.0 as usize);
         let name = self.string(info.map_or("[unknown]", |i| i.name.as_str()));
-        let filename = self.string(info.and_then(|i| i.source_file.as_deref()).unwrap_or(""));
+        // A function known only as inlined code has no file of its own in
+        // the table: a sampled position inside it names its file.
+        let source = info
+            .and_then(|i| i.source_file.as_deref())
+            .or_else(|| self.inline_files.get(&f).copied());
+        let filename = self.string(source.unwrap_or(""));
         self.p.function.push(Function {
             id,
             name,
@@ -339,9 +352,20 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
     }
 }
 
+/// The module of the profiled program (the command's first word), which
+/// pprof shows as the profile's "File:" when it is the first mapping.
+fn program_module(file: &DataFile) -> Option<ModuleId> {
+    let command = file.session.command.first()?;
+    let name = command.rsplit('/').next().unwrap_or(command);
+    file.modules.iter().find(|m| m.name() == name).map(|m| m.id)
+}
+
 /// The profile message, before compression.
 pub fn profile(file: &DataFile, analysis: &Analysis) -> Result<Profile, ExportError> {
     let mut b = Builder::new(file);
+    if let Some(m) = program_module(file) {
+        b.mapping(m);
+    }
     match analysis {
         Analysis::Instr(_) => instrumentation(&mut b, analysis)?,
         Analysis::Sample(_) => sampling(&mut b, analysis),

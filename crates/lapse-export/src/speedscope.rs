@@ -149,6 +149,16 @@ fn sampling(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
     });
     let (head, tail) = frame_header(file, &frames);
     out.write_all(head.as_bytes()).map_err(w)?;
+    // A time-based event weighs each sample by its period in nanoseconds,
+    // so speedscope shows time; other events count samples.
+    let period = file
+        .session
+        .sample_period
+        .filter(|&p| file.session.sample_period_is_time && p > 0);
+    let (unit, weight) = match period {
+        Some(p) => ("nanoseconds", p),
+        None => ("none", 1),
+    };
     let mut first_profile = true;
     index
         .for_each_thread(file, &order, |pid, tid, run| -> io::Result<()> {
@@ -160,7 +170,7 @@ fn sampling(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
             write!(
                 out,
                 "{{\"endValue\":{},\"name\":{},\"samples\":[",
-                run.len(),
+                run.len() as u64 * weight,
                 quote(&thread_name(file, pid, tid))
             )?;
             for (i, s) in run.iter().enumerate() {
@@ -170,9 +180,13 @@ fn sampling(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
                 let ids = stacks.get(&s.stack).map_or("[]", String::as_str);
                 out.write_all(ids.as_bytes())?;
             }
-            out.write_all(br#"],"startValue":0,"type":"sampled","unit":"none","weights":["#)?;
+            write!(
+                out,
+                r#"],"startValue":0,"type":"sampled","unit":"{unit}","weights":["#
+            )?;
             for i in 0..run.len() {
-                out.write_all(if i > 0 { b",1" } else { b"1" })?;
+                let sep = if i > 0 { "," } else { "" };
+                write!(out, "{sep}{weight}")?;
             }
             out.write_all(b"]}")
         })

@@ -67,14 +67,26 @@ fn instrumentation_costs_are_the_four_times() {
     assert_eq!(p.events, ["Elapsed", "Application"]);
     let us = common::US;
     assert_eq!(p.own["main"], [40 * us, 40 * us]);
-    assert_eq!(p.own["work"], [34 * us, 32 * us]);
+    // work's recursion is split by level: work [20,50] and the open call on
+    // thread 2 are level 1 (20 + 4 µs of their own), the inner work [30,40]
+    // is work'2; together they are work's 34 µs.
+    assert_eq!(p.own["work"], [24 * us, 22 * us]);
+    assert_eq!(p.own["work'2"], [10 * us, 10 * us]);
     assert_eq!(p.own["helper"], [50 * us, 50 * us]);
     assert_eq!(p.summary, [124 * us, 122 * us]);
     let key = |a: &str, b: &str| (a.to_owned(), b.to_owned());
     assert_eq!(p.calls[&key("main", "work")], (1, vec![30 * us, 28 * us]));
     assert_eq!(p.calls[&key("main", "helper")], (1, vec![10 * us, 10 * us]));
-    assert_eq!(p.calls[&key("work", "work")], (1, vec![10 * us, 10 * us]));
-    assert_eq!(p.calls.len(), 3, "root calls have no caller: {:?}", p.calls);
+    assert_eq!(p.calls[&key("work", "work'2")], (1, vec![10 * us, 10 * us]));
+    // The threads' outermost calls come from [root]: main (80 µs), helper
+    // (40 µs on thread 2) and work (4 µs, open on thread 2).
+    assert_eq!(p.calls[&key("[root]", "main")].1[0], 80 * us);
+    assert_eq!(p.calls[&key("[root]", "helper")].1[0], 40 * us);
+    assert_eq!(p.calls[&key("[root]", "work")].1[0], 4 * us);
+    assert_eq!(p.calls.len(), 6, "{:?}", p.calls);
+    // work's inclusive cost as a consumer adds it up is its real 34 µs.
+    let work_incl = p.own["work"][0] + p.calls[&key("work", "work'2")].1[0];
+    assert_eq!(work_incl, 34 * us);
     // main's inclusive cost as KCachegrind adds it up: self + calls.
     let main_incl = p.own["main"][0]
         + p.calls[&key("main", "work")].1[0]
@@ -92,7 +104,10 @@ fn sampling_costs_are_samples() {
     assert_eq!(p.own["cold"], [3]);
     assert_eq!(p.own["inl"], [2]);
     assert_eq!(p.own["main"], [0]);
-    assert_eq!(p.summary, [12], "samples in named functions");
+    // Every sample: the unresolved address and the one with no stack too.
+    assert_eq!(p.summary, [14]);
+    assert_eq!(p.own["[unknown]"], [1]);
+    assert_eq!(p.own["[app+0x999]"], [1]);
     let key = |a: &str, b: &str| (a.to_owned(), b.to_owned());
     assert_eq!(p.calls[&key("main", "hot")].1, [7]);
     assert_eq!(p.calls[&key("main", "cold")].1, [5]);
@@ -125,6 +140,27 @@ fn callgrind_annotate_reads_it_when_installed() {
     assert!(
         text.contains("124,000") && text.contains("122,000"),
         "{text}"
+    );
+    // Recursion counted once: work's inclusive time is its 34 µs (30 under
+    // main, 4 on thread 2), not more; helper's is 50 (10 + 40).
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| {
+                l.ends_with(&format!("app.c:{name} [/usr/bin/app]"))
+                    || l.ends_with(&format!("app.c:{name} [/lib/libc.so.6]"))
+            })
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+            .to_owned()
+    };
+    assert!(
+        line("work").trim_start().starts_with("34,000 "),
+        "{}",
+        line("work")
+    );
+    assert!(
+        line("helper").trim_start().starts_with("50,000 "),
+        "{}",
+        line("helper")
     );
     assert!(
         text.lines()

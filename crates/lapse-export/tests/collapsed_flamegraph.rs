@@ -118,6 +118,12 @@ fn flamegraph_is_svg_with_a_frame_per_path() {
     assert!(has("main (80,000 ns"), "{titles:?}");
     assert!(has("helper (40,000 ns"), "{titles:?}");
     assert!(has("work (30,000 ns"), "{titles:?}");
+    let text = String::from_utf8_lossy(&svg);
+    assert!(
+        text.contains("a frame&apos;s width is its elapsed inclusive time")
+            || text.contains("a frame's width is its elapsed inclusive time"),
+        "the subtitle says what widths mean"
+    );
 
     let file = common::sample_file();
     let titles = svg_titles(&common::export(&file, Format::Flamegraph));

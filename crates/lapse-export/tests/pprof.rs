@@ -106,6 +106,11 @@ fn instrumentation_flat_and_cum_are_exclusive_and_inclusive_times() {
         .map(|m| p.string_table[m.filename as usize].as_str())
         .collect();
     assert_eq!(files, HashSet::from(["/usr/bin/app", "/lib/libc.so.6"]));
+    // The profiled program's mapping comes first: pprof shows it as "File:".
+    assert_eq!(
+        p.string_table[p.mapping[0].filename as usize],
+        "/usr/bin/app"
+    );
     let app = p
         .mapping
         .iter()
@@ -148,6 +153,17 @@ fn sampling_counts_samples_with_inline_frames_as_lines() {
         })
         .collect();
     assert_eq!(names, ["inl", "cold"]);
+    // A function known only as inlined code has the file its position names.
+    let inl = p
+        .function
+        .iter()
+        .find(|f| p.string_table[f.name as usize] == "inl")
+        .unwrap();
+    assert_eq!(p.string_table[inl.filename as usize], "inl.h");
+    assert_eq!(
+        p.string_table[p.mapping[0].filename as usize],
+        "/usr/bin/app"
+    );
     // Thread labels.
     let tid = p.string_table.iter().position(|s| s == "tid").unwrap() as i64;
     let tids: HashSet<i64> = p
@@ -200,5 +216,19 @@ fn go_tool_pprof_reads_it_when_installed() {
     assert_eq!(elapsed["helper"], (50 * us, 50 * us));
     let application = go_top(&path, "application").expect("go tool pprof runs");
     assert_eq!(application["main"], (40 * us, 78 * us), "{application:?}");
+    // pprof names the profile after its first mapping: the program.
+    let sampled = dir.join("sample.pb.gz");
+    std::fs::write(
+        &sampled,
+        common::export(&common::sample_file(), Format::Pprof),
+    )
+    .unwrap();
+    let out = std::process::Command::new("go")
+        .args(["tool", "pprof", "-top"])
+        .arg(&sampled)
+        .output()
+        .expect("go tool pprof runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.trim() == "File: app"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }

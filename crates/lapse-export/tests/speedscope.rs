@@ -185,6 +185,8 @@ fn sampled_profiles_hold_every_sample_in_time_order() {
     let mut top: HashMap<String, u64> = HashMap::new();
     for p in profiles {
         assert_eq!(p["type"], "sampled");
+        // cpu-clock at 1 ms: each sample weighs its period, in nanoseconds.
+        assert_eq!(p["unit"], "nanoseconds");
         let weights: u64 = p["weights"]
             .as_array()
             .unwrap()
@@ -198,7 +200,7 @@ fn sampled_profiles_hold_every_sample_in_time_order() {
             *top.entry(name(s.last().unwrap()).to_owned()).or_default() += 1;
         }
     }
-    assert_eq!(total, 14);
+    assert_eq!(total, 14 * 1_000_000);
     assert_eq!(top["hot"], 5);
     assert_eq!(top["inl"], 2);
     assert_eq!(top["[app+0x999]"], 1);

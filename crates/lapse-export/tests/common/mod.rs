@@ -13,7 +13,8 @@
 //! interval [20, 30]: work 32 / 32, main 40 / 78, 122 µs on paths.
 //!
 //! Sampling: frames main, hot, cold, memcpy (libc.so.6), an unresolved
-//! address 0x999 and an inline frame (inl inlined into cold); 14 samples:
+//! address 0x999 and an inline frame (inl, from inl.h, inlined into cold;
+//! the function table has no file for it); 14 samples:
 //! main>hot ×5, main>hot>memcpy ×2, main>cold ×3, main>[app+0x999] ×1,
 //! main>cold>inl ×2, and one with no stack.
 
@@ -195,12 +196,17 @@ pub fn sample_file() -> DataFile {
         function(1, 0, "hot", 0x200),
         function(2, 0, "cold", 0x300),
         function(3, 1, "memcpy", 0x400),
-        function(4, 0, "inl", 0x500),
+        // Known only as inlined code: no file of its own in the table.
+        FunctionInfo {
+            source_file: None,
+            line: None,
+            ..function(4, 0, "inl", 0x500)
+        },
     ]))
     .unwrap();
     let ff = |f: u32, line: u32| FrameFunction {
         function: FunctionId(f),
-        source_file: Some("app.c".into()),
+        source_file: Some(if f == 4 { "inl.h" } else { "app.c" }.into()),
         line: Some(line),
     };
     let frame = |id: u32, module: u32, address: u64, functions: Vec<FrameFunction>| FrameInfo {
