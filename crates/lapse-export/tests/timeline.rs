@@ -163,7 +163,7 @@ fn timeline_exports_keep_every_sample_on_its_thread() {
         .map(|p| {
             let n = p["samples"].as_array().unwrap().len();
             assert_eq!(p["weights"].as_array().unwrap().len(), n);
-            assert_eq!(p["endValue"], n);
+            assert_eq!(p["endValue"], n as u64 * 1_000_000, "1 ms a sample");
             (p["name"].as_str().unwrap().to_string(), n)
         })
         .collect();
