@@ -10,8 +10,8 @@
 //! - the analysis' call tree (`lapse_analysis::tree`, one for both
 //!   methods): folded stacks, flame graphs, pprof, callgrind and the HTML page;
 //! - the time-ordered streams ([`timeline`]: instrumentation events, and
-//!   sampling's samples one thread at a time): speedscope, Chrome traces and
-//!   the Firefox Profiler, which show a timeline.
+//!   sampling's samples one thread at a time): speedscope, Chrome traces,
+//!   Perfetto traces and the Firefox Profiler, which show a timeline.
 //!
 //! [`diff`] compares two recordings row by row (`lapse diff`), on the
 //! report's own view rows.
@@ -29,6 +29,7 @@ mod diff_render;
 pub mod firefox;
 pub mod flamegraph;
 pub mod html;
+pub mod perfetto;
 pub mod pprof;
 pub mod pprof_proto;
 pub mod speedscope;
@@ -53,10 +54,11 @@ pub enum Format {
     Callgrind,
     Firefox,
     Html,
+    Perfetto,
 }
 
 impl Format {
-    pub const ALL: [(&'static str, Format); 8] = [
+    pub const ALL: [(&'static str, Format); 9] = [
         ("collapsed", Format::Collapsed),
         ("flamegraph", Format::Flamegraph),
         ("speedscope", Format::Speedscope),
@@ -65,6 +67,7 @@ impl Format {
         ("callgrind", Format::Callgrind),
         ("firefox", Format::Firefox),
         ("html", Format::Html),
+        ("perfetto", Format::Perfetto),
     ];
 
     pub fn name(self) -> &'static str {
@@ -158,6 +161,7 @@ pub fn export(
         Format::Callgrind => callgrind::write(file, analysis, out),
         Format::Firefox => firefox::write(file, analysis, out),
         Format::Html => html::write(file, analysis, out),
+        Format::Perfetto => perfetto::write(file, analysis, out),
     }?;
     out.flush().map_err(ExportError::write(format))
 }

@@ -72,6 +72,9 @@ fn export_help(name: &str) -> &'static str {
         "callgrind" => "Callgrind (KCachegrind, qcachegrind, callgrind_annotate)",
         "firefox" => "Firefox Profiler processed format",
         "html" => "one self-contained HTML page",
+        "perfetto" => {
+            "Perfetto protobuf trace (ui.perfetto.dev, trace_processor): a compact timeline"
+        }
         _ => "",
     }
 }

@@ -38,7 +38,7 @@ int main(void) {
 }
 "#;
 
-const FORMATS: [&str; 8] = [
+const FORMATS: [&str; 9] = [
     "collapsed",
     "flamegraph",
     "speedscope",
@@ -47,6 +47,7 @@ const FORMATS: [&str; 8] = [
     "callgrind",
     "firefox",
     "html",
+    "perfetto",
 ];
 
 fn work_dir(name: &str) -> WorkDir {
@@ -141,6 +142,8 @@ fn export_all(dir: &Path, data: &str) {
                 assert!(v["meta"]["version"].is_number() && v["threads"].is_array());
             }
             "html" => assert!(text.starts_with("<!DOCTYPE html>") && text.contains("lapse-data")),
+            // Trace.packet (field 1, length-delimited) again and again.
+            "perfetto" => assert_eq!(bytes[0], 0x0a),
             _ => unreachable!(),
         }
     }
