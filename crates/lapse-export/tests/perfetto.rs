@@ -43,7 +43,10 @@ fn events(text: &str) -> Vec<(u64, String, u64, Option<String>)> {
     let (mut ts, mut ty, mut track, mut name_iid) = (0, String::new(), 0, None);
     let (mut iid, mut in_names, mut depth) = (0, false, 0);
     for line in text.lines().map(str::trim) {
-        let value = |l: &str| l.split_once(": ").map(|(_, v)| v.trim_matches('"').to_owned());
+        let value = |l: &str| {
+            l.split_once(": ")
+                .map(|(_, v)| v.trim_matches('"').to_owned())
+        };
         if line.ends_with('{') {
             depth += 1;
             in_names = line == "event_names {";

@@ -177,13 +177,31 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let first = argv.first().ok_or(RecordError::NoCommand)?;
     let program = linux::launch::resolve_command(first)
         .ok_or_else(|| RecordError::CommandNotFound(first.clone()))?;
-    let probes = method::detect_probes(&program);
+    let found = method::detect(&program);
+    let probes = found.as_ref().map_or(method::Probes::None, |f| f.probes);
     let method = match opts.method {
         MethodChoice::Instrument => Method::Instrumentation,
         MethodChoice::Sample => Method::Sampling,
-        MethodChoice::Auto => match probes {
-            method::Probes::None => Method::Sampling,
-            _ => Method::Instrumentation,
+        MethodChoice::Auto => match &found {
+            None => {
+                if method::is_wrapper(&program) {
+                    eprintln!(
+                        "lapse: {} carries no probes, so recording by sampling; if the program it runs was built with probes, add --method instrument",
+                        program.display()
+                    );
+                }
+                Method::Sampling
+            }
+            Some(f) => {
+                if f.module != program {
+                    eprintln!(
+                        "lapse: probes found in {} (needed by {}): recording by instrumentation",
+                        f.module.display(),
+                        program.display()
+                    );
+                }
+                Method::Instrumentation
+            }
         },
     };
     match method {

@@ -1,7 +1,12 @@
-//! `--method auto`: does the target carry probes?
+//! `--method auto`: does the target carry probes? The executable, or any
+//! shared library it needs (`DT_NEEDED`, recursively): a program whose only
+//! instrumented code is in a library it loads is instrumented too.
 
-use std::path::Path;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 
+use object::elf::{DT_NEEDED, DT_RPATH, DT_RUNPATH};
+use object::read::elf::{Dyn, ElfFile64};
 use object::{Object, ObjectSymbol};
 
 /// The probe hooks a binary can reference, as `auto` looks for them.
@@ -16,17 +21,34 @@ pub enum Probes {
     None,
 }
 
+/// What `auto` found: the probes and the module that carries them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub probes: Probes,
+    /// The executable or the needed library the probes are in.
+    pub module: PathBuf,
+}
+
 /// Which probes the ELF file at `path` references (imports or defines).
 /// Unreadable or non-ELF files have none.
 pub fn detect_probes(path: &Path) -> Probes {
     let Ok(data) = std::fs::read(path) else {
         return Probes::None;
     };
-    let Ok(file) = object::File::parse(&*data) else {
+    probes_in(&data, false)
+}
+
+/// The probes of `data`; with `imports_only`, only symbols it imports count
+/// (a system library *defines* `mcount` for gprof, and is not instrumented).
+fn probes_in(data: &[u8], imports_only: bool) -> Probes {
+    let Ok(file) = object::File::parse(data) else {
         return Probes::None;
     };
     let mut found = Probes::None;
     for sym in file.symbols().chain(file.dynamic_symbols()) {
+        if imports_only && !sym.is_undefined() {
+            continue;
+        }
         let Ok(name) = sym.name() else { continue };
         let name = name.split('@').next().unwrap_or(name);
         match name {
@@ -39,6 +61,140 @@ pub fn detect_probes(path: &Path) -> Probes {
     found
 }
 
+/// The probes of `program`, else of the first library it needs (breadth
+/// first through `DT_NEEDED`) that imports probe hooks.
+pub fn detect(program: &Path) -> Option<Found> {
+    let own = detect_probes(program);
+    if own != Probes::None {
+        return Some(Found {
+            probes: own,
+            module: program.to_owned(),
+        });
+    }
+    let mut seen: HashSet<PathBuf> = HashSet::new();
+    let mut todo = vec![program.to_owned()];
+    while !todo.is_empty() {
+        let mut next = Vec::new();
+        for object in todo {
+            let Ok(data) = std::fs::read(&object) else {
+                continue;
+            };
+            for lib in needed(&data, &object) {
+                if !seen.insert(lib.clone()) {
+                    continue;
+                }
+                let Ok(lib_data) = std::fs::read(&lib) else {
+                    continue;
+                };
+                let probes = probes_in(&lib_data, true);
+                if probes != Probes::None {
+                    return Some(Found {
+                        probes,
+                        module: lib,
+                    });
+                }
+                next.push(lib);
+            }
+        }
+        // (a bound, for a damaged or hostile dependency graph)
+        if seen.len() > 512 {
+            break;
+        }
+        todo = next;
+    }
+    None
+}
+
+/// The libraries `data` (the file at `path`) needs, resolved as the dynamic
+/// loader would: its RPATH/RUNPATH (with `$ORIGIN`), `LD_LIBRARY_PATH`,
+/// then the system directories. Libraries not found are left out.
+fn needed(data: &[u8], path: &Path) -> Vec<PathBuf> {
+    let Ok(elf) = ElfFile64::<object::Endianness>::parse(data) else {
+        return Vec::new();
+    };
+    let endian = elf.endian();
+    let Ok(Some((dynamic, index))) = elf.elf_section_table().dynamic(endian, data) else {
+        return Vec::new();
+    };
+    let Ok(strings) = elf.elf_section_table().strings(endian, data, index) else {
+        return Vec::new();
+    };
+    let origin = path.parent().unwrap_or(Path::new("."));
+    let mut names = Vec::new();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for d in dynamic {
+        let tag = d.tag(endian);
+        if ![DT_NEEDED, DT_RPATH, DT_RUNPATH].contains(&tag) {
+            continue;
+        }
+        let Ok(value) = d.string(endian, strings) else {
+            continue;
+        };
+        let value = String::from_utf8_lossy(value).into_owned();
+        match tag {
+            DT_NEEDED => names.push(value),
+            _ => dirs.extend(
+                value
+                    .split(':')
+                    .map(|d| PathBuf::from(d.replace("$ORIGIN", &origin.to_string_lossy()))),
+            ),
+        }
+    }
+    if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
+        dirs.extend(std::env::split_paths(&paths));
+    }
+    dirs.extend(
+        [
+            "/lib/x86_64-linux-gnu",
+            "/usr/lib/x86_64-linux-gnu",
+            "/lib/aarch64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+            "/lib64",
+            "/usr/lib64",
+            "/lib",
+            "/usr/lib",
+            "/usr/local/lib",
+        ]
+        .map(PathBuf::from),
+    );
+    names
+        .iter()
+        .filter_map(|n| {
+            if n.contains('/') {
+                return Some(PathBuf::from(n));
+            }
+            dirs.iter().map(|d| d.join(n)).find(|p| p.is_file())
+        })
+        .collect()
+}
+
+/// True for commands that run another program (`sh -c`, `env`, `taskset`,
+/// ...): when such a command has no probes, its child may.
+pub fn is_wrapper(program: &Path) -> bool {
+    let name = program.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    matches!(
+        name,
+        "sh" | "bash"
+            | "dash"
+            | "zsh"
+            | "env"
+            | "taskset"
+            | "nice"
+            | "ionice"
+            | "chrt"
+            | "numactl"
+            | "timeout"
+            | "stdbuf"
+            | "setsid"
+            | "xargs"
+            | "make"
+            | "cargo"
+            | "python3"
+            | "python"
+            | "perl"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +203,16 @@ mod tests {
     fn non_elf_has_no_probes() {
         assert_eq!(detect_probes(Path::new("/nonexistent")), Probes::None);
         assert_eq!(detect_probes(Path::new("/etc/hostname")), Probes::None);
+        assert_eq!(detect(Path::new("/etc/hostname")), None);
+    }
+
+    #[test]
+    fn system_programs_and_their_libraries_carry_no_probes() {
+        // libc defines mcount (for gprof); only imports count in libraries.
+        for p in ["/bin/true", "/bin/ls"] {
+            if Path::new(p).exists() {
+                assert_eq!(detect(Path::new(p)), None, "{p}");
+            }
+        }
     }
 }
