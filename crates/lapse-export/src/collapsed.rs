@@ -6,6 +6,12 @@
 //! samples (the call tree's [`Weight::exclusive`]). Time with an empty stack
 //! belongs to no function and is left out; samples that unwound nothing
 //! are `[unknown]`.
+//!
+//! A path deeper than [`MAX_PATH`] frames keeps its outermost and innermost
+//! frames with one `[… frames cut …]` frame between them (see
+//! [`cut_middle`]), and cut paths that become equal are merged: the output
+//! of a 20,000-deep recursion is then a few hundred lines, not 20,000 lines
+//! of 10,000 frames (a gigabyte), and flat (innermost) values stay right.
 
 use std::io::Write;
 
@@ -21,9 +27,32 @@ pub fn frame_name(name: &str) -> String {
     name.replace(';', ":").replace(['\n', '\r'], " ")
 }
 
-/// The folded lines of `tree`, in pre-order (heaviest first).
+/// Paths deeper than this many frames are cut in the middle.
+pub const MAX_PATH: usize = 512;
+/// A cut path keeps this many outermost frames, ...
+const KEEP_OUTER: usize = 256;
+/// ... and this many innermost ones.
+const KEEP_INNER: usize = MAX_PATH - KEEP_OUTER - 1;
+/// The frame that stands for the frames cut out of a deep path.
+pub const CUT: &str = "[… frames cut …]";
+
+/// `path` (outermost first) as written: whole up to [`MAX_PATH`] frames,
+/// else its outermost and innermost frames with `cut` between them.
+pub fn cut_middle<T: Clone>(path: &[T], cut: T) -> Vec<T> {
+    if path.len() <= MAX_PATH {
+        return path.to_vec();
+    }
+    let mut out = path[..KEEP_OUTER].to_vec();
+    out.push(cut);
+    out.extend_from_slice(&path[path.len() - KEEP_INNER..]);
+    out
+}
+
+/// The folded lines of `tree`, in pre-order (heaviest first), then the cut
+/// deep paths, merged.
 pub fn lines<W: Weight>(file: &DataFile, tree: &CallTree<W>) -> Vec<String> {
     let mut out = Vec::new();
+    let mut cut: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
     // The path to the current node, as names, cut back as pre-order climbs.
     let mut names: Vec<String> = Vec::new();
     for (node, depth) in tree.pre_order() {
@@ -32,10 +61,17 @@ pub fn lines<W: Weight>(file: &DataFile, tree: &CallTree<W>) -> Vec<String> {
             &tree.key(node).map_or_else(String::new, |k| k.label(file)),
         ));
         let weight = tree.weight(node).exclusive();
-        if weight > 0 {
+        if weight == 0 {
+            continue;
+        }
+        if names.len() <= MAX_PATH {
             out.push(format!("{} {weight}", names.join(";")));
+        } else {
+            let path = cut_middle(&names, CUT.to_owned()).join(";");
+            *cut.entry(path).or_default() += weight;
         }
     }
+    out.extend(cut.into_iter().map(|(path, w)| format!("{path} {w}")));
     out
 }
 

@@ -39,6 +39,8 @@ enum LocKey {
     Function(FunctionId),
     Frame(FrameId),
     Unknown,
+    /// The frames cut out of a very deep stack.
+    Cut,
 }
 
 struct Builder<'a> {
@@ -161,6 +163,20 @@ impl<'a> Builder<'a> {
         id
     }
 
+    /// A sample's locations from `path` (outermost first): innermost first,
+    /// as pprof lists them, a very deep path keeping its ends (see
+    /// `collapsed::cut_middle`).
+    fn stack(&mut self, path: &[u64]) -> Vec<u64> {
+        let mut ids = if path.len() > crate::collapsed::MAX_PATH {
+            let cut = self.location(LocKey::Cut);
+            crate::collapsed::cut_middle(path, cut)
+        } else {
+            path.to_vec()
+        };
+        ids.reverse();
+        ids
+    }
+
     fn location(&mut self, key: LocKey) -> u64 {
         if let Some(&id) = self.locations.get(&key) {
             return id;
@@ -197,8 +213,12 @@ impl<'a> Builder<'a> {
                 }
                 None => (0, 0, Vec::new()),
             },
-            LocKey::Unknown => {
-                let name = self.string("[unknown]");
+            LocKey::Unknown | LocKey::Cut => {
+                let name = self.string(if key == LocKey::Cut {
+                    crate::collapsed::CUT
+                } else {
+                    "[unknown]"
+                });
                 let fid = self.p.function.len() as u64 + 1;
                 self.p.function.push(Function {
                     id: fid,
@@ -254,9 +274,9 @@ fn instrumentation(b: &mut Builder<'_>, analysis: &Analysis) -> Result<(), Expor
         if s.calls == 0 && elapsed == 0 && application == 0 {
             continue;
         }
+        let location_id = b.stack(&path);
         b.p.sample.push(Sample {
-            // pprof lists a sample's locations innermost first.
-            location_id: path.iter().rev().copied().collect(),
+            location_id,
             value: vec![s.calls as i64, elapsed as i64, application as i64],
             label: Vec::new(),
         });
@@ -317,12 +337,13 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
     for (&(stack, pid, tid), &n) in stacks {
         *per_thread.entry((pid, tid)).or_default() += n;
         let frames = frames_of(&file.stacks, stack);
-        let mut location_id: Vec<u64> = frames
+        let kept: Vec<FrameId> = frames
             .iter()
-            .rev()
             .filter(|f| (f.0 as usize) < file.frames.len())
-            .map(|&f| b.location(LocKey::Frame(f)))
+            .copied()
             .collect();
+        let ids: Vec<u64> = kept.iter().map(|&f| b.location(LocKey::Frame(f))).collect();
+        let mut location_id = b.stack(&ids);
         if location_id.is_empty() {
             location_id.push(b.location(LocKey::Unknown));
         }

@@ -212,7 +212,13 @@ fn grid(
         }
     }
     let cell = |j: usize, prefix: &str, text: &str| -> String {
-        // A cut keeps the prefix (tree indentation) and cuts the name.
+        // A cut keeps the prefix (tree indentation) and cuts the name; when
+        // the indentation itself leaves no room, it gives up spaces first.
+        let mut prefix = prefix;
+        let need = (MIN_TEXT / 2).min(text.chars().count());
+        while prefix.starts_with(' ') && widths[j] < prefix.chars().count() + need {
+            prefix = &prefix[1..];
+        }
         let room = widths[j].saturating_sub(prefix.chars().count());
         format!("{prefix}{}", cut_middle(text, room))
     };
@@ -265,7 +271,7 @@ fn grid(
 /// Deeper tree lines than this are not indented further: their depth is
 /// written as a number instead, so a 20,000-deep recursion prints one
 /// short line per node, not a triangle of spaces.
-pub const MAX_INDENT: usize = 32;
+pub const MAX_INDENT: usize = 16;
 
 /// The tree's first cell prefix: indentation by depth up to
 /// [`MAX_INDENT`], then `[depth] `; `* ` marks the hot path (plain text, so
