@@ -9,7 +9,11 @@
 //! - The file is a header followed by self-checking chunks (length, raw length,
 //!   CRC-32) appended as data arrives, so a file cut off at any byte still
 //!   yields every complete chunk before the cut.
-//! - No length field can make the reader allocate more than [`format::MAX_CHUNK_RAW`].
+//! - No field of a file makes the reader allocate or work beyond what the
+//!   file's contents justify: each chunk's size and event or sample count is
+//!   bounded by what the writer produces (see [`format`]), a compressed record
+//!   may expand at most [`format::MAX_RECORD_EXPANSION`] times, and a table is
+//!   as long as the entries the file holds (ids are not trusted).
 //! - The reader never panics on any input; every failure is a [`DataError`]
 //!   naming the file and, where it applies, the byte offset.
 
@@ -18,6 +22,7 @@ pub mod error;
 pub mod format;
 pub mod model;
 pub mod reader;
+mod scan;
 pub mod varint;
 pub mod writer;
 
