@@ -28,5 +28,5 @@ pub mod writer;
 
 pub use error::DataError;
 pub use model::*;
-pub use reader::{Damage, DataFile, EventChunkRef};
+pub use reader::{open_regular, Damage, DataFile, EventChunkRef};
 pub use writer::DataWriter;

@@ -87,12 +87,14 @@ pub struct DataFile {
 }
 
 impl DataFile {
+    /// Opens and checks a data file. Anything but a regular file (a FIFO, a
+    /// directory, a device) is refused without blocking.
     pub fn open(path: &Path) -> Result<DataFile, DataError> {
         let io = |source| DataError::Io {
             path: path.to_owned(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
+        let file = open_regular(path)?;
         let len = file.metadata().map_err(io)?.len();
         if len == 0 {
             return Err(DataError::Empty {
@@ -369,4 +371,41 @@ fn index_threads(chunks: &[EventChunkRef]) -> HashMap<(u32, u32), Vec<usize>> {
         index.entry((c.pid, c.tid)).or_default().push(i);
     }
     index
+}
+
+/// Opens `path` for reading if it is a regular file, and refuses anything
+/// else with [`DataError::NotRegular`]. The open does not wait (O_NONBLOCK):
+/// opening a FIFO for reading would block until a writer came.
+pub fn open_regular(path: &Path) -> Result<File, DataError> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let io = |source| DataError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let kind = file.metadata().map_err(io)?.file_type();
+    if kind.is_file() {
+        return Ok(file);
+    }
+    let what = if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    };
+    Err(DataError::NotRegular {
+        path: path.to_owned(),
+        what,
+    })
 }

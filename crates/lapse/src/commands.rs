@@ -1,7 +1,7 @@
 //! One function per subcommand; each returns the process exit code.
 
 use std::fs::File;
-use std::io::{self, BufWriter, IsTerminal, Write};
+use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -365,7 +365,11 @@ fn info(path: &Path) -> Result<u8> {
 }
 
 fn import(trace: &Path, output: &Path) -> Result<u8> {
-    let bytes = std::fs::read(trace).with_context(|| trace.display().to_string())?;
+    // A FIFO or a device is refused, not waited on.
+    let mut bytes = Vec::new();
+    lapse_data::open_regular(trace)?
+        .read_to_end(&mut bytes)
+        .with_context(|| trace.display().to_string())?;
     let name = trace.display().to_string();
     let imported = lapse_import::import(&bytes, &name)?;
     let out =
