@@ -1,6 +1,7 @@
-//! Inputs that are not files to read (issue #13, item 15): `report`, `info`
-//! and `import` refuse a FIFO, a directory or a device at once with one line
-//! and a non-zero exit.
+//! Inputs that are not files to read (issue #13, item 15) and the error line
+//! a user sees for them (item 16): `report`, `info` and `import` refuse a
+//! FIFO, a directory or a device at once with one line and a non-zero exit,
+//! and an I/O or JSON error names its cause once.
 //!
 //! Every run has a deadline, so a regression that blocks (opening a FIFO
 //! waits for a writer) fails the test instead of hanging the suite.
@@ -96,4 +97,23 @@ fn directories_and_devices_are_refused() {
         let out = lapse(&dir, &[cmd, "/dev/zero"]);
         one_line_error(&out, "/dev/zero: is a character device, not a regular file");
     }
+}
+
+#[test]
+fn a_cause_is_said_once() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-cause");
+    let once = |err: &str, cause: &str| {
+        assert_eq!(err.matches(cause).count(), 1, "{err}");
+    };
+    for args in [
+        &["info", "missing.data"][..],
+        &["report", "missing.data"],
+        &["import", "missing.json"],
+    ] {
+        let err = one_line_error(&lapse(&dir, args), "missing.");
+        once(&err, "No such file or directory");
+    }
+    std::fs::write(dir.join("broken.json"), "{\"traceEvents\": [").unwrap();
+    let err = one_line_error(&lapse(&dir, &["import", "broken.json"]), "not valid JSON");
+    once(&err, "EOF while parsing");
 }
