@@ -28,7 +28,7 @@ pub const MAX_CHUNK_STORED: u32 = MAX_CHUNK_RAW + (1 << 16);
 /// Most events in one event chunk. The recorder writes batches of 16,384
 /// (plus at most one runtime buffer, 4,096), the importer 65,536; the writer
 /// splits anything above this into several chunks (a deep stack closed at
-/// once). An 8 KiB file thus holds at most about 12 M events.
+/// once).
 pub const MAX_CHUNK_EVENTS: u32 = 1 << 16;
 /// Bytes an encoded event takes: two varints, each 1 to 10 bytes.
 pub const MIN_EVENT_BYTES: u32 = 2;
@@ -52,6 +52,15 @@ pub const MAX_RECORD_RAW: u32 = 16 << 20;
 /// records' decoded bytes, hence the memory their tables take, by a multiple
 /// of the file's size (a zstd bomb is refused).
 pub const MAX_RECORD_EXPANSION: u32 = 32;
+
+/// Most a compressed event or sample chunk may grow when decompressed. The
+/// recorder's chunks expand 2x to 11x (calls.c: at most 11.1x); perfectly
+/// regular streams (a synthetic trace at fixed intervals) compress thousands
+/// of times, and the writer stores those uncompressed (2 to 4 bytes a call)
+/// rather than beyond this. It bounds what a file holds by its size: an
+/// 8 KiB file has at most 256 K events, not the 10 M that zstd frames of
+/// zeros could announce.
+pub const MAX_STREAM_EXPANSION: u32 = 64;
 
 /// Largest decoded size an event chunk announcing `count` events can have.
 pub const fn max_event_raw(count: u32) -> u64 {

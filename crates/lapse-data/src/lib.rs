@@ -11,9 +11,10 @@
 //!   yields every complete chunk before the cut.
 //! - No field of a file makes the reader allocate or work beyond what the
 //!   file's contents justify: each chunk's size and event or sample count is
-//!   bounded by what the writer produces (see [`format`]), a compressed record
-//!   may expand at most [`format::MAX_RECORD_EXPANSION`] times, and a table is
-//!   as long as the entries the file holds (ids are not trusted).
+//!   bounded by what the writer produces (see [`format`]), a compressed chunk
+//!   may expand only so many times (so what a file holds is bounded by its
+//!   size), and a table is as long as the entries the file holds (ids are not
+//!   trusted).
 //! - The reader never panics on any input; every failure is a [`DataError`]
 //!   naming the file and, where it applies, the byte offset.
 

@@ -3,9 +3,10 @@
 //! and merged into tables, event and sample chunks are indexed.
 //!
 //! What this pass guarantees, whatever the bytes: work and memory linear in
-//! what the file holds. No chunk decodes to more than its kind allows, no
-//! record expands more than [`format::MAX_RECORD_EXPANSION`] times, and a
-//! table holds at most [`MAX_TABLE_HOLES`] placeholders beyond the entries
+//! the file's size. No chunk decodes to more than its kind allows, none
+//! expands more than [`format::MAX_RECORD_EXPANSION`] (records) or
+//! [`format::MAX_STREAM_EXPANSION`] (events, samples) times, and a table
+//! holds at most [`MAX_TABLE_HOLES`] placeholders beyond the entries
 //! read (an id is justified by entries present, not by its value).
 
 use std::collections::HashMap;
@@ -131,6 +132,13 @@ impl Scan {
                 let count = u32_at(8);
                 check_events(count, head.raw_len)?;
                 check_stored(compressed, payload.len(), head.raw_len)?;
+                check_expansion(
+                    "event chunk",
+                    compressed,
+                    payload.len(),
+                    head.raw_len,
+                    format::MAX_STREAM_EXPANSION,
+                )?;
                 self.event_chunks.push(EventChunkRef {
                     pid: u32_at(0),
                     tid: u32_at(4),
@@ -152,6 +160,13 @@ impl Scan {
                     ));
                 }
                 check_stored(compressed, body_len, head.raw_len)?;
+                check_expansion(
+                    "sample chunk",
+                    compressed,
+                    body_len,
+                    head.raw_len,
+                    format::MAX_STREAM_EXPANSION,
+                )?;
                 self.sample_chunks.push(SampleChunkRef {
                     offset: pos as u64,
                     body_start,
@@ -170,17 +185,15 @@ impl Scan {
     fn record(&mut self, head: &ChunkHeader, body: &[u8]) -> Result<(), String> {
         let compressed = head.flags & format::FLAG_ZSTD != 0;
         check_stored(compressed, body.len(), head.raw_len)?;
+        check_expansion(
+            "record",
+            compressed,
+            body.len(),
+            head.raw_len,
+            format::MAX_RECORD_EXPANSION,
+        )?;
         let raw;
         let bytes = if compressed {
-            let limit = (body.len() as u64).saturating_mul(u64::from(format::MAX_RECORD_EXPANSION));
-            if u64::from(head.raw_len) > limit {
-                return Err(format!(
-                    "record of {} bytes expands to {} (more than {}x): not written by lapse",
-                    body.len(),
-                    head.raw_len,
-                    format::MAX_RECORD_EXPANSION
-                ));
-            }
             // At most raw_len bytes come out: more is an error, not an allocation.
             raw = zstd::bulk::decompress(body, head.raw_len as usize)
                 .map_err(|e| format!("record does not decompress: {e}"))?;
@@ -302,6 +315,23 @@ fn check_events(count: u32, raw_len: u32) -> Result<(), String> {
     if u64::from(raw_len) < least || u64::from(raw_len) > format::max_event_raw(count) {
         return Err(format!(
             "event chunk of {raw_len} bytes decoded cannot hold the {count} events it announces"
+        ));
+    }
+    Ok(())
+}
+
+/// A compressed payload may expand at most `most` times (a zstd bomb would
+/// expand thousands of times; the writer stores such data uncompressed).
+fn check_expansion(
+    what: &str,
+    compressed: bool,
+    stored: usize,
+    raw_len: u32,
+    most: u32,
+) -> Result<(), String> {
+    if compressed && u64::from(raw_len) > (stored as u64).saturating_mul(u64::from(most)) {
+        return Err(format!(
+            "{what} of {stored} bytes expands to {raw_len} (more than {most}x): not written by lapse"
         ));
     }
     Ok(())

@@ -110,15 +110,20 @@ impl<W: Write> DataWriter<W> {
         raw: &[u8],
     ) -> io::Result<()> {
         let count = u32::try_from(count).map_err(io::Error::other)?;
-        let packed = self.zstd.compress(raw)?;
         let prefix = format::event_prefix(pid, tid, count);
-        self.write_chunk(
-            format::TAG_EVENTS,
-            format::FLAG_ZSTD,
-            &prefix,
-            &packed,
-            raw.len(),
-        )
+        self.write_stream(format::TAG_EVENTS, &prefix, raw)
+    }
+
+    /// Writes an event or sample chunk, compressed unless that would expand
+    /// more than the reader accepts.
+    fn write_stream(&mut self, tag: u8, prefix: &[u8], raw: &[u8]) -> io::Result<()> {
+        let packed = self.zstd.compress(raw)?;
+        let expansion = format::MAX_STREAM_EXPANSION as usize;
+        if packed.len().saturating_mul(expansion) >= raw.len() {
+            self.write_chunk(tag, format::FLAG_ZSTD, prefix, &packed, raw.len())
+        } else {
+            self.write_chunk(tag, 0, prefix, raw, raw.len())
+        }
     }
 
     /// Writes `samples` in chunks of at most [`format::MAX_CHUNK_SAMPLES`].
@@ -127,15 +132,7 @@ impl<W: Write> DataWriter<W> {
             let mut raw = std::mem::take(&mut self.scratch);
             raw.clear();
             codec::encode_samples(part, &mut raw);
-            let r = self.zstd.compress(&raw).and_then(|packed| {
-                self.write_chunk(
-                    format::TAG_SAMPLES,
-                    format::FLAG_ZSTD,
-                    &[],
-                    &packed,
-                    raw.len(),
-                )
-            });
+            let r = self.write_stream(format::TAG_SAMPLES, &[], &raw);
             self.scratch = raw;
             r?;
         }

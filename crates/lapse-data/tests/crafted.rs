@@ -269,26 +269,38 @@ fn decompression_stops_at_the_stated_size() {
 }
 
 #[test]
-fn a_file_of_bombs_decodes_at_most_the_chunk_limit_per_chunk() {
-    // Zeros decode as well-formed events; the most a chunk can announce is
-    // MAX_CHUNK_EVENTS, so an 8 KiB file stays within a known number of
-    // events, each chunk decoded in bounded memory.
+fn a_file_holds_at_most_the_events_its_size_allows() {
+    // Zeros decode as well-formed events (calls of function 0): a chunk of
+    // the most events allowed takes about 50 bytes compressed, so 8 KiB of
+    // them announced 10 M events. Compressed chunks expand at most
+    // MAX_STREAM_EXPANSION times and an event takes at least 2 bytes.
+    let most_per_byte = u64::from(format::MAX_STREAM_EXPANSION / format::MIN_EVENT_BYTES);
     let count = format::MAX_CHUNK_EVENTS;
     let zeros = vec![0u8; 1 + 2 * count as usize];
-    let chunk = event_chunk(count, &zeros, zeros.len() as u32);
-    let mut bytes = with_records(&[]);
-    while bytes.len() + chunk.len() <= 8192 {
-        bytes.extend_from_slice(&chunk);
-    }
-    let chunks = (bytes.len() / chunk.len()) as u64;
-    let ((f, decoded), peak) = peak_during(|| read_all(bytes).unwrap());
-    assert!(f.damage.is_empty());
-    assert!(decoded <= chunks * u64::from(count), "{decoded} events");
-    // One chunk's bytes and events at a time (16 bytes an event).
-    assert!(
-        peak < zeros.len() + 16 * count as usize + MB,
-        "{peak} bytes"
+    let bomb = event_chunk(count, &zeros, zeros.len() as u32);
+    // The most an uncompressed chunk can hold in 8 KiB.
+    let plain = encode_chunk(
+        format::TAG_EVENTS,
+        0,
+        &event_prefix(1, 1, 1000),
+        &zeros[..2001],
+        2001,
     );
+    for chunk in [bomb, plain] {
+        let mut bytes = with_records(&[]);
+        while bytes.len() + chunk.len() <= 8192 {
+            bytes.extend_from_slice(&chunk);
+        }
+        let len = bytes.len() as u64;
+        let ((f, decoded), peak) = peak_during(|| read_all(bytes).unwrap());
+        let announced = f.total_events();
+        assert!(
+            announced <= most_per_byte * len,
+            "{announced} events in {len} bytes"
+        );
+        assert!(decoded <= announced);
+        assert!(peak < MB, "{peak} bytes");
+    }
 }
 
 #[test]

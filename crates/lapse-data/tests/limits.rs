@@ -78,6 +78,41 @@ fn a_big_batch_of_events_is_split_into_chunks() {
 }
 
 #[test]
+fn a_stream_that_compresses_too_well_is_stored_as_it_is() {
+    // Calls of one function at exact 1 µs steps (a synthetic trace):
+    // thousands of times smaller compressed, more than a chunk may expand.
+    let events: Vec<Event> = (0..u64::from(format::MAX_CHUNK_EVENTS))
+        .map(|i| Event {
+            ts: Timestamp::from_nanos(1000 * (i / 2 + i % 2)),
+            kind: if i % 2 == 0 {
+                EventKind::Enter
+            } else {
+                EventKind::Exit
+            },
+            function: FunctionId(0),
+        })
+        .collect();
+    let samples: Vec<Sample> = (0..u64::from(format::MAX_CHUNK_SAMPLES))
+        .map(|i| Sample {
+            pid: 1,
+            tid: 2,
+            ts: Timestamp::from_nanos(i * 1_000_000),
+            cpu: 0,
+            stack: None,
+            weight: 1_000_000,
+        })
+        .collect();
+    let f = write(|w| {
+        w.write_events(1, 2, &events).unwrap();
+        w.write_samples(&samples).unwrap();
+    });
+    assert_eq!(events_of(&f), events);
+    let mut back = Vec::new();
+    f.read_samples(&f.sample_chunks[0], &mut back).unwrap();
+    assert_eq!(back, samples);
+}
+
+#[test]
 fn a_big_batch_of_samples_is_split_into_chunks() {
     let samples: Vec<Sample> = (0..u64::from(format::MAX_CHUNK_SAMPLES) + 1)
         .map(|i| Sample {
