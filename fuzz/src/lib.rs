@@ -51,6 +51,16 @@ pub fn exercise_data_file(bytes: &[u8]) {
     ] {
         assert!(len <= most, "{len} {what} from {} bytes", bytes.len());
     }
+    // An event takes at least 2 decoded bytes and a compressed chunk expands
+    // at most MAX_STREAM_EXPANSION times: the events a file announces are
+    // bounded by its size (a zstd bomb is refused).
+    let most_events = bytes.len() as u64 * u64::from(format::MAX_STREAM_EXPANSION) / 2;
+    assert!(
+        f.total_events() <= most_events,
+        "{} events announced in {} bytes",
+        f.total_events(),
+        bytes.len()
+    );
     let mut events = Vec::new();
     let mut raw = Vec::new();
     for t in f.all_threads() {
