@@ -192,8 +192,11 @@ pub fn decode_samples(raw: &[u8], out: &mut Vec<Sample>) -> Option<()> {
     out.clear();
     let mut pos = 0;
     let count = varint::get(raw, &mut pos)?;
+    if count > u64::from(crate::format::MAX_CHUNK_SAMPLES) {
+        return None;
+    }
     // Each sample takes at least six bytes.
-    out.reserve((count as usize).min(raw.len() / 6));
+    out.reserve((count as usize).min(raw.len() / crate::format::MIN_SAMPLE_BYTES as usize));
     let mut ts = 0u64;
     for _ in 0..count {
         let pid = u32::try_from(varint::get(raw, &mut pos)?).ok()?;

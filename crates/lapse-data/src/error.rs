@@ -10,6 +10,8 @@ pub enum DataError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path}: is {what}, not a regular file")]
+    NotRegular { path: PathBuf, what: &'static str },
     #[error("{path}: file is empty (no lapse data was written)")]
     Empty { path: PathBuf },
     #[error("{path}: not a lapse data file (bad magic bytes)")]

@@ -16,10 +16,59 @@ pub const VERSION: u16 = 1;
 pub const FILE_HEADER_LEN: usize = 16;
 pub const CHUNK_HEADER_LEN: usize = 16;
 
-/// No chunk may be larger than this on disk.
-pub const MAX_CHUNK_STORED: u32 = 64 << 20;
-/// No chunk may decompress to more than this.
-pub const MAX_CHUNK_RAW: u32 = 256 << 20;
+// Bounds. Each is what the writer produces (it splits anything larger), so
+// the reader can refuse a chunk beyond them as not ours: no field of a
+// crafted file makes the reader allocate or work more than these allow.
+
+/// No chunk may decompress to more than this (the largest record).
+pub const MAX_CHUNK_RAW: u32 = MAX_RECORD_RAW;
+/// No chunk may be larger than this on disk (incompressible data grows a little).
+pub const MAX_CHUNK_STORED: u32 = MAX_CHUNK_RAW + (1 << 16);
+
+/// Most events in one event chunk. The recorder writes batches of 16,384
+/// (plus at most one runtime buffer, 4,096), the importer 65,536; the writer
+/// splits anything above this into several chunks (a deep stack closed at
+/// once).
+pub const MAX_CHUNK_EVENTS: u32 = 1 << 16;
+/// Bytes an encoded event takes: two varints, each 1 to 10 bytes.
+pub const MIN_EVENT_BYTES: u32 = 2;
+pub const MAX_EVENT_BYTES: u32 = 20;
+/// Most bytes of the base timestamp that starts an event chunk (one varint).
+pub const MAX_VARINT_BYTES: u32 = 10;
+
+/// Most samples in one sample chunk (the recorder writes 4,096).
+pub const MAX_CHUNK_SAMPLES: u32 = 1 << 13;
+/// Bytes an encoded sample takes: six varints.
+pub const MIN_SAMPLE_BYTES: u32 = 6;
+pub const MAX_SAMPLE_BYTES: u32 = 60;
+
+/// Largest record (decoded). The writer splits tables (functions, frames,
+/// stacks, OS events) whose encoding would be larger into several records;
+/// a single record this large would take a 16 MiB command line.
+pub const MAX_RECORD_RAW: u32 = 16 << 20;
+/// Most a compressed record may grow when decompressed. Tables compress 1x to
+/// 9x at [`ZSTD_LEVEL`] (a 58,000-function Rust binary: 8.7x); the writer
+/// stores a record uncompressed rather than beyond this. It bounds the
+/// records' decoded bytes, hence the memory their tables take, by a multiple
+/// of the file's size (a zstd bomb is refused).
+pub const MAX_RECORD_EXPANSION: u32 = 32;
+
+/// Most a compressed event or sample chunk may grow when decompressed. The
+/// recorder's chunks expand 2x to 11x (calls.c: at most 11.1x); perfectly
+/// regular streams (a synthetic trace at fixed intervals) compress thousands
+/// of times, and the writer stores those uncompressed (2 to 4 bytes a call)
+/// rather than beyond this. It bounds what a file holds by its size: an
+/// 8 KiB file has at most 256 K events, not the 10 M that zstd frames of
+/// zeros could announce.
+pub const MAX_STREAM_EXPANSION: u32 = 64;
+
+/// Largest decoded size an event chunk announcing `count` events can have.
+pub const fn max_event_raw(count: u32) -> u64 {
+    MAX_VARINT_BYTES as u64 + count as u64 * MAX_EVENT_BYTES as u64
+}
+
+/// Largest decoded size a sample chunk can have.
+pub const MAX_SAMPLES_RAW: u32 = MAX_VARINT_BYTES + MAX_CHUNK_SAMPLES * MAX_SAMPLE_BYTES;
 
 pub const TAG_RECORD: u8 = 1;
 pub const TAG_EVENTS: u8 = 2;
@@ -66,6 +115,36 @@ impl ChunkHeader {
             crc: u32_at(12),
         }
     }
+}
+
+/// One complete chunk: header (with the CRC of `prefix` and `body`), then
+/// both. `raw_len` is the payload's decoded size.
+pub fn encode_chunk(tag: u8, flags: u8, prefix: &[u8], body: &[u8], raw_len: u32) -> Vec<u8> {
+    let stored_len = prefix.len() + body.len();
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(prefix);
+    crc.update(body);
+    let header = ChunkHeader {
+        tag,
+        flags,
+        stored_len: u32::try_from(stored_len).unwrap_or(u32::MAX),
+        raw_len,
+        crc: crc.finalize(),
+    };
+    let mut buf = Vec::with_capacity(CHUNK_HEADER_LEN + stored_len);
+    buf.extend_from_slice(&header.encode());
+    buf.extend_from_slice(prefix);
+    buf.extend_from_slice(body);
+    buf
+}
+
+/// The uncompressed prefix of an event chunk.
+pub fn event_prefix(pid: u32, tid: u32, count: u32) -> [u8; EVENT_PREFIX_LEN] {
+    let mut prefix = [0u8; EVENT_PREFIX_LEN];
+    prefix[0..4].copy_from_slice(&pid.to_le_bytes());
+    prefix[4..8].copy_from_slice(&tid.to_le_bytes());
+    prefix[8..12].copy_from_slice(&count.to_le_bytes());
+    prefix
 }
 
 pub fn file_header() -> [u8; FILE_HEADER_LEN] {

@@ -9,7 +9,12 @@
 //! - The file is a header followed by self-checking chunks (length, raw length,
 //!   CRC-32) appended as data arrives, so a file cut off at any byte still
 //!   yields every complete chunk before the cut.
-//! - No length field can make the reader allocate more than [`format::MAX_CHUNK_RAW`].
+//! - No field of a file makes the reader allocate or work beyond what the
+//!   file's contents justify: each chunk's size and event or sample count is
+//!   bounded by what the writer produces (see [`format`]), a compressed chunk
+//!   may expand only so many times (so what a file holds is bounded by its
+//!   size), and a table is as long as the entries the file holds (ids are not
+//!   trusted).
 //! - The reader never panics on any input; every failure is a [`DataError`]
 //!   naming the file and, where it applies, the byte offset.
 
@@ -18,10 +23,11 @@ pub mod error;
 pub mod format;
 pub mod model;
 pub mod reader;
+mod scan;
 pub mod varint;
 pub mod writer;
 
 pub use error::DataError;
 pub use model::*;
-pub use reader::{Damage, DataFile, EventChunkRef};
+pub use reader::{open_regular, Damage, DataFile, EventChunkRef};
 pub use writer::DataWriter;

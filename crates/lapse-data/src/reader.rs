@@ -8,12 +8,9 @@ use std::path::{Path, PathBuf};
 
 use crate::codec;
 use crate::error::DataError;
-use crate::format::{self, ChunkHeader};
+use crate::format;
 use crate::model::*;
-
-/// Largest id accepted in a function/frame/stack table: a corrupt or hostile
-/// id must not make the reader allocate gigabytes.
-const MAX_TABLE_ID: u32 = 1 << 26;
+use crate::scan::Scan;
 
 enum Bytes {
     Mapped(memmap2::Mmap),
@@ -44,17 +41,19 @@ pub struct EventChunkRef {
     pub count: u32,
     /// Offset of the chunk header in the file.
     pub offset: u64,
-    body_start: usize,
-    body_len: usize,
-    raw_len: u32,
+    pub(crate) body_start: usize,
+    pub(crate) body_len: usize,
+    pub(crate) raw_len: u32,
+    pub(crate) compressed: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SampleChunkRef {
     pub offset: u64,
-    body_start: usize,
-    body_len: usize,
-    raw_len: u32,
+    pub(crate) body_start: usize,
+    pub(crate) body_len: usize,
+    pub(crate) raw_len: u32,
+    pub(crate) compressed: bool,
 }
 
 /// An opened data file.
@@ -75,8 +74,11 @@ pub struct DataFile {
     /// Off-CPU periods per (pid, tid), in time order.
     pub os_events: HashMap<(u32, u32), Vec<OsEvent>>,
     pub footer: Option<Footer>,
+    /// Event chunks in file order (as read: [`DataFile::thread_chunks`] relies on it).
     pub event_chunks: Vec<EventChunkRef>,
     pub sample_chunks: Vec<SampleChunkRef>,
+    /// Positions in `event_chunks` of each thread's chunks.
+    chunks_of_thread: HashMap<(u32, u32), Vec<usize>>,
     /// Damage found while reading (at most one: reading stops at a broken frame).
     pub damage: Vec<Damage>,
     /// Chunks skipped because their content did not decode (CRC was fine).
@@ -85,12 +87,14 @@ pub struct DataFile {
 }
 
 impl DataFile {
+    /// Opens and checks a data file. Anything but a regular file (a FIFO, a
+    /// directory, a device) is refused without blocking.
     pub fn open(path: &Path) -> Result<DataFile, DataError> {
         let io = |source| DataError::Io {
             path: path.to_owned(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
+        let file = open_regular(path)?;
         let len = file.metadata().map_err(io)?.len();
         if len == 0 {
             return Err(DataError::Empty {
@@ -183,13 +187,14 @@ impl DataFile {
             session,
             processes: scan.processes,
             threads: scan.threads,
-            modules: scan.modules,
+            modules: scan.modules.items,
             mappings: scan.mappings,
-            functions: scan.functions,
-            frames: scan.frames,
-            stacks: scan.stacks,
+            functions: scan.functions.items,
+            frames: scan.frames.items,
+            stacks: scan.stacks.items,
             os_events: scan.os_events,
             footer: scan.footer,
+            chunks_of_thread: index_threads(&scan.event_chunks),
             event_chunks: scan.event_chunks,
             sample_chunks: scan.sample_chunks,
             damage: scan.damage,
@@ -204,50 +209,54 @@ impl DataFile {
         body_start: usize,
         body_len: usize,
         raw_len: u32,
+        compressed: bool,
     ) -> Result<Vec<u8>, DataError> {
         let mut out = Vec::new();
-        self.raw_body_into(body_start, body_len, raw_len, &mut out)?;
+        self.raw_body_into(body_start, body_len, raw_len, compressed, &mut out)?;
         Ok(out)
     }
 
-    /// Decompresses a chunk body into `out` (cleared first, its allocation reused).
+    /// Decompresses a chunk body into `out` (cleared first, its allocation
+    /// reused). Decompression stops at `raw_len` (bounded when the file was
+    /// opened): a body that would decode to more is an error.
     fn raw_body_into(
         &self,
         body_start: usize,
         body_len: usize,
         raw_len: u32,
+        compressed: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), DataError> {
         let data = self.bytes.get();
         let body = &data[body_start..body_start + body_len];
+        out.clear();
+        if !compressed {
+            // (raw_len == body_len was checked when the file was opened)
+            out.extend_from_slice(body);
+            return Ok(());
+        }
         // One decompression context per thread, reused: creating one per chunk
         // costs more than decompressing a small chunk.
         thread_local! {
             static DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
                 const { std::cell::RefCell::new(None) };
         }
-        out.clear();
-        // raw_len was checked against the chunk limit when the file was opened
-        out.reserve(raw_len as usize);
-        let ok = DCTX.with(|cell| {
+        // Exactly raw_len bytes of room: the decompressor cannot write past it.
+        out.resize(raw_len as usize, 0);
+        let written = DCTX.with(|cell| {
             let mut slot = cell.borrow_mut();
             if slot.is_none() {
                 *slot = zstd::bulk::Decompressor::new().ok();
             }
             match slot.as_mut() {
-                Some(d) => d.decompress_to_buffer(body, out).is_ok(),
-                None => match zstd::bulk::decompress(body, raw_len as usize) {
-                    Ok(v) => {
-                        *out = v;
-                        true
-                    }
-                    Err(_) => false,
-                },
+                Some(d) => d.decompress_to_buffer(body, &mut out[..]).ok(),
+                None => zstd::bulk::decompress_to_buffer(body, &mut out[..]).ok(),
             }
         });
-        if ok && out.len() == raw_len as usize {
+        if written == Some(raw_len as usize) {
             Ok(())
         } else {
+            out.clear();
             Err(DataError::Corrupt {
                 path: self.path.clone(),
                 offset: body_start as u64,
@@ -263,7 +272,13 @@ impl DataFile {
         chunk: &EventChunkRef,
         out: &mut Vec<u8>,
     ) -> Result<(), DataError> {
-        self.raw_body_into(chunk.body_start, chunk.body_len, chunk.raw_len, out)
+        self.raw_body_into(
+            chunk.body_start,
+            chunk.body_len,
+            chunk.raw_len,
+            chunk.compressed,
+            out,
+        )
     }
 
     /// The error for an event chunk whose bytes do not decode.
@@ -281,7 +296,12 @@ impl DataFile {
         chunk: &EventChunkRef,
         out: &mut Vec<Event>,
     ) -> Result<(), DataError> {
-        let raw = self.raw_body(chunk.body_start, chunk.body_len, chunk.raw_len)?;
+        let raw = self.raw_body(
+            chunk.body_start,
+            chunk.body_len,
+            chunk.raw_len,
+            chunk.compressed,
+        )?;
         codec::decode_events(&raw, chunk.count as usize, out).ok_or_else(|| self.undecodable(chunk))
     }
 
@@ -290,7 +310,12 @@ impl DataFile {
         chunk: &SampleChunkRef,
         out: &mut Vec<Sample>,
     ) -> Result<(), DataError> {
-        let raw = self.raw_body(chunk.body_start, chunk.body_len, chunk.raw_len)?;
+        let raw = self.raw_body(
+            chunk.body_start,
+            chunk.body_len,
+            chunk.raw_len,
+            chunk.compressed,
+        )?;
         codec::decode_samples(&raw, out).ok_or_else(|| DataError::Corrupt {
             path: self.path.clone(),
             offset: chunk.offset,
@@ -298,10 +323,14 @@ impl DataFile {
         })
     }
 
-    /// Event chunks of one thread, in time order.
+    /// Event chunks of one thread, in time order (without a pass over every
+    /// chunk of the file: a file of many threads is not quadratic to read).
     pub fn thread_chunks(&self, pid: u32, tid: u32) -> impl Iterator<Item = &EventChunkRef> {
-        self.event_chunks
+        self.chunks_of_thread
+            .get(&(pid, tid))
+            .map_or(&[][..], Vec::as_slice)
             .iter()
+            .filter_map(|&i| self.event_chunks.get(i))
             .filter(move |c| c.pid == pid && c.tid == tid)
     }
 
@@ -335,197 +364,48 @@ impl DataFile {
     }
 }
 
-#[derive(Default)]
-struct Scan {
-    session: Option<SessionHeader>,
-    processes: Vec<ProcessInfo>,
-    threads: Vec<ThreadInfo>,
-    modules: Vec<ModuleInfo>,
-    mappings: Vec<MappingInfo>,
-    functions: Vec<FunctionInfo>,
-    frames: Vec<FrameInfo>,
-    stacks: Vec<StackNode>,
-    os_events: HashMap<(u32, u32), Vec<OsEvent>>,
-    footer: Option<Footer>,
-    event_chunks: Vec<EventChunkRef>,
-    sample_chunks: Vec<SampleChunkRef>,
-    damage: Vec<Damage>,
-    skipped: u64,
+/// Positions of each thread's chunks in `chunks`, in file order.
+fn index_threads(chunks: &[EventChunkRef]) -> HashMap<(u32, u32), Vec<usize>> {
+    let mut index: HashMap<(u32, u32), Vec<usize>> = HashMap::new();
+    for (i, c) in chunks.iter().enumerate() {
+        index.entry((c.pid, c.tid)).or_default().push(i);
+    }
+    index
 }
 
-/// Puts `item` at index `id` of a dense table, growing it with copies of `filler`.
-fn place<T: Clone>(
-    table: &mut Vec<T>,
-    id: u32,
-    item: T,
-    filler: impl Fn(u32) -> T,
-) -> Result<(), String> {
-    if id >= MAX_TABLE_ID {
-        return Err(format!("table id {id} out of range"));
+/// Opens `path` for reading if it is a regular file, and refuses anything
+/// else with [`DataError::NotRegular`]. The open does not wait (O_NONBLOCK):
+/// opening a FIFO for reading would block until a writer came.
+pub fn open_regular(path: &Path) -> Result<File, DataError> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let io = |source| DataError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let kind = file.metadata().map_err(io)?.file_type();
+    if kind.is_file() {
+        return Ok(file);
     }
-    let i = id as usize;
-    while table.len() <= i {
-        let next = table.len() as u32;
-        table.push(filler(next));
-    }
-    table[i] = item;
-    Ok(())
-}
-
-fn merge_opt<T: Clone>(into: &mut Option<T>, from: &Option<T>) {
-    if from.is_some() {
-        into.clone_from(from);
-    }
-}
-
-impl Scan {
-    /// Checks and takes in the chunk at `pos`; returns the offset of the next one.
-    fn chunk(&mut self, data: &[u8], pos: usize) -> Result<usize, String> {
-        let Some(head) = data.get(pos..pos + format::CHUNK_HEADER_LEN) else {
-            return Err(format!(
-                "file ends inside a chunk header ({} bytes left): truncated",
-                data.len() - pos
-            ));
-        };
-        let head = ChunkHeader::decode(head.try_into().expect("slice of header length"));
-        if head.stored_len > format::MAX_CHUNK_STORED || head.raw_len > format::MAX_CHUNK_RAW {
-            return Err(format!("chunk length {} out of range", head.stored_len));
-        }
-        let body_start = pos + format::CHUNK_HEADER_LEN;
-        let body_len = head.stored_len as usize;
-        let Some(body) = data.get(body_start..body_start + body_len) else {
-            return Err(format!(
-                "file ends inside a chunk ({} of {} bytes present): truncated",
-                data.len() - body_start,
-                body_len
-            ));
-        };
-        if crc32fast::hash(body) != head.crc {
-            return Err("checksum mismatch".into());
-        }
-        let next = body_start + body_len;
-        match head.tag {
-            format::TAG_RECORD => {
-                let raw;
-                let bytes = if head.flags & format::FLAG_ZSTD != 0 {
-                    raw = zstd::bulk::decompress(body, head.raw_len as usize)
-                        .map_err(|e| format!("record does not decompress: {e}"))?;
-                    &raw[..]
-                } else {
-                    body
-                };
-                match postcard::from_bytes::<Record>(bytes) {
-                    Ok(record) => self.take(record)?,
-                    Err(_) => self.skipped += 1,
-                }
-            }
-            format::TAG_EVENTS => {
-                if body_len < format::EVENT_PREFIX_LEN {
-                    return Err("event chunk shorter than its prefix".into());
-                }
-                let u32_at =
-                    |i: usize| u32::from_le_bytes([body[i], body[i + 1], body[i + 2], body[i + 3]]);
-                self.event_chunks.push(EventChunkRef {
-                    pid: u32_at(0),
-                    tid: u32_at(4),
-                    count: u32_at(8),
-                    offset: pos as u64,
-                    body_start: body_start + format::EVENT_PREFIX_LEN,
-                    body_len: body_len - format::EVENT_PREFIX_LEN,
-                    raw_len: head.raw_len,
-                });
-            }
-            format::TAG_SAMPLES => self.sample_chunks.push(SampleChunkRef {
-                offset: pos as u64,
-                body_start,
-                body_len,
-                raw_len: head.raw_len,
-            }),
-            // A chunk kind from a newer writer: skip it, it is framed and checked.
-            _ => self.skipped += 1,
-        }
-        Ok(next)
-    }
-
-    fn take(&mut self, record: Record) -> Result<(), String> {
-        match record {
-            Record::Session(s) => self.session = Some(s),
-            Record::Process(p) => match self.processes.iter_mut().find(|q| q.pid == p.pid) {
-                Some(q) => {
-                    if !p.command.is_empty() {
-                        q.command = p.command;
-                    }
-                    merge_opt(&mut q.ppid, &p.ppid);
-                    merge_opt(&mut q.start, &p.start);
-                    merge_opt(&mut q.end, &p.end);
-                    merge_opt(&mut q.exit_status, &p.exit_status);
-                }
-                None => self.processes.push(p),
-            },
-            Record::Thread(t) => match self
-                .threads
-                .iter_mut()
-                .find(|u| u.pid == t.pid && u.tid == t.tid)
-            {
-                Some(u) => {
-                    if !t.name.is_empty() {
-                        u.name = t.name;
-                    }
-                    merge_opt(&mut u.start, &t.start);
-                    merge_opt(&mut u.end, &t.end);
-                }
-                None => self.threads.push(t),
-            },
-            Record::Module(m) => {
-                let id = m.id.0;
-                place(&mut self.modules, id, m, |i| ModuleInfo {
-                    id: ModuleId(i),
-                    path: format!("[module {i}]"),
-                    build_id: None,
-                })?
-            }
-            Record::Mapping(m) => self.mappings.push(m),
-            Record::Functions(fs) => {
-                for f in fs {
-                    let id = f.id.0;
-                    place(&mut self.functions, id, f, |i| FunctionInfo {
-                        id: FunctionId(i),
-                        module: ModuleId(0),
-                        address: 0,
-                        name: format!("[function {i}]"),
-                        source_file: None,
-                        line: None,
-                    })?;
-                }
-            }
-            Record::OsEvents(block) => self
-                .os_events
-                .entry((block.pid, block.tid))
-                .or_default()
-                .extend(block.events),
-            Record::Frames(fs) => {
-                for f in fs {
-                    let id = f.id.0;
-                    place(&mut self.frames, id, f, |i| FrameInfo {
-                        id: FrameId(i),
-                        module: ModuleId(0),
-                        address: 0,
-                        functions: Vec::new(),
-                    })?;
-                }
-            }
-            Record::Stacks(ns) => {
-                for n in ns {
-                    let id = n.id.0;
-                    place(&mut self.stacks, id, n, |i| StackNode {
-                        id: StackId(i),
-                        parent: None,
-                        frame: FrameId(0),
-                    })?;
-                }
-            }
-            Record::Footer(f) => self.footer = Some(f),
-        }
-        Ok(())
-    }
+    let what = if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    };
+    Err(DataError::NotRegular {
+        path: path.to_owned(),
+        what,
+    })
 }

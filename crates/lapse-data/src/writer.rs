@@ -3,8 +3,8 @@
 use std::io::{self, Write};
 
 use crate::codec;
-use crate::format::{self, ChunkHeader};
-use crate::model::{Event, Record, Sample};
+use crate::format;
+use crate::model::{Event, OsEventBlock, Record, Sample};
 
 /// Writes a data file chunk by chunk. Each call writes one complete,
 /// self-checking chunk, so whatever was written before a crash stays readable.
@@ -37,33 +37,52 @@ impl<W: Write> DataWriter<W> {
         self.bytes_written
     }
 
+    /// Writes one record; a table too large for one chunk goes out as several
+    /// records (the reader merges them).
     pub fn write_record(&mut self, record: &Record) -> io::Result<()> {
         let bytes = postcard::to_stdvec(record).map_err(io::Error::other)?;
+        if bytes.len() > format::MAX_RECORD_RAW as usize {
+            return match split(record) {
+                Some((a, b)) => {
+                    self.write_record(&a)?;
+                    self.write_record(&b)
+                }
+                None => Err(io::Error::other(format!(
+                    "a record of {} bytes is larger than the data format allows ({} bytes)",
+                    bytes.len(),
+                    format::MAX_RECORD_RAW
+                ))),
+            };
+        }
         if bytes.len() > 4096 {
             let packed = self.zstd.compress(&bytes)?;
-            self.write_chunk(
-                format::TAG_RECORD,
-                format::FLAG_ZSTD,
-                &[],
-                &packed,
-                bytes.len(),
-            )
-        } else {
-            self.write_chunk(format::TAG_RECORD, 0, &[], &bytes, bytes.len())
+            // Beyond this expansion the reader takes the chunk for a zstd bomb.
+            let expansion = format::MAX_RECORD_EXPANSION as usize;
+            if packed.len().saturating_mul(expansion) >= bytes.len() {
+                return self.write_chunk(
+                    format::TAG_RECORD,
+                    format::FLAG_ZSTD,
+                    &[],
+                    &packed,
+                    bytes.len(),
+                );
+            }
         }
+        self.write_chunk(format::TAG_RECORD, 0, &[], &bytes, bytes.len())
     }
 
-    /// Writes one chunk holding `events` of thread (`pid`, `tid`), in time order.
+    /// Writes `events` of thread (`pid`, `tid`), in time order, in chunks of
+    /// at most [`format::MAX_CHUNK_EVENTS`].
     pub fn write_events(&mut self, pid: u32, tid: u32, events: &[Event]) -> io::Result<()> {
-        if events.is_empty() {
-            return Ok(());
+        for part in events.chunks(format::MAX_CHUNK_EVENTS as usize) {
+            let mut raw = std::mem::take(&mut self.scratch);
+            raw.clear();
+            codec::encode_events(part, &mut raw);
+            let r = self.write_event_bytes(pid, tid, part.len(), &raw);
+            self.scratch = raw;
+            r?;
         }
-        let mut raw = std::mem::take(&mut self.scratch);
-        raw.clear();
-        codec::encode_events(events, &mut raw);
-        let r = self.write_event_bytes(pid, tid, events.len(), &raw);
-        self.scratch = raw;
-        r
+        Ok(())
     }
 
     /// Writes events a [`codec::EventEncoder`] encoded.
@@ -76,6 +95,10 @@ impl<W: Write> DataWriter<W> {
         if events.is_empty() {
             return Ok(());
         }
+        if events.len() > format::MAX_CHUNK_EVENTS as usize {
+            // Rare (a deep stack closed at once): re-encode in parts.
+            return self.write_events(pid, tid, &events.events());
+        }
         self.write_event_bytes(pid, tid, events.len(), events.bytes())
     }
 
@@ -87,37 +110,33 @@ impl<W: Write> DataWriter<W> {
         raw: &[u8],
     ) -> io::Result<()> {
         let count = u32::try_from(count).map_err(io::Error::other)?;
-        let packed = self.zstd.compress(raw)?;
-        let mut prefix = [0u8; format::EVENT_PREFIX_LEN];
-        prefix[0..4].copy_from_slice(&pid.to_le_bytes());
-        prefix[4..8].copy_from_slice(&tid.to_le_bytes());
-        prefix[8..12].copy_from_slice(&count.to_le_bytes());
-        self.write_chunk(
-            format::TAG_EVENTS,
-            format::FLAG_ZSTD,
-            &prefix,
-            &packed,
-            raw.len(),
-        )
+        let prefix = format::event_prefix(pid, tid, count);
+        self.write_stream(format::TAG_EVENTS, &prefix, raw)
     }
 
-    pub fn write_samples(&mut self, samples: &[Sample]) -> io::Result<()> {
-        if samples.is_empty() {
-            return Ok(());
+    /// Writes an event or sample chunk, compressed unless that would expand
+    /// more than the reader accepts.
+    fn write_stream(&mut self, tag: u8, prefix: &[u8], raw: &[u8]) -> io::Result<()> {
+        let packed = self.zstd.compress(raw)?;
+        let expansion = format::MAX_STREAM_EXPANSION as usize;
+        if packed.len().saturating_mul(expansion) >= raw.len() {
+            self.write_chunk(tag, format::FLAG_ZSTD, prefix, &packed, raw.len())
+        } else {
+            self.write_chunk(tag, 0, prefix, raw, raw.len())
         }
-        let mut raw = std::mem::take(&mut self.scratch);
-        raw.clear();
-        codec::encode_samples(samples, &mut raw);
-        let packed = self.zstd.compress(&raw)?;
-        let raw_len = raw.len();
-        self.scratch = raw;
-        self.write_chunk(
-            format::TAG_SAMPLES,
-            format::FLAG_ZSTD,
-            &[],
-            &packed,
-            raw_len,
-        )
+    }
+
+    /// Writes `samples` in chunks of at most [`format::MAX_CHUNK_SAMPLES`].
+    pub fn write_samples(&mut self, samples: &[Sample]) -> io::Result<()> {
+        for part in samples.chunks(format::MAX_CHUNK_SAMPLES as usize) {
+            let mut raw = std::mem::take(&mut self.scratch);
+            raw.clear();
+            codec::encode_samples(part, &mut raw);
+            let r = self.write_stream(format::TAG_SAMPLES, &[], &raw);
+            self.scratch = raw;
+            r?;
+        }
+        Ok(())
     }
 
     fn write_chunk(
@@ -134,22 +153,9 @@ impl<W: Write> DataWriter<W> {
         {
             return Err(io::Error::other("chunk too large; write smaller batches"));
         }
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(prefix);
-        crc.update(body);
-        let header = ChunkHeader {
-            tag,
-            flags,
-            stored_len: stored_len as u32,
-            raw_len: raw_len as u32,
-            crc: crc.finalize(),
-        };
         // One write per chunk where possible, so a concurrent reader or a crash
         // sees whole chunks far more often than torn ones.
-        let mut buf = Vec::with_capacity(format::CHUNK_HEADER_LEN + stored_len);
-        buf.extend_from_slice(&header.encode());
-        buf.extend_from_slice(prefix);
-        buf.extend_from_slice(body);
+        let buf = format::encode_chunk(tag, flags, prefix, body, raw_len as u32);
         self.out.write_all(&buf)?;
         self.bytes_written += buf.len() as u64;
         Ok(())
@@ -162,4 +168,41 @@ impl<W: Write> DataWriter<W> {
     pub fn into_inner(self) -> W {
         self.out
     }
+}
+
+/// A table record cut in two halves, in order; `None` for a record that is
+/// not a table or holds a single entry.
+fn split(record: &Record) -> Option<(Record, Record)> {
+    fn halves<T: Clone>(v: &[T]) -> Option<(Vec<T>, Vec<T>)> {
+        (v.len() > 1).then(|| {
+            let (a, b) = v.split_at(v.len() / 2);
+            (a.to_vec(), b.to_vec())
+        })
+    }
+    Some(match record {
+        Record::Functions(v) => {
+            let (a, b) = halves(v)?;
+            (Record::Functions(a), Record::Functions(b))
+        }
+        Record::Frames(v) => {
+            let (a, b) = halves(v)?;
+            (Record::Frames(a), Record::Frames(b))
+        }
+        Record::Stacks(v) => {
+            let (a, b) = halves(v)?;
+            (Record::Stacks(a), Record::Stacks(b))
+        }
+        Record::OsEvents(block) => {
+            let (a, b) = halves(&block.events)?;
+            let part = |events| {
+                Record::OsEvents(OsEventBlock {
+                    pid: block.pid,
+                    tid: block.tid,
+                    events,
+                })
+            };
+            (part(a), part(b))
+        }
+        _ => return None,
+    })
 }

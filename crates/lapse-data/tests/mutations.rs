@@ -1,7 +1,7 @@
-//! A poor man's fuzzer for the reader (no nightly toolchain for cargo-fuzz
-//! here): thousands of deterministic random corruptions of a valid file —
-//! flipped bytes, overwritten length fields, truncations, spliced garbage —
-//! must each give an error or a readable file, never a panic or a huge
+//! A deterministic fuzzer for the reader that runs with `cargo test` (the
+//! coverage-guided ones are in `fuzz/`, run by `.ci/fuzz`): thousands of
+//! random corruptions of a valid file — flipped bytes, overwritten length
+//! fields, truncations, spliced garbage — must each give an error or a readable file, never a panic or a huge
 //! allocation, and decoding every indexed chunk must not panic either.
 
 use std::path::Path;

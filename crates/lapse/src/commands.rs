@@ -366,7 +366,8 @@ fn info(path: &Path) -> Result<u8> {
 }
 
 fn import(trace: &Path, output: &Path) -> Result<u8> {
-    let reader = File::open(trace).with_context(|| trace.display().to_string())?;
+    // A FIFO or a device is refused, not waited on.
+    let reader = lapse_data::open_regular(trace)?;
     let len = reader.metadata().map_or(0, |m| m.len());
     let name = trace.display().to_string();
     let reader = crate::progress::reading(reader, len, "importing");

@@ -51,9 +51,27 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("lapse: error: {}", msg.join(": ").replace('\n', " "));
+            eprintln!("lapse: error: {}", one_line(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes on one line, each said once: library errors
+/// often show their cause in their own message (`"{path}: {source}"`) and
+/// also return it as their source, so a cause whose text is already on the
+/// line is not added again.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line.replace('\n', " ")
 }

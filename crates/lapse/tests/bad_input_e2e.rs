@@ -1,0 +1,231 @@
+//! Inputs that are not files to read (issue #13, item 15) and the error line
+//! a user sees for them (item 16): `report`, `info` and `import` refuse a
+//! FIFO, a directory or a device at once with one line and a non-zero exit,
+//! and an I/O or JSON error names its cause once. Also, ignored until
+//! lapse-record is fixed: `lapse recover` of spills the fuzzer found.
+//!
+//! Every run has a deadline, so a regression that blocks (opening a FIFO
+//! waits for a writer) fails the test instead of hanging the suite.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lapse_testkit::WorkDir;
+
+/// Runs `lapse args` in `dir`; fails if it is still running after 30 s.
+fn lapse(dir: &Path, args: &[&str]) -> Output {
+    const DEADLINE: Duration = Duration::from_secs(30);
+    run(dir, args, DEADLINE)
+        .unwrap_or_else(|| panic!("lapse {args:?} still running after {DEADLINE:?}"))
+}
+
+/// Runs `lapse args` in `dir`; `None` (after killing it) if it is still
+/// running after `deadline`.
+fn run(dir: &Path, args: &[&str], deadline: Duration) -> Option<Output> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run lapse");
+    let start = Instant::now();
+    while child.try_wait().expect("wait for lapse").is_none() {
+        if start.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(child.wait_with_output().expect("lapse output"))
+}
+
+fn mkfifo(path: &Path) {
+    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(rc, 0, "mkfifo {}", path.display());
+}
+
+/// Fails unless `out` is a failure with exactly one line on stderr holding
+/// `needle`, no panic, and nothing on stdout.
+#[track_caller]
+fn one_line_error(out: &Output, needle: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "succeeded: {err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with("lapse: error: "), "{err}");
+    assert!(err.contains(needle), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    err
+}
+
+#[test]
+fn a_fifo_is_refused_not_waited_on() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-fifo");
+    mkfifo(&dir.join("pipe"));
+    for args in [
+        &["report", "pipe"][..],
+        &["report", "pipe", "--view", "functions"],
+        &["info", "pipe"],
+        &["import", "pipe", "-o", "out.data"],
+        &["export", "pipe", "--format", "collapsed", "-o", "out.txt"],
+    ] {
+        let out = lapse(&dir, args);
+        one_line_error(&out, "pipe: is a FIFO (named pipe), not a regular file");
+    }
+    assert!(!dir.join("out.data").exists());
+}
+
+#[test]
+fn directories_and_devices_are_refused() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-special");
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    for cmd in ["report", "info", "import"] {
+        let out = lapse(&dir, &[cmd, "sub"]);
+        one_line_error(&out, "sub: is a directory, not a regular file");
+        let out = lapse(&dir, &[cmd, "/dev/zero"]);
+        one_line_error(&out, "/dev/zero: is a character device, not a regular file");
+    }
+}
+
+#[test]
+fn a_cause_is_said_once() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-cause");
+    let once = |err: &str, cause: &str| {
+        assert_eq!(err.matches(cause).count(), 1, "{err}");
+    };
+    for args in [
+        &["info", "missing.data"][..],
+        &["report", "missing.data"],
+        &["import", "missing.json"],
+    ] {
+        let err = one_line_error(&lapse(&dir, args), "missing.");
+        once(&err, "No such file or directory");
+    }
+    std::fs::write(dir.join("broken.json"), "{\"traceEvents\": [").unwrap();
+    let err = one_line_error(&lapse(&dir, &["import", "broken.json"]), "not valid JSON");
+    once(&err, "EOF while parsing");
+}
+
+/// A small instrumentation recording with a tick calibration (1 tick = 1 ns).
+fn recording() -> Vec<u8> {
+    use lapse_data::*;
+    let mut w = DataWriter::new(Vec::new()).unwrap();
+    w.write_record(&Record::Session(SessionHeader {
+        command: vec!["./app".into()],
+        start_unix_ns: 0,
+        start: Timestamp::from_nanos(0),
+        clock: "monotonic".into(),
+        host: "h".into(),
+        method: Method::Instrumentation,
+        probe_cost_ns: 0.0,
+        os_events: vec![],
+        sample_event: None,
+        sample_period: None,
+        sample_period_is_time: false,
+        lapse_version: "t".into(),
+        notes: vec![],
+        tsc: Some(TscCalibration {
+            ticks_per_sec: 1e9,
+            ref_ticks: 0,
+            ref_ns: 0,
+        }),
+    }))
+    .unwrap();
+    w.write_record(&Record::Footer(Footer::default())).unwrap();
+    w.into_inner()
+}
+
+/// One spilled datagram (`u32` length, then the runtime's message): header
+/// fields as in `lapse_rt::protocol`, then `(address, ticks, is_exit)` events.
+fn datagram(
+    kind: u16,
+    pid: u32,
+    tid: u32,
+    abcd: (u64, u64, u32),
+    events: &[(u64, u64, bool)],
+) -> Vec<u8> {
+    let (a, b, c) = abcd;
+    let mut m = Vec::new();
+    m.extend_from_slice(&0x3153_504c_u32.to_ne_bytes());
+    m.extend_from_slice(&kind.to_ne_bytes());
+    m.extend_from_slice(&0u16.to_ne_bytes());
+    m.extend_from_slice(&pid.to_ne_bytes());
+    m.extend_from_slice(&tid.to_ne_bytes());
+    m.extend_from_slice(&a.to_ne_bytes());
+    m.extend_from_slice(&b.to_ne_bytes());
+    let c = if kind == 2 { events.len() as u32 } else { c };
+    m.extend_from_slice(&c.to_ne_bytes());
+    m.extend_from_slice(&c.to_ne_bytes()); // d: parent tid for CHILD, unused otherwise
+    for &(f, ticks, exit) in events {
+        m.extend_from_slice(&f.to_ne_bytes());
+        m.extend_from_slice(&((ticks << 1) | u64::from(exit)).to_ne_bytes());
+    }
+    let mut out = (m.len() as u32).to_ne_bytes().to_vec();
+    out.extend(m);
+    out
+}
+
+/// Found by the `recover` fuzz target (fuzz/fuzz_targets/recover.rs); the
+/// faults are in lapse-record, so this waits, ignored, for their fix. Each
+/// spill must give a report or one error line, not a panic or a hang.
+#[test]
+#[ignore = "lapse-record faults found by fuzzing: run with --ignored once fixed"]
+fn recover_of_a_crafted_spill_neither_panics_nor_hangs() {
+    const EVENTS: u16 = 2;
+    const CHILD: u16 = 4;
+    let call = |t: u64| [(0x1000, t, false), (0x1000, t + 10, true)];
+    let spills = [
+        // Event indices that claim 2^63 lost events on each of two threads:
+        // the lost count overflows (threads.rs, `lost_events += lost`).
+        [
+            datagram(EVENTS, 1, 1, (1 << 63, 0, 0), &call(100)),
+            datagram(EVENTS, 1, 2, (1 << 63, 0, 0), &call(100)),
+        ]
+        .concat(),
+        // A hand-over time whose events start before the thread's previous
+        // ones: the cut ends before it begins (stalls.rs, `to - from`).
+        [
+            datagram(EVENTS, 1, 1, (0, 0, 0), &call(1000)),
+            datagram(EVENTS, 1, 1, (2, 500, 0), &call(10)),
+        ]
+        .concat(),
+        // Two processes each other's parent: naming them loops for ever
+        // (recover.rs, `command_of`).
+        [
+            datagram(CHILD, 5, 5, (0, 100, 6), &[]),
+            datagram(CHILD, 6, 6, (0, 100, 5), &[]),
+            datagram(EVENTS, 5, 5, (0, 0, 0), &call(200)),
+        ]
+        .concat(),
+    ];
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-spill");
+    let mut faults = Vec::new();
+    for (i, spill) in spills.iter().enumerate() {
+        std::fs::write(dir.join("r.data"), recording()).unwrap();
+        std::fs::write(dir.join("r.data.spill"), spill).unwrap();
+        match run(&dir, &["recover", "r.data"], Duration::from_secs(10)) {
+            None => faults.push(format!("spill {i}: still running after 10 s")),
+            Some(out) => {
+                let err = String::from_utf8_lossy(&out.stderr);
+                if err.contains("panicked") || err.trim_end().lines().count() != 1 {
+                    faults.push(format!("spill {i}: {err}"));
+                }
+            }
+        }
+    }
+    assert!(faults.is_empty(), "{}", faults.join("\n"));
+}

@@ -1,0 +1,35 @@
+//! The runtime's spill, as `lapse recover` reads it: a sequence of `u32`
+//! length + datagram, each datagram parsed with `MsgHeader::parse` and, for
+//! events, `protocol::events` (the parsing `recover` does before merging).
+#![no_main]
+
+use lapse_rt::protocol::{self, MsgHeader, MsgKind};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let mut pos = 0usize;
+    while let Some(len) = data.get(pos..pos + 4) {
+        let len = u32::from_ne_bytes(len.try_into().expect("4 bytes")) as usize;
+        let Some(datagram) = data.get(pos + 4..(pos + 4).saturating_add(len)) else {
+            break; // a torn last datagram
+        };
+        pos += 4 + len;
+        let Ok(h) = MsgHeader::parse(datagram) else {
+            continue;
+        };
+        match h.kind {
+            MsgKind::Events => {
+                let n = protocol::events(datagram).count();
+                assert_eq!(
+                    n, h.c as usize,
+                    "an accepted EVENTS datagram holds c events"
+                );
+            }
+            MsgKind::ShmEvents => {
+                assert!(h.c as usize <= protocol::BUF_EVENTS);
+                assert!((h.d as usize) < protocol::arena::BUFS);
+            }
+            _ => {}
+        }
+    }
+});
