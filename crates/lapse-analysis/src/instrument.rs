@@ -366,6 +366,12 @@ impl Step<'_> {
             }
             EventKind::Exit => {
                 let sink = &mut self.sink;
+                // An exit of a function with no open frame matches nothing:
+                // known without searching the stack.
+                if sink.fn_depth[e.function.0 as usize] == 0 {
+                    sink.stats.unmatched_exits += 1;
+                    return;
+                }
                 match self
                     .stack
                     .exit(e.function, |frame, how| sink.close(frame, how))

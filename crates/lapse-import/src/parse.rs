@@ -379,14 +379,27 @@ pub fn import_reader(reader: impl Read, name: &str) -> Result<Imported, ImportEr
         // The analysis' own stack repair: an end that skips frames closes
         // them first (as explicit exits), an end of nothing is dropped.
         let mut stack: CallStack<FunctionId> = CallStack::default();
+        // Open frames per event name: a named end of a name with none open
+        // matches nothing, known without searching the stack.
+        let mut open_names: HashMap<u32, u32> = HashMap::new();
         let mut events = Vec::with_capacity(pending.len());
         for p in &pending {
             let ts = Timestamp::from_nanos(p.ts);
             let event = |kind, function| Event { ts, kind, function };
             let exit = |f| event(EventKind::Exit, f);
+            // Every frame closed here: its exit, and one name less open.
+            let closing = |g: FunctionId, events: &mut Vec<Event>, open: &mut HashMap<u32, u32>| {
+                if let Some(n) = name_of.get(g.0 as usize).and_then(|n| open.get_mut(n)) {
+                    *n = n.saturating_sub(1);
+                }
+                events.push(exit(g));
+            };
             let closed = match p.what {
                 Step::Begin(f) => {
                     stack.push(f);
+                    if let Some(&n) = name_of.get(f.0 as usize) {
+                        *open_names.entry(n).or_default() += 1;
+                    }
                     events.push(event(EventKind::Enter, f));
                     continue;
                 }
@@ -395,14 +408,19 @@ pub fn import_reader(reader: impl Read, name: &str) -> Result<Imported, ImportEr
                     events.push(exit(f));
                     continue;
                 }
-                Step::End(Target::Function(f)) => stack.exit(f, |g, _| events.push(exit(g))),
+                Step::End(Target::Function(f)) => {
+                    stack.exit(f, |g, _| closing(g, &mut events, &mut open_names))
+                }
+                Step::End(Target::Name(n)) if open_names.get(&n).is_none_or(|&c| c == 0) => {
+                    Exit::Unmatched
+                }
                 Step::End(Target::Name(n)) => stack.exit_where(
                     |g| name_of.get(g.0 as usize) == Some(&n),
-                    |g, _| events.push(exit(g)),
+                    |g, _| closing(g, &mut events, &mut open_names),
                 ),
                 Step::End(Target::Top) => match stack.pop() {
                     Some(f) => {
-                        events.push(exit(f));
+                        closing(f, &mut events, &mut open_names);
                         Exit::Returned
                     }
                     None => Exit::Unmatched,
