@@ -79,7 +79,8 @@ Flame.prototype.set = function (t, mode, matches, selected, rootName) {
   this.spacer.style.height = this.rows * FLAME_ROW + "px";
   this.zoomNode = 0;
   this.note.textContent = (INSTR ? (mode === "a" ? "Width: application inclusive time. " : "Width: elapsed inclusive time. ") :
-    "Width: inclusive samples. ") + "Click a frame to zoom in and select it; " + fmtInt(n - 1) + " call paths, " + maxDepth + " deep.";
+    "Width: inclusive samples. ") + "Click a frame to zoom in and select it; " + fmtInt(n - 1) + " call paths, " + maxDepth + " deep." +
+    (w[0] > 0 ? "" : " Nothing to draw: the chosen threads have no " + (INSTR ? "time" : "samples") + " in functions.");
   this.draw();
 };
 

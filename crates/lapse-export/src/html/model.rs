@@ -392,3 +392,64 @@ pub(crate) fn line_rows(
     keyed.sort_unstable();
     keyed.concat()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(n: u32) -> FrameKey {
+        FrameKey::Function(FunctionId(n))
+    }
+
+    /// main(100) > {a(60) > b(50), c(10)}
+    fn tree() -> CallTree<Counts> {
+        let mut t: CallTree<Counts> = CallTree::new();
+        for (path, incl) in [
+            (&[0][..], 100),
+            (&[0, 1][..], 60),
+            (&[0, 1, 2][..], 50),
+            (&[0, 3][..], 10),
+        ] {
+            let n = t.path_node(path.iter().map(|&i| f(i)));
+            t.weight_mut(n).inclusive = incl;
+        }
+        t
+    }
+
+    #[test]
+    fn the_budget_keeps_the_heaviest_paths_and_their_callers() {
+        let (a, b) = (tree(), tree());
+        let all = keep(&[(&a, 100), (&b, 100)], 8);
+        assert!(
+            all.iter().flatten().all(|&k| k),
+            "under the budget: everything"
+        );
+        // Three nodes of eight: the first tree's main, a and b (shares 1.0,
+        // 0.6, 0.5); the second tree's total is larger, so its shares are
+        // smaller (main 0.4).
+        let cut = keep(&[(&a, 100), (&b, 250)], 3);
+        assert_eq!(cut[0], [true, true, true, true, false]);
+        assert_eq!(cut[1], [true, false, false, false, false]);
+        // Ties at the cut are left out (never more than the budget).
+        let tied = keep(&[(&a, 100), (&b, 200)], 3);
+        assert_eq!(tied[0], [true, true, true, false, false]);
+    }
+
+    #[test]
+    fn a_left_out_node_maps_to_its_nearest_kept_caller() {
+        let t = tree();
+        let mut frames = Frames::default();
+        let table = node_table(
+            &t,
+            &[true, true, true, false, false],
+            &Counts::default(),
+            &mut frames,
+        );
+        assert_eq!(table.row_of, [0, 1, 2, 2, 1]);
+        assert_eq!(
+            table.rows.len(),
+            3 * 4,
+            "three rows of parent, frame, incl, excl"
+        );
+    }
+}

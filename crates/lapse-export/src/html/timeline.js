@@ -3,8 +3,10 @@
 // path that took most of the bucket (read from the thread's node table,
 // outermost call on top, at most TL_ROWS deep) and, above it, the share of
 // the bucket the thread spent off the CPU. Zoom with the wheel or the
-// buttons, drag to pan; a pixel shows the bucket under its middle, so the
-// finest detail is one bucket (the page holds a fixed number per thread).
+// buttons, drag to pan. A pixel that covers several buckets shows their
+// dominant path: at each depth, the call most of them have there among
+// those that agree on the calls above it. The finest detail is one bucket
+// (the page holds a fixed number per thread).
 
 var TL_ROW = 13, TL_ROWS = 12, TL_AXIS = 22, TL_HEAD = 16, TL_OFF = 8, TL_GAP = 8;
 
@@ -80,13 +82,19 @@ Timeline.prototype.lane = function (ti) {
   for (var i = 1; i < t.n; i++) cap[i] = depth[i] <= TL_ROWS ? i : cap[t.parent[i]];
   var n = tl.node.length;
   for (i = 0; i < n; i++) rows = Math.max(rows, Math.min(TL_ROWS, depth[tl.node[i]]));
+  // Each bucket's path, outermost first, TL_ROWS deep at most.
+  rows = Math.max(1, rows);
+  var paths = new Int32Array(n * rows);
+  for (i = 0; i < n; i++) {
+    for (var p = cap[tl.node[i]], d = depth[p]; p > 0; d--, p = t.parent[p]) if (d <= rows) paths[i * rows + d - 1] = p;
+  }
   var off = new Float64Array(n + 1), offAt = new Float64Array(n);
   for (i = 0; i < tl.off.length; i += 2) offAt[tl.off[i]] = tl.off[i + 1];
   for (i = 0; i < n; i++) off[i + 1] = off[i] + offAt[i];
   var name = th.pid + ":" + th.tid + (th.name ? " " + th.name : "");
   return (this.cache[ti] = {
-    ti: ti, name: name, tl: tl, t: t, depth: depth, cap: cap, rows: Math.max(1, rows), off: off,
-    height: TL_HEAD + TL_OFF + Math.max(1, rows) * TL_ROW + TL_GAP
+    ti: ti, name: name, tl: tl, t: t, depth: depth, paths: paths, rows: rows, off: off,
+    height: TL_HEAD + TL_OFF + rows * TL_ROW + TL_GAP
   });
 };
 
@@ -178,10 +186,13 @@ Timeline.prototype.drawLane = function (ctx, l, y, width) {
       ctx.fillStyle = "rgba(90,70,160," + (0.25 + 0.75 * off / 1000).toFixed(3) + ")";
       ctx.fillRect(x, offY + 1, 1, TL_OFF - 2);
     }
-    var p = l.cap[tl.node[b]];
-    for (var d = l.depth[p]; p > 0; d--, p = t.parent[p]) if (d <= R) paths[(d - 1) * width + x] = p;
+    if (b1 - b0 < 2) {
+      for (var r = 0; r < R; r++) paths[r * width + x] = l.paths[b * R + r];
+    } else {
+      dominantPath(l, b0, b1, paths, x, width);
+    }
   }
-  for (var r = 0; r < R; r++) {
+  for (r = 0; r < R; r++) {
     var ry = rowsY + r * TL_ROW, o = r * width;
     for (x = 0; x < width;) {
       var node = paths[o + x], end = x + 1;
@@ -255,3 +266,25 @@ Timeline.prototype.hit = function (e) {
   }
   return null;
 };
+
+// The dominant path over buckets b0..b1 of lane l (at most 24 of them
+// looked at, evenly spread), written into column x of `out`.
+var domCand = new Int32Array(24), domKeys = new Int32Array(24), domCounts = new Int32Array(24);
+function dominantPath(l, b0, b1, out, x, width) {
+  var R = l.rows, paths = l.paths, nc = 0, step = Math.max(1, (b1 - b0 + 1) / 24);
+  for (var f = b0; f <= b1 && nc < 24; f += step) domCand[nc++] = Math.floor(f);
+  for (var r = 0; r < R && nc > 0; r++) {
+    var nk = 0, best = 0, bestN = 0;
+    for (var i = 0; i < nc; i++) {
+      var key = paths[domCand[i] * R + r], k = 0;
+      while (k < nk && domKeys[k] !== key) k++;
+      if (k === nk) { domKeys[nk] = key; domCounts[nk++] = 0; }
+      if (++domCounts[k] > bestN) { bestN = domCounts[k]; best = key; }
+    }
+    if (!best) return;
+    out[r * width + x] = best;
+    var kept = 0;
+    for (i = 0; i < nc; i++) if (paths[domCand[i] * R + r] === best) domCand[kept++] = domCand[i];
+    nc = kept;
+  }
+}

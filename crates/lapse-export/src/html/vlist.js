@@ -4,16 +4,19 @@
 
 var ROW_H = 20;
 
-function VList(host, render) {
-  this.host = host;
+// A scrolling box: `head` (kept in view at the top) then the rows, of
+// which only those in view are made by render(i).
+function VList(box, head, render) {
+  this.host = box;
   this.render = render;
   this.count = 0;
-  host.classList.add("vlist");
-  host.tabIndex = 0;
+  box.classList.add("vlist");
+  box.tabIndex = 0;
+  if (head) box.appendChild(head);
   this.spacer = el("div", "vlist-spacer");
-  host.appendChild(this.spacer);
+  box.appendChild(this.spacer);
   var self = this, pending = false;
-  host.addEventListener("scroll", function () {
+  box.addEventListener("scroll", function () {
     if (pending) return;
     pending = true;
     requestAnimationFrame(function () { pending = false; self.draw(); });
@@ -28,7 +31,7 @@ VList.prototype.setCount = function (n) {
 };
 
 VList.prototype.draw = function () {
-  var top = this.host.scrollTop, h = this.host.clientHeight || 600;
+  var top = Math.max(0, this.host.scrollTop - this.spacer.offsetTop), h = this.host.clientHeight || 600;
   var first = Math.max(0, Math.floor(top / ROW_H) - 4);
   var last = Math.min(this.count, Math.ceil((top + h) / ROW_H) + 4);
   clear(this.spacer);
@@ -40,14 +43,24 @@ VList.prototype.draw = function () {
 };
 
 VList.prototype.reveal = function (i) {
-  var top = i * ROW_H, h = this.host.clientHeight || 600;
-  if (top < this.host.scrollTop) this.host.scrollTop = top;
+  var off = this.spacer.offsetTop, top = off + i * ROW_H, h = this.host.clientHeight || 600;
+  if (top - off < this.host.scrollTop) this.host.scrollTop = top - off;
   else if (top + ROW_H > this.host.scrollTop + h) this.host.scrollTop = top + ROW_H - h;
   this.draw();
 };
 
 function gridOf(columns) {
   return columns.map(function (c) { return c.width || "90px"; }).join(" ");
+}
+
+// The columns' width in px, flexible ones (minmax(Npx, 1fr)) at their least.
+function widthOf(columns) {
+  var w = 0;
+  for (var i = 0; i < columns.length; i++) {
+    var m = /(\d+)px/.exec(columns[i].width || "90px");
+    w += m ? Number(m[1]) : 90;
+  }
+  return w;
 }
 
 function headerRow(columns, onClick) {
@@ -74,17 +87,16 @@ function TreeView(host, columns, p, onSelect) {
   this.columns = columns;
   this.grid = gridOf(columns);
   clear(host);
-  host.appendChild(headerRow(columns));
-  var body = el("div", "vbody");
-  host.appendChild(body);
   this.roots = [];
   this.openSet = new Set();
   this.ids = [];
   this.depth = [];
   this.selected = null;
-  var self = this;
-  this.list = new VList(body, function (i) { return self.row(i); });
-  body.addEventListener("keydown", function (e) { self.key(e); });
+  var self = this, head = headerRow(columns), least = widthOf(columns) + "px";
+  head.style.minWidth = least;
+  this.list = new VList(host, head, function (i) { return self.row(i); });
+  this.list.spacer.style.minWidth = least;
+  host.addEventListener("keydown", function (e) { self.key(e); });
 }
 
 TreeView.prototype.setRoots = function (roots, open) {
@@ -225,10 +237,10 @@ function TableView(host, columns, sortCol, onSelect) {
     }
     self.sort();
   });
-  host.appendChild(this.head);
-  var body = el("div", "vbody");
-  host.appendChild(body);
-  this.list = new VList(body, function (i) { return self.row(i); });
+  var width = widthOf(columns);
+  if (width) this.head.style.width = width + "px";
+  this.list = new VList(host, this.head, function (i) { return self.row(i); });
+  if (width) this.list.spacer.style.width = width + "px";
 }
 
 TableView.prototype.setRows = function (rows) {

@@ -203,12 +203,15 @@ async function check(browser, file, out, opts) {
   const s2 = await span();
   if (!(s1 < s0 && s2 < s1)) fail("timeline did not zoom: " + [s0, s1, s2]);
   ok("timeline zoom: " + [s0, s1, s2].map((x) => Math.round(x)).join(" -> ") + " ns");
+  await shot("timeline-zoomed");
   await page.click("#timeline-zoom-reset");
   await shot("timeline");
 
-  // Lines.
+  // Lines, then the functions table as a person first sees it.
   await tab(page, "lines");
   ok("lines: " + (await rows(page, "lines")) + " rows");
+  await tab(page, "functions");
+  await shot("functions");
 
   const err = await page.getAttribute("body", "data-error");
   if (err) fail("script error: " + err);
