@@ -7,6 +7,7 @@
 var FLAME_ROW = 18;
 
 function Flame(host, onSelect) {
+  this.host = host;
   this.onSelect = onSelect;
   clear(host);
   var bar = el("div", "bar");
@@ -48,6 +49,13 @@ function Flame(host, onSelect) {
 // Shows tree `t` in `mode`; `matches` (or null) marks search hits,
 // `selected` a frame to outline.
 Flame.prototype.set = function (t, mode, matches, selected, rootName) {
+  if (t === this.t && mode === this.mode) {
+    // Same tree: keep the zoom, update the marks.
+    this.matches = matches;
+    this.selected = selected;
+    this.draw();
+    return;
+  }
   var n = t.n, w = t.v[inclKey(mode)], total = w[0] || 1;
   var x = new Float64Array(n), k = t.kids(mode), depth = t.depth(), maxDepth = 0;
   for (var i = 0; i < n; i++) {
@@ -78,6 +86,7 @@ Flame.prototype.set = function (t, mode, matches, selected, rootName) {
   this.rootName = rootName || "all";
   this.spacer.style.height = this.rows * FLAME_ROW + "px";
   this.zoomNode = 0;
+  this.host.setAttribute("data-zoom", 0);
   this.note.textContent = (INSTR ? (mode === "a" ? "Width: application inclusive time. " : "Width: elapsed inclusive time. ") :
     "Width: inclusive samples. ") + "Click a frame to zoom in and select it; " + fmtInt(n - 1) + " call paths, " + maxDepth + " deep." +
     (w[0] > 0 ? "" : " Nothing to draw: the chosen threads have no " + (INSTR ? "time" : "samples") + " in functions.");
@@ -86,6 +95,7 @@ Flame.prototype.set = function (t, mode, matches, selected, rootName) {
 
 Flame.prototype.zoom = function (i) {
   this.zoomNode = i;
+  this.host.setAttribute("data-zoom", i);
   var y = this.t.depth()[i] * FLAME_ROW, s = this.scroll;
   if (y < s.scrollTop || y + FLAME_ROW > s.scrollTop + s.clientHeight) s.scrollTop = Math.max(0, y - 3 * FLAME_ROW);
   this.draw();

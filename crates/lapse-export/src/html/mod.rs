@@ -7,9 +7,9 @@
 //! Design constraints:
 //! - The page's weight does not grow with the number of events: it holds
 //!   call paths, functions and lines (aggregates) and a fixed number of
-//!   timeline buckets per thread ([`data`], [`lod`]).
+//!   timeline buckets per thread (`data.rs`, `lod.rs`).
 //! - No depth of the data becomes a depth of anything: the embedded data is
-//!   flat (node tables with parent indices, [`model`]), and the script
+//!   flat (node tables with parent indices, `model.rs`), and the script
 //!   walks it with loops, never with recursion.
 //! - Names are data: the embedded JSON escapes every `<`, so a function
 //!   called `</script>` or `<!--` cannot end the script element early.

@@ -184,7 +184,9 @@ async function check(browser, file, out, opts) {
   const box = await page.$(".flame-canvas");
   const bb = await box.boundingBox();
   await page.mouse.click(bb.x + 30, bb.y + 18 + 9);
-  ok("flame graph painted " + painted + " pixels; clicked a frame");
+  const zoomed = await page.getAttribute("#panel-flame", "data-zoom");
+  if (!zoomed || zoomed === "0") fail("clicking a flame-graph frame did not zoom to it");
+  ok("flame graph painted " + painted + " pixels; clicked a frame, zoomed to node " + zoomed);
   await shot("flame");
 
   // Timeline: zoom in with the button and the wheel.
