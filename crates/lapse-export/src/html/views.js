@@ -75,13 +75,6 @@ function treeProvider(t, mode, keep, hot) {
   };
 }
 
-// Ids from the top down to node i.
-function pathTo(t, i) {
-  var path = [];
-  for (; i > 0; i = t.parent[i]) path.push(i);
-  return path.reverse();
-}
-
 function renderCallTree(panel) {
   clear(panel);
   var t = S.tree, hot = t.hotPath(S.mode);
@@ -93,18 +86,17 @@ function renderCallTree(panel) {
   var box = el("div", "treebox");
   panel.appendChild(box);
   var view = new TreeView(box, TREE_COLUMNS, treeProvider(t, S.mode, keep, hot), selectFrame);
-  var open = hot.slice();
+  var open = new Set(hot);
   if (keep) {
-    // Open the paths to the first matches.
+    // Open the paths to the first matches (each node once, however deep).
     var shown = 0;
     for (var i = 1; i < t.n && shown < 200; i++) {
-      if (S.matches[t.frame[i]]) {
-        open = open.concat(pathTo(t, t.parent[i]));
-        shown++;
-      }
+      if (!S.matches[t.frame[i]]) continue;
+      for (var p = t.parent[i]; p > 0 && !open.has(p); p = t.parent[p]) open.add(p);
+      shown++;
     }
   }
-  view.setRoots(view.p.roots(), open.filter(function (i) { return !keep || keep[i]; }));
+  view.setRoots(view.p.roots(), Array.from(open).filter(function (i) { return !keep || keep[i]; }));
   S.callTreeView = view;
 }
 
