@@ -1,122 +1,135 @@
-//! One self-contained HTML page: summary, sortable functions table, call
-//! tree and flame graph, readable offline (no network, no library).
+//! One self-contained HTML page that views a recording: threads and
+//! processes to choose from, search, functions and lines tables, call tree,
+//! bottom-up tree, a sandwich view of one function, flame graph and a
+//! zoomable per-thread timeline with off-CPU periods. Nothing is loaded
+//! from the network and nothing is built: plain JS and CSS, inlined.
 //!
-//! The page holds the report's own JSON (the `functions` and `calltree`
-//! views of SPEC section 5) in a `<script type="application/json">` element,
-//! and a small plain-JS renderer (`page.js`) draws it; the flame graph is
-//! drawn by the same script from the call tree, so it zooms on click and
-//! needs no SVG script. Call-tree branches under [`TREE_THRESHOLD_PCT`] of
-//! the session are left out, which bounds the page for long recordings.
+//! Design constraints:
+//! - The page's weight does not grow with the number of events: it holds
+//!   call paths, functions and lines (aggregates) and a fixed number of
+//!   timeline buckets per thread (`data.rs`, `lod.rs`).
+//! - No depth of the data becomes a depth of anything: the embedded data is
+//!   flat (node tables with parent indices, `model.rs`), and the script
+//!   walks it with loops, never with recursion.
+//! - Names are data: the embedded JSON escapes every `<`, so a function
+//!   called `</script>` or `<!--` cannot end the script element early.
+
+mod data;
+mod lod;
+mod model;
 
 use std::io::Write;
 
 use lapse_data::DataFile;
-use lapse_report::{
-    build_view, render, Analysis, Format as ReportFormat, Query, RenderOptions, View,
-};
-use serde_json::{json, Value};
+use lapse_report::Analysis;
+
+pub use lod::{buckets_per_thread, BUCKET_BUDGET};
+pub use model::NODE_BUDGET;
 
 use crate::{ExportError, Format};
 
-/// Smallest call-tree branch kept, in percent of the session.
-pub const TREE_THRESHOLD_PCT: f64 = 0.05;
-
 const CSS: &str = include_str!("page.css");
-const JS: &str = include_str!("page.js");
+/// The script, in the order its parts are concatenated into one scope.
+const JS: [&str; 7] = [
+    include_str!("util.js"),
+    include_str!("model.js"),
+    include_str!("vlist.js"),
+    include_str!("flame.js"),
+    include_str!("timeline.js"),
+    include_str!("views.js"),
+    include_str!("page.js"),
+];
 
-/// The report JSON of `view`, as `lapse report --format json` prints it.
-fn report(file: &DataFile, analysis: &Analysis, view: View) -> Result<Value, ExportError> {
-    let unsupported = |what: String| ExportError::Unsupported {
-        format: Format::Html.name(),
-        what,
-    };
-    let q = Query::default();
-    let threshold = if view == View::Calltree {
-        TREE_THRESHOLD_PCT
-    } else {
-        0.0
-    };
-    let v = build_view(file, analysis, &q, view, None, threshold)
-        .map_err(|e| unsupported(e.to_string()))?;
-    let opts = RenderOptions {
-        view,
-        format: ReportFormat::Json,
-        sort: None,
-        limit: None,
-        color: false,
-        no_compensation: false,
-        width: None,
-        columns_chosen: false,
-    };
-    let mut out = Vec::new();
-    render(&mut out, file, analysis, &v, &opts).map_err(ExportError::write(Format::Html))?;
-    serde_json::from_slice(&out).map_err(|e| unsupported(format!("report JSON: {e}")))
-}
-
-/// HTML text with `<`, `>` and `&` escaped.
+/// HTML text with `&`, `<`, `>` and `"` escaped.
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
-/// The data embedded in the page.
-pub fn data(file: &DataFile, analysis: &Analysis) -> Result<Value, ExportError> {
-    if let Analysis::Instr(r) = analysis {
-        if r.tree.is_none() {
-            return Err(ExportError::Unsupported {
-                format: Format::Html.name(),
-                what: "the analysis was made without a call tree".into(),
-            });
-        }
-    }
-    let functions = report(file, analysis, View::Functions)?;
-    let tree = report(file, analysis, View::Calltree)?;
-    Ok(json!({
-        "method": file.session.method.name(),
-        "session": tree["session"],
-        "functions": functions["rows"],
-        "roots": tree["roots"],
-        "hot_path": tree["hot_path"],
-        "tree_threshold_pct": TREE_THRESHOLD_PCT,
-    }))
+/// The page's data as the JSON text the page embeds: every `<` written as
+/// `\u003c` (it can only occur inside strings), so that nothing in it can
+/// close or comment out the script element that holds it.
+pub fn data_json(file: &DataFile, analysis: &Analysis) -> Result<String, ExportError> {
+    let data = data::build(file, analysis)?;
+    let text = serde_json::to_string(&data).map_err(|e| ExportError::Unsupported {
+        format: Format::Html.name(),
+        what: format!("page data: {e}"),
+    })?;
+    Ok(text.replace('<', "\\u003c"))
 }
 
 pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
-    let data = data(file, analysis)?;
-    // Inside <script>, only "</" could end the element early; "<\/" is the
-    // same JSON string.
-    let embedded = data.to_string().replace("</", "<\\/");
+    let embedded = data_json(file, analysis)?;
     let title = escape(&format!("lapse: {}", file.session.command.join(" ")));
-    let page = format!(
+    let head = format!(
         r#"<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
 <style>
 {CSS}</style>
+<script>
+// Any script error is shown on the page and marked on <body data-error>,
+// so that people and tests both see it.
+window.onerror = function (message) {{
+  var box = document.getElementById("script-error");
+  if (!box) {{
+    box = document.createElement("div");
+    box.id = "script-error";
+    document.body.insertBefore(box, document.body.firstChild);
+  }}
+  box.textContent = "Script error: " + message;
+  document.body.setAttribute("data-error", String(message));
+}};
+</script>
 </head>
 <body>
+<header>
 <h1>{title}</h1>
-<section id="summary"></section>
-<h2>Functions</h2>
-<p class="note">Click a column to sort by it.</p>
-<section id="functions"></section>
-<h2>Call tree</h2>
-<p class="note">Branches under {TREE_THRESHOLD_PCT}% of the session are not shown; the hot path is marked.</p>
-<section id="calltree"></section>
-<h2>Flame graph</h2>
-<p class="note">Width = inclusive value; click a frame to zoom.</p>
-<button id="flame-reset">Reset zoom</button>
-<div id="flame"></div>
-<script type="application/json" id="lapse-data">{embedded}</script>
-<script>
-{JS}</script>
-</body>
-</html>
-"#
+<div id="summary"></div>
+</header>
+<div id="main">
+<aside id="side">
+<h2>Threads</h2>
+<div id="threads"></div>
+</aside>
+<div id="content">
+<div id="toolbar">
+<input id="search" type="search" placeholder="Search functions, modules, files (text or /regex/)" autocomplete="off">
+<span id="mode" class="toggle" title="Which time the tree, bottom-up and flame graph show"><button type="button" data-mode="e" class="on">Elapsed</button><button type="button" data-mode="a">Application</button></span>
+<span id="selection"></span>
+</div>
+<nav id="tabs">
+<button type="button" data-tab="calltree">Call tree</button>
+<button type="button" data-tab="bottomup">Bottom-up</button>
+<button type="button" data-tab="functions">Functions</button>
+<button type="button" data-tab="sandwich">Sandwich</button>
+<button type="button" data-tab="flame">Flame graph</button>
+<button type="button" data-tab="timeline">Timeline</button>
+<button type="button" data-tab="lines">Lines</button>
+</nav>
+<section class="panel" id="panel-calltree"></section>
+<section class="panel" id="panel-bottomup"></section>
+<section class="panel" id="panel-functions"></section>
+<section class="panel" id="panel-sandwich"></section>
+<section class="panel" id="panel-flame"></section>
+<section class="panel" id="panel-timeline"></section>
+<section class="panel" id="panel-lines"></section>
+</div>
+</div>
+<div id="tip" hidden></div>
+<script type="application/json" id="lapse-data">"#
     );
-    out.write_all(page.as_bytes())
-        .map_err(ExportError::write(Format::Html))
+    let tail = format!(
+        "</script>\n<script>\n(function () {{\n\"use strict\";\n{}\n}})();\n</script>\n</body>\n</html>\n",
+        JS.join("\n")
+    );
+    let w = ExportError::write(Format::Html);
+    out.write_all(head.as_bytes()).map_err(w)?;
+    out.write_all(embedded.as_bytes()).map_err(w)?;
+    out.write_all(tail.as_bytes()).map_err(w)
 }

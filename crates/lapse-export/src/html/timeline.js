@@ -1,0 +1,290 @@
+// timeline.js: the chosen threads on one time axis. Each lane draws its
+// thread's level-of-detail summary: per time bucket, the stack of the call
+// path that took most of the bucket (read from the thread's node table,
+// outermost call on top, at most TL_ROWS deep) and, above it, the share of
+// the bucket the thread spent off the CPU. Zoom with the wheel or the
+// buttons, drag to pan. A pixel that covers several buckets shows their
+// dominant path: at each depth, the call most of them have there among
+// those that agree on the calls above it. The finest detail is one bucket
+// (the page holds a fixed number per thread).
+
+var TL_ROW = 13, TL_ROWS = 12, TL_AXIS = 22, TL_HEAD = 16, TL_OFF = 8, TL_GAP = 8;
+
+function Timeline(host, onSelect) {
+  this.host = host;
+  this.onSelect = onSelect;
+  clear(host);
+  var bar = el("div", "bar"), self = this;
+  [["\u2212", "zoom-out", 2], ["+", "zoom-in", 0.5], ["Reset", "zoom-reset", 0]].forEach(function (b) {
+    var btn = el("button", "", b[0]);
+    btn.type = "button";
+    btn.id = "timeline-" + b[1];
+    btn.onclick = function () {
+      timed("zoom", function () {
+        if (b[2]) self.zoomBy(b[2], 0.5); else self.setView(self.full[0], self.full[1]);
+      });
+    };
+    bar.appendChild(btn);
+  });
+  this.label = el("span", "note");
+  bar.appendChild(this.label);
+  bar.appendChild(el("span", "legend-off", "off-CPU"));
+  host.appendChild(bar);
+  this.scroll = el("div", "timeline-scroll");
+  this.spacer = el("div", "timeline-spacer");
+  this.canvas = el("canvas", "timeline-canvas");
+  this.spacer.appendChild(this.canvas);
+  this.scroll.appendChild(this.spacer);
+  host.appendChild(this.scroll);
+  this.lanes = [];
+  this.cache = [];
+  this.full = [0, 1];
+  this.view = [0, 1];
+  var pending = false;
+  this.scroll.addEventListener("scroll", function () {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(function () { pending = false; self.draw(); });
+  });
+  this.canvas.addEventListener("wheel", function (e) {
+    e.preventDefault();
+    var r = self.canvas.getBoundingClientRect();
+    self.zoomBy(e.deltaY > 0 ? 1.25 : 0.8, (e.clientX - r.left) / r.width);
+  }, { passive: false });
+  var drag = null;
+  this.canvas.addEventListener("mousedown", function (e) { drag = { x: e.clientX, view: self.view.slice(), moved: false }; });
+  window.addEventListener("mouseup", function () { setTimeout(function () { drag = null; }, 0); });
+  this.canvas.addEventListener("mousemove", function (e) {
+    if (drag && e.buttons & 1) {
+      var dx = e.clientX - drag.x;
+      if (Math.abs(dx) > 2) drag.moved = true;
+      var ns = -dx / self.canvas.clientWidth * (drag.view[1] - drag.view[0]);
+      self.setView(drag.view[0] + ns, drag.view[1] + ns);
+      tip.hide();
+      return;
+    }
+    var h = self.hit(e);
+    if (h) tip.show(e.clientX, e.clientY, h.tip); else tip.hide();
+  });
+  this.canvas.addEventListener("mouseleave", function () { tip.hide(); });
+  this.canvas.addEventListener("mouseup", function (e) {
+    if (drag && drag.moved) return;
+    var h = self.hit(e);
+    if (h && h.frame >= 0 && self.onSelect) self.onSelect(h.frame);
+  });
+}
+
+// What drawing thread `ti` needs, computed once.
+Timeline.prototype.lane = function (ti) {
+  if (this.cache[ti]) return this.cache[ti];
+  var th = D.threads[ti], tl = th.timeline, t = threadTree(ti), depth = t.depth();
+  var cap = new Int32Array(t.n), rows = 0;
+  for (var i = 1; i < t.n; i++) cap[i] = depth[i] <= TL_ROWS ? i : cap[t.parent[i]];
+  var n = tl.node.length;
+  for (i = 0; i < n; i++) rows = Math.max(rows, Math.min(TL_ROWS, depth[tl.node[i]]));
+  // Each bucket's path, outermost first, TL_ROWS deep at most.
+  rows = Math.max(1, rows);
+  var paths = new Int32Array(n * rows);
+  for (i = 0; i < n; i++) {
+    for (var p = cap[tl.node[i]], d = depth[p]; p > 0; d--, p = t.parent[p]) if (d <= rows) paths[i * rows + d - 1] = p;
+  }
+  var off = new Float64Array(n + 1), offAt = new Float64Array(n);
+  for (i = 0; i < tl.off.length; i += 2) offAt[tl.off[i]] = tl.off[i + 1];
+  for (i = 0; i < n; i++) off[i + 1] = off[i] + offAt[i];
+  var name = th.pid + ":" + th.tid + (th.name ? " " + th.name : "");
+  return (this.cache[ti] = {
+    ti: ti, name: name, tl: tl, t: t, depth: depth, paths: paths, rows: rows, off: off,
+    height: TL_HEAD + TL_OFF + rows * TL_ROW + TL_GAP
+  });
+};
+
+Timeline.prototype.set = function (threads, matches, selected) {
+  var self = this, y = 0, lo = Infinity, hi = -Infinity;
+  this.lanes = threads.map(function (ti) {
+    var l = self.lane(ti);
+    l.y = y;
+    y += l.height;
+    if (l.tl.node.length) {
+      lo = Math.min(lo, l.tl.start);
+      hi = Math.max(hi, l.tl.end);
+    }
+    return l;
+  });
+  if (!(hi > lo)) { lo = 0; hi = 1; }
+  var changed = this.full[0] !== lo || this.full[1] !== hi;
+  this.full = [lo, hi];
+  this.matches = matches;
+  this.selected = selected;
+  this.spacer.style.height = TL_AXIS + y + "px";
+  if (changed) this.setView(lo, hi); else this.draw();
+};
+
+Timeline.prototype.setView = function (a, b) {
+  var f = this.full, span = Math.max(b - a, Math.min(1000, f[1] - f[0]));
+  span = Math.min(span, f[1] - f[0]);
+  a = Math.max(f[0], Math.min(a, f[1] - span));
+  this.view = [a, a + span];
+  this.host.setAttribute("data-view", Math.round(this.view[0]) + ":" + Math.round(this.view[1]));
+  var bucket = Infinity;
+  this.lanes.forEach(function (l) {
+    if (l.tl.node.length) bucket = Math.min(bucket, (l.tl.end - l.tl.start) / l.tl.node.length);
+  });
+  this.label.textContent = "Showing " + fmtNs(this.view[0]) + " \u2013 " + fmtNs(this.view[1]) +
+    " (" + fmtNs(span) + ")" + (bucket < Infinity ? "; finest detail " + fmtNs(bucket) + " per bucket" : "") +
+    ". Wheel or buttons to zoom, drag to pan; each bar is the call path that took most of its time.";
+  this.draw();
+};
+
+Timeline.prototype.zoomBy = function (factor, at) {
+  var v = this.view, span = v[1] - v[0], pivot = v[0] + span * at, s = span * factor;
+  this.setView(pivot - s * at, pivot - s * at + s);
+};
+
+// The bucket of lane `l` under pixel column x (of `width`), or -1.
+Timeline.prototype.bucketAt = function (l, x, width) {
+  var v = this.view, t = v[0] + (x + 0.5) * (v[1] - v[0]) / width, tl = l.tl, n = tl.node.length;
+  if (!n || t < tl.start || t >= tl.end) return -1;
+  return Math.min(n - 1, Math.floor((t - tl.start) / (tl.end - tl.start) * n));
+};
+
+Timeline.prototype.draw = function () {
+  var width = this.scroll.clientWidth;
+  if (!width) return;
+  var total = TL_AXIS + this.lanes.reduce(function (s, l) { return s + l.height; }, 0);
+  var height = Math.min(this.scroll.clientHeight || total, total), top = this.scroll.scrollTop;
+  var ctx = fitCanvas(this.canvas, width, height);
+  ctx.clearRect(0, 0, width, height);
+  ctx.font = "10px monospace";
+  ctx.textBaseline = "middle";
+  for (var k = 0; k < this.lanes.length; k++) {
+    var l = this.lanes[k], y = TL_AXIS + l.y - top;
+    if (y + l.height < TL_AXIS || y > height) continue;
+    this.drawLane(ctx, l, y, width);
+  }
+  this.drawAxis(ctx, width);
+};
+
+Timeline.prototype.drawLane = function (ctx, l, y, width) {
+  var R = l.rows, t = l.t, v = this.view, m = this.matches;
+  ctx.fillStyle = "#333";
+  ctx.font = "bold 11px system-ui, sans-serif";
+  ctx.fillText(l.name, 4, y + TL_HEAD / 2);
+  ctx.font = "10px monospace";
+  var offY = y + TL_HEAD, rowsY = offY + TL_OFF;
+  ctx.fillStyle = "#f4f4f4";
+  ctx.fillRect(0, rowsY, width, R * TL_ROW);
+  var paths = new Int32Array(width * R);
+  var pxNs = (v[1] - v[0]) / width, tl = l.tl, n = tl.node.length, span = tl.end - tl.start;
+  for (var x = 0; x < width; x++) {
+    var b = this.bucketAt(l, x, width);
+    if (b < 0) continue;
+    // Off-CPU share over the buckets this pixel covers.
+    var t0 = v[0] + x * pxNs, b0 = Math.max(0, Math.floor((t0 - tl.start) / span * n));
+    var b1 = Math.min(n - 1, Math.max(b0, Math.floor((t0 + pxNs - tl.start) / span * n)));
+    var off = (l.off[b1 + 1] - l.off[b0]) / (b1 - b0 + 1);
+    if (off > 0) {
+      ctx.fillStyle = "rgba(90,70,160," + (0.25 + 0.75 * off / 1000).toFixed(3) + ")";
+      ctx.fillRect(x, offY + 1, 1, TL_OFF - 2);
+    }
+    if (b1 - b0 < 2) {
+      for (var r = 0; r < R; r++) paths[r * width + x] = l.paths[b * R + r];
+    } else {
+      dominantPath(l, b0, b1, paths, x, width);
+    }
+  }
+  for (r = 0; r < R; r++) {
+    var ry = rowsY + r * TL_ROW, o = r * width;
+    for (x = 0; x < width;) {
+      var node = paths[o + x], end = x + 1;
+      while (end < width && paths[o + end] === node) end++;
+      if (node > 0) {
+        var f = t.frame[node], name = frameName(f);
+        ctx.fillStyle = frameColor(name, m ? (m[f] ? "match" : "dim") : "");
+        ctx.fillRect(x, ry, end - x, TL_ROW - 1);
+        if (f === this.selected) {
+          ctx.strokeStyle = "#222";
+          ctx.strokeRect(x + 0.5, ry + 0.5, end - x - 1, TL_ROW - 2);
+        }
+        var label = fitText(ctx, name, end - x - 4);
+        if (label) {
+          ctx.fillStyle = "#111";
+          ctx.fillText(label, x + 2, ry + TL_ROW / 2);
+        }
+      }
+      x = end;
+    }
+  }
+};
+
+Timeline.prototype.drawAxis = function (ctx, width) {
+  var v = this.view, span = v[1] - v[0];
+  ctx.fillStyle = "#fff";
+  ctx.fillRect(0, 0, width, TL_AXIS);
+  ctx.strokeStyle = "#bbb";
+  ctx.beginPath();
+  ctx.moveTo(0, TL_AXIS - 0.5);
+  ctx.lineTo(width, TL_AXIS - 0.5);
+  ctx.stroke();
+  var raw = span / 8, step = Math.pow(10, Math.floor(Math.log10(raw)));
+  if (raw / step >= 5) step *= 5; else if (raw / step >= 2) step *= 2;
+  ctx.fillStyle = "#555";
+  ctx.font = "10px system-ui, sans-serif";
+  for (var tick = Math.ceil(v[0] / step) * step; tick <= v[1]; tick += step) {
+    var x = (tick - v[0]) / span * width;
+    ctx.fillRect(x, TL_AXIS - 6, 1, 6);
+    ctx.fillText(fmtNs(tick), x + 3, TL_AXIS / 2);
+  }
+};
+
+// What is under the pointer: {tip: lines, frame}.
+Timeline.prototype.hit = function (e) {
+  var rect = this.canvas.getBoundingClientRect(), x = Math.floor(e.clientX - rect.left);
+  var y = e.clientY - rect.top + this.scroll.scrollTop - TL_AXIS;
+  for (var k = 0; k < this.lanes.length; k++) {
+    var l = this.lanes[k];
+    if (y < l.y || y >= l.y + l.height) continue;
+    var b = this.bucketAt(l, x, rect.width);
+    if (b < 0) return null;
+    var tl = l.tl, n = tl.node.length, bw = (tl.end - tl.start) / n;
+    var node = tl.node[b], row = Math.floor((y - l.y - TL_HEAD - TL_OFF) / TL_ROW);
+    var lines = [l.name + " at " + fmtNs(tl.start + (b + 0.5) * bw),
+      "bucket " + fmtNs(tl.start + b * bw) + " \u2013 " + fmtNs(tl.start + (b + 1) * bw) +
+        ", off-CPU " + ((l.off[b + 1] - l.off[b]) / 10).toFixed(1) + "%"];
+    var frame = -1, path = [], p = node;
+    while (p > 0) {
+      if (l.depth[p] === row + 1) frame = l.t.frame[p];
+      if (path.length < 16) path.push(frameName(l.t.frame[p]));
+      p = l.t.parent[p];
+    }
+    if (!node) lines.push("no function on the stack for most of it");
+    else {
+      lines.push("stack (" + l.depth[node] + " deep, innermost first):");
+      path.forEach(function (s) { lines.push("  " + s); });
+      if (l.depth[node] > path.length) lines.push("  \u2026");
+    }
+    return { tip: lines, frame: frame };
+  }
+  return null;
+};
+
+// The dominant path over buckets b0..b1 of lane l (at most 24 of them
+// looked at, evenly spread), written into column x of `out`.
+var domCand = new Int32Array(24), domKeys = new Int32Array(24), domCounts = new Int32Array(24);
+function dominantPath(l, b0, b1, out, x, width) {
+  var R = l.rows, paths = l.paths, nc = 0, step = Math.max(1, (b1 - b0 + 1) / 24);
+  for (var f = b0; f <= b1 && nc < 24; f += step) domCand[nc++] = Math.floor(f);
+  for (var r = 0; r < R && nc > 0; r++) {
+    var nk = 0, best = 0, bestN = 0;
+    for (var i = 0; i < nc; i++) {
+      var key = paths[domCand[i] * R + r], k = 0;
+      while (k < nk && domKeys[k] !== key) k++;
+      if (k === nk) { domKeys[nk] = key; domCounts[nk++] = 0; }
+      if (++domCounts[k] > bestN) { bestN = domCounts[k]; best = key; }
+    }
+    if (!best) return;
+    out[r * width + x] = best;
+    var kept = 0;
+    for (i = 0; i < nc; i++) if (paths[domCand[i] * R + r] === best) domCand[kept++] = domCand[i];
+    nc = kept;
+  }
+}
