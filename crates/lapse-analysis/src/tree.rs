@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use lapse_data::{DataFile, FunctionId, ModuleId};
+use rustc_hash::FxHashMap;
 
 use crate::fine::Fine;
 use crate::values::{FunctionStats, TimeValue};
@@ -128,7 +129,10 @@ pub struct CallTree<W> {
     /// `None` only for the root.
     key: Vec<Option<FrameKey>>,
     weight: Vec<W>,
-    index: HashMap<(NodeId, FrameKey), NodeId>,
+    /// (parent, key) → child. FxHash: the keys are small integers made by
+    /// lapse itself, and interning paths is most of an export's time with
+    /// the default SipHash.
+    index: FxHashMap<(NodeId, FrameKey), NodeId>,
 }
 
 impl<W: Weight> Default for CallTree<W> {
@@ -144,7 +148,7 @@ impl<W: Weight> CallTree<W> {
             parent: vec![NodeId::ROOT],
             key: vec![None],
             weight: vec![W::default()],
-            index: HashMap::new(),
+            index: FxHashMap::default(),
         }
     }
 

@@ -87,7 +87,7 @@ pub struct SessionHeader {
     pub sample_event: Option<String>,
     /// Sampling period in the event's unit (ns for cpu-clock/task-clock).
     pub sample_period: Option<u64>,
-    /// True when `sample_period` is in nanoseconds, so `estimated_ns` makes sense.
+    /// True when `sample_period` is in nanoseconds, so `estimated_inclusive_ns` makes sense.
     pub sample_period_is_time: bool,
     pub lapse_version: String,
     /// Free-form remarks shown by `info` and reports (e.g. "ptrace fallback sampler").

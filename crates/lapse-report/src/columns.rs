@@ -73,7 +73,7 @@ const SAMPLES: [Column; 6] = [
     shown("exclusive_samples", Kind::Int, "excl samples"),
     shown_unless("inclusive_pct", Kind::Percent, "incl %", 2),
     shown_unless("exclusive_pct", Kind::Percent, "excl %", 1),
-    shown_unless("estimated_ns", Kind::Nanos, "est incl", 4),
+    shown_unless("estimated_inclusive_ns", Kind::Nanos, "est incl", 4),
     shown_unless("estimated_exclusive_ns", Kind::Nanos, "est excl", 3),
 ];
 

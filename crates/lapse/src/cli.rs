@@ -147,7 +147,7 @@ Sampling columns:
   inclusive_samples        samples with the function anywhere on the stack
   exclusive_samples        samples with the function executing
   inclusive_pct, exclusive_pct
-  estimated_ns, estimated_exclusive_ns   samples x period, for time-based events
+  estimated_inclusive_ns, estimated_exclusive_ns   samples x period, for time-based events
 
 Tables fit the terminal (or COLUMNS): long names are cut in the middle,
 lower-priority columns drop first; --columns picks columns by name.";
