@@ -3,7 +3,7 @@
  * exec functions call execve internally without the PLT, so each public entry
  * point is wrapped, not just execve. */
 #define _GNU_SOURCE
-#include "lapse_rt.h"
+#include "rt.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -11,14 +11,14 @@
 #include <stddef.h>
 #include <unistd.h>
 
-#define NOINSTR __attribute__((no_instrument_function, visibility("default")))
+#define EXPORT __attribute__((no_instrument_function, visibility("default")))
 #define MAX_ARGS 4096
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 
-NOINSTR int execve(const char *path, char *const argv[], char *const envp[])
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     execve_fn real = (execve_fn)dlsym(RTLD_NEXT, "execve");
     if (!real) {
@@ -29,7 +29,7 @@ NOINSTR int execve(const char *path, char *const argv[], char *const envp[])
     return real(path, argv, envp);
 }
 
-NOINSTR int execvpe(const char *file, char *const argv[], char *const envp[])
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
     execvpe_fn real = (execvpe_fn)dlsym(RTLD_NEXT, "execvpe");
     if (!real) {
@@ -40,7 +40,7 @@ NOINSTR int execvpe(const char *file, char *const argv[], char *const envp[])
     return real(file, argv, envp);
 }
 
-NOINSTR int fexecve(int fd, char *const argv[], char *const envp[])
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
     fexecve_fn real = (fexecve_fn)dlsym(RTLD_NEXT, "fexecve");
     if (!real) {
@@ -51,12 +51,12 @@ NOINSTR int fexecve(int fd, char *const argv[], char *const envp[])
     return real(fd, argv, envp);
 }
 
-NOINSTR int execv(const char *path, char *const argv[])
+EXPORT int execv(const char *path, char *const argv[])
 {
     return execve(path, argv, environ);
 }
 
-NOINSTR int execvp(const char *file, char *const argv[])
+EXPORT int execvp(const char *file, char *const argv[])
 {
     return execvpe(file, argv, environ);
 }
@@ -71,7 +71,7 @@ NOINSTR int execvp(const char *file, char *const argv[])
         argv[n] = NULL;                                                                \
     } while (0)
 
-NOINSTR int execl(const char *path, const char *arg, ...)
+EXPORT int execl(const char *path, const char *arg, ...)
 {
     char *argv[MAX_ARGS];
     size_t n;
@@ -83,7 +83,7 @@ NOINSTR int execl(const char *path, const char *arg, ...)
     return execve(path, argv, environ);
 }
 
-NOINSTR int execlp(const char *file, const char *arg, ...)
+EXPORT int execlp(const char *file, const char *arg, ...)
 {
     char *argv[MAX_ARGS];
     size_t n;
@@ -95,7 +95,7 @@ NOINSTR int execlp(const char *file, const char *arg, ...)
     return execvpe(file, argv, environ);
 }
 
-NOINSTR int execle(const char *path, const char *arg, ...)
+EXPORT int execle(const char *path, const char *arg, ...)
 {
     char *argv[MAX_ARGS];
     size_t n;

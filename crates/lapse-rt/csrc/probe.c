@@ -9,11 +9,11 @@
  * Cost (measured by lapse_measure_probe_cost on the recording machine): one
  * rdtsc (20-40 cycles, the floor) plus about 7 instructions. No lock, no
  * allocation, no system call; the slow path runs once per 4096 events. */
-#include "lapse_rt.h"
+#include "rt.h"
 
 __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
 
-#define NOINSTR __attribute__((no_instrument_function, visibility("default")))
+#define EXPORT __attribute__((no_instrument_function, visibility("default")))
 
 static inline __attribute__((always_inline, no_instrument_function)) void
 lapse_probe(void *fn, uint64_t is_exit)
@@ -35,13 +35,13 @@ lapse_probe(void *fn, uint64_t is_exit)
     e->stamp = (now << 1) | is_exit;
 }
 
-NOINSTR void __cyg_profile_func_enter(void *fn, void *call_site)
+EXPORT void __cyg_profile_func_enter(void *fn, void *call_site)
 {
     (void)call_site;
     lapse_probe(fn, 0);
 }
 
-NOINSTR void __cyg_profile_func_exit(void *fn, void *call_site)
+EXPORT void __cyg_profile_func_exit(void *fn, void *call_site)
 {
     (void)call_site;
     lapse_probe(fn, 1);

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use lapse_data::{
     format, DataFile, DataWriter, Footer, ProcessInfo, Record, ThreadInfo, Timestamp,
 };
-use lapse_rt::protocol::{self, MsgHeader, MsgKind};
+use lapse_rt::protocol::{self, Msg};
 
 use super::address::AddressBook;
 use super::functions::function_table;
@@ -167,43 +167,49 @@ struct Merge {
 
 impl Merge {
     fn handle(&mut self, datagram: &[u8]) {
-        let Ok(h) = MsgHeader::parse(datagram) else {
+        let Ok(msg) = Msg::parse(datagram) else {
             return;
         };
-        let at = self.clock.to_timestamp(h.b);
-        match h.kind {
-            MsgKind::Events if h.flags & protocol::FLAG_DISCARD == 0 => {
-                self.first_index.entry((h.pid, h.tid)).or_insert(h.a);
-                let batch = self.threads.add_events(
-                    h.pid,
-                    h.tid,
-                    h.a,
-                    h.b,
+        let from = msg.from();
+        match msg {
+            Msg::Events { batch, .. } if !batch.discard => {
+                self.first_index
+                    .entry((from.pid, from.tid))
+                    .or_insert(batch.first_index);
+                let encoded = self.threads.add_events(
+                    from.pid,
+                    from.tid,
+                    batch.first_index,
+                    batch.stalled_ticks,
                     protocol::events(datagram),
                     &mut self.book,
                     &self.clock,
                 );
-                self.keep(h.pid, h.tid, batch);
+                self.keep(from.pid, from.tid, encoded);
             }
-            MsgKind::Events => {}
-            MsgKind::Fork => self.threads.fork(h.pid, h.tid, h.b),
-            MsgKind::Child => {
-                self.book.fork(h.c, h.pid);
-                self.threads.child(h.pid, h.tid, h.c, h.b, at);
-                let p = self.procs.entry(h.pid).or_default();
-                p.ppid = Some(h.c);
+            Msg::Events { .. } => {}
+            Msg::Fork { ticks, .. } => self.threads.fork(from.pid, from.tid, ticks),
+            Msg::Child {
+                fork_ticks, ppid, ..
+            } => {
+                let at = self.clock.to_timestamp(fork_ticks);
+                self.book.fork(ppid, from.pid);
+                self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
+                let p = self.procs.entry(from.pid).or_default();
+                p.ppid = Some(ppid);
                 p.start.get_or_insert(at);
             }
-            MsgKind::Exec => {}
+            Msg::Exec { .. } => {}
             // (the runtime writes arena buffers to the spill file as Events)
-            MsgKind::Arena | MsgKind::ShmEvents => {}
-            MsgKind::Hello => {
+            Msg::Arena { .. } | Msg::ShmEvents { .. } => {}
+            Msg::Hello { ticks, ppid, .. } => {
+                let at = self.clock.to_timestamp(ticks);
                 // A new image of a process seen before: its open calls end here.
-                for (tid, batch) in self.threads.exec(h.pid, at) {
-                    self.keep(h.pid, tid, Some(batch));
+                for (tid, batch) in self.threads.exec(from.pid, at) {
+                    self.keep(from.pid, tid, Some(batch));
                 }
-                let p = self.procs.entry(h.pid).or_default();
-                p.ppid.get_or_insert(h.c);
+                let p = self.procs.entry(from.pid).or_default();
+                p.ppid.get_or_insert(ppid);
                 p.start.get_or_insert(at);
             }
         }

@@ -1,0 +1,229 @@
+/* arena.c - the buffer arena shared with the recorder (layout in lapse_rt.h),
+ * and the private buffers threads fall back to.
+ *
+ * Events travel through the arena: a thread fills an arena buffer in place
+ * and hands it over with a 40-byte SHM_EVENTS datagram, so no event is copied
+ * through the kernel. When the arena has no free buffer and the recorder has
+ * none to give back (many threads each holding one), a thread uses a private
+ * buffer sent as an EVENTS datagram (the events follow the header), as it
+ * also does while forking. If the recorder goes away, the arena buffers it
+ * had not freed go to the spill file, oldest first. */
+#define _GNU_SOURCE
+#include "rt.h"
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct lapse_arena *g_arena; /* NULL: private buffers only */
+static size_t g_arena_bytes;
+int g_no_arena;               /* LAPSE_NO_ARENA: always private buffers */
+static int g_spill_lock;
+
+NOINSTR static struct lapse_event *arena_buf(struct lapse_arena *a, int i)
+{
+    return (struct lapse_event *)((char *)a + LAPSE_ARENA_HEAD + (size_t)i * BUF_BYTES);
+}
+
+/* Creates this process image's arena and passes its memfd to the recorder.
+ * Leaves g_arena NULL (private buffers) if anything fails. */
+NOINSTR void lapse_arena_create(void)
+{
+    g_arena = NULL;
+    if (g_fd < 0 || g_no_arena)
+        return;
+    size_t bytes = LAPSE_ARENA_HEAD + (size_t)LAPSE_ARENA_BUFS * BUF_BYTES;
+    int fd = (int)syscall(SYS_memfd_create, "lapse-arena", 1u /* MFD_CLOEXEC */);
+    if (fd < 0)
+        return;
+    void *mem = MAP_FAILED;
+    if (ftruncate(fd, (off_t)bytes) == 0)
+        mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (mem == MAP_FAILED) {
+        close(fd);
+        return;
+    }
+    struct lapse_arena *a = mem;
+    a->magic = LAPSE_ARENA_MAGIC;
+    a->nbufs = LAPSE_ARENA_BUFS;
+    struct lapse_msg m =
+        lapse_msg_arena(g_pid, lapse_gettid(), bytes, LAPSE_ARENA_BUFS, LAPSE_BUF_EVENTS);
+    struct iovec iov = {&m, sizeof m};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    __builtin_memset(&ctl, 0, sizeof ctl);
+    struct msghdr mh = {0};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = ctl.buf;
+    mh.msg_controllen = sizeof ctl.buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    __builtin_memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    int sent = lapse_try_send(&mh) == 0;
+    close(fd); /* the recorder has its own copy now */
+    if (!sent) {
+        munmap(mem, bytes);
+        return;
+    }
+    g_arena_bytes = bytes;
+    g_arena = a;
+}
+
+NOINSTR void lapse_arena_forget(void)
+{
+    if (g_arena)
+        munmap(g_arena, g_arena_bytes);
+    g_arena = NULL;
+}
+
+/* The recorder is gone: the buffers it had not freed go to the spill file,
+ * oldest first (so each thread's events stay in order), one thread at a time. */
+NOINSTR static void spill_queued(void)
+{
+    struct lapse_arena *a = g_arena;
+    if (!a)
+        return;
+    for (long spins = 0; __atomic_exchange_n(&g_spill_lock, 1, __ATOMIC_ACQUIRE); spins++)
+        if (spins > (1l << 24))
+            return; /* (a signal handler interrupted the spiller on this thread) */
+    for (;;) {
+        int best = -1;
+        uint64_t best_seq = ~0ull;
+        for (int i = 0; i < LAPSE_ARENA_BUFS; i++) {
+            if (__atomic_load_n(&a->slot[i].state, __ATOMIC_ACQUIRE) == LAPSE_SLOT_QUEUED &&
+                a->slot[i].seq < best_seq) {
+                best = i;
+                best_seq = a->slot[i].seq;
+            }
+        }
+        if (best < 0)
+            break;
+        struct lapse_slot *sl = &a->slot[best];
+        uint32_t expected = LAPSE_SLOT_QUEUED;
+        if (!__atomic_compare_exchange_n(&sl->state, &expected, LAPSE_SLOT_SPILLING, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            continue;
+        uint32_t count = sl->count <= LAPSE_BUF_EVENTS ? sl->count : LAPSE_BUF_EVENTS;
+        struct lapse_msg m = lapse_msg_events(g_pid, sl->tid, sl->first, sl->stalled, count, 0);
+        struct iovec iov[2] = {{&m, sizeof m}, {arena_buf(a, best), count * sizeof(struct lapse_event)}};
+        lapse_spill(iov, 2);
+        __atomic_store_n(&sl->state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&g_spill_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* A free arena buffer for thread t (waiting while the recorder catches up),
+ * or -1 when none will come: no arena, forking, or every buffer held by a
+ * thread (the caller then uses a private buffer). */
+NOINSTR static int arena_claim(struct lapse_tls *t)
+{
+    struct lapse_arena *a = g_arena;
+    if (!a || g_forking)
+        return -1;
+    for (;;) {
+        uint32_t gen = __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE);
+        int queued = 0;
+        /* lowest first: the buffers in use stay few and warm */
+        for (uint32_t i = 0; i < LAPSE_ARENA_BUFS; i++) {
+            uint32_t st = __atomic_load_n(&a->slot[i].state, __ATOMIC_ACQUIRE);
+            if (st == LAPSE_SLOT_QUEUED)
+                queued++;
+            if (st != LAPSE_SLOT_FREE)
+                continue;
+            uint32_t expected = LAPSE_SLOT_FREE;
+            if (__atomic_compare_exchange_n(&a->slot[i].state, &expected, LAPSE_SLOT_FILLING, 0,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+                a->slot[i].tid = t->tid;
+                a->slot[i].first = t->sent;
+                a->slot[i].claimed = lapse_ticks();
+                return (int)i;
+            }
+        }
+        if (!queued)
+            return -1;
+        if (g_fd < 0) {
+            spill_queued();
+            continue;
+        }
+        /* wait for the recorder to free a buffer; it bumps gen and wakes us */
+        __atomic_add_fetch(&a->waiters, 1, __ATOMIC_ACQ_REL);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        syscall(SYS_futex, &a->gen, FUTEX_WAIT, gen, &ts, NULL, 0);
+        __atomic_sub_fetch(&a->waiters, 1, __ATOMIC_ACQ_REL);
+        if (gen == __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) && lapse_recorder_gone())
+            lapse_disconnect();
+    }
+}
+
+/* Queues thread t's arena buffer (count events) for the recorder. */
+NOINSTR void lapse_arena_hand_over(struct lapse_tls *t, uint32_t count)
+{
+    struct lapse_arena *a = g_arena;
+    struct lapse_slot *sl = &a->slot[t->buf];
+    sl->count = count;
+    sl->first = t->sent;
+    sl->stalled = t->stalled;
+    sl->seq = __atomic_fetch_add(&a->seq, 1, __ATOMIC_ACQ_REL);
+    __atomic_store_n(&sl->state, LAPSE_SLOT_QUEUED, __ATOMIC_RELEASE);
+    struct lapse_msg m = lapse_msg_shm_events(g_pid, t->tid, t->sent, t->stalled, count,
+                                              (uint32_t)t->buf, t->discard);
+    struct iovec iov = {&m, sizeof m};
+    struct msghdr mh = {0};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (lapse_try_send(&mh) != 0)
+        spill_queued(); /* this buffer and any the recorder left */
+}
+
+/* Gives thread t a buffer: an arena buffer if one can be had, else its
+ * private one (created on first use). -1 when there is no memory for either. */
+NOINSTR int lapse_take_buffer(struct lapse_tls *t)
+{
+    int i = arena_claim(t);
+    if (i >= 0) {
+        t->buf = i;
+        t->base = arena_buf(g_arena, i);
+        /* Here, in the hand-over's time rather than the probes': fault in the
+         * pages of a buffer never used before (one store per page; what it
+         * overwrites is left from the buffer's last use), and take back for
+         * writing the lines the recorder read on its core. */
+        for (char *p = (char *)t->base; p < (char *)(t->base + LAPSE_BUF_EVENTS); p += 64) {
+            if (((uintptr_t)p & 4095) == 0)
+                *(volatile uint64_t *)p = 0;
+#if defined(__x86_64__)
+            __asm__ volatile("prefetchw (%0)" ::"r"(p));
+#else
+            __builtin_prefetch(p, 1, 3);
+#endif
+        }
+    } else {
+        if (!t->own) {
+            void *mem = mmap(NULL, BUF_BYTES, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (mem == MAP_FAILED)
+                return -1;
+            t->own = mem;
+        }
+        t->buf = -1;
+        t->base = t->own;
+    }
+    t->cur = t->base;
+    t->end = t->base + LAPSE_BUF_EVENTS;
+    return 0;
+}
+
+/* Lets go of thread t's buffer without handing anything over (it is empty). */
+NOINSTR void lapse_drop_buffer(struct lapse_tls *t)
+{
+    if (t->buf >= 0 && g_arena)
+        __atomic_store_n(&g_arena->slot[t->buf].state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
+    t->buf = -1;
+    t->base = t->cur = t->end = NULL;
+}
