@@ -42,6 +42,7 @@ fn main() {
         "-Wextra",
         "-fvisibility=hidden",
         "-fno-omit-frame-pointer",
+        "-Wl,-z,defs", // an undefined symbol fails here, not in the target
         "-Icsrc",
         "-o",
     ])

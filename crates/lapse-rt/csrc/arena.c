@@ -1,13 +1,12 @@
-/* arena.c - the buffer arena shared with the recorder (layout in lapse_rt.h),
- * and the private buffers threads fall back to.
+/* arena.c - the buffer arena shared with the recorder (layout in lapse_rt.h).
  *
  * Events travel through the arena: a thread fills an arena buffer in place
  * and hands it over with a 40-byte SHM_EVENTS datagram, so no event is copied
  * through the kernel. When the arena has no free buffer and the recorder has
  * none to give back (many threads each holding one), a thread uses a private
- * buffer sent as an EVENTS datagram (the events follow the header), as it
- * also does while forking. If the recorder goes away, the arena buffers it
- * had not freed go to the spill file, oldest first. */
+ * buffer sent as an EVENTS datagram (threads.c), as it also does while
+ * forking. If the recorder goes away, the arena buffers it had not freed go
+ * to the spill file, oldest first. */
 #define _GNU_SOURCE
 #include "rt.h"
 
@@ -18,13 +17,36 @@
 #include <unistd.h>
 
 struct lapse_arena *g_arena; /* NULL: private buffers only */
-static size_t g_arena_bytes;
-int g_no_arena;               /* LAPSE_NO_ARENA: always private buffers */
+static void *g_arena_map;    /* the mapping g_arena lies in (aligned inside it) */
+static size_t g_arena_map_bytes;
+int g_no_arena;              /* LAPSE_NO_ARENA: always private buffers */
 static int g_spill_lock;
+
+#define ARENA_BYTES (LAPSE_ARENA_HEAD + (size_t)LAPSE_ARENA_BUFS * BUF_BYTES)
+_Static_assert(LAPSE_ARENA_HEAD % BUF_BYTES == 0, "arena buffers must stay aligned");
 
 NOINSTR static struct lapse_event *arena_buf(struct lapse_arena *a, int i)
 {
     return (struct lapse_event *)((char *)a + LAPSE_ARENA_HEAD + (size_t)i * BUF_BYTES);
+}
+
+/* Maps `fd` (ARENA_BYTES) at a BUF_BYTES-aligned address, so that every
+ * buffer is aligned as the probe's guard test needs. */
+NOINSTR static void *map_aligned(int fd)
+{
+    size_t span = ARENA_BYTES + BUF_BYTES;
+    char *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (res == MAP_FAILED)
+        return NULL;
+    char *at = (char *)(((uintptr_t)res + BUF_BYTES - 1) & ~(uintptr_t)(BUF_BYTES - 1));
+    void *mem = mmap(at, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (mem == MAP_FAILED) {
+        munmap(res, span);
+        return NULL;
+    }
+    g_arena_map = res;
+    g_arena_map_bytes = span;
+    return mem;
 }
 
 /* Creates this process image's arena and passes its memfd to the recorder.
@@ -34,14 +56,13 @@ NOINSTR void lapse_arena_create(void)
     g_arena = NULL;
     if (g_fd < 0 || g_no_arena)
         return;
-    size_t bytes = LAPSE_ARENA_HEAD + (size_t)LAPSE_ARENA_BUFS * BUF_BYTES;
     int fd = (int)syscall(SYS_memfd_create, "lapse-arena", 1u /* MFD_CLOEXEC */);
     if (fd < 0)
         return;
-    void *mem = MAP_FAILED;
-    if (ftruncate(fd, (off_t)bytes) == 0)
-        mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (mem == MAP_FAILED) {
+    void *mem = NULL;
+    if (ftruncate(fd, (off_t)ARENA_BYTES) == 0)
+        mem = map_aligned(fd);
+    if (!mem) {
         close(fd);
         return;
     }
@@ -49,7 +70,7 @@ NOINSTR void lapse_arena_create(void)
     a->magic = LAPSE_ARENA_MAGIC;
     a->nbufs = LAPSE_ARENA_BUFS;
     struct lapse_msg m =
-        lapse_msg_arena(g_pid, lapse_gettid(), bytes, LAPSE_ARENA_BUFS, LAPSE_BUF_EVENTS);
+        lapse_msg_arena(g_pid, lapse_gettid(), ARENA_BYTES, LAPSE_ARENA_BUFS, LAPSE_BUF_EVENTS);
     struct iovec iov = {&m, sizeof m};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -69,17 +90,17 @@ NOINSTR void lapse_arena_create(void)
     int sent = lapse_try_send(&mh) == 0;
     close(fd); /* the recorder has its own copy now */
     if (!sent) {
-        munmap(mem, bytes);
+        lapse_arena_forget();
         return;
     }
-    g_arena_bytes = bytes;
     g_arena = a;
 }
 
 NOINSTR void lapse_arena_forget(void)
 {
-    if (g_arena)
-        munmap(g_arena, g_arena_bytes);
+    if (g_arena_map)
+        munmap(g_arena_map, g_arena_map_bytes);
+    g_arena_map = NULL;
     g_arena = NULL;
 }
 
@@ -92,7 +113,7 @@ NOINSTR static void spill_queued(void)
         return;
     for (long spins = 0; __atomic_exchange_n(&g_spill_lock, 1, __ATOMIC_ACQUIRE); spins++)
         if (spins > (1l << 24))
-            return; /* (a signal handler interrupted the spiller on this thread) */
+            return; /* (a fatal signal interrupted the spiller on this thread) */
     for (;;) {
         int best = -1;
         uint64_t best_seq = ~0ull;
@@ -111,7 +132,8 @@ NOINSTR static void spill_queued(void)
                                          __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             continue;
         uint32_t count = sl->count <= LAPSE_BUF_EVENTS ? sl->count : LAPSE_BUF_EVENTS;
-        struct lapse_msg m = lapse_msg_events(g_pid, sl->tid, sl->first, sl->stalled, count, 0);
+        struct lapse_msg m = lapse_msg_events(g_pid, sl->tid, sl->first, sl->stalled, count,
+                                              sl->flags & LAPSE_FLAG_DISCARD);
         struct iovec iov[2] = {{&m, sizeof m}, {arena_buf(a, best), count * sizeof(struct lapse_event)}};
         lapse_spill(iov, 2);
         __atomic_store_n(&sl->state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
@@ -122,7 +144,7 @@ NOINSTR static void spill_queued(void)
 /* A free arena buffer for thread t (waiting while the recorder catches up),
  * or -1 when none will come: no arena, forking, or every buffer held by a
  * thread (the caller then uses a private buffer). */
-NOINSTR static int arena_claim(struct lapse_tls *t)
+NOINSTR int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b)
 {
     struct lapse_arena *a = g_arena;
     if (!a || g_forking)
@@ -140,10 +162,15 @@ NOINSTR static int arena_claim(struct lapse_tls *t)
             uint32_t expected = LAPSE_SLOT_FREE;
             if (__atomic_compare_exchange_n(&a->slot[i].state, &expected, LAPSE_SLOT_FILLING, 0,
                                             __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-                a->slot[i].tid = t->tid;
-                a->slot[i].first = t->sent;
-                a->slot[i].claimed = lapse_ticks();
-                return (int)i;
+                struct lapse_slot *sl = &a->slot[i];
+                sl->tid = t->tid;
+                sl->first = t->next;
+                sl->flags = t->discard ? LAPSE_FLAG_DISCARD : 0;
+                sl->claimed = lapse_ticks();
+                b->base = arena_buf(a, (int)i);
+                b->arena = (int32_t)i;
+                b->claimed = sl->claimed;
+                return 0;
             }
         }
         if (!queued)
@@ -162,18 +189,18 @@ NOINSTR static int arena_claim(struct lapse_tls *t)
     }
 }
 
-/* Queues thread t's arena buffer (count events) for the recorder. */
-NOINSTR void lapse_arena_hand_over(struct lapse_tls *t, uint32_t count)
+NOINSTR void lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count)
 {
     struct lapse_arena *a = g_arena;
-    struct lapse_slot *sl = &a->slot[t->buf];
+    struct lapse_slot *sl = &a->slot[b->arena];
     sl->count = count;
-    sl->first = t->sent;
+    sl->first = b->first;
     sl->stalled = t->stalled;
+    sl->flags = t->discard ? LAPSE_FLAG_DISCARD : 0;
     sl->seq = __atomic_fetch_add(&a->seq, 1, __ATOMIC_ACQ_REL);
     __atomic_store_n(&sl->state, LAPSE_SLOT_QUEUED, __ATOMIC_RELEASE);
-    struct lapse_msg m = lapse_msg_shm_events(g_pid, t->tid, t->sent, t->stalled, count,
-                                              (uint32_t)t->buf, t->discard);
+    struct lapse_msg m = lapse_msg_shm_events(g_pid, t->tid, b->first, t->stalled, count,
+                                              (uint32_t)b->arena, t->discard);
     struct iovec iov = {&m, sizeof m};
     struct msghdr mh = {0};
     mh.msg_iov = &iov;
@@ -182,48 +209,8 @@ NOINSTR void lapse_arena_hand_over(struct lapse_tls *t, uint32_t count)
         spill_queued(); /* this buffer and any the recorder left */
 }
 
-/* Gives thread t a buffer: an arena buffer if one can be had, else its
- * private one (created on first use). -1 when there is no memory for either. */
-NOINSTR int lapse_take_buffer(struct lapse_tls *t)
+NOINSTR void lapse_arena_release(struct lapse_buf *b)
 {
-    int i = arena_claim(t);
-    if (i >= 0) {
-        t->buf = i;
-        t->base = arena_buf(g_arena, i);
-        /* Here, in the hand-over's time rather than the probes': fault in the
-         * pages of a buffer never used before (one store per page; what it
-         * overwrites is left from the buffer's last use), and take back for
-         * writing the lines the recorder read on its core. */
-        for (char *p = (char *)t->base; p < (char *)(t->base + LAPSE_BUF_EVENTS); p += 64) {
-            if (((uintptr_t)p & 4095) == 0)
-                *(volatile uint64_t *)p = 0;
-#if defined(__x86_64__)
-            __asm__ volatile("prefetchw (%0)" ::"r"(p));
-#else
-            __builtin_prefetch(p, 1, 3);
-#endif
-        }
-    } else {
-        if (!t->own) {
-            void *mem = mmap(NULL, BUF_BYTES, PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (mem == MAP_FAILED)
-                return -1;
-            t->own = mem;
-        }
-        t->buf = -1;
-        t->base = t->own;
-    }
-    t->cur = t->base;
-    t->end = t->base + LAPSE_BUF_EVENTS;
-    return 0;
-}
-
-/* Lets go of thread t's buffer without handing anything over (it is empty). */
-NOINSTR void lapse_drop_buffer(struct lapse_tls *t)
-{
-    if (t->buf >= 0 && g_arena)
-        __atomic_store_n(&g_arena->slot[t->buf].state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
-    t->buf = -1;
-    t->base = t->cur = t->end = NULL;
+    if (b->arena >= 0 && g_arena)
+        __atomic_store_n(&g_arena->slot[b->arena].state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
 }

@@ -100,7 +100,10 @@ LAPSE_AT(lapse_msg, u.arena.bytes, 16);
 LAPSE_AT(lapse_msg, u.arena.bufs, 32);
 LAPSE_AT(lapse_msg, u.arena.buf_events, 36);
 
-/* One probe firing: the function's address and (ticks << 1 | is_exit). */
+/* One probe firing: the function's address and (ticks << 1 | is_exit). A
+ * slot whose probe never wrote it (abandoned by a longjmp out of a signal
+ * handler) is handed over as a hole: fn == LAPSE_HOLE_FN, counted as lost. */
+#define LAPSE_HOLE_FN 0
 struct lapse_event {
     uint64_t fn;
     uint64_t stamp;
@@ -110,7 +113,8 @@ LAPSE_SIZE(lapse_event, 16);
 LAPSE_AT(lapse_event, fn, 0);
 LAPSE_AT(lapse_event, stamp, 8);
 
-/* Events per thread buffer: 4096 x 16 bytes = 64 KiB, one datagram. */
+/* Slots per thread buffer: 4096 x 16 bytes = 64 KiB (the runtime fills at
+ * most 3840: the last page is a guard), so a datagram holds at most that. */
 #define LAPSE_BUF_EVENTS 4096
 
 /* ---- the shared arena ----
@@ -125,7 +129,7 @@ LAPSE_AT(lapse_event, stamp, 8);
  * that (left from the buffer's previous use) or empty. */
 #define LAPSE_ARENA_MAGIC 0x4150534cu /* "LSPA" */
 #define LAPSE_ARENA_BUFS 128
-#define LAPSE_ARENA_HEAD 8192
+#define LAPSE_ARENA_HEAD 65536 /* buffers start 64 KiB-aligned */
 
 #define LAPSE_SLOT_FREE 0
 #define LAPSE_SLOT_FILLING 1  /* owned by thread `tid` */
@@ -136,7 +140,7 @@ struct lapse_slot {
     uint32_t state;
     uint32_t tid;
     uint32_t count;   /* events, once queued */
-    uint32_t pad;
+    uint32_t flags;   /* LAPSE_FLAG_DISCARD for calibration events */
     uint64_t first;   /* index of the thread's first event in this buffer */
     uint64_t stalled; /* the thread's hand-over ticks when it was queued */
     uint64_t seq;     /* hand-over order, for spilling in order */
@@ -156,6 +160,7 @@ struct lapse_arena {
 LAPSE_SIZE(lapse_slot, 48);
 LAPSE_AT(lapse_slot, state, 0);
 LAPSE_AT(lapse_slot, tid, 4);
+LAPSE_AT(lapse_slot, flags, 12);
 LAPSE_AT(lapse_slot, first, 16);
 LAPSE_AT(lapse_slot, claimed, 40);
 LAPSE_AT(lapse_arena, magic, 0);

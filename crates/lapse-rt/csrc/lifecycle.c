@@ -40,75 +40,57 @@ NOINSTR static void before_fork(void)
     struct lapse_tls *t = &lapse_t;
     if (g_inited != 1)
         return;
+    sigset_t old;
+    lapse_block(&old);
     t->in_slow++;
-    lapse_flush_own(t);
     /* Until the after-fork handlers run, parent and child share the arena:
-     * the forking thread writes to a private buffer (copied, not shared, by
-     * fork) and no thread claims arena buffers. */
+     * no thread claims arena buffers, and this one fills a private buffer. */
     g_forking = 1;
-    if (t->buf >= 0) {
-        lapse_drop_buffer(t);
-        if (lapse_take_buffer(t) != 0)
-            t->state = LAPSE_T_OFF;
-    }
+    lapse_fork_prepare(t);
     g_fork_tsc = lapse_ticks();
     g_fork_ptid = t->tid ? t->tid : lapse_gettid();
     struct lapse_msg m = lapse_msg_fork(g_pid, g_fork_ptid, g_fork_tsc);
     lapse_send_msg(&m, NULL, 0);
     t->in_slow--;
-}
-
-/* After a fork: the forking thread leaves its private buffer for the arena
- * again (handing over what the atfork handlers recorded, if anything), so a
- * process killed soon after still has its events where the recorder finds them. */
-NOINSTR static void back_to_arena(struct lapse_tls *t)
-{
-    if (t->state != LAPSE_T_ACTIVE || t->buf >= 0 || !g_arena)
-        return;
-    t->in_slow++;
-    if (t->base && t->cur > t->base) {
-        lapse_flush_own(t);
-    } else {
-        t->base = t->cur = t->end = NULL;
-        if (lapse_take_buffer(t) != 0)
-            t->state = LAPSE_T_OFF;
-    }
-    t->in_slow--;
+    lapse_unblock(&old);
 }
 
 NOINSTR static void after_fork_parent(void)
 {
     g_forking = 0;
-    if (g_inited == 1)
-        back_to_arena(&lapse_t);
+    if (g_inited != 1)
+        return;
+    sigset_t old;
+    lapse_block(&old);
+    lapse_t.in_slow++;
+    lapse_back_to_arena(&lapse_t);
+    lapse_t.in_slow--;
+    lapse_unblock(&old);
 }
 
-/* The child: only the forking thread exists. Its buffer was flushed just
+/* The child: only the forking thread exists. Its buffer was handed over just
  * before fork, so it starts empty; the recorder gives it the parent's stack. */
 NOINSTR static void after_fork_child(void)
 {
     struct lapse_tls *self = &lapse_t;
     if (g_inited != 1)
         return;
+    sigset_t old;
+    lapse_block(&old);
+    self->in_slow++;
     uint32_t ppid = g_pid;
     g_pid = (uint32_t)getpid();
-    for (int i = 0; i < LAPSE_MAX_THREADS; i++) {
-        struct lapse_tls *t = g_threads[i];
-        if (t && t != self)
-            g_threads[i] = NULL; /* their memory stays: those threads are gone */
-    }
-    self->tid = lapse_gettid();
-    self->sent = 0;
-    self->stalled = 0;
-    if (self->base)
-        self->cur = self->base;
-    struct lapse_msg m = lapse_msg_child(g_pid, self->tid, g_fork_tsc, ppid, g_fork_ptid);
+    lapse_fork_child(self);
+    struct lapse_msg m = lapse_msg_child(g_pid, self->tid ? self->tid : lapse_gettid(),
+                                         g_fork_tsc, ppid, g_fork_ptid);
     lapse_send_msg(&m, NULL, 0);
     /* the parent's arena is the parent's: this process gets its own */
     lapse_arena_forget();
     lapse_arena_create();
     g_forking = 0;
-    back_to_arena(self);
+    lapse_back_to_arena(self);
+    self->in_slow--;
+    lapse_unblock(&old);
 }
 
 /* ---- exec, exit, signals ---- */
@@ -187,9 +169,12 @@ NOINSTR void lapse_init(void)
         t->in_slow = 0;
         g_probe_cost = lapse_measure_probe_cost();
         t->in_slow = in_slow;
-        lapse_flush_own(t);
+        /* calibration events go out marked discard; numbering starts again */
+        if (t->state == LAPSE_T_ACTIVE)
+            lapse_flush_final(t);
         t->discard = 0;
-        t->sent = 0;
+        t->next = 0;
+        t->skipped = 0;
         t->stalled = 0;
     }
     struct lapse_msg m =

@@ -17,32 +17,82 @@
 #define LAPSE_MAX_THREADS 4096
 #define BUF_BYTES (LAPSE_BUF_EVENTS * sizeof(struct lapse_event))
 
+/* A buffer is a BUF_BYTES region aligned to BUF_BYTES whose last page is a
+ * guard: a claimed slot is past the end exactly when it lies in the guard,
+ * which the probe sees from the slot's address alone (no `end` to read that a
+ * signal handler could have changed in between). Claims past the end are
+ * bounded by the nesting depth of signal handlers (the slow path runs with
+ * signals blocked and installs a new buffer), far less than the guard's 256. */
+#define GUARD_MASK ((uintptr_t)0xF000)
+#define BUF_USABLE ((BUF_BYTES - 4096) / sizeof(struct lapse_event)) /* 3840 events */
+_Static_assert(BUF_BYTES == 0x10000, "the guard test assumes 64 KiB buffers");
+
+static inline __attribute__((always_inline, no_instrument_function)) int
+lapse_in_guard(const struct lapse_event *e)
+{
+    return ((uintptr_t)e & GUARD_MASK) == GUARD_MASK;
+}
+
 enum lapse_thread_state {
     LAPSE_T_NEW = 0,  /* zero-initialised TLS: the first probe sets it up */
-    LAPSE_T_ACTIVE,   /* has a buffer */
-    LAPSE_T_OFF,      /* not profiled (no recorder, thread ended, out of slots) */
+    LAPSE_T_ACTIVE,   /* recorded */
+    LAPSE_T_OFF,      /* not profiled (no recorder, thread ended, no memory) */
 };
 
-/* Per-thread state, in initial-exec TLS. The probe touches only cur/end.
- * No buffer at all is base = cur = end = NULL (the next probe takes the slow path). */
+/* A buffer a thread fills. */
+struct lapse_buf {
+    struct lapse_event *base; /* NULL: none */
+    uint64_t first;           /* index of its first event in the thread's stream */
+    uint64_t claimed;         /* ticks when taken: a slot stamped before is not written yet */
+    int32_t arena;            /* arena buffer index, or -1 for a private buffer */
+    uint32_t count;           /* events claimed, once it stopped filling (parked) */
+};
+
+/* Per-thread state, in initial-exec TLS. The probe touches only cur and
+ * deadline; everything else belongs to the slow path, which runs with
+ * signals blocked.
+ *
+ * A signal handler may interrupt a probe between its claim of a slot and its
+ * write, and fill and hand over the buffer in between: a buffer whose slots
+ * are not all written is "parked" (kept, not handed over) until the next
+ * hand-over, by which time the interrupted probe has normally finished. One
+ * still unwritten then (its probe was abandoned by a longjmp out of the
+ * handler) is handed over as a hole (fn 0) that the recorder counts as lost. */
 struct lapse_tls {
-    struct lapse_event *cur;
-    struct lapse_event *end;
-    uint64_t deadline;    /* ticks: hand the buffer over after this */
-    struct lapse_event *base;
-    uint64_t sent;        /* events of this thread already sent */
-    uint64_t stalled;     /* ticks this thread spent handing buffers over */
+    struct lapse_event *cur; /* next slot; claimed with one instruction (lapse_claim) */
+    uint64_t deadline;       /* ticks: hand the buffer over after this; 0 = slow path at once */
+    struct lapse_buf fill;   /* the buffer cur points into */
+    struct lapse_buf parked; /* full, but a slot of it was not written yet */
+    uint64_t next;           /* index of the first event of the next buffer */
+    uint64_t skipped;        /* events lost since (the next buffer's index leaves a gap) */
+    uint64_t stalled;        /* ticks this thread spent handing buffers over */
     uint32_t tid;
     uint32_t state;
     uint32_t in_slow;     /* the slow path is running on this thread */
-    uint32_t discard;     /* calibration: flushes are marked discard */
+    uint32_t discard;     /* calibration: hand-overs are marked discard */
     uint32_t dtor_rounds; /* pthread key destructor calls so far */
     int32_t slot;         /* index in the thread registry, -1 if none */
-    int32_t buf;          /* arena buffer in use, -1 for none or a private buffer */
-    struct lapse_event *own; /* private buffer (when the arena has none to give) */
+    void *own_map[2];     /* private buffers' mappings (2 x BUF_BYTES, for the alignment) */
 };
 
 extern __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
+
+/* Claims the next slot: cur += 1, returning the old value, in one
+ * instruction, so that a signal handler running probes in between cannot
+ * hand the same slot out twice. (x86: xadd without lock, which is atomic
+ * against signals on this thread and costs what a load and a store do.) */
+static inline __attribute__((always_inline, no_instrument_function)) struct lapse_event *
+lapse_claim(struct lapse_tls *t)
+{
+#if defined(__x86_64__)
+    uintptr_t p = sizeof(struct lapse_event);
+    __asm__ volatile("xaddq %0, %1" : "+r"(p), "+m"(t->cur));
+    return (struct lapse_event *)p;
+#else
+    return (struct lapse_event *)__atomic_fetch_add((uintptr_t *)&t->cur,
+                                                    sizeof(struct lapse_event), __ATOMIC_RELAXED);
+#endif
+}
 
 static inline uint64_t lapse_ticks(void)
 {
@@ -72,17 +122,25 @@ void lapse_init(void);
 uint64_t lapse_measure_probe_cost(void);
 
 /* ---- threads.c ---- */
-/* Called by the probe when the buffer is full, due or not set up; `now` is
- * the probe's tick reading. */
-void lapse_slow_path(struct lapse_tls *t, void *fn, uint64_t is_exit, uint64_t now);
+/* Called by the probe when its slot is past the end, the buffer is due, or
+ * the thread is not set up; `e` is the slot it claimed, `now` its tick reading. */
+void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *fn, uint64_t is_exit,
+                     uint64_t now);
 extern struct lapse_tls *g_threads[LAPSE_MAX_THREADS];
 int lapse_threads_init(void);
-/* The calling thread's buffer: hand it over and take the next one. */
-void lapse_flush_own(struct lapse_tls *t);
+/* The calling thread's buffers: hand them over; with `refill`, take the next one. */
+void lapse_flush_own(struct lapse_tls *t, int refill);
+/* The last hand-over of a thread or process image: the parked buffer too. */
+void lapse_flush_final(struct lapse_tls *t);
 /* Every thread's buffer, at exit, exec or a crash. */
 void lapse_flush_all(void);
-/* Sends [base, upto) of thread t as an EVENTS datagram. */
-void lapse_send_events(struct lapse_tls *t, struct lapse_event *upto);
+void lapse_fork_prepare(struct lapse_tls *t);
+void lapse_fork_child(struct lapse_tls *t);
+void lapse_back_to_arena(struct lapse_tls *t);
+/* Blocks every signal (the slow path's state changes must not be interleaved
+ * with a handler's probes); restore with lapse_unblock. */
+void lapse_block(void *old_mask);
+void lapse_unblock(const void *old_mask);
 
 /* ---- arena.c ---- */
 extern struct lapse_arena *g_arena; /* NULL: private buffers only */
@@ -90,9 +148,12 @@ extern int g_no_arena;
 void lapse_arena_create(void);
 /* Lets go of the parent's arena in a fork child. */
 void lapse_arena_forget(void);
-int lapse_take_buffer(struct lapse_tls *t);
-void lapse_drop_buffer(struct lapse_tls *t);
-void lapse_arena_hand_over(struct lapse_tls *t, uint32_t count);
+/* A free arena buffer for thread t into b (base, arena), or -1. */
+int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b);
+/* Queues b's first `count` events for the recorder. */
+void lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count);
+/* Frees b's arena buffer without handing anything over. */
+void lapse_arena_release(struct lapse_buf *b);
 
 /* ---- transport.c ---- */
 extern int g_fd; /* connection to the recorder */

@@ -17,6 +17,9 @@ pub const BUF_EVENTS: usize = 4096;
 pub const MAX_DATAGRAM: usize = HEADER_LEN + BUF_EVENTS * EVENT_LEN;
 /// `EVENTS`/`SHM_EVENTS` flag: calibration events, to be dropped.
 pub const FLAG_DISCARD: u16 = 1;
+/// The function address of a slot whose probe never wrote it (abandoned by
+/// a longjmp out of a signal handler): not an event, but a lost one.
+pub const HOLE_FN: u64 = 0;
 
 /// Message kinds (`LAPSE_MSG_*`).
 pub mod kind {
@@ -61,7 +64,7 @@ pub mod at {
 pub mod arena {
     pub const MAGIC: u32 = 0x4150_534c;
     pub const BUFS: usize = 128;
-    pub const HEAD: usize = 8192;
+    pub const HEAD: usize = 65536;
     pub const BUF_BYTES: usize = super::BUF_EVENTS * super::EVENT_LEN;
     pub const BYTES: usize = HEAD + BUFS * BUF_BYTES;
     /// Byte offsets in the header.
@@ -75,6 +78,8 @@ pub mod arena {
     /// Offsets within a slot.
     pub const SLOT_STATE: usize = 0;
     pub const SLOT_TID: usize = 4;
+    /// `FLAG_DISCARD` when the buffer holds calibration events.
+    pub const SLOT_FLAGS: usize = 12;
     pub const SLOT_FIRST: usize = 16;
     /// Ticks when the thread claimed the buffer.
     pub const SLOT_CLAIMED: usize = 40;

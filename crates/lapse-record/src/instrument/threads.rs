@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use lapse_data::codec::EventEncoder;
 use lapse_data::{EventKind, FunctionId, OsEvent, Timestamp};
-use lapse_rt::protocol::RawEvent;
+use lapse_rt::protocol::{RawEvent, HOLE_FN};
 
 use super::address::AddressBook;
 use super::stalls::StallTimeline;
@@ -227,7 +227,20 @@ impl Threads {
             s.next_index = first_index;
         }
         let mut raw = raw.skip(usize::try_from(skip).unwrap_or(usize::MAX));
-        let first = raw.next()?; // everything was a duplicate
+        // Holes (slots whose probe never wrote them) are lost events.
+        let mut holes = 0u64;
+        let first = loop {
+            match raw.next() {
+                Some(e) if e.function == HOLE_FN => holes += 1,
+                Some(e) => break e,
+                None => {
+                    // (everything was a duplicate or a hole)
+                    s.next_index += holes;
+                    self.lost_events += lost + holes;
+                    return None;
+                }
+            }
+        };
         let seg = clock.segment(first.ticks);
         s.stalls
             .note(stalled_ticks, seg.to_timestamp(first.ticks), clock);
@@ -239,6 +252,10 @@ impl Threads {
         let mut added = 0u64;
         let (cache, stack, pending) = (&mut *s.cache, &mut s.stack, &mut s.pending);
         let mut step = |e: RawEvent| {
+            if e.function == HOLE_FN {
+                holes += 1;
+                return;
+            }
             let real = seg.to_timestamp(e.ticks);
             last_real = real;
             let slot = ((e.function >> 4) as usize) % CACHE_SLOTS;
@@ -261,10 +278,10 @@ impl Threads {
         step(first);
         raw.for_each(&mut step);
         s.last_ts = last_ts;
-        s.next_index += added;
+        s.next_index += added + holes;
         s.stalls.seen_until(last_real);
         let batch = s.take_batch(false);
-        self.lost_events += lost;
+        self.lost_events += lost + holes;
         self.events += added;
         batch
     }
@@ -347,6 +364,36 @@ mod tests {
             &clock,
         );
         assert_eq!(t.lost_events, 7);
+    }
+
+    #[test]
+    fn holes_are_lost_events_that_keep_their_index() {
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let evs = [
+            raw(HOLE_FN, 0, false),
+            raw(0x10, 100, false),
+            raw(HOLE_FN, 0, false),
+            raw(0x10, 200, true),
+        ];
+        t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
+        assert_eq!((t.events, t.lost_events), (2, 2));
+        // the next batch starts at index 4: no gap
+        let next = [raw(0x20, 300, false)];
+        t.add_events(1, 1, 4, 0, next.into_iter(), &mut book, &clock);
+        assert_eq!((t.events, t.lost_events), (3, 2));
+        // a batch of holes only
+        t.add_events(
+            1,
+            1,
+            5,
+            0,
+            [raw(HOLE_FN, 0, true)].into_iter(),
+            &mut book,
+            &clock,
+        );
+        assert_eq!((t.events, t.lost_events), (3, 3));
     }
 
     #[test]
