@@ -53,7 +53,10 @@ NOINSTR static void *map_aligned(int fd)
  * Leaves g_arena NULL (private buffers) if anything fails. */
 NOINSTR void lapse_arena_create(void)
 {
+    /* (after a reconnection, threads may still be filling buffers of the
+     * old arena: it stays mapped, and they send those as copies) */
     g_arena = NULL;
+    g_arena_map = NULL;
     if (g_fd < 0 || g_no_arena)
         return;
     int fd = (int)syscall(SYS_memfd_create, "lapse-arena", 1u /* MFD_CLOEXEC */);
@@ -87,8 +90,8 @@ NOINSTR void lapse_arena_create(void)
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     __builtin_memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    int sent = lapse_try_send(&mh) == 0;
-    close(fd); /* the recorder has its own copy now */
+    int sent = lapse_try_send(&mh, 1) == SEND_OK;
+    close(fd); /* the recorder has its own copy now (the number is ours: just made) */
     if (!sent) {
         lapse_arena_forget();
         return;
@@ -146,10 +149,10 @@ NOINSTR static void spill_queued(void)
  * thread (the caller then uses a private buffer). */
 NOINSTR int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b)
 {
-    struct lapse_arena *a = g_arena;
-    if (!a || g_forking)
-        return -1;
     for (;;) {
+        struct lapse_arena *a = g_arena; /* (a reconnection replaces it) */
+        if (!a || g_forking)
+            return -1;
         uint32_t gen = __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE);
         int queued = 0;
         /* lowest first: the buffers in use stay few and warm */
@@ -169,6 +172,7 @@ NOINSTR int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b)
                 sl->claimed = lapse_ticks();
                 b->base = arena_buf(a, (int)i);
                 b->arena = (int32_t)i;
+                b->owner = a;
                 b->claimed = sl->claimed;
                 return 0;
             }
@@ -191,26 +195,46 @@ NOINSTR int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b)
 
 NOINSTR void lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count)
 {
-    struct lapse_arena *a = g_arena;
+    struct lapse_arena *a = b->owner;
     struct lapse_slot *sl = &a->slot[b->arena];
-    sl->count = count;
-    sl->first = b->first;
-    sl->stalled = t->stalled;
-    sl->flags = t->discard ? LAPSE_FLAG_DISCARD : 0;
-    sl->seq = __atomic_fetch_add(&a->seq, 1, __ATOMIC_ACQ_REL);
-    __atomic_store_n(&sl->state, LAPSE_SLOT_QUEUED, __ATOMIC_RELEASE);
-    struct lapse_msg m = lapse_msg_shm_events(g_pid, t->tid, b->first, t->stalled, count,
-                                              (uint32_t)b->arena, t->discard);
-    struct iovec iov = {&m, sizeof m};
-    struct msghdr mh = {0};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    if (lapse_try_send(&mh) != 0)
-        spill_queued(); /* this buffer and any the recorder left */
+    for (int attempt = 0;; attempt++) {
+        lapse_conn_check(); /* (a reconnection here replaces g_arena) */
+        if (a != g_arena || attempt == 2) {
+            /* An arena from before a reconnection: the recorder let it go
+             * with the old connection (reading what was written then). */
+            struct lapse_msg m =
+                lapse_msg_events(g_pid, t->tid, b->first, t->stalled, count, t->discard);
+            lapse_send_msg(&m, b->base, count * sizeof(struct lapse_event));
+            __atomic_store_n(&sl->state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
+            return;
+        }
+        sl->count = count;
+        sl->first = b->first;
+        sl->stalled = t->stalled;
+        sl->flags = t->discard ? LAPSE_FLAG_DISCARD : 0;
+        sl->seq = __atomic_fetch_add(&a->seq, 1, __ATOMIC_ACQ_REL);
+        __atomic_store_n(&sl->state, LAPSE_SLOT_QUEUED, __ATOMIC_RELEASE);
+        struct lapse_msg m = lapse_msg_shm_events(g_pid, t->tid, b->first, t->stalled, count,
+                                                  (uint32_t)b->arena, t->discard);
+        struct iovec iov = {&m, sizeof m};
+        struct msghdr mh = {0};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        int rc = lapse_try_send(&mh, 1);
+        if (rc == SEND_OK)
+            return;
+        if (rc != SEND_MOVED) {
+            spill_queued(); /* this buffer and any the recorder left */
+            return;
+        }
+        /* the program took the connection over in between: again, as a
+         * buffer of an arena from before the reconnection */
+        __atomic_store_n(&sl->state, LAPSE_SLOT_FILLING, __ATOMIC_RELEASE);
+    }
 }
 
 NOINSTR void lapse_arena_release(struct lapse_buf *b)
 {
-    if (b->arena >= 0 && g_arena)
-        __atomic_store_n(&g_arena->slot[b->arena].state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
+    if (b->arena >= 0 && b->owner)
+        __atomic_store_n(&b->owner->slot[b->arena].state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
 }

@@ -80,6 +80,7 @@ NOINSTR static void after_fork_child(void)
     self->in_slow++;
     uint32_t ppid = g_pid;
     g_pid = (uint32_t)getpid();
+    lapse_transport_after_fork();
     lapse_fork_child(self);
     struct lapse_msg m = lapse_msg_child(g_pid, self->tid ? self->tid : lapse_gettid(),
                                          g_fork_tsc, ppid, g_fork_ptid);

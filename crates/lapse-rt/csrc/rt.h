@@ -46,6 +46,7 @@ struct lapse_buf {
     uint64_t claimed;         /* ticks when taken: a slot stamped before is not written yet */
     int32_t arena;            /* arena buffer index, or -1 for a private buffer */
     uint32_t count;           /* events claimed, once it stopped filling (parked) */
+    struct lapse_arena *owner; /* the arena it is in (an older one after a reconnection) */
 };
 
 /* Per-thread state, in initial-exec TLS. The probe touches only cur and
@@ -158,14 +159,22 @@ void lapse_arena_release(struct lapse_buf *b);
 /* ---- transport.c ---- */
 extern int g_fd; /* connection to the recorder */
 void lapse_connect(const char *path);
-/* Sends one datagram (SCM_RIGHTS and all); -1 when the recorder is gone. */
-int lapse_try_send(struct msghdr *mh);
+/* The connection is still ours, or connected again (with a new arena): 0;
+ * -1 when there is none (spill). */
+int lapse_conn_check(void);
+/* Sends one datagram (SCM_RIGHTS and all). */
+enum { SEND_OK = 0, SEND_GONE = -1 /* the recorder is gone: spill */,
+       SEND_MOVED = -2 /* the program took the connection over (same_conn only) */ };
+int lapse_try_send(struct msghdr *mh, int same_conn);
 /* Sends one message (and body), or appends it to the spill file. */
 void lapse_send_msg(struct lapse_msg *m, const void *body, size_t body_len);
 /* Appends a datagram made of iov[0..n) to the spill file. */
 void lapse_spill(const struct iovec *iov, int n);
 int lapse_recorder_gone(void);
 void lapse_disconnect(void);
+/* Lets the inherited connection go (a child that is not recorded). */
+void lapse_drop_connection(void);
+void lapse_transport_after_fork(void);
 
 /* ---- exec.c / lifecycle.c ---- */
 /* Hands every buffer over before the process image is replaced. */

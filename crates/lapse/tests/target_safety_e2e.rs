@@ -241,3 +241,97 @@ int main(void) {
         r.lost()
     );
 }
+
+/// Records `run` and checks what every descriptor test expects: the program
+/// printed what it prints natively, every call of `work` and `main` is in
+/// the data file, and nothing went to a spill file (the runtime kept its
+/// connection, or made a new one).
+fn record_matches_native(run: &Run, key: &str, calls: u64) {
+    let native = run.native(&[]);
+    assert_eq!(native.status.code(), Some(0));
+    assert_eq!(printed(&native).get(key), Some(&0), "natively");
+    let Some(out) = run.record(&[], &[]) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&native.stdout),
+        "the program's output under lapse"
+    );
+    let r = run.report();
+    assert_eq!(r.calls_of("work"), calls);
+    assert_eq!(r.calls_of("main"), 1);
+    assert_eq!(r.lost(), 0);
+    assert!(
+        !run.dir.join("out.lapse.spill").exists(),
+        "the events reached the recorder"
+    );
+}
+
+#[test]
+fn a_daemon_that_closes_every_descriptor_and_opens_sockets_gets_no_datagram_of_lapse() {
+    // Before the fix the runtime kept writing to "its" descriptor number,
+    // which by then was one of the program's sockets: the program received
+    // lapse's hand-over datagrams, and the recording had 0 events.
+    let Some(run) = build(
+        "daemon_fds",
+        r#"
+NOINLINE void work(long i) { sink ^= (uint64_t)i; }
+static int peer[4096];
+int main(void) {
+    for (int fd = 3; fd < 1024; fd++) close(fd);
+    for (;;) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) break;
+        if (sv[0] < 4096) peer[sv[0]] = sv[1];
+        if (sv[1] >= 1000) break;
+    }
+    for (long i = 0; i < 100000; i++) work(i);
+    long foreign = 0;
+    static char buf[1 << 17];
+    for (int fd = 3; fd < 4096; fd++) {
+        if (!peer[fd]) continue;
+        ssize_t r;
+        while ((r = recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) foreign += r;
+        while ((r = recv(peer[fd], buf, sizeof buf, MSG_DONTWAIT)) > 0) foreign += r;
+    }
+    printf("foreign %ld\n", foreign);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    record_matches_native(&run, "foreign", 100_000);
+}
+
+#[test]
+fn a_program_that_dup2s_its_log_over_high_descriptors_keeps_them_all() {
+    // Before the fix the runtime closed descriptor 900 (the program's log by
+    // then) and spilled the whole recording.
+    let Some(run) = build(
+        "dup2_fds",
+        r#"
+NOINLINE void work(long i) { sink ^= (uint64_t)i; }
+int main(void) {
+    int log = open("log.txt", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (log < 0) return 3;
+    for (int fd = 900; fd < 1024; fd++) dup2(log, fd);
+    struct stat want;
+    fstat(log, &want);
+    for (long i = 0; i < 100000; i++) work(i);
+    long closed = 0;
+    for (int fd = 900; fd < 1024; fd++) {
+        struct stat st;
+        if (fstat(fd, &st) != 0 || st.st_ino != want.st_ino) closed++;
+    }
+    printf("closed %ld\n", closed);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    record_matches_native(&run, "closed", 100_000);
+}

@@ -331,6 +331,18 @@ impl Session {
         if !self.inherit && from.pid != self.root {
             return Ok(()); // --no-inherit: only the command's own process
         }
+        if !self.conns[conn].0.pids.contains(&from.pid) {
+            // A process on a new connection (a new exec image, or the
+            // runtime connected again after the program closed or dup2-ed
+            // over its descriptor): what it sent on its old connection came
+            // first, so it is read first.
+            for j in 0..self.conns.len() {
+                if j != conn && self.conns[j].0.pids.contains(&from.pid) {
+                    self.read_conn(j, usize::MAX)?;
+                }
+            }
+            self.note_pid(conn, from.pid);
+        }
         // Mappings and execs the kernel reported must be known before the
         // addresses in this datagram are looked up.
         self.os.drain(&mut self.book);
