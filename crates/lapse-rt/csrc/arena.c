@@ -144,11 +144,18 @@ NOINSTR static void spill_queued(void)
     __atomic_store_n(&g_spill_lock, 0, __ATOMIC_RELEASE);
 }
 
-/* A free arena buffer for thread t (waiting while the recorder catches up),
- * or -1 when none will come: no arena, forking, or every buffer held by a
- * thread (the caller then uses a private buffer). */
+/* How long a thread waits, in all, for the recorder to free an arena buffer
+ * before it fills a private buffer instead (sent as a datagram, which blocks
+ * only while the socket is full, and then for at most SEND_TIMEOUT_S): the
+ * program is never held indefinitely, however many threads want a buffer. */
+#define CLAIM_WAIT_NS (2 * 1000 * 1000)
+
+/* A free arena buffer for thread t, waiting a little while the recorder
+ * catches up; -1 when none comes (no arena, forking, every buffer held by a
+ * thread, or the wait ran out): the caller then uses a private buffer. */
 NOINSTR int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b)
 {
+    uint64_t waited_ns = 0;
     for (;;) {
         struct lapse_arena *a = g_arena; /* (a reconnection replaces it) */
         if (!a || g_forking)
@@ -177,17 +184,22 @@ NOINSTR int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b)
                 return 0;
             }
         }
-        if (!queued)
+        if (!queued || waited_ns >= CLAIM_WAIT_NS)
             return -1;
         if (g_fd < 0) {
             spill_queued();
             continue;
         }
-        /* wait for the recorder to free a buffer; it bumps gen and wakes us */
+        /* wait for the recorder to free a buffer; it bumps gen and wakes one */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         __atomic_add_fetch(&a->waiters, 1, __ATOMIC_ACQ_REL);
-        struct timespec ts = {0, 20 * 1000 * 1000};
+        struct timespec ts = {0, CLAIM_WAIT_NS / 4};
         syscall(SYS_futex, &a->gen, FUTEX_WAIT, gen, &ts, NULL, 0);
         __atomic_sub_fetch(&a->waiters, 1, __ATOMIC_ACQ_REL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        waited_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull +
+                     (uint64_t)(t1.tv_nsec - t0.tv_nsec) + 1;
         if (gen == __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) && lapse_recorder_gone())
             lapse_disconnect();
     }
@@ -223,6 +235,12 @@ NOINSTR void lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uin
         int rc = lapse_try_send(&mh, 1);
         if (rc == SEND_OK)
             return;
+        if (rc == SEND_TIMEOUT) {
+            /* the recorder is stuck: these events are lost (the numbering
+             * shows the gap), the buffer is free again */
+            __atomic_store_n(&sl->state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
+            return;
+        }
         if (rc != SEND_MOVED) {
             spill_queued(); /* this buffer and any the recorder left */
             return;

@@ -14,7 +14,7 @@
 #include <sys/uio.h>
 
 #define NOINSTR __attribute__((no_instrument_function))
-#define LAPSE_MAX_THREADS 4096
+#define LAPSE_MAX_THREADS 16384 /* registered for flushes at exit; more are recorded too */
 #define BUF_BYTES (LAPSE_BUF_EVENTS * sizeof(struct lapse_event))
 
 /* A buffer is a BUF_BYTES region aligned to BUF_BYTES whose last page is a
@@ -164,7 +164,8 @@ void lapse_connect(const char *path);
 int lapse_conn_check(void);
 /* Sends one datagram (SCM_RIGHTS and all). */
 enum { SEND_OK = 0, SEND_GONE = -1 /* the recorder is gone: spill */,
-       SEND_MOVED = -2 /* the program took the connection over (same_conn only) */ };
+       SEND_MOVED = -2 /* the program took the connection over (same_conn only) */,
+       SEND_TIMEOUT = -3 /* no room in the socket for SEND_TIMEOUT_S: lost */ };
 int lapse_try_send(struct msghdr *mh, int same_conn);
 /* Sends one message (and body), or appends it to the spill file. */
 void lapse_send_msg(struct lapse_msg *m, const void *body, size_t body_len);

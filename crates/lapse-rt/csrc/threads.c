@@ -286,19 +286,30 @@ NOINSTR int lapse_threads_init(void)
     return pthread_key_create(&g_key, thread_done);
 }
 
-NOINSTR static int thread_setup(struct lapse_tls *t)
+static unsigned g_slot_hint; /* where the search for a free registry slot starts */
+
+/* Registers t for the flushes other threads do at exit, exec and crashes
+ * (a thread beyond the registry's size is recorded all the same: it hands
+ * its own buffers over, only a crash elsewhere can lose its last one). */
+NOINSTR static void thread_register(struct lapse_tls *t)
 {
     t->slot = -1;
-    for (int i = 0; i < LAPSE_MAX_THREADS; i++) {
+    unsigned start = __atomic_load_n(&g_slot_hint, __ATOMIC_RELAXED);
+    for (unsigned k = 0; k < LAPSE_MAX_THREADS; k++) {
+        unsigned i = (start + k) % LAPSE_MAX_THREADS;
         struct lapse_tls *expected = NULL;
-        if (__atomic_compare_exchange_n(&g_threads[i], &expected, t, 0, __ATOMIC_ACQ_REL,
+        if (__atomic_load_n(&g_threads[i], __ATOMIC_RELAXED) == NULL &&
+            __atomic_compare_exchange_n(&g_threads[i], &expected, t, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED)) {
-            t->slot = i;
-            break;
+            t->slot = (int32_t)i;
+            __atomic_store_n(&g_slot_hint, i + 1, __ATOMIC_RELAXED);
+            return;
         }
     }
-    if (t->slot < 0)
-        return -1;
+}
+
+NOINSTR static int thread_setup(struct lapse_tls *t)
+{
     t->next = 0;
     t->skipped = 0;
     t->stalled = 0;
@@ -306,8 +317,10 @@ NOINSTR static int thread_setup(struct lapse_tls *t)
     t->parked = (struct lapse_buf){0};
     t->own_map[0] = t->own_map[1] = NULL;
     t->state = LAPSE_T_ACTIVE;
+    thread_register(t);
     if (take_buffer(t) != 0) {
-        __atomic_store_n(&g_threads[t->slot], NULL, __ATOMIC_RELEASE);
+        if (t->slot >= 0)
+            __atomic_store_n(&g_threads[t->slot], NULL, __ATOMIC_RELEASE);
         t->state = LAPSE_T_OFF;
         return -1;
     }

@@ -30,6 +30,9 @@
 
 /* Reconnections per process image; after that the spill file takes over. */
 #define MAX_RECONNECTS 16
+/* A send waits at most this long for room in the socket (the recorder is
+ * alive but not reading): the program is never held indefinitely. */
+#define SEND_TIMEOUT_S 2
 
 struct owned_fd {
     int fd;
@@ -44,6 +47,7 @@ static char g_path[108];        /* the recorder's socket */
 static int g_recorder_gone;     /* it closed the connection: do not reconnect */
 static int g_reconnects;
 static int g_reconnecting;      /* lock word */
+static int g_stuck;             /* a send timed out: do not wait again until one goes */
 
 NOINSTR static int still_ours(const struct owned_fd *o)
 {
@@ -113,6 +117,8 @@ NOINSTR static int dial(void)
     int sndbuf = 8 << 20;
     if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) != 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    struct timeval tv = {SEND_TIMEOUT_S, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
         close(fd);
         return -1;
@@ -183,11 +189,23 @@ NOINSTR int lapse_try_send(struct msghdr *mh, int same_conn)
 {
     if (same_conn ? !still_ours(&g_conn) && (g_conn.fd = g_fd = -1, 1) : lapse_conn_check() != 0)
         return same_conn && !g_recorder_gone ? SEND_MOVED : SEND_GONE;
+    if (g_stuck) {
+        /* the last send timed out: only send when there is room now */
+        struct pollfd p = {g_conn.fd, POLLOUT, 0};
+        if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
+            return SEND_TIMEOUT;
+    }
     for (;;) {
-        if (sendmsg(g_conn.fd, mh, MSG_NOSIGNAL) >= 0)
+        if (sendmsg(g_conn.fd, mh, MSG_NOSIGNAL) >= 0) {
+            g_stuck = 0;
             return SEND_OK;
+        }
         if (errno != EINTR)
             break;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        g_stuck = 1;
+        return SEND_TIMEOUT;
     }
     if (errno == EBADF || errno == ENOTSOCK || !still_ours(&g_conn)) {
         /* the program closed it (or put its own file there) just now */
@@ -208,8 +226,11 @@ NOINSTR void lapse_send_msg(struct lapse_msg *m, const void *body, size_t body_l
     struct msghdr mh = {0};
     mh.msg_iov = iov;
     mh.msg_iovlen = n;
-    if (lapse_try_send(&mh, 0) != SEND_OK)
+    int rc = lapse_try_send(&mh, 0);
+    if (rc == SEND_GONE || rc == SEND_MOVED)
         lapse_spill(iov, n);
+    /* (SEND_TIMEOUT: the recorder is alive but stuck; the events are lost,
+     * and the numbering of the next ones shows it) */
 }
 
 NOINSTR int lapse_recorder_gone(void)

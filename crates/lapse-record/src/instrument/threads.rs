@@ -30,8 +30,23 @@ pub struct ThreadStream {
     last_ts: Timestamp,
     /// Hand-over waits cut out of this thread's timeline.
     pub stalls: StallTimeline,
-    /// address → id, direct-mapped: most events hit here, not the hash maps.
-    cache: Box<[(u64, FunctionId); CACHE_SLOTS]>,
+}
+
+/// address → id for one process image, direct-mapped: most events hit here,
+/// not the hash maps. One per process, not per thread, so that thousands of
+/// threads cost the recorder little (8 KiB each would be 40 MB for 5,000).
+struct FnCache {
+    gen: u32,
+    slots: Box<[(u64, FunctionId); CACHE_SLOTS]>,
+}
+
+impl FnCache {
+    fn new(gen: u32) -> FnCache {
+        FnCache {
+            gen,
+            slots: Box::new([(u64::MAX, FunctionId(0)); CACHE_SLOTS]),
+        }
+    }
 }
 
 impl ThreadStream {
@@ -44,7 +59,6 @@ impl ThreadStream {
             next_index: 0,
             last_ts: Timestamp::default(),
             stalls: StallTimeline::default(),
-            cache: Box::new([(u64::MAX, FunctionId(0)); CACHE_SLOTS]),
         }
     }
 
@@ -147,6 +161,8 @@ pub struct Threads {
     fork_stacks: HashMap<(u32, u64), Vec<FunctionId>>,
     /// pid → image generation its events resolve in (see AddressBook).
     gens: HashMap<u32, u32>,
+    /// pid → its address cache.
+    caches: HashMap<u32, FnCache>,
     /// Events the runtime's indices say never arrived.
     pub lost_events: u64,
     pub events: u64,
@@ -176,6 +192,9 @@ impl Threads {
         real_end: Timestamp,
     ) -> Option<(EventEncoder, Vec<OsEvent>)> {
         let mut s = self.streams.remove(&(pid, tid))?;
+        if pid == tid {
+            self.caches.remove(&pid); // (made again if its other threads go on)
+        }
         let events = s.take_batch(true).unwrap_or_default();
         let os = s.stalls.release_os(true);
         let end = s.stalls.map(real_end).max(s.last_ts);
@@ -219,7 +238,14 @@ impl Threads {
         clock: &TickClock,
     ) -> Option<EventEncoder> {
         let gen = self.gens.get(&pid).copied().unwrap_or(0);
-        let s = self.stream(pid, tid);
+        let cache = self.caches.entry(pid).or_insert_with(|| FnCache::new(gen));
+        if cache.gen != gen {
+            *cache = FnCache::new(gen);
+        }
+        let s = self
+            .streams
+            .entry((pid, tid))
+            .or_insert_with(|| ThreadStream::new(pid, tid));
         let skip = s.next_index.saturating_sub(first_index);
         let mut lost = 0;
         if first_index > s.next_index {
@@ -250,7 +276,7 @@ impl Threads {
         let mut last_ts = s.last_ts;
         let mut last_real = Timestamp::default();
         let mut added = 0u64;
-        let (cache, stack, pending) = (&mut *s.cache, &mut s.stack, &mut s.pending);
+        let (cache, stack, pending) = (&mut *cache.slots, &mut s.stack, &mut s.pending);
         let mut step = |e: RawEvent| {
             if e.function == HOLE_FN {
                 holes += 1;
@@ -309,6 +335,7 @@ impl Threads {
     /// An exec replaced process `pid`: its threads' open calls end at `at`,
     /// and the new image starts numbering events from zero.
     pub fn exec(&mut self, pid: u32, at: Timestamp) -> Vec<(u32, EventEncoder)> {
+        self.caches.remove(&pid);
         let mut out = Vec::new();
         for s in self.streams.values_mut().filter(|s| s.pid == pid) {
             let before = s.pending.len();
@@ -317,7 +344,6 @@ impl Threads {
             s.stalls.restart_counter();
             self.events += (s.pending.len() - before) as u64;
             s.next_index = 0;
-            s.cache.fill((u64::MAX, FunctionId(0)));
             if let Some(b) = s.take_batch(true) {
                 out.push((s.tid, b));
             }

@@ -194,21 +194,27 @@ impl Session {
                 .values()
                 .map(|r| r.removed_ns)
                 .sum::<u64>();
-        if removed_ns > 0 {
-            if let Some(mut header) = self.header.take() {
-                header.notes.push(format!(
-                    "{:.3} ms of waiting for the recorder (buffer hand-overs) removed from thread timelines",
-                    removed_ns as f64 / 1e6
-                ));
-                // The reader keeps the last session record.
-                self.out.record(&Record::Session(header))?;
-            }
-        }
         self.out.record(&Record::Functions(function_table(
             &self.book,
             self.announced_functions,
             crate::symbol_progress().as_deref(),
         )))?;
+        if let Some(mut header) = self.header.take() {
+            if removed_ns > 0 {
+                header.notes.push(format!(
+                    "{:.3} ms of waiting for the recorder (buffer hand-overs) removed from thread timelines",
+                    removed_ns as f64 / 1e6
+                ));
+            }
+            if let Some(kib) = peak_rss_kib() {
+                header.notes.push(format!(
+                    "recorder peak memory: {:.1} MiB",
+                    kib as f64 / 1024.0
+                ));
+            }
+            // The reader keeps the last session record.
+            self.out.record(&Record::Session(header))?;
+        }
         let footer = Footer {
             end,
             lost_events: self.threads.lost_events + self.os.lost_records,
@@ -232,6 +238,13 @@ impl Session {
     fn out_path(&self) -> std::path::PathBuf {
         self.out.path().to_owned()
     }
+}
+
+/// The recorder's own peak resident memory (VmHWM), in KiB.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Gives freed heap pages back to the kernel. Threads come and go with
