@@ -6,12 +6,13 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 6] = [
+const SOURCES: [&str; 7] = [
     "csrc/probe.c",
     "csrc/threads.c",
     "csrc/arena.c",
     "csrc/transport.c",
     "csrc/lifecycle.c",
+    "csrc/env.c",
     "csrc/exec.c",
 ];
 

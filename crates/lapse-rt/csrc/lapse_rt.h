@@ -21,6 +21,7 @@
 #define LAPSE_ENV_CALIBRATE "LAPSE_CALIBRATE"   /* set: measure the probe cost (first process only) */
 #define LAPSE_ENV_NO_ARENA "LAPSE_NO_ARENA"     /* set: private buffers only */
 #define LAPSE_ENV_FLUSH_TICKS "LAPSE_FLUSH_TICKS" /* hand a buffer over after this many ticks */
+#define LAPSE_ENV_NO_INHERIT "LAPSE_NO_INHERIT" /* set: children get neither the runtime nor these */
 
 /* ---- datagrams ---- */
 #define LAPSE_MAGIC 0x3153504cu /* "LPS1" little-endian */

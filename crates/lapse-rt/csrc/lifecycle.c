@@ -38,7 +38,7 @@ NOINSTR uint32_t lapse_gettid(void) { return (uint32_t)syscall(SYS_gettid); }
 NOINSTR static void before_fork(void)
 {
     struct lapse_tls *t = &lapse_t;
-    if (g_inited != 1)
+    if (g_inited != 1 || g_no_inherit)
         return;
     sigset_t old;
     lapse_block(&old);
@@ -58,7 +58,7 @@ NOINSTR static void before_fork(void)
 NOINSTR static void after_fork_parent(void)
 {
     g_forking = 0;
-    if (g_inited != 1)
+    if (g_inited != 1 || g_no_inherit)
         return;
     sigset_t old;
     lapse_block(&old);
@@ -75,6 +75,17 @@ NOINSTR static void after_fork_child(void)
     struct lapse_tls *self = &lapse_t;
     if (g_inited != 1)
         return;
+    if (g_no_inherit) {
+        /* --no-inherit: this process is not recorded. Nothing of it may
+         * reach the recorder or the parent's arena (shared memory). */
+        g_inited = 2;
+        self->state = LAPSE_T_OFF;
+        self->cur = NULL;
+        self->deadline = 0;
+        lapse_arena_forget();
+        lapse_drop_connection();
+        return;
+    }
     sigset_t old;
     lapse_block(&old);
     self->in_slow++;
@@ -141,16 +152,17 @@ NOINSTR void lapse_init(void)
     if (!__atomic_compare_exchange_n(&g_inited, &expected, 2, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         return; /* done or under way */
-    const char *path = getenv(LAPSE_ENV_SOCKET);
+    lapse_env_init();
+    const char *path = lapse_env(LAPSE_ENV_SOCKET);
     if (!path || !*path)
         return;
     lapse_connect(path);
-    if (g_fd < 0 && !getenv(LAPSE_ENV_SPILL))
+    if (g_fd < 0 && !lapse_env(LAPSE_ENV_SPILL))
         return;
     g_pid = (uint32_t)getpid();
-    g_no_arena = getenv(LAPSE_ENV_NO_ARENA) != NULL;
+    g_no_arena = lapse_env(LAPSE_ENV_NO_ARENA) != NULL;
     lapse_arena_create();
-    const char *flush = getenv(LAPSE_ENV_FLUSH_TICKS);
+    const char *flush = lapse_env(LAPSE_ENV_FLUSH_TICKS);
     if (flush && *flush) {
         char *endp = NULL;
         unsigned long long v = strtoull(flush, &endp, 10);

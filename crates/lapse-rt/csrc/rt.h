@@ -3,7 +3,8 @@
  * The files: probe.c (the probe path), threads.c (per-thread buffers and the
  * slow path), arena.c (the buffer arena shared with the recorder), transport.c
  * (the connection and the spill file), lifecycle.c (start-up, fork, exec,
- * exit, fatal signals) and exec.c (the exec family, wrapped). */
+ * exit, fatal signals), env.c (lapse's environment variables) and exec.c
+ * (the exec family and posix_spawn, wrapped). */
 #ifndef LAPSE_RT_INTERNAL_H
 #define LAPSE_RT_INTERNAL_H
 
@@ -176,6 +177,13 @@ void lapse_disconnect(void);
 /* Lets the inherited connection go (a child that is not recorded). */
 void lapse_drop_connection(void);
 void lapse_transport_after_fork(void);
+
+/* ---- env.c ---- */
+extern int g_no_inherit; /* --no-inherit: children are not recorded */
+/* Copies lapse's variables; with --no-inherit, removes them from environ. */
+void lapse_env_init(void);
+/* The value start-up saw for a LAPSE_ENV_* variable, or NULL. */
+const char *lapse_env(const char *name);
 
 /* ---- exec.c / lifecycle.c ---- */
 /* Hands every buffer over before the process image is replaced. */

@@ -70,7 +70,7 @@ NOINSTR static void own(struct owned_fd *o, int fd)
 
 NOINSTR static int open_spill(void)
 {
-    const char *path = getenv(LAPSE_ENV_SPILL);
+    const char *path = lapse_env(LAPSE_ENV_SPILL);
     if (!path || !*path)
         return -1;
     /* Created by the first writer, 0600; never through a symlink planted at

@@ -97,6 +97,10 @@ pub const ENV_CALIBRATE: &str = "LAPSE_CALIBRATE";
 pub const ENV_NO_ARENA: &str = "LAPSE_NO_ARENA";
 /// Ticks after which a thread hands its buffer over even if it is not full.
 pub const ENV_FLUSH_TICKS: &str = "LAPSE_FLUSH_TICKS";
+/// Set (to anything) for `--no-inherit`: the runtime removes its variables
+/// and itself from the environment children get, and a fork child is not
+/// recorded.
+pub const ENV_NO_INHERIT: &str = "LAPSE_NO_INHERIT";
 
 /// The thread that sent a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -87,7 +87,7 @@ pub fn record(
     // A spill left by an earlier recording to the same output is not this one's.
     let _ = std::fs::remove_file(&spill);
     let spill = spill.display().to_string();
-    let env = [
+    let mut env = vec![
         ("LD_PRELOAD".to_owned(), preload),
         (
             protocol::ENV_SOCKET.to_owned(),
@@ -103,6 +103,10 @@ pub fn record(
             ),
         ),
     ];
+    if !opts.inherit {
+        // The runtime takes itself and its variables out of what children get.
+        env.push((protocol::ENV_NO_INHERIT.to_owned(), "1".to_owned()));
+    }
     let mut child =
         launch::spawn_held(program, argv, &env).map_err(|source| RecordError::Spawn {
             command: argv.join(" "),

@@ -94,6 +94,7 @@ fn every_header_constant_matches() {
         ("ENV_CALIBRATE", ENV_CALIBRATE),
         ("ENV_NO_ARENA", ENV_NO_ARENA),
         ("ENV_FLUSH_TICKS", ENV_FLUSH_TICKS),
+        ("ENV_NO_INHERIT", ENV_NO_INHERIT),
     ];
     let mut header = defines();
     for (name, want) in numbers {
