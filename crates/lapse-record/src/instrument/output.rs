@@ -1,21 +1,26 @@
 //! The data file while recording: every write goes through here, so the
 //! event count, the periodic flush and the error context live in one place.
+//!
+//! The file is written under a temporary name beside the output (0600) and
+//! put in place once it holds events ([`Output::commit`]): a recording that
+//! fails before that, or records nothing, leaves an existing file as it was.
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lapse_data::codec::EventEncoder;
 use lapse_data::{DataWriter, Record};
 
+use crate::output_file::PendingFile;
 use crate::RecordError;
 
 /// The file is flushed at least this often (SPEC 8: at most ~100 ms lost).
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
 pub struct Output {
-    path: PathBuf,
+    file: PendingFile,
     writer: DataWriter<BufWriter<File>>,
     last_flush: Instant,
     pub events: u64,
@@ -27,10 +32,10 @@ impl Output {
             path: path.to_owned(),
             source,
         };
-        let file = File::create(path).map_err(err)?;
+        let (pending, file) = PendingFile::create(path, "partial").map_err(err)?;
         let writer = DataWriter::new(BufWriter::with_capacity(1 << 20, file)).map_err(err)?;
         Ok(Output {
-            path: path.to_owned(),
+            file: pending,
             writer,
             last_flush: Instant::now(),
             events: 0,
@@ -39,7 +44,7 @@ impl Output {
 
     fn err(&self) -> impl Fn(std::io::Error) -> RecordError + '_ {
         |source| RecordError::Output {
-            path: self.path.clone(),
+            path: self.file.final_path().to_owned(),
             source,
         }
     }
@@ -55,14 +60,24 @@ impl Output {
         r.map_err(self.err())
     }
 
-    /// Flushes when the last flush is older than [`FLUSH_EVERY`] (or `force`).
+    /// Flushes when the last flush is older than [`FLUSH_EVERY`] (or
+    /// `force`); the first flush that wrote events puts the file in place.
     pub fn flush(&mut self, force: bool) -> Result<(), RecordError> {
         if force || self.last_flush.elapsed() >= FLUSH_EVERY {
             self.last_flush = Instant::now();
             let r = self.writer.flush();
             r.map_err(self.err())?;
+            if self.events > 0 {
+                self.commit()?;
+            }
         }
         Ok(())
+    }
+
+    /// Puts the file in place under its name (replacing an older one).
+    pub fn commit(&mut self) -> Result<(), RecordError> {
+        let r = self.file.commit();
+        r.map_err(self.err())
     }
 
     /// True when the periodic flush is due.
@@ -70,8 +85,9 @@ impl Output {
         self.last_flush.elapsed() >= FLUSH_EVERY
     }
 
+    /// The output's name (the file is there once committed).
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.final_path()
     }
 
     pub fn bytes(&self) -> u64 {

@@ -3,8 +3,9 @@
 //!
 //! Like `uftrace recover`, this is an explicit step that rewrites the
 //! recording: the intact chunks of the data file are copied to a temporary
-//! file next to it, the spill's events are appended (ticks converted with the
-//! file's own calibration, addresses resolved against the file's modules,
+//! file next to it (0600, created, never through a symlink), the spill's
+//! events are appended (ticks converted with the file's own calibration,
+//! addresses resolved against the file's modules,
 //! mappings and functions, new functions named from the module files on disk
 //! when their build-id still matches), then the tables are completed, a note
 //! and a footer are added, the copy replaces the file and the spill is
@@ -30,6 +31,7 @@ use super::address::AddressBook;
 use super::functions::function_table;
 use super::threads::Threads;
 use crate::linux::clock::TickClock;
+use crate::output_file::PendingFile;
 use crate::RecordError;
 
 /// Where the runtime spills when the recorder of `output` is gone.
@@ -57,7 +59,7 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
         path: spill.clone(),
         what,
     };
-    let bytes = match std::fs::read(&spill) {
+    let bytes = match read_no_follow(&spill) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(fail("no spill file: nothing to recover".into()))
@@ -93,27 +95,30 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
     for datagram in datagrams(&bytes) {
         m.handle(datagram);
     }
-    let tmp = {
-        let mut name = file.as_os_str().to_owned();
-        name.push(".recovering");
-        PathBuf::from(name)
-    };
+    // The new file is written beside the old one (0600, never through a
+    // symlink) and replaces it only when complete.
     let out_err = |source| RecordError::Output {
-        path: tmp.clone(),
-        source,
-    };
-    let outcome = m
-        .write(&data, file, &tmp, &spill)
-        .map_err(out_err)
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })?;
-    std::fs::rename(&tmp, file).map_err(|source| RecordError::Output {
         path: file.to_owned(),
         source,
-    })?;
+    };
+    let (mut pending, tmp) = PendingFile::create(file, "recovering").map_err(out_err)?;
+    let outcome = m.write(&data, file, tmp, &spill).map_err(out_err)?;
+    pending.commit().map_err(out_err)?;
     let _ = std::fs::remove_file(&spill);
     Ok(outcome)
+}
+
+/// A file's bytes, refusing a symlink at that name (a spill is never one).
+fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// The spill's datagrams (`u32` length, then the datagram); a torn last one is dropped.
@@ -229,7 +234,7 @@ impl Merge {
         mut self,
         data: &DataFile,
         file: &Path,
-        tmp: &Path,
+        tmp: File,
         spill: &Path,
     ) -> io::Result<RecoverOutcome> {
         let keys: Vec<(u32, u32)> = self.threads.streams().map(|s| (s.pid, s.tid)).collect();
@@ -243,7 +248,7 @@ impl Merge {
             .map_or(data.file_len, |d| d.offset)
             .max(format::FILE_HEADER_LEN as u64);
         let original = std::fs::read(file)?;
-        let mut out = BufWriter::new(File::create(tmp)?);
+        let mut out = BufWriter::new(tmp);
         out.write_all(&original[..intact as usize])?;
         let mut w = DataWriter::new(SkipHeader {
             inner: out,

@@ -111,6 +111,11 @@ impl Session {
         exit_status: Option<i32>,
     ) -> Result<RecordOutcome, RecordError> {
         let end = clock::monotonic_now();
+        let command = self
+            .header
+            .as_ref()
+            .map(|h| h.command.join(" "))
+            .unwrap_or_default();
         let mut last_ts: HashMap<(u32, u32), Timestamp> = HashMap::new();
         for s in self.threads.streams() {
             last_ts.insert((s.pid, s.tid), s.last_ts());
@@ -224,6 +229,14 @@ impl Session {
             samples: 0,
         };
         self.out.record(&Record::Footer(footer))?;
+        if self.out.events == 0 {
+            // (the file was never put in place: an older one stays as it was)
+            return Err(RecordError::NothingRecorded {
+                command,
+                status: exit_status.unwrap_or(0),
+                path: self.out_path(),
+            });
+        }
         self.out.flush(true)?;
         Ok(RecordOutcome {
             output: self.out_path(),
