@@ -25,6 +25,14 @@ pub enum RecordError {
     },
     #[error("cannot write the data file {path}: {source}")]
     Output { path: PathBuf, source: io::Error },
+    /// Writing failed while the target ran (a full disk): the recording
+    /// stopped there, the target was supervised to its end.
+    #[error("cannot write the data file {}: {source}; the recording stopped there and the target ran to its end (exit status {exit_status})", path.display())]
+    Stopped {
+        path: PathBuf,
+        source: io::Error,
+        exit_status: i32,
+    },
     #[error("cannot set up the session directory {path}: {source}")]
     SessionDir { path: PathBuf, source: io::Error },
     #[error("cannot start {command}: {source}")]

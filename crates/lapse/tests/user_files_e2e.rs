@@ -343,3 +343,74 @@ fn session_directories_of_killed_recorders_are_removed_at_start() {
         "the recorder removed its own"
     );
 }
+
+#[test]
+fn a_full_disk_stops_the_recording_not_the_supervision() {
+    // Before the fix the recorder exited with its error at once: the target
+    // ran on orphaned, its exit status lost, and an empty spill was
+    // advertised as recoverable. The disk is a 256 KiB tmpfs mounted in a
+    // mount namespace of the test's own (root only; it vanishes with it).
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("a full disk is simulated with a tmpfs mount: needs root").unwrap_or(());
+    }
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-full");
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "calls",
+        r#"
+#include <stdint.h>
+#include <stdio.h>
+#define NOINLINE __attribute__((noinline))
+volatile uint64_t sink;
+NOINLINE void work(long i) { sink ^= (uint64_t)i * 2654435761u; }
+NOINLINE void other(long i) { sink += (uint64_t)i; }
+int main(void) {
+    for (long i = 0; i < 20000000; i++) { if (i % 3) work(i); else other(i); }
+    printf("done\n");
+    return 7;
+}
+"#,
+        &["-finstrument-functions", "-O1"],
+    ) else {
+        return;
+    };
+    std::fs::create_dir_all(dir.join("disk")).expect("mount point");
+    let script = r#"mount -t tmpfs -o size=256k tmpfs disk || exit 99
+"$LAPSE" record -o disk/out.lapse -- "$TARGET"
+rc=$?
+test -e disk/out.lapse.spill && echo "spill left"
+exit $rc"#;
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", script])
+        .env("LAPSE", env!("CARGO_BIN_EXE_lapse"))
+        .env("TARGET", &exe)
+        .current_dir(&dir)
+        .output();
+    let out = match out {
+        Ok(o) if o.status.code() != Some(99) => o,
+        Ok(o) => return skip(format!("cannot mount a tmpfs: {}", stderr(&o))).unwrap_or(()),
+        Err(e) => return skip(format!("unshare is not available: {e}")).unwrap_or(()),
+    };
+    let err = stderr(&out);
+    if perf_refused(&err) {
+        return skip(err).unwrap_or(());
+    }
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "the target's status; lapse said: {err}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "done\n",
+        "the target ran to its end, no spill left"
+    );
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(err.contains("exit status 7"), "{err}");
+    assert!(
+        !err.contains("lapse recover"),
+        "nothing to recover is advertised: {err}"
+    );
+}

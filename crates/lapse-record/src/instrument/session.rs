@@ -83,10 +83,10 @@ pub fn record(
             preload = format!("{preload} {old}");
         }
     }
-    let spill = super::recover::spill_path(&opts.output);
+    let spill_path = super::recover::spill_path(&opts.output);
     // A spill left by an earlier recording to the same output is not this one's.
-    let _ = std::fs::remove_file(&spill);
-    let spill = spill.display().to_string();
+    let _ = std::fs::remove_file(&spill_path);
+    let spill = spill_path.display().to_string();
     let mut env = vec![
         ("LD_PRELOAD".to_owned(), preload),
         (
@@ -157,6 +157,11 @@ pub fn record(
     child.release();
     let run = s.run(opts, &mut child, start, start_unix_ns, faults);
     drop(dir);
+    // An empty spill (the runtime could open it but not write: a full disk)
+    // holds nothing to recover.
+    if std::fs::symlink_metadata(&spill_path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        let _ = std::fs::remove_file(&spill_path);
+    }
     run
 }
 

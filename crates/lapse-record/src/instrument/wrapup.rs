@@ -116,6 +116,15 @@ impl Session {
             .as_ref()
             .map(|h| h.command.join(" "))
             .unwrap_or_default();
+        if let Some(source) = self.out.failed() {
+            // (a file put in place before keeps what was written; a
+            // temporary one goes, and an older output stays as it was)
+            return Err(RecordError::Stopped {
+                path: self.out_path(),
+                source,
+                exit_status: exit_status.unwrap_or(0),
+            });
+        }
         let mut last_ts: HashMap<(u32, u32), Timestamp> = HashMap::new();
         for s in self.threads.streams() {
             last_ts.insert((s.pid, s.tid), s.last_ts());
