@@ -146,12 +146,27 @@ NOINSTR static void install_handlers(void)
 
 /* ---- start-up ---- */
 
+NOINSTR static void lapse_init_connected(void);
+
 NOINSTR void lapse_init(void)
 {
     int expected = 0;
     if (!__atomic_compare_exchange_n(&g_inited, &expected, 2, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         return; /* done or under way */
+    /* Probes that ran before this (early) are kept aside, so that
+     * calibration cannot touch them, and handed over after HELLO. */
+    struct lapse_early early;
+    lapse_early_detach(&lapse_t, &early);
+    lapse_init_connected();
+    lapse_early_send(&lapse_t, &early);
+    if (g_inited != 1)
+        lapse_t.state = LAPSE_T_OFF;
+}
+
+/* The rest of start-up: connection, arena, calibration, HELLO. */
+NOINSTR static void lapse_init_connected(void)
+{
     lapse_env_init();
     const char *path = lapse_env(LAPSE_ENV_SOCKET);
     if (!path || !*path)
@@ -197,6 +212,7 @@ NOINSTR void lapse_init(void)
 
 __attribute__((constructor(101), no_instrument_function)) static void lapse_ctor(void)
 {
+    g_ctor_done = 1;
     if (g_inited == 0)
         lapse_init();
 }

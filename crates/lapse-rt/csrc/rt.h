@@ -38,6 +38,9 @@ enum lapse_thread_state {
     LAPSE_T_NEW = 0,  /* zero-initialised TLS: the first probe sets it up */
     LAPSE_T_ACTIVE,   /* recorded */
     LAPSE_T_OFF,      /* not profiled (no recorder, thread ended, no memory) */
+    LAPSE_T_EARLY,    /* probes before the runtime started (.preinit_array,
+                         constructors run first): kept in a private buffer
+                         until start-up, which hands them over */
 };
 
 /* A buffer a thread fills. */
@@ -74,6 +77,7 @@ struct lapse_tls {
     uint32_t discard;     /* calibration: hand-overs are marked discard */
     uint32_t dtor_rounds; /* pthread key destructor calls so far */
     int32_t slot;         /* index in the thread registry, -1 if none */
+    uint64_t first_next;  /* where set-up starts numbering (after early events) */
     void *own_map[2];     /* private buffers' mappings (2 x BUF_BYTES, for the alignment) */
 };
 
@@ -124,6 +128,18 @@ void lapse_init(void);
 uint64_t lapse_measure_probe_cost(void);
 
 /* ---- threads.c ---- */
+extern int g_ctor_done; /* the runtime's constructor has run (lifecycle.c) */
+/* Start-up on a thread that recorded early probes: takes them out of the
+ * thread (so that calibration cannot touch them); lapse_early_send hands
+ * them over (after HELLO) and numbers the thread's next events after them. */
+struct lapse_early {
+    struct lapse_buf buf;
+    uint32_t count;
+    uint64_t lost;
+    void *map;
+};
+void lapse_early_detach(struct lapse_tls *t, struct lapse_early *out);
+void lapse_early_send(struct lapse_tls *t, struct lapse_early *early);
 /* Called by the probe when its slot is past the end, the buffer is due, or
  * the thread is not set up; `e` is the slot it claimed, `now` its tick reading. */
 void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *fn, uint64_t is_exit,

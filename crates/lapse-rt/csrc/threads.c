@@ -310,12 +310,11 @@ NOINSTR static void thread_register(struct lapse_tls *t)
 
 NOINSTR static int thread_setup(struct lapse_tls *t)
 {
-    t->next = 0;
+    t->next = t->first_next;
     t->skipped = 0;
     t->stalled = 0;
     t->tid = lapse_gettid();
     t->parked = (struct lapse_buf){0};
-    t->own_map[0] = t->own_map[1] = NULL;
     t->state = LAPSE_T_ACTIVE;
     thread_register(t);
     if (take_buffer(t) != 0) {
@@ -326,6 +325,72 @@ NOINSTR static int thread_setup(struct lapse_tls *t)
     }
     pthread_setspecific(g_key, t);
     return 0;
+}
+
+/* ---- probes before start-up ---- */
+
+int g_ctor_done;
+
+/* A probe before the runtime's constructor ran (from .preinit_array, or a
+ * constructor that runs before it): the environment may not be readable
+ * yet, so nothing is set up; the thread keeps its events in a private
+ * buffer until start-up (3,840 of them; any more are counted as lost). */
+NOINSTR static void early_setup(struct lapse_tls *t)
+{
+    t->tid = lapse_gettid();
+    t->next = 0;
+    t->fill = (struct lapse_buf){0};
+    if (take_private(t, &t->fill) != 0) {
+        t->state = LAPSE_T_OFF;
+        return;
+    }
+    t->cur = t->fill.base;
+    t->deadline = ~0ull; /* nothing can be handed over before start-up */
+    t->state = LAPSE_T_EARLY;
+}
+
+NOINSTR void lapse_early_detach(struct lapse_tls *t, struct lapse_early *out)
+{
+    *out = (struct lapse_early){0};
+    if (t->state != LAPSE_T_EARLY)
+        return;
+    out->buf = t->fill;
+    out->count = claimed_count(&t->fill, t->cur);
+    out->lost = t->skipped;
+    for (int k = 0; k < 2; k++) {
+        char *m = t->own_map[k];
+        if (m && (char *)t->fill.base >= m && (char *)t->fill.base < m + 2 * BUF_BYTES) {
+            out->map = m;
+            t->own_map[k] = NULL; /* not to be reused before it is sent */
+        }
+    }
+    t->fill = (struct lapse_buf){0};
+    t->cur = NULL;
+    t->deadline = 0;
+    t->skipped = 0;
+    t->state = LAPSE_T_NEW;
+}
+
+NOINSTR void lapse_early_send(struct lapse_tls *t, struct lapse_early *early)
+{
+    if (!early->buf.base)
+        return;
+    if (g_inited == 1 && early->count) {
+        uint32_t ok = written_prefix(&early->buf, early->count);
+        for (uint32_t i = ok; i < early->count; i++)
+            if (early->buf.base[i].stamp < (early->buf.claimed << 1))
+                early->buf.base[i].fn = LAPSE_HOLE_FN;
+        struct lapse_msg m =
+            lapse_msg_events(g_pid, lapse_gettid(), 0, 0, early->count, 0);
+        lapse_send_msg(&m, early->buf.base, early->count * sizeof(struct lapse_event));
+    }
+    /* the thread's own events go on after these */
+    t->first_next = early->count + early->lost;
+    if (t->state == LAPSE_T_ACTIVE && !t->fill.base)
+        t->next = t->first_next;
+    if (early->map)
+        munmap(early->map, 2 * BUF_BYTES);
+    *early = (struct lapse_early){0};
 }
 
 /* ---- the slow path ---- */
@@ -357,13 +422,33 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
         return;
     }
     t->in_slow = 1;
+    if (t->state == LAPSE_T_EARLY && g_ctor_done) {
+        /* start-up has been (another thread's early probes): hand them over */
+        struct lapse_early early;
+        lapse_early_detach(t, &early);
+        lapse_early_send(t, &early);
+        e = NULL;
+    }
     if (t->state == LAPSE_T_NEW) {
-        if (g_inited == 0)
-            lapse_init();
-        /* lapse_init's calibration may have set this thread up already */
-        if (t->state == LAPSE_T_NEW && (g_inited != 1 || thread_setup(t) != 0))
+        if (!g_ctor_done)
+            early_setup(t);
+        else if (g_inited != 1 || thread_setup(t) != 0)
             t->state = LAPSE_T_OFF;
         e = NULL;
+    }
+    if (t->state == LAPSE_T_EARLY) {
+        if (is_open_slot(&t->fill, e)) {
+            e->fn = (uint64_t)fn;
+            e->stamp = stamp;
+        } else if (claimed_count(&t->fill, t->cur) < BUF_USABLE) {
+            /* (stamped now: the probe's reading predates the buffer) */
+            struct lapse_event *slot = t->cur++;
+            slot->fn = (uint64_t)fn;
+            slot->stamp = (lapse_ticks() << 1) | is_exit;
+        } else {
+            t->skipped++;  /* full: counted, handed over with the rest */
+            t->deadline = 0; /* (every probe comes here: none writes) */
+        }
     }
     if (t->state == LAPSE_T_ACTIVE) {
         /* The slot the probe claimed, if it is one: in the filling buffer
