@@ -207,3 +207,59 @@ int main(int argc, char **argv) {
     assert_eq!(calls.get("exec_child_work"), Some(&1_000));
     assert_eq!(run.rows("processes"), 2);
 }
+
+#[test]
+fn exec_from_a_thread_other_than_main_keeps_the_new_image() {
+    // The kernel ends the old main thread at such an exec (an exit record
+    // for pid/pid) and the exec'ing thread goes on as pid/pid. Before the
+    // fix the recorder took that for the end of the process: it let the
+    // process's buffers go 200 ms later and its thread 500 ms later, so the
+    // new image's calls after that were dropped (7,000 of 30,000 here) or
+    // counted as lost events that were not lost.
+    let Some(run) = build(
+        "thread_exec",
+        r#"
+static char *self;
+NOINLINE void work(long i) { sink += (uint64_t)i; }
+NOINLINE void after(long i) { sink ^= (uint64_t)i; }
+NOINLINE void *execer(void *arg) {
+    (void)arg;
+    for (long i = 0; i < 1000; i++) work(i);
+    execl(self, self, "again", (char *)0);
+    return NULL;
+}
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        /* the new image lives well past the recorder's 500 ms */
+        for (int k = 0; k < 30; k++) { for (long i = 0; i < 1000; i++) after(i); usleep(40000); }
+        return 5;
+    }
+    self = argv[0];
+    for (long i = 0; i < 30000; i++) work(i);
+    pthread_t t;
+    pthread_create(&t, NULL, execer, NULL);
+    pthread_join(t, NULL);
+    return 1;
+}
+"#,
+    ) else {
+        return;
+    };
+    let Some(out) = run.record(&[]) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(5), "lapse said: {}", stderr(&out));
+    let calls = run.calls();
+    assert_eq!(calls.get("after"), Some(&30_000), "{calls:?}");
+    assert_eq!(calls.get("work"), Some(&31_000));
+    assert_eq!(calls.get("execer"), Some(&1));
+    assert_eq!(calls.get("main"), Some(&2), "one per image");
+    let info = run.info();
+    assert!(info.contains("lost:        0 events"), "{info}");
+    assert_eq!(run.rows("processes"), 1);
+    assert_eq!(
+        run.rows("threads"),
+        2,
+        "main (both images) and the exec'ing thread"
+    );
+}

@@ -429,6 +429,11 @@ impl Session {
             Msg::Exec { ticks, .. } => {
                 let at = self.clock.to_timestamp(ticks);
                 self.procs.entry(from.pid).or_default().exec_at = Some(at);
+                if from.tid != from.pid {
+                    // exec from another thread: it goes on as the main
+                    // thread (pid/pid); under its own tid it ends here
+                    self.os.threads.entry((from.pid, from.tid)).or_default().end = Some(at);
+                }
             }
         }
         Ok(())
