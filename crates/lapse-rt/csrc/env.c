@@ -108,3 +108,72 @@ NOINSTR const char *lapse_env(const char *name)
             return g_vars[i] + strlen(name) + 1;
     return NULL;
 }
+
+/* This library's path as LD_PRELOAD names it ("" if unknown). */
+NOINSTR const char *lapse_env_self(void)
+{
+    return g_self;
+}
+
+/* Writes the environment a child should get from envp (n entries) into out
+ * (room for n + 8 entries): with lapse's variables added where missing (and
+ * this library first in LD_PRELOAD), or taken out with --no-inherit. A new
+ * LD_PRELOAD entry is built in `preload` (exec.c sizes it). Returns the
+ * number of entries. */
+NOINSTR long lapse_env_fix(char *const envp[], long n, char **out, char *preload)
+{
+    int have[N_NAMES] = {0};
+    int preload_seen = 0;
+    long k = 0;
+    for (long j = 0; j < n; j++) {
+        char *e = envp[j];
+        int ours = 0;
+        for (size_t i = 0; i < N_NAMES; i++) {
+            if (has_name(e, g_names[i])) {
+                have[i] = 1;
+                ours = 1;
+            }
+        }
+        if (g_no_inherit && (ours || strncmp(e, "LAPSE_", 6) == 0))
+            continue; /* (LAPSE_CALIBRATE too) */
+        if (!has_name(e, "LD_PRELOAD") || preload_seen) {
+            out[k++] = e;
+            continue;
+        }
+        preload_seen = 1;
+        const char *list = e + strlen("LD_PRELOAD=");
+        const char *me = find_self(list);
+        if (!g_no_inherit && !me && g_self[0]) {
+            /* the runtime first, then the program's own preloads */
+            strcpy(preload, "LD_PRELOAD=");
+            strcat(preload, g_self);
+            if (*list) {
+                strcat(preload, " ");
+                strcat(preload, list);
+            }
+            out[k++] = preload;
+        } else if (g_no_inherit && me) {
+            size_t before = (size_t)(me - list), len = strlen(g_self);
+            const char *after = me + len + (me[len] ? 1 : 0);
+            strcpy(preload, "LD_PRELOAD=");
+            strncat(preload, list, before);
+            strcat(preload, after);
+            if (preload[strlen("LD_PRELOAD=")])
+                out[k++] = preload;
+        } else {
+            out[k++] = e;
+        }
+    }
+    if (!g_no_inherit) {
+        if (!preload_seen && g_self[0]) {
+            strcpy(preload, "LD_PRELOAD=");
+            strcat(preload, g_self);
+            out[k++] = preload;
+        }
+        for (size_t i = 0; i < N_NAMES; i++)
+            if (!have[i] && g_vars[i][0])
+                out[k++] = g_vars[i];
+    }
+    out[k] = NULL;
+    return k;
+}

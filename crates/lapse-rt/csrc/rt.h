@@ -200,6 +200,11 @@ extern int g_no_inherit; /* --no-inherit: children are not recorded */
 void lapse_env_init(void);
 /* The value start-up saw for a LAPSE_ENV_* variable, or NULL. */
 const char *lapse_env(const char *name);
+/* This library's path as LD_PRELOAD names it. */
+const char *lapse_env_self(void);
+/* The environment a child gets (exec.c): lapse's variables added where
+ * missing, or taken out with --no-inherit. */
+long lapse_env_fix(char *const envp[], long n, char **out, char *preload);
 
 /* ---- exec.c / lifecycle.c ---- */
 /* Hands every buffer over before the process image is replaced. */

@@ -263,3 +263,90 @@ int main(int argc, char **argv) {
         "main (both images) and the exec'ing thread"
     );
 }
+
+#[test]
+fn children_given_an_explicit_environment_are_traced_unless_no_inherit() {
+    // Before the fix, a child started with an environment of the program's
+    // own making (posix_spawn, execve, execle, execvpe) had no LD_PRELOAD
+    // and no LAPSE_* and went unrecorded.
+    let Some(run) = build(
+        "explicit_env",
+        r#"
+NOINLINE void child_work(long i) { sink += (uint64_t)i; }
+/* The environment the process started with (with --no-inherit the runtime
+ * took lapse's variables out of environ; this block still has them). */
+static char *original[4096];
+__attribute__((no_instrument_function)) static char **original_env(void) {
+    static char block[1 << 16];
+    FILE *f = fopen("/proc/self/environ", "r");
+    size_t len = f ? fread(block, 1, sizeof block - 1, f) : 0;
+    if (f) fclose(f);
+    int n = 0;
+    for (size_t i = 0; i < len && n < 4095; i += strlen(block + i) + 1) original[n++] = block + i;
+    original[n] = NULL;
+    return original;
+}
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        for (long i = 0; i < 1000; i++) child_work(i);
+        print_child_view(argv[1]);
+        printf("%s_foo %d\n", argv[1], getenv("FOO") != NULL);
+        return 0;
+    }
+    int keep = getenv("PASS_ORIGINAL") != NULL;
+    char *mine[] = {"FOO=bar", NULL};
+    char **env = keep ? original_env() : mine;
+    pid_t p;
+    int st;
+    char *a1[] = {argv[0], "spawn", NULL};
+    if (posix_spawn(&p, argv[0], NULL, NULL, a1, env) == 0) waitpid(p, &st, 0);
+    char *a2[] = {argv[0], "spawnp", NULL};
+    if (posix_spawnp(&p, argv[0], NULL, NULL, a2, env) == 0) waitpid(p, &st, 0);
+    fflush(stdout);
+    if ((p = fork()) == 0) { char *a[] = {argv[0], "execve", NULL}; execve(argv[0], a, env); _exit(9); }
+    waitpid(p, &st, 0);
+    if ((p = fork()) == 0) { execle(argv[0], argv[0], "execle", (char *)0, env); _exit(9); }
+    waitpid(p, &st, 0);
+    if ((p = fork()) == 0) { char *a[] = {argv[0], "execvpe", NULL}; execvpe(argv[0], a, env); _exit(9); }
+    waitpid(p, &st, 0);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    let kinds = ["spawn", "spawnp", "execve", "execle", "execvpe"];
+    let Some(out) = run.record(&[]) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
+    let p = printed(&out);
+    for k in kinds {
+        assert_eq!(p.get(&format!("{k}_runtime")), Some(&1), "{k}: {p:?}");
+        assert_eq!(
+            p.get(&format!("{k}_foo")),
+            Some(&1),
+            "{k} keeps the program's own: {p:?}"
+        );
+    }
+    assert_eq!(run.calls().get("child_work"), Some(&5_000));
+    assert!(run.info().contains("lost:        0 events"));
+
+    // --no-inherit: none is traced, even given the original environment.
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(["record", "--no-inherit", "-o"])
+        .arg(run.data())
+        .arg("--")
+        .arg(&run.exe)
+        .env("PASS_ORIGINAL", "1")
+        .current_dir(&run.dir)
+        .output()
+        .expect("run lapse record");
+    assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
+    let p = printed(&out);
+    for k in kinds {
+        assert_eq!(p.get(&format!("{k}_runtime")), Some(&0), "{k}: {p:?}");
+        assert_eq!(p.get(&format!("{k}_vars")), Some(&0), "{k}: {p:?}");
+    }
+    assert_eq!(run.calls().get("child_work"), None);
+}
