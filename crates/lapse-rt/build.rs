@@ -6,9 +6,10 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 7] = [
+const SOURCES: [&str; 8] = [
     "csrc/probe.c",
     "csrc/threads.c",
+    "csrc/buffers.c",
     "csrc/arena.c",
     "csrc/transport.c",
     "csrc/lifecycle.c",

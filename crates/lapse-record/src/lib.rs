@@ -8,11 +8,12 @@
 //! streams, off-CPU periods, symbols at the end); [`method`] decides what
 //! `--method auto` means for a given binary.
 //!
-//! Constraints: memory stays bounded whatever the run length (events are
-//! written in batches as they arrive; the runtime blocks when the recorder
-//! falls behind); the file is flushed at least every 100 ms; the target's
-//! exit status is passed through; no panics on anything the target or the OS
-//! does.
+//! Constraints: memory stays bounded whatever the run length and the number
+//! of threads (events are written in batches as they arrive; the runtime
+//! waits, a bounded time, when the recorder falls behind); the file is
+//! flushed at least every 100 ms; the target's exit status is passed
+//! through, even when the disk fills up; no panics on anything the target
+//! or the OS does.
 
 use std::cell::RefCell;
 use std::path::PathBuf;

@@ -1,10 +1,11 @@
 /* rt.h - what the runtime's C files share (the wire protocol is lapse_rt.h).
  *
- * The files: probe.c (the probe path), threads.c (per-thread buffers and the
- * slow path), arena.c (the buffer arena shared with the recorder), transport.c
- * (the connection and the spill file), lifecycle.c (start-up, fork, exec,
- * exit, fatal signals), env.c (lapse's environment variables) and exec.c
- * (the exec family and posix_spawn, wrapped). */
+ * The files: probe.c (the probe path), threads.c (threads and the slow
+ * path), buffers.c (a thread's buffers), arena.c (the buffer arena shared
+ * with the recorder), transport.c (the connection and the spill file),
+ * lifecycle.c (start-up, fork, exec, exit, fatal signals), env.c (lapse's
+ * environment variables) and exec.c (the exec family and posix_spawn,
+ * wrapped). */
 #ifndef LAPSE_RT_INTERNAL_H
 #define LAPSE_RT_INTERNAL_H
 
@@ -127,6 +128,28 @@ void lapse_init(void);
 /* Median cost of one probe in ticks x 1024, measured through the real path. */
 uint64_t lapse_measure_probe_cost(void);
 
+/* ---- buffers.c ---- */
+/* Slots of b its thread claimed, from its cursor. */
+uint32_t lapse_claimed_count(const struct lapse_buf *b, const struct lapse_event *cur);
+/* Leading slots of b (of count) that hold events. */
+uint32_t lapse_written_prefix(const struct lapse_buf *b, uint32_t count);
+/* A private buffer for t into b (not the parked one's); -1 without memory. */
+int lapse_take_private(struct lapse_tls *t, struct lapse_buf *b);
+/* Makes a new buffer t's filling one; -1 without memory. */
+int lapse_take_buffer(struct lapse_tls *t);
+/* Hands b's first count slots over (holes marked, unless all_written). */
+void lapse_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count, int all_written);
+/* The calling thread's buffers: hand them over; with `refill`, take the next one. */
+void lapse_flush_own(struct lapse_tls *t, int refill);
+/* The last hand-over of a thread or process image: the parked buffer too. */
+void lapse_flush_final(struct lapse_tls *t);
+/* Every thread's buffer, at exit, exec or a crash. */
+void lapse_flush_all(void);
+/* Before fork: hand over, and fill a private buffer until the after-fork
+ * handlers run; after them: back to the arena. */
+void lapse_fork_prepare(struct lapse_tls *t);
+void lapse_back_to_arena(struct lapse_tls *t);
+
 /* ---- threads.c ---- */
 extern int g_ctor_done; /* the runtime's constructor has run (lifecycle.c) */
 /* Start-up on a thread that recorded early probes: takes them out of the
@@ -146,15 +169,9 @@ void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *fn, uint6
                      uint64_t now);
 extern struct lapse_tls *g_threads[LAPSE_MAX_THREADS];
 int lapse_threads_init(void);
-/* The calling thread's buffers: hand them over; with `refill`, take the next one. */
-void lapse_flush_own(struct lapse_tls *t, int refill);
-/* The last hand-over of a thread or process image: the parked buffer too. */
-void lapse_flush_final(struct lapse_tls *t);
-/* Every thread's buffer, at exit, exec or a crash. */
-void lapse_flush_all(void);
-void lapse_fork_prepare(struct lapse_tls *t);
+/* After fork, in the child: its numbering starts again, the parent's
+ * other threads are gone. */
 void lapse_fork_child(struct lapse_tls *t);
-void lapse_back_to_arena(struct lapse_tls *t);
 /* Blocks every signal (the slow path's state changes must not be interleaved
  * with a handler's probes); restore with lapse_unblock. */
 void lapse_block(void *old_mask);
