@@ -187,8 +187,12 @@ NOINSTR static void recorder_left(void)
  * replaced. */
 NOINSTR int lapse_try_send(struct msghdr *mh, int same_conn)
 {
-    if (same_conn ? !still_ours(&g_conn) && (g_conn.fd = g_fd = -1, 1) : lapse_conn_check() != 0)
-        return same_conn && !g_recorder_gone ? SEND_MOVED : SEND_GONE;
+    if (same_conn && !still_ours(&g_conn)) {
+        g_conn.fd = g_fd = -1; /* (the program's now, if anything) */
+        return g_recorder_gone ? SEND_GONE : SEND_MOVED;
+    }
+    if (!same_conn && lapse_conn_check() != 0)
+        return SEND_GONE;
     if (g_stuck) {
         /* the last send timed out: only send when there is room now */
         struct pollfd p = {g_conn.fd, POLLOUT, 0};
