@@ -134,8 +134,8 @@ NOINSTR long lapse_env_fix(char *const envp[], long n, char **out, char *preload
                 ours = 1;
             }
         }
-        if (g_no_inherit && (ours || strncmp(e, "LAPSE_", 6) == 0))
-            continue; /* (LAPSE_CALIBRATE too) */
+        if (g_no_inherit && (ours || has_name(e, LAPSE_ENV_CALIBRATE)))
+            continue; /* (only lapse's own: a user's LAPSE_X stays) */
         if (!has_name(e, "LD_PRELOAD") || preload_seen) {
             out[k++] = e;
             continue;
