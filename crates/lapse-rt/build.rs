@@ -6,12 +6,24 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 3] = ["csrc/probe.c", "csrc/runtime.c", "csrc/exec.c"];
+const SOURCES: [&str; 8] = [
+    "csrc/probe.c",
+    "csrc/threads.c",
+    "csrc/buffers.c",
+    "csrc/arena.c",
+    "csrc/transport.c",
+    "csrc/lifecycle.c",
+    "csrc/env.c",
+    "csrc/exec.c",
+];
 
 fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let so = out_dir.join("liblapse_rt.so");
-    for src in SOURCES.iter().chain(["csrc/lapse_rt.h"].iter()) {
+    for src in SOURCES
+        .iter()
+        .chain(["csrc/lapse_rt.h", "csrc/rt.h"].iter())
+    {
         println!("cargo:rerun-if-changed={src}");
     }
     // cc knows the right compiler for the target; it builds static archives
@@ -32,6 +44,7 @@ fn main() {
         "-Wextra",
         "-fvisibility=hidden",
         "-fno-omit-frame-pointer",
+        "-Wl,-z,defs", // an undefined symbol fails here, not in the target
         "-Icsrc",
         "-o",
     ])

@@ -13,8 +13,26 @@ pub enum RecordError {
     NoCommand,
     #[error("command not found: {0}")]
     CommandNotFound(String),
+    #[error("no process {0} to attach to")]
+    NoSuchProcess(u32),
+    #[error("process {0} is a kernel thread: it has no user space to record")]
+    KernelThread(u32),
+    #[error("recorded nothing: {command} exited with status {status} without a single instrumented call (is it built with -finstrument-functions? --method sample needs no probes); {} was left as it was", path.display())]
+    NothingRecorded {
+        command: String,
+        status: i32,
+        path: PathBuf,
+    },
     #[error("cannot write the data file {path}: {source}")]
     Output { path: PathBuf, source: io::Error },
+    /// Writing failed while the target ran (a full disk): the recording
+    /// stopped there, the target was supervised to its end.
+    #[error("cannot write the data file {}: {source}; the recording stopped there and the target ran to its end (exit status {exit_status})", path.display())]
+    Stopped {
+        path: PathBuf,
+        source: io::Error,
+        exit_status: i32,
+    },
     #[error("cannot set up the session directory {path}: {source}")]
     SessionDir { path: PathBuf, source: io::Error },
     #[error("cannot start {command}: {source}")]

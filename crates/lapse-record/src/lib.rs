@@ -8,11 +8,12 @@
 //! streams, off-CPU periods, symbols at the end); [`method`] decides what
 //! `--method auto` means for a given binary.
 //!
-//! Constraints: memory stays bounded whatever the run length (events are
-//! written in batches as they arrive; the runtime blocks when the recorder
-//! falls behind); the file is flushed at least every 100 ms; the target's
-//! exit status is passed through; no panics on anything the target or the OS
-//! does.
+//! Constraints: memory stays bounded whatever the run length and the number
+//! of threads (events are written in batches as they arrive; the runtime
+//! waits, a bounded time, when the recorder falls behind); the file is
+//! flushed at least every 100 ms; the target's exit status is passed
+//! through, even when the disk fills up; no panics on anything the target
+//! or the OS does.
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -26,6 +27,7 @@ mod error;
 mod instrument;
 pub mod linux;
 pub mod method;
+mod output_file;
 
 pub use error::RecordError;
 pub use instrument::{recover, spill_path, RecoverOutcome};
@@ -161,17 +163,20 @@ pub struct RecordOutcome {
     pub exit_status: i32,
 }
 
-/// Records the target as `opts` says.
+/// Records the target as `opts` says. Until the recording holds something,
+/// it is written under a temporary name beside `opts.output`: a recording
+/// that fails (or records nothing) leaves an existing output as it was.
 pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let argv = match &opts.target {
         Target::Command(argv) => argv,
-        Target::Pid { .. } => {
+        &Target::Pid { pid, .. } => {
             if opts.method == MethodChoice::Instrument {
                 return Err(RecordError::Unsupported(
                     "attaching to a running process (--pid) records by sampling; drop --method instrument".into(),
                 ));
             }
-            return linux::sample::record(opts);
+            check_attachable(pid)?;
+            return record_sampling(opts);
         }
     };
     let first = argv.first().ok_or(RecordError::NoCommand)?;
@@ -215,6 +220,43 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             let _hook = ProgressHook::set(opts.symbol_progress.clone());
             instrument::record(opts, &program, argv)
         }
-        Method::Sampling => linux::sample::record(opts),
+        Method::Sampling => record_sampling(opts),
     }
+}
+
+/// Sampling writes its file at the end: under a temporary name until then.
+fn record_sampling(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
+    let err = |source| RecordError::Output {
+        path: opts.output.clone(),
+        source,
+    };
+    let (mut pending, file) =
+        output_file::PendingFile::create(&opts.output, "partial").map_err(err)?;
+    drop(file); // (the sampling session opens it by name)
+    let mut temp_opts = opts.clone();
+    temp_opts.output = pending.temp_path().to_owned();
+    let mut outcome = linux::sample::record(&temp_opts)?;
+    pending.commit().map_err(err)?;
+    outcome.output = opts.output.clone();
+    Ok(outcome)
+}
+
+/// A process to attach to: it exists and has a user space (a kernel thread
+/// has nothing to sample there).
+fn check_attachable(pid: u32) -> Result<(), RecordError> {
+    /// `PF_KTHREAD` in the flags of /proc/PID/stat.
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|_| RecordError::NoSuchProcess(pid))?;
+    // Fields after the command name (which may hold spaces and parentheses):
+    // state ppid pgrp session tty_nr tpgid flags ...
+    let flags = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok())
+        .unwrap_or(0);
+    if flags & PF_KTHREAD != 0 {
+        return Err(RecordError::KernelThread(pid));
+    }
+    Ok(())
 }

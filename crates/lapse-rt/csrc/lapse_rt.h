@@ -1,83 +1,147 @@
-/* lapse_rt.h - what the runtime's C files share, and the wire protocol the
- * recorder reads (mirrored in src/protocol.rs; keep the two in step). */
+/* lapse_rt.h - the wire protocol between the runtime and the recorder: the
+ * datagrams, the events, the shared arena and the environment. The recorder's
+ * mirror is src/protocol.rs; a unit test there reads this file and checks
+ * every #define and LAPSE_AT/LAPSE_SIZE below against it, and the compiler
+ * checks each LAPSE_AT/LAPSE_SIZE against the real layout. Nothing else
+ * belongs here (the runtime's own declarations are in rt.h). */
 #ifndef LAPSE_RT_H
 #define LAPSE_RT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-/* Events per thread buffer: 4096 x 16 bytes = 64 KiB, one datagram. */
-#define LAPSE_BUF_EVENTS 4096
-#define LAPSE_MAX_THREADS 4096
+/* Layout pins: the number is what the recorder reads. */
+#define LAPSE_AT(type, field, off) \
+    _Static_assert(offsetof(struct type, field) == (off), #type "." #field " moved")
+#define LAPSE_SIZE(type, size) _Static_assert(sizeof(struct type) == (size), #type " size")
 
+/* ---- environment the recorder sets for the target ---- */
+#define LAPSE_ENV_SOCKET "LAPSE_SOCKET"         /* the recorder's SOCK_SEQPACKET socket */
+#define LAPSE_ENV_SPILL "LAPSE_SPILL"           /* where to append datagrams without a recorder */
+#define LAPSE_ENV_CALIBRATE "LAPSE_CALIBRATE"   /* set: measure the probe cost (first process only) */
+#define LAPSE_ENV_NO_ARENA "LAPSE_NO_ARENA"     /* set: private buffers only */
+#define LAPSE_ENV_FLUSH_TICKS "LAPSE_FLUSH_TICKS" /* hand a buffer over after this many ticks */
+#define LAPSE_ENV_NO_INHERIT "LAPSE_NO_INHERIT" /* set: children get neither the runtime nor these */
+
+/* ---- datagrams ---- */
 #define LAPSE_MAGIC 0x3153504cu /* "LPS1" little-endian */
 
-enum lapse_msg_kind {
-    LAPSE_MSG_HELLO = 1,  /* a process (or a new exec image) starts */
-    LAPSE_MSG_EVENTS = 2, /* a thread's events follow the header */
-    LAPSE_MSG_FORK = 3,   /* sent by the forking thread just before fork() */
-    LAPSE_MSG_CHILD = 4,  /* first message of a fork child */
-    LAPSE_MSG_EXEC = 5,   /* sent just before execve() */
-    LAPSE_MSG_ARENA = 6,  /* the process's shared buffer arena; its memfd rides along (SCM_RIGHTS) */
-    LAPSE_MSG_SHM_EVENTS = 7, /* a thread's events are in arena buffer d */
-};
+#define LAPSE_MSG_HELLO 1      /* a process (or a new exec image) starts */
+#define LAPSE_MSG_EVENTS 2     /* a thread's events follow the header */
+#define LAPSE_MSG_FORK 3       /* sent by the forking thread just before fork() */
+#define LAPSE_MSG_CHILD 4      /* first message of a fork child */
+#define LAPSE_MSG_EXEC 5       /* sent just before execve() */
+#define LAPSE_MSG_ARENA 6      /* the process's shared arena; its memfd rides along (SCM_RIGHTS) */
+#define LAPSE_MSG_SHM_EVENTS 7 /* a thread's events are in an arena buffer */
 
-/* EVENTS flag: calibration events, the recorder drops them. */
-#define LAPSE_FLAG_DISCARD 1u
+/* EVENTS / SHM_EVENTS flag: calibration events, the recorder drops them. */
+#define LAPSE_FLAG_DISCARD 1
 
-/* One 40-byte header per datagram.
- *  HELLO:  a = probe cost in ticks x 1024, b = tsc now, c = ppid
- *  EVENTS: a = index of the thread's first event in this message, c = count,
- *          b = ticks the thread had spent in hand-overs before this message's
- *              events were taken (the recorder removes that time)
- *  FORK:   b = tsc at fork
- *  CHILD:  b = tsc at fork (as in the parent's FORK), c = ppid, d = parent tid
- *  EXEC:   b = tsc now
- *  ARENA:  a = arena bytes, c = buffers, d = events per buffer
- *  SHM_EVENTS: as EVENTS (a, b, c), d = arena buffer holding the events;
- *          the datagram has no body */
+/* One 40-byte header per datagram; what follows `tid` depends on the kind.
+ * Ticks are the runtime's tick counter (lapse_ticks()). */
 struct lapse_msg {
     uint32_t magic;
     uint16_t kind;
     uint16_t flags;
     uint32_t pid;
     uint32_t tid;
-    uint64_t a;
-    uint64_t b;
-    uint32_t c;
-    uint32_t d;
+    union {
+        struct {
+            uint64_t probe_cost; /* ticks x 1024 per probe; 0 when not measured */
+            uint64_t ticks;      /* now */
+            uint32_t ppid;
+            uint32_t pad;
+        } hello;
+        /* EVENTS (the events follow the header) and SHM_EVENTS (they are in
+         * arena buffer `buf`; the datagram has no body) */
+        struct {
+            uint64_t first;   /* index of the thread's first event in this batch */
+            uint64_t stalled; /* ticks the thread had spent in hand-overs before it */
+            uint32_t count;
+            uint32_t buf;
+        } events;
+        struct {
+            uint64_t pad;
+            uint64_t ticks; /* when the process was about to fork / exec */
+        } fork, exec;
+        struct {
+            uint64_t pad;
+            uint64_t fork_ticks; /* as in the parent's FORK */
+            uint32_t ppid;
+            uint32_t parent_tid;
+        } child;
+        struct {
+            uint64_t bytes;
+            uint64_t pad;
+            uint32_t bufs;
+            uint32_t buf_events;
+        } arena;
+    } u;
 };
 
-/* One probe firing: the function's address and (ticks << 1 | is_exit). */
+LAPSE_SIZE(lapse_msg, 40);
+LAPSE_AT(lapse_msg, magic, 0);
+LAPSE_AT(lapse_msg, kind, 4);
+LAPSE_AT(lapse_msg, flags, 6);
+LAPSE_AT(lapse_msg, pid, 8);
+LAPSE_AT(lapse_msg, tid, 12);
+LAPSE_AT(lapse_msg, u.hello.probe_cost, 16);
+LAPSE_AT(lapse_msg, u.hello.ticks, 24);
+LAPSE_AT(lapse_msg, u.hello.ppid, 32);
+LAPSE_AT(lapse_msg, u.events.first, 16);
+LAPSE_AT(lapse_msg, u.events.stalled, 24);
+LAPSE_AT(lapse_msg, u.events.count, 32);
+LAPSE_AT(lapse_msg, u.events.buf, 36);
+LAPSE_AT(lapse_msg, u.fork.ticks, 24);
+LAPSE_AT(lapse_msg, u.exec.ticks, 24);
+LAPSE_AT(lapse_msg, u.child.fork_ticks, 24);
+LAPSE_AT(lapse_msg, u.child.ppid, 32);
+LAPSE_AT(lapse_msg, u.child.parent_tid, 36);
+LAPSE_AT(lapse_msg, u.arena.bytes, 16);
+LAPSE_AT(lapse_msg, u.arena.bufs, 32);
+LAPSE_AT(lapse_msg, u.arena.buf_events, 36);
+
+/* One probe firing: the function's address and (ticks << 1 | is_exit). A
+ * slot whose probe never wrote it (abandoned by a longjmp out of a signal
+ * handler) is handed over as a hole: fn == LAPSE_HOLE_FN, counted as lost. */
+#define LAPSE_HOLE_FN 0
 struct lapse_event {
     uint64_t fn;
     uint64_t stamp;
 };
 
-/* The shared arena: one memfd per process image, mapped by the runtime and
- * (through the fd passed in ARENA) by the recorder. A header page of slot
- * states, then LAPSE_ARENA_BUFS buffers of LAPSE_BUF_EVENTS events. A thread
- * fills a buffer in place and hands it over with a SHM_EVENTS datagram; the
- * recorder reads it and frees it (it never writes to a buffer, so the lines
- * the probe writes next are not dirty in another core's cache). A thread
- * notes the tick count when it claims a buffer: when a process died without
- * handing a buffer over (SIGKILL), the recorder reads it up to the first
- * event stamped before that (left from the buffer's previous use) or empty. */
-#define LAPSE_ARENA_BUFS 128
-#define LAPSE_ARENA_HEAD 8192
-#define LAPSE_ARENA_MAGIC 0x4150534cu /* "LSPA" */
+LAPSE_SIZE(lapse_event, 16);
+LAPSE_AT(lapse_event, fn, 0);
+LAPSE_AT(lapse_event, stamp, 8);
 
-enum lapse_slot_state {
-    LAPSE_SLOT_FREE = 0,
-    LAPSE_SLOT_FILLING = 1,  /* owned by thread `tid` */
-    LAPSE_SLOT_QUEUED = 2,   /* handed over, the recorder has not freed it yet */
-    LAPSE_SLOT_SPILLING = 3, /* the recorder is gone: being written to the spill file */
-};
+/* Slots per thread buffer: 4096 x 16 bytes = 64 KiB (the runtime fills at
+ * most 3840: the last page is a guard), so a datagram holds at most that. */
+#define LAPSE_BUF_EVENTS 4096
+
+/* ---- the shared arena ----
+ * One memfd per process image, mapped by the runtime and (through the fd
+ * passed in ARENA) by the recorder. A header of slot states, then
+ * LAPSE_ARENA_BUFS buffers of LAPSE_BUF_EVENTS events. A thread fills a
+ * buffer in place and hands it over with a SHM_EVENTS datagram; the recorder
+ * reads it and frees it (it never writes to a buffer, so the lines the probe
+ * writes next are not dirty in another core's cache). A thread notes the tick
+ * count when it claims a buffer: when a process died without handing a buffer
+ * over (SIGKILL), the recorder reads it up to the first event stamped before
+ * that (left from the buffer's previous use) or empty. */
+#define LAPSE_ARENA_MAGIC 0x4150534cu /* "LSPA" */
+#define LAPSE_ARENA_BUFS 128
+#define LAPSE_ARENA_HEAD 65536 /* buffers start 64 KiB-aligned */
+
+#define LAPSE_SLOT_FREE 0
+#define LAPSE_SLOT_FILLING 1  /* owned by thread `tid` */
+#define LAPSE_SLOT_QUEUED 2   /* handed over, the recorder has not freed it yet */
+#define LAPSE_SLOT_SPILLING 3 /* the recorder is gone: being written to the spill file */
 
 struct lapse_slot {
     uint32_t state;
     uint32_t tid;
     uint32_t count;   /* events, once queued */
-    uint32_t pad;
+    uint32_t flags;   /* LAPSE_FLAG_DISCARD for calibration events */
     uint64_t first;   /* index of the thread's first event in this buffer */
     uint64_t stalled; /* the thread's hand-over ticks when it was queued */
     uint64_t seq;     /* hand-over order, for spilling in order */
@@ -94,59 +158,97 @@ struct lapse_arena {
     struct lapse_slot slot[LAPSE_ARENA_BUFS];
 };
 
+LAPSE_SIZE(lapse_slot, 48);
+LAPSE_AT(lapse_slot, state, 0);
+LAPSE_AT(lapse_slot, tid, 4);
+LAPSE_AT(lapse_slot, flags, 12);
+LAPSE_AT(lapse_slot, first, 16);
+LAPSE_AT(lapse_slot, claimed, 40);
+LAPSE_AT(lapse_arena, magic, 0);
+LAPSE_AT(lapse_arena, nbufs, 4);
+LAPSE_AT(lapse_arena, gen, 8);
+LAPSE_AT(lapse_arena, waiters, 12);
+LAPSE_AT(lapse_arena, slot, 64);
 _Static_assert(sizeof(struct lapse_arena) <= LAPSE_ARENA_HEAD, "arena header too big");
-/* the recorder's mirror (protocol.rs) relies on this layout */
-_Static_assert(sizeof(struct lapse_slot) == 48, "slot layout");
-_Static_assert(__builtin_offsetof(struct lapse_arena, slot) == 64, "arena layout");
 
-enum lapse_thread_state {
-    LAPSE_T_NEW = 0,  /* zero-initialised TLS: the first probe sets it up */
-    LAPSE_T_ACTIVE,   /* has a buffer */
-    LAPSE_T_OFF,      /* not profiled (no recorder, thread ended, out of slots) */
-};
+/* ---- one constructor per message kind ---- */
 
-/* Per-thread state, in initial-exec TLS. The probe touches only cur/end.
- * No buffer at all is base = cur = end = NULL (the next probe takes the slow path). */
-struct lapse_tls {
-    struct lapse_event *cur;
-    struct lapse_event *end;
-    uint64_t deadline;    /* ticks: hand the buffer over after this */
-    struct lapse_event *base;
-    uint64_t sent;        /* events of this thread already sent */
-    uint64_t stalled;     /* ticks this thread spent handing buffers over */
-    uint32_t tid;
-    uint32_t state;
-    uint32_t in_slow;     /* the slow path is running on this thread */
-    uint32_t discard;     /* calibration: flushes are marked discard */
-    uint32_t dtor_rounds; /* pthread key destructor calls so far */
-    int32_t slot;         /* index in the thread registry, -1 if none */
-    int32_t buf;          /* arena buffer in use, -1 for none or a private buffer */
-    struct lapse_event *own; /* private buffer (when the arena has none to give) */
-};
-
-extern __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
-
-static inline uint64_t lapse_ticks(void)
+static inline struct lapse_msg lapse_msg_head(uint16_t kind, uint32_t pid, uint32_t tid)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    uint32_t lo, hi;
-    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-    return ((uint64_t)hi << 32) | lo;
-#elif defined(__aarch64__)
-    uint64_t v;
-    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
-    return v;
-#else
-#error "lapse runtime: no cheap tick counter on this architecture"
-#endif
+    struct lapse_msg m;
+    __builtin_memset(&m, 0, sizeof m);
+    m.magic = LAPSE_MAGIC;
+    m.kind = kind;
+    m.pid = pid;
+    m.tid = tid;
+    return m;
 }
 
-/* runtime.c: called by the probe when the buffer is full, due or not set up;
- * `now` is the probe's tick reading. */
-void lapse_slow_path(struct lapse_tls *t, void *fn, uint64_t is_exit, uint64_t now);
-/* probe.c: median cost of one probe in ticks x 1024, measured through the real path. */
-uint64_t lapse_measure_probe_cost(void);
-/* runtime.c: hand every buffer over before the process image is replaced. */
-void lapse_before_exec(void);
+static inline struct lapse_msg lapse_msg_hello(uint32_t pid, uint32_t tid, uint64_t probe_cost,
+                                               uint64_t ticks, uint32_t ppid)
+{
+    struct lapse_msg m = lapse_msg_head(LAPSE_MSG_HELLO, pid, tid);
+    m.u.hello.probe_cost = probe_cost;
+    m.u.hello.ticks = ticks;
+    m.u.hello.ppid = ppid;
+    return m;
+}
+
+/* EVENTS: `count` events follow the header in the same datagram. */
+static inline struct lapse_msg lapse_msg_events(uint32_t pid, uint32_t tid, uint64_t first,
+                                                uint64_t stalled, uint32_t count, int discard)
+{
+    struct lapse_msg m = lapse_msg_head(LAPSE_MSG_EVENTS, pid, tid);
+    m.flags = discard ? LAPSE_FLAG_DISCARD : 0;
+    m.u.events.first = first;
+    m.u.events.stalled = stalled;
+    m.u.events.count = count;
+    return m;
+}
+
+static inline struct lapse_msg lapse_msg_shm_events(uint32_t pid, uint32_t tid, uint64_t first,
+                                                    uint64_t stalled, uint32_t count,
+                                                    uint32_t buf, int discard)
+{
+    struct lapse_msg m = lapse_msg_events(pid, tid, first, stalled, count, discard);
+    m.kind = LAPSE_MSG_SHM_EVENTS;
+    m.u.events.buf = buf;
+    return m;
+}
+
+static inline struct lapse_msg lapse_msg_fork(uint32_t pid, uint32_t tid, uint64_t ticks)
+{
+    struct lapse_msg m = lapse_msg_head(LAPSE_MSG_FORK, pid, tid);
+    m.u.fork.ticks = ticks;
+    return m;
+}
+
+static inline struct lapse_msg lapse_msg_child(uint32_t pid, uint32_t tid, uint64_t fork_ticks,
+                                               uint32_t ppid, uint32_t parent_tid)
+{
+    struct lapse_msg m = lapse_msg_head(LAPSE_MSG_CHILD, pid, tid);
+    m.u.child.fork_ticks = fork_ticks;
+    m.u.child.ppid = ppid;
+    m.u.child.parent_tid = parent_tid;
+    return m;
+}
+
+static inline struct lapse_msg lapse_msg_exec(uint32_t pid, uint32_t tid, uint64_t ticks)
+{
+    struct lapse_msg m = lapse_msg_head(LAPSE_MSG_EXEC, pid, tid);
+    m.u.exec.ticks = ticks;
+    return m;
+}
+
+/* ARENA: the arena's memfd travels with it (SCM_RIGHTS). */
+static inline struct lapse_msg lapse_msg_arena(uint32_t pid, uint32_t tid, uint64_t bytes,
+                                               uint32_t bufs, uint32_t buf_events)
+{
+    struct lapse_msg m = lapse_msg_head(LAPSE_MSG_ARENA, pid, tid);
+    m.u.arena.bytes = bytes;
+    m.u.arena.bufs = bufs;
+    m.u.arena.buf_events = buf_events;
+    return m;
+}
 
 #endif

@@ -8,9 +8,12 @@
 //! library's bytes ([`RUNTIME_SO`]) and the wire protocol ([`protocol`]).
 //!
 //! Constraints: the probe path takes no lock, allocates nothing, makes no
-//! system call and cannot fail; the slow path uses only async-signal-safe
-//! calls, no malloc and no thread of its own (so nothing of the runtime shows
-//! up in the profile).
+//! system call, cannot fail and is async-signal-safe (a handler may run
+//! probes anywhere in it); the slow path runs with signals blocked and uses
+//! only async-signal-safe calls, no malloc and no thread of its own (so
+//! nothing of the runtime shows up in the profile). The runtime never
+//! writes to or closes a descriptor it does not own, and never holds the
+//! program indefinitely (`csrc/rt.h` lists the files and what each owns).
 //!
 //! Why C and not a Rust cdylib: the buffer pointer must sit in initial-exec
 //! TLS (one `%fs` load), which stable Rust cannot ask for, and a cdylib built

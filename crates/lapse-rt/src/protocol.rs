@@ -1,9 +1,12 @@
 //! The wire protocol between the runtime and the recorder: the Rust mirror
-//! of `struct lapse_msg` and `struct lapse_event` in `csrc/lapse_rt.h`.
+//! of `csrc/lapse_rt.h`. Each datagram is parsed once, by [`Msg::parse`], into
+//! a [`Msg`] whose fields are named for what they mean.
 //!
-//! Every datagram starts with a 40-byte [`MsgHeader`] (native endianness: both
-//! ends run on the same machine); `EVENTS` datagrams carry `count` 16-byte
-//! events after it.
+//! Every datagram starts with a 40-byte header (native endianness: both ends
+//! run on the same machine); `EVENTS` datagrams carry `count` 16-byte events
+//! after it. The tests at the bottom read `lapse_rt.h` and check every
+//! constant and offset this file relies on against it; the C compiler checks
+//! the header's own `LAPSE_AT`/`LAPSE_SIZE` pins against the real layout.
 
 /// `"LPS1"` read as a little-endian u32.
 pub const MAGIC: u32 = 0x3153_504c;
@@ -12,15 +15,56 @@ pub const EVENT_LEN: usize = 16;
 /// Events per thread buffer, hence the largest `EVENTS` datagram.
 pub const BUF_EVENTS: usize = 4096;
 pub const MAX_DATAGRAM: usize = HEADER_LEN + BUF_EVENTS * EVENT_LEN;
-/// `EVENTS` flag: calibration events, to be dropped.
+/// `EVENTS`/`SHM_EVENTS` flag: calibration events, to be dropped.
 pub const FLAG_DISCARD: u16 = 1;
+/// The function address of a slot whose probe never wrote it (abandoned by
+/// a longjmp out of a signal handler): not an event, but a lost one.
+pub const HOLE_FN: u64 = 0;
 
-/// The shared arena (`struct lapse_arena` in `csrc/lapse_rt.h`): a header
-/// page, then [`BUFS`](crate::protocol::arena::BUFS) buffers of [`BUF_EVENTS`] events.
+/// Message kinds (`LAPSE_MSG_*`).
+pub mod kind {
+    pub const HELLO: u16 = 1;
+    pub const EVENTS: u16 = 2;
+    pub const FORK: u16 = 3;
+    pub const CHILD: u16 = 4;
+    pub const EXEC: u16 = 5;
+    pub const ARENA: u16 = 6;
+    pub const SHM_EVENTS: u16 = 7;
+}
+
+/// Byte offsets in the header (`LAPSE_AT(lapse_msg, ...)`).
+pub mod at {
+    pub const MAGIC: usize = 0;
+    pub const KIND: usize = 4;
+    pub const FLAGS: usize = 6;
+    pub const PID: usize = 8;
+    pub const TID: usize = 12;
+    pub const HELLO_PROBE_COST: usize = 16;
+    pub const HELLO_TICKS: usize = 24;
+    pub const HELLO_PPID: usize = 32;
+    pub const EVENTS_FIRST: usize = 16;
+    pub const EVENTS_STALLED: usize = 24;
+    pub const EVENTS_COUNT: usize = 32;
+    pub const EVENTS_BUF: usize = 36;
+    pub const FORK_TICKS: usize = 24;
+    pub const EXEC_TICKS: usize = 24;
+    pub const CHILD_FORK_TICKS: usize = 24;
+    pub const CHILD_PPID: usize = 32;
+    pub const CHILD_PARENT_TID: usize = 36;
+    pub const ARENA_BYTES: usize = 16;
+    pub const ARENA_BUFS: usize = 32;
+    pub const ARENA_BUF_EVENTS: usize = 36;
+    /// In `struct lapse_event`.
+    pub const EVENT_FN: usize = 0;
+    pub const EVENT_STAMP: usize = 8;
+}
+
+/// The shared arena (`struct lapse_arena` in `csrc/lapse_rt.h`): a header,
+/// then [`BUFS`](crate::protocol::arena::BUFS) buffers of [`BUF_EVENTS`] events.
 pub mod arena {
     pub const MAGIC: u32 = 0x4150_534c;
     pub const BUFS: usize = 128;
-    pub const HEAD: usize = 8192;
+    pub const HEAD: usize = 65536;
     pub const BUF_BYTES: usize = super::BUF_EVENTS * super::EVENT_LEN;
     pub const BYTES: usize = HEAD + BUFS * BUF_BYTES;
     /// Byte offsets in the header.
@@ -34,11 +78,15 @@ pub mod arena {
     /// Offsets within a slot.
     pub const SLOT_STATE: usize = 0;
     pub const SLOT_TID: usize = 4;
+    /// `FLAG_DISCARD` when the buffer holds calibration events.
+    pub const SLOT_FLAGS: usize = 12;
     pub const SLOT_FIRST: usize = 16;
     /// Ticks when the thread claimed the buffer.
     pub const SLOT_CLAIMED: usize = 40;
     pub const FREE: u32 = 0;
     pub const FILLING: u32 = 1;
+    pub const QUEUED: u32 = 2;
+    pub const SPILLING: u32 = 3;
 }
 
 /// Environment variables the recorder sets for the target.
@@ -49,52 +97,149 @@ pub const ENV_CALIBRATE: &str = "LAPSE_CALIBRATE";
 pub const ENV_NO_ARENA: &str = "LAPSE_NO_ARENA";
 /// Ticks after which a thread hands its buffer over even if it is not full.
 pub const ENV_FLUSH_TICKS: &str = "LAPSE_FLUSH_TICKS";
+/// Set (to anything) for `--no-inherit`: the runtime removes its variables
+/// and itself from the environment children get, and a fork child is not
+/// recorded.
+pub const ENV_NO_INHERIT: &str = "LAPSE_NO_INHERIT";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MsgKind {
-    /// A process image starts: `a` = probe cost (ticks × 1024), `b` = ticks now, `c` = ppid.
-    Hello,
-    /// A thread's events: `a` = index of the first, `c` = count, `b` = ticks the
-    /// thread had spent handing buffers over before these events (cumulative).
-    Events,
-    /// The sending thread is about to fork: `b` = ticks.
-    Fork,
-    /// First message of a fork child: `b` = the parent's fork ticks, `c` = ppid, `d` = parent tid.
-    Child,
-    /// The process is about to exec: `b` = ticks.
-    Exec,
-    /// The process image's shared arena; its memfd comes with the datagram
-    /// (SCM_RIGHTS). `a` = bytes, `c` = buffers, `d` = events per buffer.
-    Arena,
-    /// As `Events`, but the `c` events are in arena buffer `d` (no body).
-    ShmEvents,
-}
-
-impl MsgKind {
-    fn from_u16(v: u16) -> Option<Self> {
-        Some(match v {
-            1 => MsgKind::Hello,
-            2 => MsgKind::Events,
-            3 => MsgKind::Fork,
-            4 => MsgKind::Child,
-            5 => MsgKind::Exec,
-            6 => MsgKind::Arena,
-            7 => MsgKind::ShmEvents,
-            _ => return None,
-        })
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MsgHeader {
-    pub kind: MsgKind,
-    pub flags: u16,
+/// The thread that sent a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sender {
     pub pid: u32,
     pub tid: u32,
-    pub a: u64,
-    pub b: u64,
-    pub c: u32,
-    pub d: u32,
+}
+
+/// A run of one thread's events (`EVENTS` or `SHM_EVENTS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batch {
+    /// Index of the first event in the thread's stream (per process image).
+    pub first_index: u64,
+    /// Ticks the thread had spent handing buffers over before these events
+    /// (cumulative; the recorder cuts the increase out of the timeline).
+    pub stalled_ticks: u64,
+    pub count: u32,
+    /// Calibration events, measured at start-up and not part of the profile.
+    pub discard: bool,
+}
+
+/// One runtime message, parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Msg {
+    /// A process image starts.
+    Hello {
+        from: Sender,
+        /// Cost of one probe in ticks × 1024 (0 when not measured).
+        probe_cost_x1024: u64,
+        ticks: u64,
+        ppid: u32,
+    },
+    /// A thread's events, in the datagram after the header ([`events`]).
+    Events { from: Sender, batch: Batch },
+    /// A thread's events, in buffer `buf` of its process's arena.
+    ShmEvents {
+        from: Sender,
+        batch: Batch,
+        buf: u32,
+    },
+    /// The sending thread is about to fork.
+    Fork { from: Sender, ticks: u64 },
+    /// First message of a fork child: the parent `ppid`'s thread
+    /// `parent_tid` forked at `fork_ticks` (as in its `Fork`).
+    Child {
+        from: Sender,
+        fork_ticks: u64,
+        ppid: u32,
+        parent_tid: u32,
+    },
+    /// The process is about to exec.
+    Exec { from: Sender, ticks: u64 },
+    /// The process image's shared arena; its memfd comes with the datagram
+    /// (SCM_RIGHTS): `bytes` long, `bufs` buffers of `buf_events` events.
+    Arena {
+        from: Sender,
+        bytes: u64,
+        bufs: u32,
+        buf_events: u32,
+    },
+}
+
+impl Msg {
+    pub fn from(&self) -> Sender {
+        match *self {
+            Msg::Hello { from, .. }
+            | Msg::Events { from, .. }
+            | Msg::ShmEvents { from, .. }
+            | Msg::Fork { from, .. }
+            | Msg::Child { from, .. }
+            | Msg::Exec { from, .. }
+            | Msg::Arena { from, .. } => from,
+        }
+    }
+
+    /// Parses a datagram; for `Events`, checks that the body holds `count`
+    /// events, for `ShmEvents` that buffer and count are in the arena's bounds.
+    pub fn parse(datagram: &[u8]) -> Result<Msg, ParseError> {
+        let d = datagram;
+        if d.len() < HEADER_LEN {
+            return Err(ParseError::Short);
+        }
+        if u32_at(d, at::MAGIC) != MAGIC {
+            return Err(ParseError::BadMagic);
+        }
+        let from = Sender {
+            pid: u32_at(d, at::PID),
+            tid: u32_at(d, at::TID),
+        };
+        let batch = || Batch {
+            first_index: u64_at(d, at::EVENTS_FIRST),
+            stalled_ticks: u64_at(d, at::EVENTS_STALLED),
+            count: u32_at(d, at::EVENTS_COUNT),
+            discard: u16_at(d, at::FLAGS) & FLAG_DISCARD != 0,
+        };
+        Ok(match u16_at(d, at::KIND) {
+            kind::HELLO => Msg::Hello {
+                from,
+                probe_cost_x1024: u64_at(d, at::HELLO_PROBE_COST),
+                ticks: u64_at(d, at::HELLO_TICKS),
+                ppid: u32_at(d, at::HELLO_PPID),
+            },
+            kind::EVENTS => {
+                let batch = batch();
+                if d.len() != HEADER_LEN + batch.count as usize * EVENT_LEN {
+                    return Err(ParseError::BadCount);
+                }
+                Msg::Events { from, batch }
+            }
+            kind::SHM_EVENTS => {
+                let (batch, buf) = (batch(), u32_at(d, at::EVENTS_BUF));
+                if batch.count as usize > BUF_EVENTS || buf as usize >= arena::BUFS {
+                    return Err(ParseError::BadCount);
+                }
+                Msg::ShmEvents { from, batch, buf }
+            }
+            kind::FORK => Msg::Fork {
+                from,
+                ticks: u64_at(d, at::FORK_TICKS),
+            },
+            kind::CHILD => Msg::Child {
+                from,
+                fork_ticks: u64_at(d, at::CHILD_FORK_TICKS),
+                ppid: u32_at(d, at::CHILD_PPID),
+                parent_tid: u32_at(d, at::CHILD_PARENT_TID),
+            },
+            kind::EXEC => Msg::Exec {
+                from,
+                ticks: u64_at(d, at::EXEC_TICKS),
+            },
+            kind::ARENA => Msg::Arena {
+                from,
+                bytes: u64_at(d, at::ARENA_BYTES),
+                bufs: u32_at(d, at::ARENA_BUFS),
+                buf_events: u32_at(d, at::ARENA_BUF_EVENTS),
+            },
+            other => return Err(ParseError::UnknownKind(other)),
+        })
+    }
 }
 
 /// One probe firing as the runtime stored it.
@@ -105,6 +250,22 @@ pub struct RawEvent {
     /// Tick counter value.
     pub ticks: u64,
     pub is_exit: bool,
+}
+
+impl RawEvent {
+    /// An event from its two stored words (`fn`, `ticks << 1 | is_exit`).
+    #[inline]
+    pub fn from_words(function: u64, stamp: u64) -> RawEvent {
+        RawEvent {
+            function,
+            ticks: stamp >> 1,
+            is_exit: stamp & 1 == 1,
+        }
+    }
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_ne_bytes([b[at], b[at + 1]])
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -125,104 +286,18 @@ pub enum ParseError {
     Short,
     BadMagic,
     UnknownKind(u16),
-    /// `count` does not match the datagram's length.
+    /// `count` (or the arena buffer) does not fit the datagram or the arena.
     BadCount,
 }
 
-impl MsgHeader {
-    /// Parses a datagram's header; for `Events`, checks that the body holds `c` events.
-    pub fn parse(datagram: &[u8]) -> Result<MsgHeader, ParseError> {
-        if datagram.len() < HEADER_LEN {
-            return Err(ParseError::Short);
-        }
-        if u32_at(datagram, 0) != MAGIC {
-            return Err(ParseError::BadMagic);
-        }
-        let kind_raw = u16::from_ne_bytes([datagram[4], datagram[5]]);
-        let kind = MsgKind::from_u16(kind_raw).ok_or(ParseError::UnknownKind(kind_raw))?;
-        let h = MsgHeader {
-            kind,
-            flags: u16::from_ne_bytes([datagram[6], datagram[7]]),
-            pid: u32_at(datagram, 8),
-            tid: u32_at(datagram, 12),
-            a: u64_at(datagram, 16),
-            b: u64_at(datagram, 24),
-            c: u32_at(datagram, 32),
-            d: u32_at(datagram, 36),
-        };
-        if kind == MsgKind::Events && datagram.len() != HEADER_LEN + h.c as usize * EVENT_LEN {
-            return Err(ParseError::BadCount);
-        }
-        if kind == MsgKind::ShmEvents && (h.c as usize > BUF_EVENTS || h.d as usize >= arena::BUFS)
-        {
-            return Err(ParseError::BadCount);
-        }
-        Ok(h)
-    }
-}
-
-/// The events of an `Events` datagram (whose header [`MsgHeader::parse`] accepted).
+/// The events of an `Events` datagram (whose header [`Msg::parse`] accepted).
 pub fn events(datagram: &[u8]) -> impl Iterator<Item = RawEvent> + '_ {
     datagram
         .get(HEADER_LEN..)
         .unwrap_or(&[])
         .chunks_exact(EVENT_LEN)
-        .map(|e| {
-            let stamp = u64_at(e, 8);
-            RawEvent {
-                function: u64_at(e, 0),
-                ticks: stamp >> 1,
-                is_exit: stamp & 1 == 1,
-            }
-        })
+        .map(|e| RawEvent::from_words(u64_at(e, at::EVENT_FN), u64_at(e, at::EVENT_STAMP)))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn header(kind: u16, c: u32) -> Vec<u8> {
-        let mut b = Vec::new();
-        b.extend_from_slice(&MAGIC.to_ne_bytes());
-        b.extend_from_slice(&kind.to_ne_bytes());
-        b.extend_from_slice(&0u16.to_ne_bytes());
-        b.extend_from_slice(&7u32.to_ne_bytes());
-        b.extend_from_slice(&8u32.to_ne_bytes());
-        b.extend_from_slice(&1u64.to_ne_bytes());
-        b.extend_from_slice(&2u64.to_ne_bytes());
-        b.extend_from_slice(&c.to_ne_bytes());
-        b.extend_from_slice(&0u32.to_ne_bytes());
-        b
-    }
-
-    #[test]
-    fn events_datagram_round_trips() {
-        let mut d = header(2, 1);
-        d.extend_from_slice(&0x1234u64.to_ne_bytes());
-        d.extend_from_slice(&((99u64 << 1) | 1).to_ne_bytes());
-        let h = MsgHeader::parse(&d).expect("valid");
-        assert_eq!((h.kind, h.pid, h.tid, h.c), (MsgKind::Events, 7, 8, 1));
-        let e: Vec<_> = events(&d).collect();
-        assert_eq!(
-            e,
-            vec![RawEvent {
-                function: 0x1234,
-                ticks: 99,
-                is_exit: true
-            }]
-        );
-    }
-
-    #[test]
-    fn bad_datagrams_are_rejected() {
-        assert_eq!(MsgHeader::parse(&[0; 10]), Err(ParseError::Short));
-        assert_eq!(MsgHeader::parse(&header(2, 3)), Err(ParseError::BadCount));
-        assert_eq!(
-            MsgHeader::parse(&header(9, 0)),
-            Err(ParseError::UnknownKind(9))
-        );
-        let mut d = header(1, 0);
-        d[0] = 0;
-        assert_eq!(MsgHeader::parse(&d), Err(ParseError::BadMagic));
-    }
-}
+mod tests;

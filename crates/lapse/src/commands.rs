@@ -55,10 +55,14 @@ pub fn open(path: &Path) -> Result<DataFile> {
     Ok(file)
 }
 
-/// One line when events wait in `<path>.spill` (the recorder ended before the target).
+/// One line when events wait in `<path>.spill` (the recorder ended before
+/// the target); an empty spill holds nothing to recover.
 fn spill_hint(path: &Path) -> Option<String> {
     let spill = lapse_record::spill_path(path);
     let len = std::fs::metadata(&spill).ok()?.len();
+    if len == 0 {
+        return None;
+    }
     Some(format!(
         "{} holds {len} bytes of events that arrived after the recorder ended; `lapse recover {}` merges them",
         spill.display(),
@@ -107,7 +111,16 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         target,
         symbol_progress: None,
     };
-    let outcome = crate::progress::record_with_progress(opts)?;
+    let outcome = match crate::progress::record_with_progress(opts) {
+        Ok(outcome) => outcome,
+        // A full disk stopped the recording, not the supervision: the
+        // target's exit status is passed on all the same.
+        Err(e @ lapse_record::RecordError::Stopped { exit_status, .. }) => {
+            eprintln!("lapse: error: {e}");
+            return Ok(u8::try_from(exit_status.clamp(0, 255)).unwrap_or(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let what = match outcome.method {
         lapse_data::Method::Instrumentation => format!("{} events", outcome.events),
         lapse_data::Method::Sampling => format!("{} samples", outcome.samples),

@@ -641,3 +641,30 @@ int main(void) {
     let p = report(&r, "processes");
     assert_eq!(rows(&p).len(), 121);
 }
+
+#[test]
+fn calls_before_the_runtime_starts_are_kept() {
+    // A function in .preinit_array runs before any library's constructor,
+    // the runtime's included, when the environment may not be readable yet.
+    // Before the fix its probe set the runtime up too early, found no
+    // recorder, and switched recording off: 0 events, exit status 0.
+    let Some(r) = record(
+        "preinit",
+        r#"
+NOINLINE void early_fn(int i) { sink += (uint64_t)i; }
+NOINLINE static void early_init(int c, char **a, char **e) { (void)c; (void)a; (void)e; for (int i = 0; i < 100; i++) early_fn(i); }
+__attribute__((section(".preinit_array"), used)) static void (*preinit)(int, char **, char **) = early_init;
+NOINLINE void work(int i) { sink ^= (uint64_t)i; }
+int main(void) { for (int i = 0; i < 10000; i++) work(i); return 0; }
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 0);
+    let v = report(&r, "functions");
+    assert_eq!(ns(function(&v, "early_init"), "calls"), 1.0);
+    assert_eq!(ns(function(&v, "early_fn"), "calls"), 100.0);
+    assert_eq!(ns(function(&v, "work"), "calls"), 10000.0);
+    assert_eq!(ns(function(&v, "main"), "calls"), 1.0);
+    assert_eq!(v["session"]["lost_events"], 0);
+}

@@ -228,3 +228,130 @@ impl Drop for KillOnDrop {
         unsafe { libc::kill(self.0, libc::SIGKILL) };
     }
 }
+
+/// The spill's `EVENTS` datagrams (see `csrc/lapse_rt.h`: a `u32` length,
+/// then a 40-byte header: kind at 4, flags at 6, pid at 8, tid at 12, first
+/// event index at 16, count at 32): (pid, tid, first, count, discard).
+fn spilled_batches(spill: &[u8]) -> Vec<(u32, u32, u64, u64, bool)> {
+    let u16_at = |b: &[u8], at: usize| u16::from_ne_bytes([b[at], b[at + 1]]);
+    let u32_at = |b: &[u8], at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().unwrap());
+    let u64_at = |b: &[u8], at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().unwrap());
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos + 4 <= spill.len() {
+        let len = u32_at(spill, pos) as usize;
+        let Some(d) = spill.get(pos + 4..pos + 4 + len) else {
+            break;
+        };
+        pos += 4 + len;
+        if d.len() >= 40 && u16_at(d, 4) == 2 {
+            let discard = u16_at(d, 6) & 1 == 1;
+            out.push((
+                u32_at(d, 8),
+                u32_at(d, 12),
+                u64_at(d, 16),
+                u64::from(u32_at(d, 32)),
+                discard,
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn spilled_calibration_buffers_keep_their_discard_mark() {
+    // The program stops the recorder before the runtime starts (from
+    // .preinit_array), so the runtime's calibration buffers are still queued
+    // in the arena when the program kills the recorder: they go to the spill
+    // with everything else. Before the fix they lost their discard mark and
+    // collided with the program's own events (same event numbers), so
+    // `lapse recover` dropped real calls as duplicates.
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "recover_e2e-discard");
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "early_stop",
+        r#"
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+#define NOINLINE __attribute__((noinline))
+volatile uint64_t sink;
+__attribute__((no_instrument_function)) static void stop_recorder(int c, char **a, char **e) {
+    (void)c; (void)a; (void)e;
+    kill(getppid(), SIGSTOP);
+}
+__attribute__((section(".preinit_array"), used)) static void (*preinit)(int, char **, char **) = stop_recorder;
+NOINLINE void work(long i) { sink ^= (uint64_t)i; }
+int main(void) {
+    pid_t recorder = getppid();
+    for (long i = 0; i < 50000; i++) work(i);
+    kill(recorder, SIGKILL);
+    for (long i = 0; i < 50000; i++) work(i);
+    FILE *f = fopen("done.tmp", "w"); fprintf(f, "%d\n", (int)getpid()); fclose(f);
+    rename("done.tmp", "done");
+    return 0;
+}
+"#,
+        &["-finstrument-functions", "-O1", "-g"],
+    ) else {
+        return;
+    };
+    let mut recorder = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(["record", "-o", "out.lapse", "--"])
+        .arg(&exe)
+        .current_dir(&dir)
+        .stderr(std::fs::File::create(dir.join("record.err")).expect("stderr file"))
+        .spawn()
+        .expect("start lapse record");
+    let recorder_pid = recorder.id();
+    let _ = recorder.wait(); // killed by the program
+    let stderr = std::fs::read_to_string(dir.join("record.err")).unwrap_or_default();
+    if stderr.contains("perf_event_open") {
+        skip::<()>(format!("perf events are not available here: {stderr}"));
+        return;
+    }
+    let pid = wait_for(&dir, "done", Duration::from_secs(60));
+    let start = Instant::now();
+    while !ended(pid.trim()) {
+        assert!(start.elapsed() < Duration::from_secs(30), "target ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    remove_session_dirs_of(recorder_pid);
+    let spill = std::fs::read(dir.join("out.lapse.spill")).expect("the runtime spilled");
+    let batches = spilled_batches(&spill);
+    let discarded: u64 = batches.iter().filter(|b| b.4).map(|b| b.3).sum();
+    assert!(discarded > 0, "the calibration's buffers are in the spill");
+    // The program's own events: numbered 0.. without overlap, all there
+    // (main's enter and exit, 100,000 calls of work).
+    let mut real: Vec<(u64, u64)> = batches
+        .iter()
+        .filter(|b| !b.4)
+        .map(|b| (b.2, b.2 + b.3))
+        .collect();
+    real.sort_unstable();
+    let mut next = 0;
+    for (from, to) in &real {
+        assert_eq!(
+            *from, next,
+            "spilled event numbers overlap or leave a gap: {real:?}"
+        );
+        next = *to;
+    }
+    assert_eq!(next, 200_002);
+}
+
+/// A killed recorder leaves its session directory behind (the next
+/// recording removes it); a test leaves nothing behind.
+fn remove_session_dirs_of(pid: u32) {
+    let prefix = format!("lapse-{pid}-");
+    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}

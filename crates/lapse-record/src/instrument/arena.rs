@@ -136,7 +136,7 @@ impl Arena {
                     libc::SYS_futex,
                     self.u32_at(arena::OFF_GEN).as_ptr(),
                     libc::FUTEX_WAKE,
-                    i32::MAX,
+                    1, // one buffer freed: one waiter can have it
                     std::ptr::null::<libc::timespec>(),
                     std::ptr::null::<u32>(),
                     0,

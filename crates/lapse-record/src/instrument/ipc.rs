@@ -68,6 +68,8 @@ impl Listener {
                 std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
             ))?;
             cvt(libc::listen(fd.as_raw_fd(), 128))?;
+            // (in a 0700 directory already; the socket itself is ours alone too)
+            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
             Ok(Listener {
                 fd,
                 accepted: std::cell::Cell::new(0),

@@ -17,8 +17,11 @@
 //!   the recorder (a memfd passed over the socket, `arena.rs`); threads fill
 //!   buffers in place and hand them over with a 40-byte datagram, so events
 //!   are never copied through the kernel. A thread that finds no free buffer
-//!   waits (the wait is cut like any hand-over); with none to come back (more
-//!   threads than buffers) it falls back to a private buffer sent as a datagram.
+//!   waits for the recorder to free one (the wait is cut like any
+//!   hand-over), but 2 ms at most in all: then, as when none can come back
+//!   (more threads than buffers), it fills a private buffer sent as a
+//!   datagram. A send waits at most 2 s for room in the socket; after that
+//!   the events are lost (and counted), the program is never held.
 //! - **SIGKILL**: the buffers a process was still filling when it died are in
 //!   the arena; the recorder reads them when its connection closes, so a
 //!   thread blocked in a system call loses nothing it had recorded.

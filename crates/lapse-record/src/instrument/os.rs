@@ -81,6 +81,8 @@ enum Queued {
         pid: u32,
         tid: u32,
         name: String,
+        /// The thread's process exec'd (the name is the new image's).
+        exec: bool,
     },
 }
 
@@ -358,7 +360,26 @@ impl OsCollector {
                     self.processes.entry(pid).or_default().end = Some(ts);
                 }
             }
-            Queued::Comm { pid, tid, name } => {
+            Queued::Comm {
+                pid,
+                tid,
+                name,
+                exec,
+            } => {
+                if exec {
+                    // An exec from a thread other than the main one: the
+                    // kernel ended the old main thread (an exit record for
+                    // pid/pid), and the exec'ing thread goes on as pid/pid.
+                    // Neither that thread nor the process has ended.
+                    if let Some(t) = self.threads.get_mut(&(pid, tid)) {
+                        t.end = None;
+                    }
+                    if tid == pid {
+                        if let Some(p) = self.processes.get_mut(&pid) {
+                            p.end = None;
+                        }
+                    }
+                }
                 self.threads.entry((pid, tid)).or_default().name = Some(name);
             }
         }
@@ -400,8 +421,20 @@ fn queued(r: PerfRecord<'_>, lost: &mut u64) -> Option<(u64, Queued)> {
         } => (time, Queued::Fork { pid, ppid, tid }),
         PerfRecord::Exit { pid, tid, time, .. } => (time, Queued::Exit { pid, tid }),
         PerfRecord::Comm {
-            pid, tid, name, id, ..
-        } => (id.time, Queued::Comm { pid, tid, name }),
+            pid,
+            tid,
+            name,
+            exec,
+            id,
+        } => (
+            id.time,
+            Queued::Comm {
+                pid,
+                tid,
+                name,
+                exec,
+            },
+        ),
         PerfRecord::Mmap2 { .. } => return None, // applied at once in drain
         PerfRecord::Sample { body, .. } => {
             // sample_type TID|TIME: pid, tid, time

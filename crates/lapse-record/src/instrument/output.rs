@@ -1,24 +1,36 @@
 //! The data file while recording: every write goes through here, so the
 //! event count, the periodic flush and the error context live in one place.
+//!
+//! The file is written under a temporary name beside the output (0600) and
+//! put in place once it holds events ([`Output::commit`]): a recording that
+//! fails before that, or records nothing, leaves an existing file as it was.
+//!
+//! A write that fails (a full disk) stops the recording, not the session:
+//! it is said once on stderr, every later write is skipped, and the session
+//! goes on supervising the target (and draining the runtime, so that the
+//! target never waits) until it ends; [`Output::failed`] then tells.
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lapse_data::codec::EventEncoder;
 use lapse_data::{DataWriter, Record};
 
+use crate::output_file::PendingFile;
 use crate::RecordError;
 
 /// The file is flushed at least this often (SPEC 8: at most ~100 ms lost).
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
 pub struct Output {
-    path: PathBuf,
+    file: PendingFile,
     writer: DataWriter<BufWriter<File>>,
     last_flush: Instant,
     pub events: u64,
+    /// The first write that failed; nothing is written after it.
+    failed: Option<std::io::Error>,
 }
 
 impl Output {
@@ -27,42 +39,76 @@ impl Output {
             path: path.to_owned(),
             source,
         };
-        let file = File::create(path).map_err(err)?;
+        let (pending, file) = PendingFile::create(path, "partial").map_err(err)?;
         let writer = DataWriter::new(BufWriter::with_capacity(1 << 20, file)).map_err(err)?;
         Ok(Output {
-            path: path.to_owned(),
+            file: pending,
             writer,
             last_flush: Instant::now(),
             events: 0,
+            failed: None,
         })
     }
 
-    fn err(&self) -> impl Fn(std::io::Error) -> RecordError + '_ {
-        |source| RecordError::Output {
-            path: self.path.clone(),
-            source,
+    /// Notes a failed write: said once, and recording stops.
+    fn check(&mut self, r: std::io::Result<()>) -> Result<(), RecordError> {
+        if let Err(e) = r {
+            if self.failed.is_none() {
+                eprintln!(
+                    "lapse: cannot write the data file {}: {e}; recording stopped, waiting for the target to end",
+                    self.file.final_path().display()
+                );
+                self.failed = Some(e);
+            }
         }
+        Ok(())
+    }
+
+    /// The write that stopped the recording, if one failed.
+    pub fn failed(&mut self) -> Option<std::io::Error> {
+        self.failed
+            .as_ref()
+            .map(|e| std::io::Error::new(e.kind(), e.to_string()))
     }
 
     pub fn record(&mut self, record: &Record) -> Result<(), RecordError> {
+        if self.failed.is_some() {
+            return Ok(());
+        }
         let r = self.writer.write_record(record);
-        r.map_err(self.err())
+        self.check(r)
     }
 
     pub fn events(&mut self, pid: u32, tid: u32, events: &EventEncoder) -> Result<(), RecordError> {
+        if self.failed.is_some() {
+            return Ok(());
+        }
         self.events += events.len() as u64;
         let r = self.writer.write_encoded_events(pid, tid, events);
-        r.map_err(self.err())
+        self.check(r)
     }
 
-    /// Flushes when the last flush is older than [`FLUSH_EVERY`] (or `force`).
+    /// Flushes when the last flush is older than [`FLUSH_EVERY`] (or
+    /// `force`); the first flush that wrote events puts the file in place.
     pub fn flush(&mut self, force: bool) -> Result<(), RecordError> {
+        if self.failed.is_some() {
+            return Ok(());
+        }
         if force || self.last_flush.elapsed() >= FLUSH_EVERY {
             self.last_flush = Instant::now();
             let r = self.writer.flush();
-            r.map_err(self.err())?;
+            self.check(r)?;
+            if self.events > 0 && self.failed.is_none() {
+                self.commit()?;
+            }
         }
         Ok(())
+    }
+
+    /// Puts the file in place under its name (replacing an older one).
+    pub fn commit(&mut self) -> Result<(), RecordError> {
+        let r = self.file.commit();
+        self.check(r)
     }
 
     /// True when the periodic flush is due.
@@ -70,8 +116,9 @@ impl Output {
         self.last_flush.elapsed() >= FLUSH_EVERY
     }
 
+    /// The output's name (the file is there once committed).
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.final_path()
     }
 
     pub fn bytes(&self) -> u64 {

@@ -3,8 +3,9 @@
 //!
 //! Like `uftrace recover`, this is an explicit step that rewrites the
 //! recording: the intact chunks of the data file are copied to a temporary
-//! file next to it, the spill's events are appended (ticks converted with the
-//! file's own calibration, addresses resolved against the file's modules,
+//! file next to it (0600, created, never through a symlink), the spill's
+//! events are appended (ticks converted with the file's own calibration,
+//! addresses resolved against the file's modules,
 //! mappings and functions, new functions named from the module files on disk
 //! when their build-id still matches), then the tables are completed, a note
 //! and a footer are added, the copy replaces the file and the spill is
@@ -24,12 +25,13 @@ use std::path::{Path, PathBuf};
 use lapse_data::{
     format, DataFile, DataWriter, Footer, ProcessInfo, Record, ThreadInfo, Timestamp,
 };
-use lapse_rt::protocol::{self, MsgHeader, MsgKind};
+use lapse_rt::protocol::{self, Msg};
 
 use super::address::AddressBook;
 use super::functions::function_table;
 use super::threads::Threads;
 use crate::linux::clock::TickClock;
+use crate::output_file::PendingFile;
 use crate::RecordError;
 
 /// Where the runtime spills when the recorder of `output` is gone.
@@ -57,7 +59,7 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
         path: spill.clone(),
         what,
     };
-    let bytes = match std::fs::read(&spill) {
+    let bytes = match read_no_follow(&spill) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(fail("no spill file: nothing to recover".into()))
@@ -93,27 +95,30 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
     for datagram in datagrams(&bytes) {
         m.handle(datagram);
     }
-    let tmp = {
-        let mut name = file.as_os_str().to_owned();
-        name.push(".recovering");
-        PathBuf::from(name)
-    };
+    // The new file is written beside the old one (0600, never through a
+    // symlink) and replaces it only when complete.
     let out_err = |source| RecordError::Output {
-        path: tmp.clone(),
-        source,
-    };
-    let outcome = m
-        .write(&data, file, &tmp, &spill)
-        .map_err(out_err)
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })?;
-    std::fs::rename(&tmp, file).map_err(|source| RecordError::Output {
         path: file.to_owned(),
         source,
-    })?;
+    };
+    let (mut pending, tmp) = PendingFile::create(file, "recovering").map_err(out_err)?;
+    let outcome = m.write(&data, file, tmp, &spill).map_err(out_err)?;
+    pending.commit().map_err(out_err)?;
     let _ = std::fs::remove_file(&spill);
     Ok(outcome)
+}
+
+/// A file's bytes, refusing a symlink at that name (a spill is never one).
+fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// The spill's datagrams (`u32` length, then the datagram); a torn last one is dropped.
@@ -167,43 +172,49 @@ struct Merge {
 
 impl Merge {
     fn handle(&mut self, datagram: &[u8]) {
-        let Ok(h) = MsgHeader::parse(datagram) else {
+        let Ok(msg) = Msg::parse(datagram) else {
             return;
         };
-        let at = self.clock.to_timestamp(h.b);
-        match h.kind {
-            MsgKind::Events if h.flags & protocol::FLAG_DISCARD == 0 => {
-                self.first_index.entry((h.pid, h.tid)).or_insert(h.a);
-                let batch = self.threads.add_events(
-                    h.pid,
-                    h.tid,
-                    h.a,
-                    h.b,
+        let from = msg.from();
+        match msg {
+            Msg::Events { batch, .. } if !batch.discard => {
+                self.first_index
+                    .entry((from.pid, from.tid))
+                    .or_insert(batch.first_index);
+                let encoded = self.threads.add_events(
+                    from.pid,
+                    from.tid,
+                    batch.first_index,
+                    batch.stalled_ticks,
                     protocol::events(datagram),
                     &mut self.book,
                     &self.clock,
                 );
-                self.keep(h.pid, h.tid, batch);
+                self.keep(from.pid, from.tid, encoded);
             }
-            MsgKind::Events => {}
-            MsgKind::Fork => self.threads.fork(h.pid, h.tid, h.b),
-            MsgKind::Child => {
-                self.book.fork(h.c, h.pid);
-                self.threads.child(h.pid, h.tid, h.c, h.b, at);
-                let p = self.procs.entry(h.pid).or_default();
-                p.ppid = Some(h.c);
+            Msg::Events { .. } => {}
+            Msg::Fork { ticks, .. } => self.threads.fork(from.pid, from.tid, ticks),
+            Msg::Child {
+                fork_ticks, ppid, ..
+            } => {
+                let at = self.clock.to_timestamp(fork_ticks);
+                self.book.fork(ppid, from.pid);
+                self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
+                let p = self.procs.entry(from.pid).or_default();
+                p.ppid = Some(ppid);
                 p.start.get_or_insert(at);
             }
-            MsgKind::Exec => {}
+            Msg::Exec { .. } => {}
             // (the runtime writes arena buffers to the spill file as Events)
-            MsgKind::Arena | MsgKind::ShmEvents => {}
-            MsgKind::Hello => {
+            Msg::Arena { .. } | Msg::ShmEvents { .. } => {}
+            Msg::Hello { ticks, ppid, .. } => {
+                let at = self.clock.to_timestamp(ticks);
                 // A new image of a process seen before: its open calls end here.
-                for (tid, batch) in self.threads.exec(h.pid, at) {
-                    self.keep(h.pid, tid, Some(batch));
+                for (tid, batch) in self.threads.exec(from.pid, at) {
+                    self.keep(from.pid, tid, Some(batch));
                 }
-                let p = self.procs.entry(h.pid).or_default();
-                p.ppid.get_or_insert(h.c);
+                let p = self.procs.entry(from.pid).or_default();
+                p.ppid.get_or_insert(ppid);
                 p.start.get_or_insert(at);
             }
         }
@@ -223,7 +234,7 @@ impl Merge {
         mut self,
         data: &DataFile,
         file: &Path,
-        tmp: &Path,
+        tmp: File,
         spill: &Path,
     ) -> io::Result<RecoverOutcome> {
         let keys: Vec<(u32, u32)> = self.threads.streams().map(|s| (s.pid, s.tid)).collect();
@@ -237,7 +248,7 @@ impl Merge {
             .map_or(data.file_len, |d| d.offset)
             .max(format::FILE_HEADER_LEN as u64);
         let original = std::fs::read(file)?;
-        let mut out = BufWriter::new(File::create(tmp)?);
+        let mut out = BufWriter::new(tmp);
         out.write_all(&original[..intact as usize])?;
         let mut w = DataWriter::new(SkipHeader {
             inner: out,

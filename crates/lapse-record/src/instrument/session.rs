@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lapse_data::{Method, OsEventBlock, Record, SessionHeader, Timestamp};
-use lapse_rt::protocol::{self, MsgHeader, MsgKind, MAX_DATAGRAM};
+use lapse_rt::protocol::{self, Batch, Msg, Sender, MAX_DATAGRAM};
 
 use super::address::AddressBook;
 use super::arena::Arena;
@@ -83,11 +83,11 @@ pub fn record(
             preload = format!("{preload} {old}");
         }
     }
-    let spill = super::recover::spill_path(&opts.output);
+    let spill_path = super::recover::spill_path(&opts.output);
     // A spill left by an earlier recording to the same output is not this one's.
-    let _ = std::fs::remove_file(&spill);
-    let spill = spill.display().to_string();
-    let env = [
+    let _ = std::fs::remove_file(&spill_path);
+    let spill = spill_path.display().to_string();
+    let mut env = vec![
         ("LD_PRELOAD".to_owned(), preload),
         (
             protocol::ENV_SOCKET.to_owned(),
@@ -103,6 +103,10 @@ pub fn record(
             ),
         ),
     ];
+    if !opts.inherit {
+        // The runtime takes itself and its variables out of what children get.
+        env.push((protocol::ENV_NO_INHERIT.to_owned(), "1".to_owned()));
+    }
     let mut child =
         launch::spawn_held(program, argv, &env).map_err(|source| RecordError::Spawn {
             command: argv.join(" "),
@@ -153,6 +157,11 @@ pub fn record(
     child.release();
     let run = s.run(opts, &mut child, start, start_unix_ns, faults);
     drop(dir);
+    // An empty spill (the runtime could open it but not write: a full disk)
+    // holds nothing to recover.
+    if std::fs::symlink_metadata(&spill_path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        let _ = std::fs::remove_file(&spill_path);
+    }
     run
 }
 
@@ -323,73 +332,108 @@ impl Session {
         datagram: &[u8],
         fd: Option<std::os::fd::OwnedFd>,
     ) -> Result<(), RecordError> {
-        let Ok(h) = MsgHeader::parse(datagram) else {
+        let Ok(msg) = Msg::parse(datagram) else {
             self.bad_datagrams += 1;
             return Ok(());
         };
-        if !self.inherit && h.pid != self.root {
+        let from = msg.from();
+        if !self.inherit && from.pid != self.root {
             return Ok(()); // --no-inherit: only the command's own process
         }
-        let at = self.clock.to_timestamp(h.b);
+        if !self.conns[conn].0.pids.contains(&from.pid) {
+            // A process on a new connection (a new exec image, or the
+            // runtime connected again after the program closed or dup2-ed
+            // over its descriptor): what it sent on its old connection came
+            // first, so it is read first.
+            for j in 0..self.conns.len() {
+                if j != conn && self.conns[j].0.pids.contains(&from.pid) {
+                    self.read_conn(j, usize::MAX)?;
+                }
+            }
+            self.note_pid(conn, from.pid);
+        }
         // Mappings and execs the kernel reported must be known before the
         // addresses in this datagram are looked up.
         self.os.drain(&mut self.book);
-        match h.kind {
-            MsgKind::Hello => self.hello(conn, &h, at)?,
-            MsgKind::Events => {
-                if h.flags & protocol::FLAG_DISCARD == 0 {
-                    self.add_events(&h, protocol::events(datagram))?;
+        match msg {
+            Msg::Hello {
+                probe_cost_x1024,
+                ticks,
+                ppid,
+                ..
+            } => {
+                let at = self.clock.to_timestamp(ticks);
+                self.hello(conn, from.pid, probe_cost_x1024, ppid, at)?
+            }
+            Msg::Events { batch, .. } => {
+                if !batch.discard {
+                    self.add_events(from, &batch, protocol::events(datagram))?;
                 }
             }
-            MsgKind::Arena => {
+            Msg::Arena {
+                bytes,
+                bufs,
+                buf_events,
+                ..
+            } => {
                 let id = self.conns[conn].0.id;
-                match fd.and_then(|fd| Arena::map(&fd, h.a, h.c, h.d)) {
+                match fd.and_then(|fd| Arena::map(&fd, bytes, bufs, buf_events)) {
                     Some(a) => {
-                        self.arenas.insert((id, h.pid), a);
+                        self.arenas.insert((id, from.pid), a);
                     }
                     // the runtime's events would be lost: they are not
                     // (it falls back to sending them), but say so
                     None => self.bad_datagrams += 1,
                 }
             }
-            MsgKind::ShmEvents => {
+            Msg::ShmEvents { batch, buf, .. } => {
                 let id = self.conns[conn].0.id;
-                if let Some(arena) = self.arenas.remove(&(id, h.pid)) {
-                    let (buf, count) = (h.d as usize, h.c as usize);
-                    let r = if h.flags & protocol::FLAG_DISCARD == 0 {
-                        self.add_events(&h, arena.events(buf, count))
+                if let Some(arena) = self.arenas.remove(&(id, from.pid)) {
+                    let (buf, count) = (buf as usize, batch.count as usize);
+                    let r = if !batch.discard {
+                        self.add_events(from, &batch, arena.events(buf, count))
                     } else {
                         Ok(())
                     };
                     arena.release(buf);
-                    self.arenas.insert((id, h.pid), arena);
+                    self.arenas.insert((id, from.pid), arena);
                     r?;
                 } else {
                     self.bad_datagrams += 1;
                 }
             }
-            MsgKind::Fork => self.threads.fork(h.pid, h.tid, h.b),
-            MsgKind::Child => {
-                self.book.fork(h.c, h.pid);
-                self.threads.set_gen(h.pid, self.book.gen_at(h.pid, at));
-                self.threads.child(h.pid, h.tid, h.c, h.b, at);
-                let p = self.procs.entry(h.pid).or_default();
-                p.ppid = Some(h.c);
+            Msg::Fork { ticks, .. } => self.threads.fork(from.pid, from.tid, ticks),
+            Msg::Child {
+                fork_ticks, ppid, ..
+            } => {
+                let at = self.clock.to_timestamp(fork_ticks);
+                self.book.fork(ppid, from.pid);
+                self.threads
+                    .set_gen(from.pid, self.book.gen_at(from.pid, at));
+                self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
+                let p = self.procs.entry(from.pid).or_default();
+                p.ppid = Some(ppid);
                 p.start.get_or_insert(at);
                 p.said_hello = true;
                 let parent_cmd = self
                     .procs
-                    .get(&h.c)
+                    .get(&ppid)
                     .map(|p| p.command.clone())
                     .unwrap_or_default();
-                let p = self.procs.entry(h.pid).or_default();
+                let p = self.procs.entry(from.pid).or_default();
                 if p.command.is_empty() {
                     p.command = parent_cmd;
                 }
-                self.note_pid(conn, h.pid);
+                self.note_pid(conn, from.pid);
             }
-            MsgKind::Exec => {
-                self.procs.entry(h.pid).or_default().exec_at = Some(at);
+            Msg::Exec { ticks, .. } => {
+                let at = self.clock.to_timestamp(ticks);
+                self.procs.entry(from.pid).or_default().exec_at = Some(at);
+                if from.tid != from.pid {
+                    // exec from another thread: it goes on as the main
+                    // thread (pid/pid); under its own tid it ends here
+                    self.os.threads.entry((from.pid, from.tid)).or_default().end = Some(at);
+                }
             }
         }
         Ok(())
@@ -398,15 +442,22 @@ impl Session {
     /// Adds one batch of a thread's events (from a datagram or an arena buffer).
     fn add_events(
         &mut self,
-        h: &MsgHeader,
+        from: Sender,
+        batch: &Batch,
         events: impl Iterator<Item = protocol::RawEvent>,
     ) -> Result<(), RecordError> {
-        let batch =
-            self.threads
-                .add_events(h.pid, h.tid, h.a, h.b, events, &mut self.book, &self.clock);
+        let encoded = self.threads.add_events(
+            from.pid,
+            from.tid,
+            batch.first_index,
+            batch.stalled_ticks,
+            events,
+            &mut self.book,
+            &self.clock,
+        );
         self.write_book()?;
-        if let Some(b) = batch {
-            self.out.events(h.pid, h.tid, &b)?;
+        if let Some(b) = encoded {
+            self.out.events(from.pid, from.tid, &b)?;
         }
         Ok(())
     }
@@ -421,18 +472,18 @@ impl Session {
                 continue;
             };
             for s in arena.salvage() {
-                let h = MsgHeader {
-                    kind: MsgKind::Events,
-                    flags: 0,
+                let from = Sender {
                     pid: key.1,
                     tid: s.tid,
-                    a: s.first,
-                    b: 0,
-                    c: s.events.len() as u32,
-                    d: 0,
+                };
+                let batch = Batch {
+                    first_index: s.first,
+                    stalled_ticks: 0,
+                    count: s.events.len() as u32,
+                    discard: false,
                 };
                 self.os.drain(&mut self.book);
-                self.add_events(&h, s.events.into_iter())?;
+                self.add_events(from, &batch, s.events.into_iter())?;
             }
         }
         Ok(())
@@ -479,37 +530,45 @@ impl Session {
         }
     }
 
-    fn hello(&mut self, conn: usize, h: &MsgHeader, at: Timestamp) -> Result<(), RecordError> {
-        if self.probe_cost_ns.is_none() && h.a > 0 {
-            self.probe_cost_ns = Some(self.clock.ticks_to_ns(h.a as f64 / 1024.0));
+    /// A process image starts: a new process, or `pid` after an exec.
+    fn hello(
+        &mut self,
+        conn: usize,
+        pid: u32,
+        probe_cost_x1024: u64,
+        ppid: u32,
+        at: Timestamp,
+    ) -> Result<(), RecordError> {
+        if self.probe_cost_ns.is_none() && probe_cost_x1024 > 0 {
+            self.probe_cost_ns = Some(self.clock.ticks_to_ns(probe_cost_x1024 as f64 / 1024.0));
         }
-        let exec = self.procs.get(&h.pid).is_some_and(|p| p.said_hello);
+        let exec = self.procs.get(&pid).is_some_and(|p| p.said_hello);
         if exec {
             // The old image's last datagrams are on its own (now closed)
             // connection: take them before closing its calls.
             for j in 0..self.conns.len() {
-                if j != conn && self.conns[j].0.pids.contains(&h.pid) {
+                if j != conn && self.conns[j].0.pids.contains(&pid) {
                     self.read_conn(j, usize::MAX)?;
                 }
             }
-            let end = self.procs.get(&h.pid).and_then(|p| p.exec_at).unwrap_or(at);
-            for (tid, batch) in self.threads.exec(h.pid, end) {
-                self.out.events(h.pid, tid, &batch)?;
+            let end = self.procs.get(&pid).and_then(|p| p.exec_at).unwrap_or(at);
+            for (tid, batch) in self.threads.exec(pid, end) {
+                self.out.events(pid, tid, &batch)?;
             }
         }
         // (the kernel's exec record already started a new mapping generation)
-        self.threads.set_gen(h.pid, self.book.gen_at(h.pid, at));
-        let p = self.procs.entry(h.pid).or_default();
+        self.threads.set_gen(pid, self.book.gen_at(pid, at));
+        let p = self.procs.entry(pid).or_default();
         p.said_hello = true;
         p.exec_at = None;
         p.start.get_or_insert(at);
         if p.ppid.is_none() {
-            p.ppid = Some(h.c);
+            p.ppid = Some(ppid);
         }
-        if let Some(cmd) = read_cmdline(h.pid) {
+        if let Some(cmd) = read_cmdline(pid) {
             p.command = cmd;
         }
-        self.note_pid(conn, h.pid);
+        self.note_pid(conn, pid);
         Ok(())
     }
 

@@ -1,10 +1,24 @@
 //! The session's private temporary directory: the runtime library written
 //! out for LD_PRELOAD and the socket the runtime connects to. Removed when
 //! the recording ends.
+//!
+//! The directory is made with `mkdtemp` (an unpredictable name, created, not
+//! reused) and is 0700 whatever the umask, the library in it 0700, the
+//! socket 0600: no other user can replace the library the target loads.
+//! Directories that recorders killed before their end left behind are
+//! removed when a recording starts.
 
-use std::path::PathBuf;
+use std::ffi::{CString, OsString};
+use std::fs::{OpenOptions, Permissions};
+use std::io::{self, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 use crate::RecordError;
+
+/// What a session directory holds (and all it may hold to be removed as stale).
+const SOCKET_NAME: &str = "sock";
 
 pub struct SessionDir {
     path: PathBuf,
@@ -13,19 +27,19 @@ pub struct SessionDir {
 impl SessionDir {
     pub fn create() -> Result<SessionDir, RecordError> {
         let base = std::env::temp_dir();
-        let stamp = crate::linux::clock::monotonic_now().as_nanos();
-        let path = base.join(format!("lapse-{}-{stamp:x}", std::process::id()));
-        let err = |source| RecordError::SessionDir {
-            path: path.clone(),
-            source,
+        remove_stale(&base);
+        let err = |path: &Path| {
+            let path = path.to_owned();
+            move |source| RecordError::SessionDir { path, source }
         };
-        std::fs::create_dir(&path).map_err(err)?;
+        let path = mkdtemp(&base.join(format!("lapse-{}-XXXXXX", std::process::id())))
+            .map_err(err(&base))?;
         let dir = SessionDir { path };
+        // mkdtemp asks for 0700, which the umask can only narrow: make it exact.
+        std::fs::set_permissions(&dir.path, Permissions::from_mode(0o700))
+            .map_err(err(&dir.path))?;
         let so = dir.runtime_path();
-        std::fs::write(&so, lapse_rt::RUNTIME_SO).map_err(|source| RecordError::SessionDir {
-            path: so.clone(),
-            source,
-        })?;
+        write_private(&so, lapse_rt::RUNTIME_SO, 0o700).map_err(err(&so))?;
         Ok(dir)
     }
 
@@ -34,12 +48,111 @@ impl SessionDir {
     }
 
     pub fn socket_path(&self) -> PathBuf {
-        self.path.join("sock")
+        self.path.join(SOCKET_NAME)
     }
 }
 
 impl Drop for SessionDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+fn mkdtemp(template: &Path) -> io::Result<PathBuf> {
+    let c = CString::new(template.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("temporary directory name holds a NUL byte"))?;
+    let mut bytes = c.into_bytes_with_nul();
+    // SAFETY: a NUL-terminated template that mkdtemp rewrites in place.
+    let p = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+    if p.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    bytes.pop(); // the NUL
+    Ok(PathBuf::from(OsString::from_vec(bytes)))
+}
+
+/// A new file with `bytes`, mode exactly `mode`, never through a symlink.
+fn write_private(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    f.set_permissions(Permissions::from_mode(mode))?;
+    f.write_all(bytes)
+}
+
+/// Removes the session directories (`lapse-<pid>-*`) of recorders that are
+/// gone: ours (same owner), holding nothing but what a session puts there.
+fn remove_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = recorder_pid(&name.to_string_lossy()) else {
+            continue;
+        };
+        if pid == std::process::id() || process_exists(pid) {
+            continue;
+        }
+        let path = e.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != uid || !only_session_files(&path) {
+            continue;
+        }
+        let _ = std::fs::remove_dir_all(&path);
+    }
+}
+
+/// `lapse-<pid>-<suffix>` → pid.
+fn recorder_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("lapse-")?;
+    let (pid, suffix) = rest.split_once('-')?;
+    if suffix.is_empty() || !suffix.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+fn only_session_files(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().all(|e| {
+        let n = e.file_name();
+        n == SOCKET_NAME || n == lapse_rt::RUNTIME_FILE_NAME
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_directory_names_give_the_recorder_pid() {
+        assert_eq!(recorder_pid("lapse-123-a1B2c3"), Some(123));
+        assert_eq!(recorder_pid("lapse-123-1b6a95df9ac"), Some(123));
+        assert_eq!(recorder_pid("lapse-symbols-11956-cpp"), None);
+        assert_eq!(recorder_pid("lapse-test-bad-10953"), None);
+        assert_eq!(recorder_pid("lapse-123-"), None);
+        assert_eq!(recorder_pid("lapse-12x-abc"), None);
     }
 }

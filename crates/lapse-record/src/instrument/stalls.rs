@@ -50,7 +50,9 @@ impl StallTimeline {
         }
         let delta_ns = clock.ticks_to_ns(delta_ticks as f64) as u64;
         let to = first_real.as_nanos();
-        let from = to.saturating_sub(delta_ns).max(self.known_until);
+        // (a batch whose first event is stamped before events already seen,
+        // e.g. after a clock step across CPUs, cuts nothing backwards)
+        let from = to.saturating_sub(delta_ns).max(self.known_until).min(to);
         self.offset_ns += to - from;
         self.cuts.push_back(Cut {
             from,

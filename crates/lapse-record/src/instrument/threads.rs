@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use lapse_data::codec::EventEncoder;
 use lapse_data::{EventKind, FunctionId, OsEvent, Timestamp};
-use lapse_rt::protocol::RawEvent;
+use lapse_rt::protocol::{RawEvent, HOLE_FN};
 
 use super::address::AddressBook;
 use super::stalls::StallTimeline;
@@ -30,8 +30,23 @@ pub struct ThreadStream {
     last_ts: Timestamp,
     /// Hand-over waits cut out of this thread's timeline.
     pub stalls: StallTimeline,
-    /// address → id, direct-mapped: most events hit here, not the hash maps.
-    cache: Box<[(u64, FunctionId); CACHE_SLOTS]>,
+}
+
+/// address → id for one process image, direct-mapped: most events hit here,
+/// not the hash maps. One per process, not per thread, so that thousands of
+/// threads cost the recorder little (8 KiB each would be 40 MB for 5,000).
+struct FnCache {
+    gen: u32,
+    slots: Box<[(u64, FunctionId); CACHE_SLOTS]>,
+}
+
+impl FnCache {
+    fn new(gen: u32) -> FnCache {
+        FnCache {
+            gen,
+            slots: Box::new([(u64::MAX, FunctionId(0)); CACHE_SLOTS]),
+        }
+    }
 }
 
 impl ThreadStream {
@@ -44,7 +59,6 @@ impl ThreadStream {
             next_index: 0,
             last_ts: Timestamp::default(),
             stalls: StallTimeline::default(),
-            cache: Box::new([(u64::MAX, FunctionId(0)); CACHE_SLOTS]),
         }
     }
 
@@ -147,6 +161,8 @@ pub struct Threads {
     fork_stacks: HashMap<(u32, u64), Vec<FunctionId>>,
     /// pid → image generation its events resolve in (see AddressBook).
     gens: HashMap<u32, u32>,
+    /// pid → its address cache.
+    caches: HashMap<u32, FnCache>,
     /// Events the runtime's indices say never arrived.
     pub lost_events: u64,
     pub events: u64,
@@ -176,6 +192,9 @@ impl Threads {
         real_end: Timestamp,
     ) -> Option<(EventEncoder, Vec<OsEvent>)> {
         let mut s = self.streams.remove(&(pid, tid))?;
+        if pid == tid {
+            self.caches.remove(&pid); // (made again if its other threads go on)
+        }
         let events = s.take_batch(true).unwrap_or_default();
         let os = s.stalls.release_os(true);
         let end = s.stalls.map(real_end).max(s.last_ts);
@@ -219,7 +238,14 @@ impl Threads {
         clock: &TickClock,
     ) -> Option<EventEncoder> {
         let gen = self.gens.get(&pid).copied().unwrap_or(0);
-        let s = self.stream(pid, tid);
+        let cache = self.caches.entry(pid).or_insert_with(|| FnCache::new(gen));
+        if cache.gen != gen {
+            *cache = FnCache::new(gen);
+        }
+        let s = self
+            .streams
+            .entry((pid, tid))
+            .or_insert_with(|| ThreadStream::new(pid, tid));
         let skip = s.next_index.saturating_sub(first_index);
         let mut lost = 0;
         if first_index > s.next_index {
@@ -227,7 +253,20 @@ impl Threads {
             s.next_index = first_index;
         }
         let mut raw = raw.skip(usize::try_from(skip).unwrap_or(usize::MAX));
-        let first = raw.next()?; // everything was a duplicate
+        // Holes (slots whose probe never wrote them) are lost events.
+        let mut holes = 0u64;
+        let first = loop {
+            match raw.next() {
+                Some(e) if e.function == HOLE_FN => holes += 1,
+                Some(e) => break e,
+                None => {
+                    // (everything was a duplicate or a hole)
+                    s.next_index += holes;
+                    self.lost_events += lost + holes;
+                    return None;
+                }
+            }
+        };
         let seg = clock.segment(first.ticks);
         s.stalls
             .note(stalled_ticks, seg.to_timestamp(first.ticks), clock);
@@ -237,8 +276,12 @@ impl Threads {
         let mut last_ts = s.last_ts;
         let mut last_real = Timestamp::default();
         let mut added = 0u64;
-        let (cache, stack, pending) = (&mut *s.cache, &mut s.stack, &mut s.pending);
+        let (cache, stack, pending) = (&mut *cache.slots, &mut s.stack, &mut s.pending);
         let mut step = |e: RawEvent| {
+            if e.function == HOLE_FN {
+                holes += 1;
+                return;
+            }
             let real = seg.to_timestamp(e.ticks);
             last_real = real;
             let slot = ((e.function >> 4) as usize) % CACHE_SLOTS;
@@ -261,10 +304,10 @@ impl Threads {
         step(first);
         raw.for_each(&mut step);
         s.last_ts = last_ts;
-        s.next_index += added;
+        s.next_index += added + holes;
         s.stalls.seen_until(last_real);
         let batch = s.take_batch(false);
-        self.lost_events += lost;
+        self.lost_events += lost + holes;
         self.events += added;
         batch
     }
@@ -292,6 +335,7 @@ impl Threads {
     /// An exec replaced process `pid`: its threads' open calls end at `at`,
     /// and the new image starts numbering events from zero.
     pub fn exec(&mut self, pid: u32, at: Timestamp) -> Vec<(u32, EventEncoder)> {
+        self.caches.remove(&pid);
         let mut out = Vec::new();
         for s in self.streams.values_mut().filter(|s| s.pid == pid) {
             let before = s.pending.len();
@@ -300,7 +344,6 @@ impl Threads {
             s.stalls.restart_counter();
             self.events += (s.pending.len() - before) as u64;
             s.next_index = 0;
-            s.cache.fill((u64::MAX, FunctionId(0)));
             if let Some(b) = s.take_batch(true) {
                 out.push((s.tid, b));
             }
@@ -347,6 +390,36 @@ mod tests {
             &clock,
         );
         assert_eq!(t.lost_events, 7);
+    }
+
+    #[test]
+    fn holes_are_lost_events_that_keep_their_index() {
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let evs = [
+            raw(HOLE_FN, 0, false),
+            raw(0x10, 100, false),
+            raw(HOLE_FN, 0, false),
+            raw(0x10, 200, true),
+        ];
+        t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
+        assert_eq!((t.events, t.lost_events), (2, 2));
+        // the next batch starts at index 4: no gap
+        let next = [raw(0x20, 300, false)];
+        t.add_events(1, 1, 4, 0, next.into_iter(), &mut book, &clock);
+        assert_eq!((t.events, t.lost_events), (3, 2));
+        // a batch of holes only
+        t.add_events(
+            1,
+            1,
+            5,
+            0,
+            [raw(HOLE_FN, 0, true)].into_iter(),
+            &mut book,
+            &clock,
+        );
+        assert_eq!((t.events, t.lost_events), (3, 3));
     }
 
     #[test]

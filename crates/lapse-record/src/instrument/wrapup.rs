@@ -111,6 +111,20 @@ impl Session {
         exit_status: Option<i32>,
     ) -> Result<RecordOutcome, RecordError> {
         let end = clock::monotonic_now();
+        let command = self
+            .header
+            .as_ref()
+            .map(|h| h.command.join(" "))
+            .unwrap_or_default();
+        if let Some(source) = self.out.failed() {
+            // (a file put in place before keeps what was written; a
+            // temporary one goes, and an older output stays as it was)
+            return Err(RecordError::Stopped {
+                path: self.out_path(),
+                source,
+                exit_status: exit_status.unwrap_or(0),
+            });
+        }
         let mut last_ts: HashMap<(u32, u32), Timestamp> = HashMap::new();
         for s in self.threads.streams() {
             last_ts.insert((s.pid, s.tid), s.last_ts());
@@ -194,21 +208,27 @@ impl Session {
                 .values()
                 .map(|r| r.removed_ns)
                 .sum::<u64>();
-        if removed_ns > 0 {
-            if let Some(mut header) = self.header.take() {
-                header.notes.push(format!(
-                    "{:.3} ms of waiting for the recorder (buffer hand-overs) removed from thread timelines",
-                    removed_ns as f64 / 1e6
-                ));
-                // The reader keeps the last session record.
-                self.out.record(&Record::Session(header))?;
-            }
-        }
         self.out.record(&Record::Functions(function_table(
             &self.book,
             self.announced_functions,
             crate::symbol_progress().as_deref(),
         )))?;
+        if let Some(mut header) = self.header.take() {
+            if removed_ns > 0 {
+                header.notes.push(format!(
+                    "{:.3} ms of waiting for the recorder (buffer hand-overs) removed from thread timelines",
+                    removed_ns as f64 / 1e6
+                ));
+            }
+            if let Some(kib) = peak_rss_kib() {
+                header.notes.push(format!(
+                    "recorder peak memory: {:.1} MiB",
+                    kib as f64 / 1024.0
+                ));
+            }
+            // The reader keeps the last session record.
+            self.out.record(&Record::Session(header))?;
+        }
         let footer = Footer {
             end,
             lost_events: self.threads.lost_events + self.os.lost_records,
@@ -218,6 +238,14 @@ impl Session {
             samples: 0,
         };
         self.out.record(&Record::Footer(footer))?;
+        if self.out.events == 0 {
+            // (the file was never put in place: an older one stays as it was)
+            return Err(RecordError::NothingRecorded {
+                command,
+                status: exit_status.unwrap_or(0),
+                path: self.out_path(),
+            });
+        }
         self.out.flush(true)?;
         Ok(RecordOutcome {
             output: self.out_path(),
@@ -232,6 +260,13 @@ impl Session {
     fn out_path(&self) -> std::path::PathBuf {
         self.out.path().to_owned()
     }
+}
+
+/// The recorder's own peak resident memory (VmHWM), in KiB.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Gives freed heap pages back to the kernel. Threads come and go with

@@ -1,0 +1,258 @@
+/* arena.c - the buffer arena shared with the recorder (layout in lapse_rt.h).
+ *
+ * Events travel through the arena: a thread fills an arena buffer in place
+ * and hands it over with a 40-byte SHM_EVENTS datagram, so no event is copied
+ * through the kernel. When the arena has no free buffer and the recorder has
+ * none to give back (many threads each holding one), a thread uses a private
+ * buffer sent as an EVENTS datagram (threads.c), as it also does while
+ * forking. If the recorder goes away, the arena buffers it had not freed go
+ * to the spill file, oldest first. */
+#define _GNU_SOURCE
+#include "rt.h"
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct lapse_arena *g_arena; /* NULL: private buffers only */
+static void *g_arena_map;    /* the mapping g_arena lies in (aligned inside it) */
+static size_t g_arena_map_bytes;
+int g_no_arena;              /* LAPSE_NO_ARENA: always private buffers */
+static int g_spill_lock;
+
+#define ARENA_BYTES (LAPSE_ARENA_HEAD + (size_t)LAPSE_ARENA_BUFS * BUF_BYTES)
+_Static_assert(LAPSE_ARENA_HEAD % BUF_BYTES == 0, "arena buffers must stay aligned");
+
+NOINSTR static struct lapse_event *arena_buf(struct lapse_arena *a, int i)
+{
+    return (struct lapse_event *)((char *)a + LAPSE_ARENA_HEAD + (size_t)i * BUF_BYTES);
+}
+
+/* Maps `fd` (ARENA_BYTES) at a BUF_BYTES-aligned address, so that every
+ * buffer is aligned as the probe's guard test needs. */
+NOINSTR static void *map_aligned(int fd)
+{
+    size_t span = ARENA_BYTES + BUF_BYTES;
+    char *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (res == MAP_FAILED)
+        return NULL;
+    char *at = (char *)(((uintptr_t)res + BUF_BYTES - 1) & ~(uintptr_t)(BUF_BYTES - 1));
+    void *mem = mmap(at, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (mem == MAP_FAILED) {
+        munmap(res, span);
+        return NULL;
+    }
+    g_arena_map = res;
+    g_arena_map_bytes = span;
+    return mem;
+}
+
+/* Creates this process image's arena and passes its memfd to the recorder.
+ * Leaves g_arena NULL (private buffers) if anything fails. */
+NOINSTR void lapse_arena_create(void)
+{
+    /* (after a reconnection, threads may still be filling buffers of the
+     * old arena: it stays mapped, and they send those as copies) */
+    g_arena = NULL;
+    g_arena_map = NULL;
+    if (g_fd < 0 || g_no_arena)
+        return;
+    int fd = (int)syscall(SYS_memfd_create, "lapse-arena", 1u /* MFD_CLOEXEC */);
+    if (fd < 0)
+        return;
+    void *mem = NULL;
+    if (ftruncate(fd, (off_t)ARENA_BYTES) == 0)
+        mem = map_aligned(fd);
+    if (!mem) {
+        close(fd);
+        return;
+    }
+    struct lapse_arena *a = mem;
+    a->magic = LAPSE_ARENA_MAGIC;
+    a->nbufs = LAPSE_ARENA_BUFS;
+    struct lapse_msg m =
+        lapse_msg_arena(g_pid, lapse_gettid(), ARENA_BYTES, LAPSE_ARENA_BUFS, LAPSE_BUF_EVENTS);
+    struct iovec iov = {&m, sizeof m};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    __builtin_memset(&ctl, 0, sizeof ctl);
+    struct msghdr mh = {0};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = ctl.buf;
+    mh.msg_controllen = sizeof ctl.buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    __builtin_memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    int sent = lapse_try_send(&mh, 1) == SEND_OK;
+    close(fd); /* the recorder has its own copy now (the number is ours: just made) */
+    if (!sent) {
+        lapse_arena_forget();
+        return;
+    }
+    g_arena = a;
+}
+
+NOINSTR void lapse_arena_forget(void)
+{
+    if (g_arena_map)
+        munmap(g_arena_map, g_arena_map_bytes);
+    g_arena_map = NULL;
+    g_arena = NULL;
+}
+
+/* The recorder is gone: the buffers it had not freed go to the spill file,
+ * oldest first (so each thread's events stay in order), one thread at a time. */
+NOINSTR static void spill_queued(void)
+{
+    struct lapse_arena *a = g_arena;
+    if (!a)
+        return;
+    for (long spins = 0; __atomic_exchange_n(&g_spill_lock, 1, __ATOMIC_ACQUIRE); spins++)
+        if (spins > (1l << 24))
+            return; /* (a fatal signal interrupted the spiller on this thread) */
+    for (;;) {
+        int best = -1;
+        uint64_t best_seq = ~0ull;
+        for (int i = 0; i < LAPSE_ARENA_BUFS; i++) {
+            if (__atomic_load_n(&a->slot[i].state, __ATOMIC_ACQUIRE) == LAPSE_SLOT_QUEUED &&
+                a->slot[i].seq < best_seq) {
+                best = i;
+                best_seq = a->slot[i].seq;
+            }
+        }
+        if (best < 0)
+            break;
+        struct lapse_slot *sl = &a->slot[best];
+        uint32_t expected = LAPSE_SLOT_QUEUED;
+        if (!__atomic_compare_exchange_n(&sl->state, &expected, LAPSE_SLOT_SPILLING, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            continue;
+        uint32_t count = sl->count <= LAPSE_BUF_EVENTS ? sl->count : LAPSE_BUF_EVENTS;
+        struct lapse_msg m = lapse_msg_events(g_pid, sl->tid, sl->first, sl->stalled, count,
+                                              sl->flags & LAPSE_FLAG_DISCARD);
+        struct iovec iov[2] = {{&m, sizeof m}, {arena_buf(a, best), count * sizeof(struct lapse_event)}};
+        lapse_spill(iov, 2);
+        __atomic_store_n(&sl->state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&g_spill_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* How long a thread waits, in all, for the recorder to free an arena buffer
+ * before it fills a private buffer instead (sent as a datagram, which blocks
+ * only while the socket is full, and then for at most SEND_TIMEOUT_S): the
+ * program is never held indefinitely, however many threads want a buffer. */
+#define CLAIM_WAIT_NS (2 * 1000 * 1000)
+
+/* A free arena buffer for thread t, waiting a little while the recorder
+ * catches up; -1 when none comes (no arena, forking, every buffer held by a
+ * thread, or the wait ran out): the caller then uses a private buffer. */
+NOINSTR int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b)
+{
+    uint64_t waited_ns = 0;
+    for (;;) {
+        struct lapse_arena *a = g_arena; /* (a reconnection replaces it) */
+        if (!a || g_forking)
+            return -1;
+        uint32_t gen = __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE);
+        int queued = 0;
+        /* lowest first: the buffers in use stay few and warm */
+        for (uint32_t i = 0; i < LAPSE_ARENA_BUFS; i++) {
+            uint32_t st = __atomic_load_n(&a->slot[i].state, __ATOMIC_ACQUIRE);
+            if (st == LAPSE_SLOT_QUEUED)
+                queued++;
+            if (st != LAPSE_SLOT_FREE)
+                continue;
+            uint32_t expected = LAPSE_SLOT_FREE;
+            if (__atomic_compare_exchange_n(&a->slot[i].state, &expected, LAPSE_SLOT_FILLING, 0,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+                struct lapse_slot *sl = &a->slot[i];
+                sl->tid = t->tid;
+                sl->first = t->next;
+                sl->flags = t->discard ? LAPSE_FLAG_DISCARD : 0;
+                sl->claimed = lapse_ticks();
+                b->base = arena_buf(a, (int)i);
+                b->arena = (int32_t)i;
+                b->owner = a;
+                b->claimed = sl->claimed;
+                return 0;
+            }
+        }
+        if (!queued || waited_ns >= CLAIM_WAIT_NS)
+            return -1;
+        if (g_fd < 0) {
+            spill_queued();
+            continue;
+        }
+        /* wait for the recorder to free a buffer; it bumps gen and wakes one */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        __atomic_add_fetch(&a->waiters, 1, __ATOMIC_ACQ_REL);
+        struct timespec ts = {0, CLAIM_WAIT_NS / 4};
+        syscall(SYS_futex, &a->gen, FUTEX_WAIT, gen, &ts, NULL, 0);
+        __atomic_sub_fetch(&a->waiters, 1, __ATOMIC_ACQ_REL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        waited_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull +
+                     (uint64_t)(t1.tv_nsec - t0.tv_nsec) + 1;
+        if (gen == __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) && lapse_recorder_gone())
+            lapse_disconnect();
+    }
+}
+
+NOINSTR void lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count)
+{
+    struct lapse_arena *a = b->owner;
+    struct lapse_slot *sl = &a->slot[b->arena];
+    for (int attempt = 0;; attempt++) {
+        lapse_conn_check(); /* (a reconnection here replaces g_arena) */
+        if (a != g_arena || attempt == 2) {
+            /* An arena from before a reconnection: the recorder let it go
+             * with the old connection (reading what was written then). */
+            struct lapse_msg m =
+                lapse_msg_events(g_pid, t->tid, b->first, t->stalled, count, t->discard);
+            lapse_send_msg(&m, b->base, count * sizeof(struct lapse_event));
+            __atomic_store_n(&sl->state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
+            return;
+        }
+        sl->count = count;
+        sl->first = b->first;
+        sl->stalled = t->stalled;
+        sl->flags = t->discard ? LAPSE_FLAG_DISCARD : 0;
+        sl->seq = __atomic_fetch_add(&a->seq, 1, __ATOMIC_ACQ_REL);
+        __atomic_store_n(&sl->state, LAPSE_SLOT_QUEUED, __ATOMIC_RELEASE);
+        struct lapse_msg m = lapse_msg_shm_events(g_pid, t->tid, b->first, t->stalled, count,
+                                                  (uint32_t)b->arena, t->discard);
+        struct iovec iov = {&m, sizeof m};
+        struct msghdr mh = {0};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        int rc = lapse_try_send(&mh, 1);
+        if (rc == SEND_OK)
+            return;
+        if (rc == SEND_TIMEOUT) {
+            /* the recorder is stuck: these events are lost (the numbering
+             * shows the gap), the buffer is free again */
+            __atomic_store_n(&sl->state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
+            return;
+        }
+        if (rc != SEND_MOVED) {
+            spill_queued(); /* this buffer and any the recorder left */
+            return;
+        }
+        /* the program took the connection over in between: again, as a
+         * buffer of an arena from before the reconnection */
+        __atomic_store_n(&sl->state, LAPSE_SLOT_FILLING, __ATOMIC_RELEASE);
+    }
+}
+
+NOINSTR void lapse_arena_release(struct lapse_buf *b)
+{
+    if (b->arena >= 0 && b->owner)
+        __atomic_store_n(&b->owner->slot[b->arena].state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,204 @@
+/* buffers.c - a thread's buffers: taking one (an arena buffer, else a
+ * private one), handing it over once every slot it handed out is written
+ * (else parking it until the next hand-over, see rt.h), and the flushes at
+ * exit, exec, fork and crashes. The slow path that drives them, and thread
+ * set-up, are in threads.c. Runs with signals blocked (the slow path's). */
+#define _GNU_SOURCE
+#include "rt.h"
+
+#include <sys/mman.h>
+
+/* Slots of b that its thread claimed, from its cursor (for the filling buffer). */
+NOINSTR uint32_t lapse_claimed_count(const struct lapse_buf *b, const struct lapse_event *cur)
+{
+    if (!b->base || cur <= b->base)
+        return 0;
+    size_t n = (size_t)(cur - b->base);
+    return (uint32_t)(n < BUF_USABLE ? n : BUF_USABLE);
+}
+
+/* Leading slots of b (of `count`) that hold events: a slot stamped before the
+ * buffer was taken is left from its last use (or zero), not written yet. */
+NOINSTR uint32_t lapse_written_prefix(const struct lapse_buf *b, uint32_t count)
+{
+    const volatile struct lapse_event *e = b->base;
+    uint64_t since = b->claimed << 1;
+    uint32_t i = 0;
+    while (i < count && e[i].stamp >= since)
+        i++;
+    return i;
+}
+
+/* A private buffer for t: one of its two mappings that b (parked) does not use. */
+NOINSTR int lapse_take_private(struct lapse_tls *t, struct lapse_buf *b)
+{
+    for (int k = 0; k < 2; k++) {
+        if (!t->own_map[k]) {
+            void *m = mmap(NULL, 2 * BUF_BYTES, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (m == MAP_FAILED)
+                return -1;
+            t->own_map[k] = m;
+        }
+        struct lapse_event *base =
+            (struct lapse_event *)(((uintptr_t)t->own_map[k] + BUF_BYTES - 1) &
+                                   ~(uintptr_t)(BUF_BYTES - 1));
+        if (t->parked.base == base)
+            continue;
+        b->base = base;
+        b->arena = -1;
+        b->claimed = lapse_ticks();
+        return 0;
+    }
+    return -1;
+}
+
+/* Makes b thread t's filling buffer: an arena buffer if one can be had, else
+ * a private one. -1 when there is no memory for either. */
+NOINSTR int lapse_take_buffer(struct lapse_tls *t)
+{
+    struct lapse_buf *b = &t->fill;
+    *b = (struct lapse_buf){0};
+    b->first = t->next;
+    if (lapse_arena_claim(t, b) == 0) {
+        /* Here, in the hand-over's time rather than the probes': fault in the
+         * pages of a buffer never used before (one store per page; what it
+         * overwrites is left from the buffer's last use), and take back for
+         * writing the lines the recorder read on its core. */
+        for (char *p = (char *)b->base; p < (char *)(b->base + BUF_USABLE); p += 64) {
+            if (((uintptr_t)p & 4095) == 0)
+                *(volatile uint64_t *)(p + 8) = 0; /* a stamp: "not written" */
+#if defined(__x86_64__)
+            __asm__ volatile("prefetchw (%0)" ::"r"(p));
+#else
+            __builtin_prefetch(p, 1, 3);
+#endif
+        }
+    } else if (lapse_take_private(t, b) != 0) {
+        *b = (struct lapse_buf){0};
+        return -1;
+    }
+    t->cur = b->base;
+    t->deadline = lapse_ticks() + g_flush_ticks;
+    return 0;
+}
+
+/* Hands b's first `count` slots over. Unless they are known to be written,
+ * the holes (slots whose probe never wrote them) get fn 0 first. */
+NOINSTR void lapse_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count,
+                              int all_written)
+{
+    for (uint32_t i = all_written ? count : lapse_written_prefix(b, count); i < count; i++)
+        if (b->base[i].stamp < (b->claimed << 1))
+            b->base[i].fn = LAPSE_HOLE_FN;
+    if (count == 0) {
+        lapse_arena_release(b);
+    } else if (b->arena >= 0) {
+        lapse_arena_hand_over(t, b, count);
+    } else {
+        struct lapse_msg m =
+            lapse_msg_events(g_pid, t->tid, b->first, t->stalled, count, t->discard);
+        lapse_send_msg(&m, b->base, count * sizeof(struct lapse_event));
+    }
+    *b = (struct lapse_buf){0};
+}
+
+/* The filling buffer stops filling: the parked one (older) goes first, then
+ * this one, unless a slot of it is still being written (then it is parked). */
+NOINSTR static void retire_fill(struct lapse_tls *t)
+{
+    struct lapse_buf *f = &t->fill;
+    uint32_t count = lapse_claimed_count(f, t->cur);
+    t->cur = NULL;
+    t->deadline = 0;
+    if (t->parked.base)
+        lapse_hand_over(t, &t->parked, t->parked.count, 0);
+    if (!f->base) {
+        t->next += t->skipped;
+        t->skipped = 0;
+        return;
+    }
+    /* the next buffer's numbering leaves a gap for events lost meanwhile */
+    t->next = f->first + count + t->skipped;
+    t->skipped = 0;
+    if (lapse_written_prefix(f, count) == count) {
+        lapse_hand_over(t, f, count, 1);
+    } else {
+        f->count = count;
+        t->parked = *f;
+        *f = (struct lapse_buf){0};
+    }
+}
+
+NOINSTR void lapse_flush_final(struct lapse_tls *t)
+{
+    lapse_flush_own(t, 0);
+    if (t->parked.base)
+        lapse_hand_over(t, &t->parked, t->parked.count, 0);
+}
+
+NOINSTR void lapse_flush_own(struct lapse_tls *t, int refill)
+{
+    if (t->state != LAPSE_T_ACTIVE)
+        return;
+    uint64_t t0 = lapse_ticks();
+    retire_fill(t);
+    if (refill && lapse_take_buffer(t) != 0)
+        t->state = LAPSE_T_OFF; /* no memory: this thread is no longer recorded */
+    /* The wait for the socket is lapse's doing, not the program's: counted
+     * here and taken out of the thread's timeline by the recorder. */
+    t->stalled += lapse_ticks() - t0;
+}
+
+/* Every thread's buffer, at exit, exec or a crash. Other threads may still be
+ * running: what they wrote is sent as a copy without resetting anything, and
+ * the event index in the header lets the recorder drop what it gets twice. */
+NOINSTR void lapse_flush_all(void)
+{
+    struct lapse_tls *self = &lapse_t;
+    for (int i = 0; i < LAPSE_MAX_THREADS; i++) {
+        struct lapse_tls *t = __atomic_load_n(&g_threads[i], __ATOMIC_ACQUIRE);
+        if (!t || t == self)
+            continue;
+        struct lapse_buf b;
+        b.base = __atomic_load_n(&t->fill.base, __ATOMIC_ACQUIRE);
+        b.first = __atomic_load_n(&t->fill.first, __ATOMIC_ACQUIRE);
+        b.claimed = __atomic_load_n(&t->fill.claimed, __ATOMIC_ACQUIRE);
+        struct lapse_event *cur = __atomic_load_n(&t->cur, __ATOMIC_ACQUIRE);
+        if (!b.base || cur <= b.base || cur > b.base + LAPSE_BUF_EVENTS)
+            continue;
+        uint32_t n = lapse_written_prefix(&b, lapse_claimed_count(&b, cur));
+        if (n) {
+            struct lapse_msg m = lapse_msg_events(g_pid, t->tid, b.first, t->stalled, n, 0);
+            lapse_send_msg(&m, b.base, n * sizeof(struct lapse_event));
+        }
+    }
+    sigset_t old;
+    lapse_block(&old);
+    self->in_slow++;
+    if (self->state == LAPSE_T_ACTIVE)
+        lapse_flush_final(self);
+    self->in_slow--;
+    lapse_unblock(&old);
+}
+
+/* Before fork: the calling thread's buffers are handed over (the arena is
+ * the parent's) and it fills a private buffer, which fork copies, until the
+ * after-fork handlers run. */
+NOINSTR void lapse_fork_prepare(struct lapse_tls *t)
+{
+    if (t->state != LAPSE_T_ACTIVE)
+        return;
+    lapse_flush_final(t);
+    if (lapse_take_buffer(t) != 0) /* (g_forking: private) */
+        t->state = LAPSE_T_OFF;
+}
+
+/* After fork (both sides): leave the private buffer for the arena again, so
+ * a process killed soon after has its events where the recorder finds them. */
+NOINSTR void lapse_back_to_arena(struct lapse_tls *t)
+{
+    if (t->state != LAPSE_T_ACTIVE || t->fill.arena >= 0 || !g_arena)
+        return;
+    lapse_flush_own(t, 1);
+}

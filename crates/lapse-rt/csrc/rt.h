@@ -1,0 +1,230 @@
+/* rt.h - what the runtime's C files share (the wire protocol is lapse_rt.h).
+ *
+ * The files: probe.c (the probe path), threads.c (threads and the slow
+ * path), buffers.c (a thread's buffers), arena.c (the buffer arena shared
+ * with the recorder), transport.c (the connection and the spill file),
+ * lifecycle.c (start-up, fork, exec, exit, fatal signals), env.c (lapse's
+ * environment variables) and exec.c (the exec family and posix_spawn,
+ * wrapped). */
+#ifndef LAPSE_RT_INTERNAL_H
+#define LAPSE_RT_INTERNAL_H
+
+#include "lapse_rt.h"
+
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#define NOINSTR __attribute__((no_instrument_function))
+#define LAPSE_MAX_THREADS 16384 /* registered for flushes at exit; more are recorded too */
+#define BUF_BYTES (LAPSE_BUF_EVENTS * sizeof(struct lapse_event))
+
+/* A buffer is a BUF_BYTES region aligned to BUF_BYTES whose last page is a
+ * guard: a claimed slot is past the end exactly when it lies in the guard,
+ * which the probe sees from the slot's address alone (no `end` to read that a
+ * signal handler could have changed in between). Claims past the end are
+ * bounded by the nesting depth of signal handlers (the slow path runs with
+ * signals blocked and installs a new buffer), far less than the guard's 256. */
+#define GUARD_MASK ((uintptr_t)0xF000)
+#define BUF_USABLE ((BUF_BYTES - 4096) / sizeof(struct lapse_event)) /* 3840 events */
+_Static_assert(BUF_BYTES == 0x10000, "the guard test assumes 64 KiB buffers");
+
+static inline __attribute__((always_inline, no_instrument_function)) int
+lapse_in_guard(const struct lapse_event *e)
+{
+    return ((uintptr_t)e & GUARD_MASK) == GUARD_MASK;
+}
+
+enum lapse_thread_state {
+    LAPSE_T_NEW = 0,  /* zero-initialised TLS: the first probe sets it up */
+    LAPSE_T_ACTIVE,   /* recorded */
+    LAPSE_T_OFF,      /* not profiled (no recorder, thread ended, no memory) */
+    LAPSE_T_EARLY,    /* probes before the runtime started (.preinit_array,
+                         constructors run first): kept in a private buffer
+                         until start-up, which hands them over */
+};
+
+/* A buffer a thread fills. */
+struct lapse_buf {
+    struct lapse_event *base; /* NULL: none */
+    uint64_t first;           /* index of its first event in the thread's stream */
+    uint64_t claimed;         /* ticks when taken: a slot stamped before is not written yet */
+    int32_t arena;            /* arena buffer index, or -1 for a private buffer */
+    uint32_t count;           /* events claimed, once it stopped filling (parked) */
+    struct lapse_arena *owner; /* the arena it is in (an older one after a reconnection) */
+};
+
+/* Per-thread state, in initial-exec TLS. The probe touches only cur and
+ * deadline; everything else belongs to the slow path, which runs with
+ * signals blocked.
+ *
+ * A signal handler may interrupt a probe between its claim of a slot and its
+ * write, and fill and hand over the buffer in between: a buffer whose slots
+ * are not all written is "parked" (kept, not handed over) until the next
+ * hand-over, by which time the interrupted probe has normally finished. One
+ * still unwritten then (its probe was abandoned by a longjmp out of the
+ * handler) is handed over as a hole (fn 0) that the recorder counts as lost. */
+struct lapse_tls {
+    struct lapse_event *cur; /* next slot; claimed with one instruction (lapse_claim) */
+    uint64_t deadline;       /* ticks: hand the buffer over after this; 0 = slow path at once */
+    struct lapse_buf fill;   /* the buffer cur points into */
+    struct lapse_buf parked; /* full, but a slot of it was not written yet */
+    uint64_t next;           /* index of the first event of the next buffer */
+    uint64_t skipped;        /* events lost since (the next buffer's index leaves a gap) */
+    uint64_t stalled;        /* ticks this thread spent handing buffers over */
+    uint32_t tid;
+    uint32_t state;
+    uint32_t in_slow;     /* the slow path is running on this thread */
+    uint32_t discard;     /* calibration: hand-overs are marked discard */
+    uint32_t dtor_rounds; /* pthread key destructor calls so far */
+    int32_t slot;         /* index in the thread registry, -1 if none */
+    uint64_t first_next;  /* where set-up starts numbering (after early events) */
+    void *own_map[2];     /* private buffers' mappings (2 x BUF_BYTES, for the alignment) */
+};
+
+extern __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
+
+/* Claims the next slot: cur += 1, returning the old value, in one
+ * instruction, so that a signal handler running probes in between cannot
+ * hand the same slot out twice. (x86: xadd without lock, which is atomic
+ * against signals on this thread and costs what a load and a store do.) */
+static inline __attribute__((always_inline, no_instrument_function)) struct lapse_event *
+lapse_claim(struct lapse_tls *t)
+{
+#if defined(__x86_64__)
+    uintptr_t p = sizeof(struct lapse_event);
+    __asm__ volatile("xaddq %0, %1" : "+r"(p), "+m"(t->cur));
+    return (struct lapse_event *)p;
+#else
+    return (struct lapse_event *)__atomic_fetch_add((uintptr_t *)&t->cur,
+                                                    sizeof(struct lapse_event), __ATOMIC_RELAXED);
+#endif
+}
+
+static inline uint64_t lapse_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+#error "lapse runtime: no cheap tick counter on this architecture"
+#endif
+}
+
+/* ---- process-wide state (lifecycle.c) ---- */
+extern int g_inited;          /* 0 never, 1 running, 2 disabled */
+extern uint32_t g_pid;        /* pid of this process image */
+extern uint64_t g_flush_ticks; /* hand-over period (LAPSE_FLUSH_TICKS) */
+extern volatile int g_forking; /* between fork's prepare and after handlers */
+uint32_t lapse_gettid(void);
+void lapse_init(void);
+
+/* ---- probe.c ---- */
+/* Median cost of one probe in ticks x 1024, measured through the real path. */
+uint64_t lapse_measure_probe_cost(void);
+
+/* ---- buffers.c ---- */
+/* Slots of b its thread claimed, from its cursor. */
+uint32_t lapse_claimed_count(const struct lapse_buf *b, const struct lapse_event *cur);
+/* Leading slots of b (of count) that hold events. */
+uint32_t lapse_written_prefix(const struct lapse_buf *b, uint32_t count);
+/* A private buffer for t into b (not the parked one's); -1 without memory. */
+int lapse_take_private(struct lapse_tls *t, struct lapse_buf *b);
+/* Makes a new buffer t's filling one; -1 without memory. */
+int lapse_take_buffer(struct lapse_tls *t);
+/* Hands b's first count slots over (holes marked, unless all_written). */
+void lapse_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count, int all_written);
+/* The calling thread's buffers: hand them over; with `refill`, take the next one. */
+void lapse_flush_own(struct lapse_tls *t, int refill);
+/* The last hand-over of a thread or process image: the parked buffer too. */
+void lapse_flush_final(struct lapse_tls *t);
+/* Every thread's buffer, at exit, exec or a crash. */
+void lapse_flush_all(void);
+/* Before fork: hand over, and fill a private buffer until the after-fork
+ * handlers run; after them: back to the arena. */
+void lapse_fork_prepare(struct lapse_tls *t);
+void lapse_back_to_arena(struct lapse_tls *t);
+
+/* ---- threads.c ---- */
+extern int g_ctor_done; /* the runtime's constructor has run (lifecycle.c) */
+/* Start-up on a thread that recorded early probes: takes them out of the
+ * thread (so that calibration cannot touch them); lapse_early_send hands
+ * them over (after HELLO) and numbers the thread's next events after them. */
+struct lapse_early {
+    struct lapse_buf buf;
+    uint32_t count;
+    uint64_t lost;
+    void *map;
+};
+void lapse_early_detach(struct lapse_tls *t, struct lapse_early *out);
+void lapse_early_send(struct lapse_tls *t, struct lapse_early *early);
+/* Called by the probe when its slot is past the end, the buffer is due, or
+ * the thread is not set up; `e` is the slot it claimed, `now` its tick reading. */
+void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *fn, uint64_t is_exit,
+                     uint64_t now);
+extern struct lapse_tls *g_threads[LAPSE_MAX_THREADS];
+int lapse_threads_init(void);
+/* After fork, in the child: its numbering starts again, the parent's
+ * other threads are gone. */
+void lapse_fork_child(struct lapse_tls *t);
+/* Blocks every signal (the slow path's state changes must not be interleaved
+ * with a handler's probes); restore with lapse_unblock. */
+void lapse_block(void *old_mask);
+void lapse_unblock(const void *old_mask);
+
+/* ---- arena.c ---- */
+extern struct lapse_arena *g_arena; /* NULL: private buffers only */
+extern int g_no_arena;
+void lapse_arena_create(void);
+/* Lets go of the parent's arena in a fork child. */
+void lapse_arena_forget(void);
+/* A free arena buffer for thread t into b (base, arena), or -1. */
+int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b);
+/* Queues b's first `count` events for the recorder. */
+void lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count);
+/* Frees b's arena buffer without handing anything over. */
+void lapse_arena_release(struct lapse_buf *b);
+
+/* ---- transport.c ---- */
+extern int g_fd; /* connection to the recorder */
+void lapse_connect(const char *path);
+/* The connection is still ours, or connected again (with a new arena): 0;
+ * -1 when there is none (spill). */
+int lapse_conn_check(void);
+/* Sends one datagram (SCM_RIGHTS and all). */
+enum { SEND_OK = 0, SEND_GONE = -1 /* the recorder is gone: spill */,
+       SEND_MOVED = -2 /* the program took the connection over (same_conn only) */,
+       SEND_TIMEOUT = -3 /* no room in the socket for SEND_TIMEOUT_S: lost */ };
+int lapse_try_send(struct msghdr *mh, int same_conn);
+/* Sends one message (and body), or appends it to the spill file. */
+void lapse_send_msg(struct lapse_msg *m, const void *body, size_t body_len);
+/* Appends a datagram made of iov[0..n) to the spill file. */
+void lapse_spill(const struct iovec *iov, int n);
+int lapse_recorder_gone(void);
+void lapse_disconnect(void);
+/* Lets the inherited connection go (a child that is not recorded). */
+void lapse_drop_connection(void);
+void lapse_transport_after_fork(void);
+
+/* ---- env.c ---- */
+extern int g_no_inherit; /* --no-inherit: children are not recorded */
+/* Copies lapse's variables; with --no-inherit, removes them from environ. */
+void lapse_env_init(void);
+/* The value start-up saw for a LAPSE_ENV_* variable, or NULL. */
+const char *lapse_env(const char *name);
+/* This library's path as LD_PRELOAD names it. */
+const char *lapse_env_self(void);
+/* The environment a child gets (exec.c): lapse's variables added where
+ * missing, or taken out with --no-inherit. */
+long lapse_env_fix(char *const envp[], long n, char **out, char *preload);
+
+/* ---- exec.c / lifecycle.c ---- */
+/* Hands every buffer over before the process image is replaced. */
+void lapse_before_exec(void);
+
+#endif

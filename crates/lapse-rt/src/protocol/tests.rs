@@ -1,0 +1,251 @@
+//! The protocol against `csrc/lapse_rt.h`: every constant and layout pin the
+//! header declares must be mirrored here with the same value (and the C
+//! compiler holds the header's pins to the real struct layout), plus the
+//! parser on hand-made datagrams.
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+const HEADER: &str = include_str!("../../csrc/lapse_rt.h");
+
+/// `#define LAPSE_NAME value` (object-like macros only), value as written.
+fn defines() -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in HEADER.lines() {
+        let Some(rest) = line.trim().strip_prefix("#define LAPSE_") else {
+            continue;
+        };
+        let name_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let (name, value) = rest.split_at(name_len);
+        if value.starts_with('(') {
+            continue; // LAPSE_AT / LAPSE_SIZE themselves
+        }
+        let value = value.split("/*").next().unwrap_or("").trim();
+        if value.is_empty() {
+            continue; // the include guard
+        }
+        out.insert(name.to_owned(), value.to_owned());
+    }
+    out
+}
+
+/// `LAPSE_AT(type, field, offset);` and `LAPSE_SIZE(type, size);` lines.
+fn pins(macro_name: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    let open = format!("{macro_name}(");
+    for line in HEADER.lines() {
+        let Some(args) = line.trim().strip_prefix(open.as_str()) else {
+            continue;
+        };
+        let Some(args) = args.strip_suffix(");") else {
+            continue;
+        };
+        let parts: Vec<&str> = args.split(',').map(str::trim).collect();
+        let (key, n) = match parts.as_slice() {
+            [ty, field, off] => (format!("{ty}.{field}"), *off),
+            [ty, size] => ((*ty).to_owned(), *size),
+            _ => panic!("unreadable pin: {line}"),
+        };
+        let n: usize = n
+            .parse()
+            .unwrap_or_else(|_| panic!("not a number in {line}"));
+        assert!(out.insert(key, n).is_none(), "pinned twice: {line}");
+    }
+    out
+}
+
+fn number(v: &str) -> u64 {
+    let v = v.trim_end_matches(['u', 'U', 'l', 'L']);
+    match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    }
+    .unwrap_or_else(|_| panic!("not a number: {v}"))
+}
+
+#[test]
+fn every_header_constant_matches() {
+    let numbers: &[(&str, u64)] = &[
+        ("MAGIC", u64::from(MAGIC)),
+        ("BUF_EVENTS", BUF_EVENTS as u64),
+        ("FLAG_DISCARD", u64::from(FLAG_DISCARD)),
+        ("HOLE_FN", HOLE_FN),
+        ("MSG_HELLO", u64::from(kind::HELLO)),
+        ("MSG_EVENTS", u64::from(kind::EVENTS)),
+        ("MSG_FORK", u64::from(kind::FORK)),
+        ("MSG_CHILD", u64::from(kind::CHILD)),
+        ("MSG_EXEC", u64::from(kind::EXEC)),
+        ("MSG_ARENA", u64::from(kind::ARENA)),
+        ("MSG_SHM_EVENTS", u64::from(kind::SHM_EVENTS)),
+        ("ARENA_MAGIC", u64::from(arena::MAGIC)),
+        ("ARENA_BUFS", arena::BUFS as u64),
+        ("ARENA_HEAD", arena::HEAD as u64),
+        ("SLOT_FREE", u64::from(arena::FREE)),
+        ("SLOT_FILLING", u64::from(arena::FILLING)),
+        ("SLOT_QUEUED", u64::from(arena::QUEUED)),
+        ("SLOT_SPILLING", u64::from(arena::SPILLING)),
+    ];
+    let strings: &[(&str, &str)] = &[
+        ("ENV_SOCKET", ENV_SOCKET),
+        ("ENV_SPILL", ENV_SPILL),
+        ("ENV_CALIBRATE", ENV_CALIBRATE),
+        ("ENV_NO_ARENA", ENV_NO_ARENA),
+        ("ENV_FLUSH_TICKS", ENV_FLUSH_TICKS),
+        ("ENV_NO_INHERIT", ENV_NO_INHERIT),
+    ];
+    let mut header = defines();
+    for (name, want) in numbers {
+        let got = header
+            .remove(*name)
+            .unwrap_or_else(|| panic!("LAPSE_{name} not in lapse_rt.h"));
+        assert_eq!(number(&got), *want, "LAPSE_{name}");
+    }
+    for (name, want) in strings {
+        let got = header
+            .remove(*name)
+            .unwrap_or_else(|| panic!("LAPSE_{name} not in lapse_rt.h"));
+        assert_eq!(got, format!("{want:?}"), "LAPSE_{name}");
+    }
+    assert!(
+        header.is_empty(),
+        "lapse_rt.h defines what protocol.rs does not mirror: {header:?}"
+    );
+}
+
+#[test]
+fn every_header_offset_matches() {
+    let offsets: &[(&str, usize)] = &[
+        ("lapse_msg.magic", at::MAGIC),
+        ("lapse_msg.kind", at::KIND),
+        ("lapse_msg.flags", at::FLAGS),
+        ("lapse_msg.pid", at::PID),
+        ("lapse_msg.tid", at::TID),
+        ("lapse_msg.u.hello.probe_cost", at::HELLO_PROBE_COST),
+        ("lapse_msg.u.hello.ticks", at::HELLO_TICKS),
+        ("lapse_msg.u.hello.ppid", at::HELLO_PPID),
+        ("lapse_msg.u.events.first", at::EVENTS_FIRST),
+        ("lapse_msg.u.events.stalled", at::EVENTS_STALLED),
+        ("lapse_msg.u.events.count", at::EVENTS_COUNT),
+        ("lapse_msg.u.events.buf", at::EVENTS_BUF),
+        ("lapse_msg.u.fork.ticks", at::FORK_TICKS),
+        ("lapse_msg.u.exec.ticks", at::EXEC_TICKS),
+        ("lapse_msg.u.child.fork_ticks", at::CHILD_FORK_TICKS),
+        ("lapse_msg.u.child.ppid", at::CHILD_PPID),
+        ("lapse_msg.u.child.parent_tid", at::CHILD_PARENT_TID),
+        ("lapse_msg.u.arena.bytes", at::ARENA_BYTES),
+        ("lapse_msg.u.arena.bufs", at::ARENA_BUFS),
+        ("lapse_msg.u.arena.buf_events", at::ARENA_BUF_EVENTS),
+        ("lapse_event.fn", at::EVENT_FN),
+        ("lapse_event.stamp", at::EVENT_STAMP),
+        ("lapse_slot.state", arena::SLOT_STATE),
+        ("lapse_slot.tid", arena::SLOT_TID),
+        ("lapse_slot.flags", arena::SLOT_FLAGS),
+        ("lapse_slot.first", arena::SLOT_FIRST),
+        ("lapse_slot.claimed", arena::SLOT_CLAIMED),
+        ("lapse_arena.magic", arena::OFF_MAGIC),
+        ("lapse_arena.nbufs", arena::OFF_NBUFS),
+        ("lapse_arena.gen", arena::OFF_GEN),
+        ("lapse_arena.waiters", arena::OFF_WAITERS),
+        ("lapse_arena.slot", arena::OFF_SLOTS),
+    ];
+    let sizes: &[(&str, usize)] = &[
+        ("lapse_msg", HEADER_LEN),
+        ("lapse_event", EVENT_LEN),
+        ("lapse_slot", arena::SLOT_LEN),
+    ];
+    for (table, macro_name) in [(offsets, "LAPSE_AT"), (sizes, "LAPSE_SIZE")] {
+        let mut header = pins(macro_name);
+        for (key, want) in table {
+            let got = header
+                .remove(*key)
+                .unwrap_or_else(|| panic!("lapse_rt.h does not pin {key} ({macro_name})"));
+            assert_eq!(got, *want, "{key}");
+        }
+        assert!(
+            header.is_empty(),
+            "lapse_rt.h pins what protocol.rs does not read: {header:?}"
+        );
+    }
+}
+
+fn header(kind: u16, count: u32) -> Vec<u8> {
+    let mut b = vec![0u8; HEADER_LEN];
+    b[at::MAGIC..at::MAGIC + 4].copy_from_slice(&MAGIC.to_ne_bytes());
+    b[at::KIND..at::KIND + 2].copy_from_slice(&kind.to_ne_bytes());
+    b[at::PID..at::PID + 4].copy_from_slice(&7u32.to_ne_bytes());
+    b[at::TID..at::TID + 4].copy_from_slice(&8u32.to_ne_bytes());
+    b[16..24].copy_from_slice(&1u64.to_ne_bytes());
+    b[24..32].copy_from_slice(&2u64.to_ne_bytes());
+    b[32..36].copy_from_slice(&count.to_ne_bytes());
+    b
+}
+
+#[test]
+fn events_datagram_round_trips() {
+    let mut d = header(kind::EVENTS, 1);
+    d.extend_from_slice(&0x1234u64.to_ne_bytes());
+    d.extend_from_slice(&((99u64 << 1) | 1).to_ne_bytes());
+    let want = Msg::Events {
+        from: Sender { pid: 7, tid: 8 },
+        batch: Batch {
+            first_index: 1,
+            stalled_ticks: 2,
+            count: 1,
+            discard: false,
+        },
+    };
+    assert_eq!(Msg::parse(&d), Ok(want));
+    let e: Vec<_> = events(&d).collect();
+    assert_eq!(
+        e,
+        vec![RawEvent {
+            function: 0x1234,
+            ticks: 99,
+            is_exit: true
+        }]
+    );
+}
+
+#[test]
+fn fields_are_named_by_kind() {
+    let d = header(kind::CHILD, 3);
+    assert_eq!(
+        Msg::parse(&d),
+        Ok(Msg::Child {
+            from: Sender { pid: 7, tid: 8 },
+            fork_ticks: 2,
+            ppid: 3,
+            parent_tid: 0
+        })
+    );
+    let d = header(kind::HELLO, 5);
+    assert_eq!(
+        Msg::parse(&d),
+        Ok(Msg::Hello {
+            from: Sender { pid: 7, tid: 8 },
+            probe_cost_x1024: 1,
+            ticks: 2,
+            ppid: 5
+        })
+    );
+}
+
+#[test]
+fn bad_datagrams_are_rejected() {
+    assert_eq!(Msg::parse(&[0; 10]), Err(ParseError::Short));
+    assert_eq!(
+        Msg::parse(&header(kind::EVENTS, 3)),
+        Err(ParseError::BadCount)
+    );
+    assert_eq!(
+        Msg::parse(&header(kind::SHM_EVENTS, BUF_EVENTS as u32 + 1)),
+        Err(ParseError::BadCount)
+    );
+    assert_eq!(Msg::parse(&header(9, 0)), Err(ParseError::UnknownKind(9)));
+    let mut d = header(kind::HELLO, 0);
+    d[0] = 0;
+    assert_eq!(Msg::parse(&d), Err(ParseError::BadMagic));
+}

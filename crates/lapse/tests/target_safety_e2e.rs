@@ -1,0 +1,476 @@
+//! End to end: "the target is never harmed" (SPEC section 8). C programs
+//! built during the test do what real programs do to a profiler's runtime —
+//! signal handlers that call traced code, closing or dup2-ing over every
+//! descriptor, thousands of threads — and must compute, print and exit
+//! exactly as they do natively, while lapse keeps (or counts as lost) every
+//! call. Checks are on what the programs print and on exact counts, never on
+//! wall-clock time, so that a busy machine does not change the outcome.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+use serde_json::Value;
+
+const PRELUDE: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define NOINLINE __attribute__((noinline))
+volatile uint64_t sink;
+"#;
+
+struct Run {
+    dir: WorkDir,
+    exe: PathBuf,
+}
+
+/// Builds `body` (after the prelude) with probes; `None` means skip.
+fn build(name: &str, body: &str) -> Option<Run> {
+    let dir = WorkDir::new(
+        env!("CARGO_TARGET_TMPDIR"),
+        &format!("target_safety-{name}"),
+    );
+    let exe = compile(
+        &dir,
+        "gcc",
+        name,
+        &format!("{PRELUDE}\n{body}"),
+        &["-finstrument-functions", "-O1", "-pthread", "-g"],
+    )?;
+    Some(Run { dir, exe })
+}
+
+impl Run {
+    fn data(&self) -> PathBuf {
+        self.dir.join("out.lapse")
+    }
+
+    /// The program on its own.
+    fn native(&self, args: &[&str]) -> Output {
+        Command::new(&self.exe)
+            .args(args)
+            .current_dir(&self.dir)
+            .output()
+            .expect("run the program")
+    }
+
+    /// `lapse record [extra] -o out.lapse -- program args`; `None` means skip.
+    fn record(&self, extra: &[&str], args: &[&str]) -> Option<Output> {
+        let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+            .arg("record")
+            .args(extra)
+            .arg("-o")
+            .arg(self.data())
+            .arg("--")
+            .arg(&self.exe)
+            .args(args)
+            .current_dir(&self.dir)
+            .output()
+            .expect("run lapse record");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if perf_refused(&stderr) && !self.data().exists() {
+            return skip(format!("perf events are not available here: {stderr}"));
+        }
+        Some(out)
+    }
+
+    fn report(&self) -> Report {
+        report_of(&self.dir, &self.data())
+    }
+}
+
+/// `lapse report --view functions --format json` of a recording.
+struct Report(Value);
+
+fn report_of(dir: &Path, data: &Path) -> Report {
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("report")
+        .arg(data)
+        .args(["--view", "functions", "--format", "json"])
+        .current_dir(dir)
+        .output()
+        .expect("run lapse report");
+    assert!(
+        out.status.success(),
+        "lapse report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Report(serde_json::from_slice(&out.stdout).expect("report is JSON"))
+}
+
+impl Report {
+    fn calls(&self) -> HashMap<String, u64> {
+        self.0["rows"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .filter_map(|r| Some((r["function"].as_str()?.to_owned(), r["calls"].as_u64()?)))
+            .collect()
+    }
+
+    fn calls_of(&self, name: &str) -> u64 {
+        self.calls().get(name).copied().unwrap_or(0)
+    }
+
+    fn lost(&self) -> u64 {
+        self.0["session"]["lost_events"].as_u64().unwrap_or(0)
+    }
+}
+
+/// `key value` pairs the program printed on stdout.
+fn printed(out: &Output) -> HashMap<String, u64> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words
+        .chunks(2)
+        .filter_map(|kv| Some((kv.first()?.to_string(), kv.get(1)?.parse().ok()?)))
+        .collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn sigprof_handler_calling_traced_code_runs_as_natively_and_every_call_counts() {
+    // A profiling timer every 100 µs of CPU time whose handler makes 2,000
+    // traced calls: handlers land between a probe's claim of a slot and its
+    // write, and fill and hand over the buffer under it (before the fix:
+    // exit 139 under lapse, 0 natively).
+    let Some(run) = build(
+        "sigprof",
+        r#"
+volatile long handled;
+NOINLINE void in_handler(int i) { sink += (uint64_t)i; }
+NOINLINE void on_prof(int sig) { (void)sig; for (int i = 0; i < 2000; i++) in_handler(i); handled++; }
+NOINLINE void work(long i) { sink ^= (uint64_t)i; }
+int main(void) {
+    struct sigaction sa; memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_prof; sa.sa_flags = SA_RESTART; sigemptyset(&sa.sa_mask);
+    sigaction(SIGPROF, &sa, NULL);
+    struct itimerval it = {{0, 100}, {0, 100}};
+    setitimer(ITIMER_PROF, &it, NULL);
+    for (long i = 0; i < 10000000; i++) work(i);
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_PROF, &off, NULL);
+    printf("handled %ld\n", handled);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    let native = run.native(&[]);
+    assert_eq!(native.status.code(), Some(0));
+    let Some(out) = run.record(&[], &[]) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
+    let handled = printed(&out)
+        .get("handled")
+        .copied()
+        .expect("the program printed");
+    assert!(handled > 0, "the timer fired");
+    let r = run.report();
+    assert_eq!(r.calls_of("work"), 10_000_000);
+    assert_eq!(r.calls_of("on_prof"), handled, "every handler run");
+    assert_eq!(r.calls_of("in_handler"), handled * 2000);
+    assert_eq!(r.lost(), 0, "nothing was lost");
+}
+
+#[test]
+fn siglongjmp_out_of_a_handler_keeps_the_target_alive_and_counts_what_it_abandons() {
+    // The handler jumps back into main's loop: the probe it interrupted never
+    // writes its event. That slot is a hole, counted as lost, not garbage.
+    let Some(run) = build(
+        "siglongjmp",
+        r#"
+volatile long jumps, done;
+static sigjmp_buf jb;
+NOINLINE void in_handler(int i) { sink += (uint64_t)i; }
+NOINLINE void on_prof(int sig) { (void)sig; for (int i = 0; i < 3000; i++) in_handler(i); jumps++; siglongjmp(jb, 1); }
+NOINLINE void work(long i) { sink ^= (uint64_t)i; }
+int main(void) {
+    struct sigaction sa; memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_prof; sigemptyset(&sa.sa_mask);
+    sigaction(SIGPROF, &sa, NULL);
+    struct itimerval it = {{0, 100}, {0, 100}};
+    setitimer(ITIMER_PROF, &it, NULL);
+    sigsetjmp(jb, 1);
+    while (done < 10000000) { work(done); done++; }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_PROF, &off, NULL);
+    printf("jumps %ld done %ld\n", jumps, done);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    let Some(out) = run.record(&[], &[]) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
+    let p = printed(&out);
+    let (jumps, done) = (p["jumps"], p["done"]);
+    assert_eq!(done, 10_000_000);
+    let r = run.report();
+    assert_eq!(r.calls_of("on_prof"), jumps, "every handler run");
+    assert_eq!(r.calls_of("in_handler"), jumps * 3000);
+    // A jump abandons at most one probe (a hole, lost) and at most one call
+    // of work that had started but was not counted by the program.
+    assert!(r.lost() <= jumps, "lost {} > jumps {jumps}", r.lost());
+    let work = r.calls_of("work");
+    assert!(
+        work + r.lost() >= done && work <= done + jumps,
+        "work entered {work} times, done {done}, jumps {jumps}, lost {}",
+        r.lost()
+    );
+}
+
+/// Records `run` and checks what every descriptor test expects: the program
+/// printed what it prints natively, every call of `work` and `main` is in
+/// the data file, and nothing went to a spill file (the runtime kept its
+/// connection, or made a new one).
+fn record_matches_native(run: &Run, key: &str, calls: u64) {
+    let native = run.native(&[]);
+    assert_eq!(native.status.code(), Some(0));
+    assert_eq!(printed(&native).get(key), Some(&0), "natively");
+    let Some(out) = run.record(&[], &[]) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&native.stdout),
+        "the program's output under lapse"
+    );
+    let r = run.report();
+    assert_eq!(r.calls_of("work"), calls);
+    assert_eq!(r.calls_of("main"), 1);
+    assert_eq!(r.lost(), 0);
+    assert!(
+        !run.dir.join("out.lapse.spill").exists(),
+        "the events reached the recorder"
+    );
+}
+
+#[test]
+fn a_daemon_that_closes_every_descriptor_and_opens_sockets_gets_no_datagram_of_lapse() {
+    // Before the fix the runtime kept writing to "its" descriptor number,
+    // which by then was one of the program's sockets: the program received
+    // lapse's hand-over datagrams, and the recording had 0 events.
+    let Some(run) = build(
+        "daemon_fds",
+        r#"
+NOINLINE void work(long i) { sink ^= (uint64_t)i; }
+static int peer[4096];
+int main(void) {
+    for (int fd = 3; fd < 1024; fd++) close(fd);
+    for (;;) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) break;
+        if (sv[0] < 4096) peer[sv[0]] = sv[1];
+        if (sv[1] >= 1000) break;
+    }
+    for (long i = 0; i < 100000; i++) work(i);
+    long foreign = 0;
+    static char buf[1 << 17];
+    for (int fd = 3; fd < 4096; fd++) {
+        if (!peer[fd]) continue;
+        ssize_t r;
+        while ((r = recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) foreign += r;
+        while ((r = recv(peer[fd], buf, sizeof buf, MSG_DONTWAIT)) > 0) foreign += r;
+    }
+    printf("foreign %ld\n", foreign);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    record_matches_native(&run, "foreign", 100_000);
+}
+
+#[test]
+fn a_program_that_dup2s_its_log_over_high_descriptors_keeps_them_all() {
+    // Before the fix the runtime closed descriptor 900 (the program's log by
+    // then) and spilled the whole recording.
+    let Some(run) = build(
+        "dup2_fds",
+        r#"
+NOINLINE void work(long i) { sink ^= (uint64_t)i; }
+int main(void) {
+    int log = open("log.txt", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (log < 0) return 3;
+    for (int fd = 900; fd < 1024; fd++) dup2(log, fd);
+    struct stat want;
+    fstat(log, &want);
+    for (long i = 0; i < 100000; i++) work(i);
+    long closed = 0;
+    for (int fd = 900; fd < 1024; fd++) {
+        struct stat st;
+        if (fstat(fd, &st) != 0 || st.st_ino != want.st_ino) closed++;
+    }
+    printf("closed %ld\n", closed);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    record_matches_native(&run, "closed", 100_000);
+}
+
+/// `lapse info` of the run's data file.
+fn info(run: &Run) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("info")
+        .arg(run.data())
+        .current_dir(&run.dir)
+        .output()
+        .expect("run lapse info");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The recorder's own peak resident memory (VmHWM), from its note in the file.
+fn recorder_peak_mib(info: &str) -> f64 {
+    info.lines()
+        .find_map(|l| l.split("recorder peak memory: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no recorder peak memory note in: {info}"))
+}
+
+#[test]
+fn five_thousand_threads_at_once_run_as_natively_and_the_recorder_stays_small() {
+    // Before the fix, threads that found no free arena buffer waited for the
+    // recorder without bound, all woken at once for every buffer it freed:
+    // 2,000 short threads took 19 s (0.1 s natively), 5,000 ran for minutes,
+    // and the recorder grew with the thread count (8 KiB per thread alone
+    // for an address cache).
+    let Some(run) = build(
+        "threads5000",
+        r#"
+#define THREADS 5000
+NOINLINE void work(int i) { sink += (uint64_t)i; }
+static pthread_barrier_t all_in;
+NOINLINE void *body(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 5; i++) work(i);
+    pthread_barrier_wait(&all_in);
+    for (int i = 0; i < 5; i++) work(i);
+    return NULL;
+}
+int main(void) {
+    static pthread_t t[THREADS];
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, 64 << 10);
+    pthread_barrier_init(&all_in, NULL, THREADS);
+    int made = 0;
+    for (int i = 0; i < THREADS; i++) if (pthread_create(&t[i], &a, body, NULL) == 0) made++;
+    if (made != THREADS) { printf("created %d\n", made); return 2; }
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    printf("threads %d\n", made);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    let native = run.native(&[]);
+    assert_eq!(
+        native.status.code(),
+        Some(0),
+        "natively: {}",
+        stderr(&native)
+    );
+    let Some(out) = run.record(&[], &[]) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
+    assert_eq!(out.stdout, native.stdout);
+    let r = run.report();
+    assert_eq!(r.calls_of("work"), 50_000);
+    assert_eq!(r.calls_of("body"), 5_000);
+    assert_eq!(r.lost(), 0);
+    let info = info(&run);
+    assert!(info.contains("threads:     5001"), "{info}");
+    let peak = recorder_peak_mib(&info);
+    assert!(peak <= 64.0, "recorder peak memory {peak} MiB");
+}
+
+#[test]
+fn ctrl_c_stops_thousands_of_busy_threads_and_the_file_is_finished() {
+    // 2,000 threads call traced code until the program is interrupted.
+    let Some(run) = build(
+        "ctrl_c_threads",
+        r#"
+#define THREADS 2000
+NOINLINE void work(int i) { sink += (uint64_t)i; }
+NOINLINE void *body(void *arg) { (void)arg; for (int i = 0;; i++) work(i); return NULL; }
+int main(void) {
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, 64 << 10);
+    for (int i = 0; i < THREADS; i++) {
+        pthread_t t;
+        if (pthread_create(&t, &a, body, NULL) != 0) return 2;
+    }
+    close(open("ready", O_CREAT | O_WRONLY, 0600));
+    for (;;) pause();
+}
+"#,
+    ) else {
+        return;
+    };
+    let mut lapse = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("record")
+        .arg("-o")
+        .arg(run.data())
+        .arg("--")
+        .arg(&run.exe)
+        .current_dir(&run.dir)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start lapse record");
+    while !run.dir.join("ready").exists() {
+        if let Ok(Some(status)) = lapse.try_wait() {
+            let out = lapse.wait_with_output().expect("lapse output");
+            if perf_refused(&stderr(&out)) {
+                return skip(stderr(&out)).unwrap_or(());
+            }
+            panic!("lapse ended ({status}) first: {}", stderr(&out));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = i32::try_from(lapse.id()).expect("pid fits");
+    // SAFETY: signalling the child we started (not from a terminal: the
+    // recorder passes it on to the target).
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let out = lapse.wait_with_output().expect("lapse record ends");
+    assert_eq!(
+        out.status.code(),
+        Some(128 + 2),
+        "lapse said: {}",
+        stderr(&out)
+    );
+    let r = run.report();
+    assert_eq!(r.0["session"]["complete"], true);
+    assert!(r.calls_of("work") > 0);
+}

@@ -1,0 +1,416 @@
+//! End to end: the user's files and machine (SPEC section 8). What lapse
+//! creates is private whatever the umask, nothing is written through a
+//! planted symlink, a failed `record` leaves the previous file as it was, and
+//! session directories of killed recorders do not pile up in /tmp.
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+
+fn lapse(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run lapse")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Waits (for the program to make progress) until `path` exists.
+fn wait_for(path: &Path, recorder: &mut std::process::Child) -> Option<()> {
+    let start = Instant::now();
+    while !path.exists() {
+        if let Ok(Some(status)) = recorder.try_wait() {
+            let mut err = String::new();
+            if let Some(e) = recorder.stderr.as_mut() {
+                let _ = std::io::Read::read_to_string(e, &mut err);
+            }
+            if perf_refused(&err) {
+                return skip(err);
+            }
+            panic!("lapse record ended ({status}) first: {err}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "{} did not appear",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(())
+}
+
+/// A killed recorder leaves its session directory behind (the next
+/// recording removes it); a test leaves nothing behind.
+fn remove_session_dirs_of(pid: u32) {
+    let prefix = format!("lapse-{pid}-");
+    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
+fn session_dirs_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("lapse-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// True once process `pid` is gone (or a zombie nobody reaps).
+fn ended(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+#[test]
+fn session_directory_runtime_socket_and_data_file_are_private_under_umask_000() {
+    // Before the fix they followed the umask: under umask 000 another user
+    // could replace the runtime library that the target (and its children,
+    // maybe root's) loads.
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-umask");
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "modes",
+        r#"
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+static int mode_of(const char *p) { struct stat st; return stat(p, &st) ? -1 : (int)(st.st_mode & 0777); }
+int main(void) {
+    char sock[4096], lib[4096], dir[4096];
+    snprintf(sock, sizeof sock, "%s", getenv("LAPSE_SOCKET"));
+    snprintf(dir, sizeof dir, "%s", sock);
+    snprintf(lib, sizeof lib, "%s", getenv("LD_PRELOAD"));
+    lib[strcspn(lib, " :")] = 0;
+    printf("dir %o lib %o sock %o\n", mode_of(dirname(dir)), mode_of(lib), mode_of(sock));
+    return 0;
+}
+"#,
+        &["-finstrument-functions", "-O1"],
+    ) else {
+        return;
+    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lapse"));
+    cmd.args(["record", "-o", "out.lapse", "--"])
+        .arg(&exe)
+        .current_dir(&dir);
+    // SAFETY: umask is async-signal-safe and touches nothing else.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run lapse record");
+    if perf_refused(&stderr(&out)) {
+        return skip(stderr(&out)).unwrap_or(());
+    }
+    assert!(out.status.success(), "lapse said: {}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "dir 700 lib 700 sock 600",
+        "what the target saw of the session directory"
+    );
+    assert_eq!(mode(&dir.join("out.lapse")), 0o600, "the data file");
+}
+
+#[test]
+fn a_failed_record_leaves_the_previous_file_as_it_was() {
+    // Before the fix the output was replaced at once, and a recording that
+    // recorded nothing ended with "exit status 0".
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-failed");
+    let Some(plain) = compile(&dir, "gcc", "plain", "int main(void) { return 0; }", &[]) else {
+        return;
+    };
+    let out_file = dir.join("out.lapse");
+    std::fs::write(&out_file, b"precious").expect("write");
+    let no_probes = lapse(
+        &dir,
+        &[
+            "record",
+            "--method",
+            "instrument",
+            "-o",
+            "out.lapse",
+            "--",
+            plain.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(!no_probes.status.success(), "recording nothing is an error");
+    assert_eq!(
+        stderr(&no_probes).lines().count(),
+        1,
+        "{}",
+        stderr(&no_probes)
+    );
+    assert!(
+        stderr(&no_probes).contains("recorded nothing"),
+        "{}",
+        stderr(&no_probes)
+    );
+    // A kernel thread has no user space to record (kthreadd, or any other).
+    let kthread = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, r)| r.split_whitespace().nth(6)?.parse::<u64>().ok())
+                    .is_some_and(|flags| flags & 0x0020_0000 != 0)
+            })
+        });
+    if let Some(pid) = kthread {
+        let out = lapse(
+            &dir,
+            &["record", "-o", "out.lapse", "--pid", &pid.to_string()],
+        );
+        assert!(!out.status.success(), "a kernel thread records nothing");
+        assert!(stderr(&out).contains("kernel thread"), "{}", stderr(&out));
+    }
+    assert_eq!(std::fs::read(&out_file).expect("read"), b"precious");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "temporary files left behind: {left:?}");
+}
+
+#[test]
+fn spill_and_recovery_never_write_through_a_planted_symlink() {
+    // Before the fix the runtime opened <output>.spill and `lapse recover`
+    // created <output>.recovering following symlinks: root overwrote a file
+    // an attacker pointed them at.
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-symlink");
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "spiller",
+        r#"
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#define NOINLINE __attribute__((noinline))
+volatile uint64_t sink;
+NOINLINE void work(long i) { sink ^= (uint64_t)i; }
+int main(void) {
+    for (long i = 0; i < 10000; i++) work(i);
+    FILE *f = fopen("pid", "w"); fprintf(f, "%d\n", (int)getpid()); fclose(f);
+    while (access("go", F_OK) != 0) { struct timespec d = {0, 2000000}; nanosleep(&d, NULL); }
+    for (long i = 0; i < 100000; i++) work(i);
+    rename("pid", "done");
+    return 0;
+}
+"#,
+        &["-finstrument-functions", "-O1"],
+    ) else {
+        return;
+    };
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"root's file").expect("write victim");
+    let run = |plant_spill_link: bool| -> Option<()> {
+        for f in [
+            "pid",
+            "go",
+            "done",
+            "out.lapse",
+            "out.lapse.spill",
+            "out.lapse.recovering",
+        ] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+        let mut recorder = Command::new(env!("CARGO_BIN_EXE_lapse"))
+            .args(["record", "-o", "out.lapse", "--"])
+            .arg(&exe)
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start lapse record");
+        wait_for(&dir.join("pid"), &mut recorder)?;
+        let target = std::fs::read_to_string(dir.join("pid")).expect("pid");
+        // Wait until the first calls are in the data file, then kill the
+        // recorder: the rest of the run goes to the spill.
+        while !dir.join("out.lapse").exists() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = recorder.kill();
+        let _ = recorder.wait();
+        remove_session_dirs_of(recorder.id());
+        if plant_spill_link {
+            std::os::unix::fs::symlink(&victim, dir.join("out.lapse.spill")).expect("plant");
+        }
+        std::fs::write(dir.join("go"), b"").expect("go");
+        let start = Instant::now();
+        while !ended(target.trim()) {
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "the target ended"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(dir.join("done").exists(), "the target ran to its end");
+        Some(())
+    };
+    // A symlink planted at the spill's name once the recorder is gone.
+    let Some(()) = run(true) else {
+        return;
+    };
+    assert_eq!(std::fs::read(&victim).expect("victim"), b"root's file");
+    // A real spill, and a symlink planted where recovery used to write.
+    let Some(()) = run(false) else {
+        return;
+    };
+    assert!(dir.join("out.lapse.spill").exists(), "the runtime spilled");
+    std::os::unix::fs::symlink(&victim, dir.join("out.lapse.recovering")).expect("plant");
+    let rec = lapse(&dir, &["recover", "out.lapse"]);
+    assert!(rec.status.success(), "lapse recover: {}", stderr(&rec));
+    assert_eq!(std::fs::read(&victim).expect("victim"), b"root's file");
+    assert_eq!(mode(&dir.join("out.lapse")), 0o600);
+}
+
+#[test]
+fn session_directories_of_killed_recorders_are_removed_at_start() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-stale");
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "tiny",
+        "int main(void) { return 0; }",
+        &["-finstrument-functions"],
+    ) else {
+        return;
+    };
+    // A recorder that is gone: the pid of a process that ended.
+    let mut gone = Command::new("true").spawn().expect("run true");
+    let _ = gone.wait();
+    let stale = std::env::temp_dir().join(format!("lapse-{}-Zq3xYw", gone.id()));
+    std::fs::create_dir_all(&stale).expect("stale dir");
+    std::fs::write(stale.join("sock"), b"").expect("stale socket");
+    let recorder = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(["record", "-o", "out.lapse", "--"])
+        .arg(&exe)
+        .current_dir(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lapse record");
+    let pid = recorder.id();
+    let out = recorder.wait_with_output().expect("lapse record");
+    if perf_refused(&stderr(&out)) {
+        let _ = std::fs::remove_dir_all(&stale);
+        return skip(stderr(&out)).unwrap_or(());
+    }
+    let gone_yet = !stale.exists();
+    let _ = std::fs::remove_dir_all(&stale);
+    assert!(gone_yet, "the stale session directory was removed");
+    assert!(
+        session_dirs_of(pid).is_empty(),
+        "the recorder removed its own"
+    );
+}
+
+#[test]
+fn a_full_disk_stops_the_recording_not_the_supervision() {
+    // Before the fix the recorder exited with its error at once: the target
+    // ran on orphaned, its exit status lost, and an empty spill was
+    // advertised as recoverable. The disk is a 256 KiB tmpfs mounted in a
+    // mount namespace of the test's own (root only; it vanishes with it).
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("a full disk is simulated with a tmpfs mount: needs root").unwrap_or(());
+    }
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-full");
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "calls",
+        r#"
+#include <stdint.h>
+#include <stdio.h>
+#define NOINLINE __attribute__((noinline))
+volatile uint64_t sink;
+NOINLINE void work(long i) { sink ^= (uint64_t)i * 2654435761u; }
+NOINLINE void other(long i) { sink += (uint64_t)i; }
+int main(void) {
+    for (long i = 0; i < 20000000; i++) { if (i % 3) work(i); else other(i); }
+    printf("done\n");
+    return 7;
+}
+"#,
+        &["-finstrument-functions", "-O1"],
+    ) else {
+        return;
+    };
+    std::fs::create_dir_all(dir.join("disk")).expect("mount point");
+    let script = r#"mount -t tmpfs -o size=256k tmpfs disk || exit 99
+"$LAPSE" record -o disk/out.lapse -- "$TARGET"
+rc=$?
+test -e disk/out.lapse.spill && echo "spill left"
+exit $rc"#;
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", script])
+        .env("LAPSE", env!("CARGO_BIN_EXE_lapse"))
+        .env("TARGET", &exe)
+        .current_dir(&dir)
+        .output();
+    let out = match out {
+        Ok(o) if o.status.code() != Some(99) => o,
+        Ok(o) => return skip(format!("cannot mount a tmpfs: {}", stderr(&o))).unwrap_or(()),
+        Err(e) => return skip(format!("unshare is not available: {e}")).unwrap_or(()),
+    };
+    let err = stderr(&out);
+    if perf_refused(&err) {
+        return skip(err).unwrap_or(());
+    }
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "the target's status; lapse said: {err}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "done\n",
+        "the target ran to its end, no spill left"
+    );
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(err.contains("exit status 7"), "{err}");
+    assert!(
+        !err.contains("lapse recover"),
+        "nothing to recover is advertised: {err}"
+    );
+}
