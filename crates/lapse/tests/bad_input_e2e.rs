@@ -1,8 +1,8 @@
 //! Inputs that are not files to read (issue #13, item 15) and the error line
 //! a user sees for them (item 16): `report`, `info` and `import` refuse a
 //! FIFO, a directory or a device at once with one line and a non-zero exit,
-//! and an I/O or JSON error names its cause once. Also, ignored until
-//! lapse-record is fixed: `lapse recover` of spills the fuzzer found.
+//! and an I/O or JSON error names its cause once. Also `lapse recover` of
+//! the spills the fuzzer found neither panics nor hangs.
 //!
 //! Every run has a deadline, so a regression that blocks (opening a FIFO
 //! waits for a writer) fails the test instead of hanging the suite.
@@ -179,11 +179,9 @@ fn datagram(
     out
 }
 
-/// Found by the `recover` fuzz target (fuzz/fuzz_targets/recover.rs); the
-/// faults are in lapse-record, so this waits, ignored, for their fix. Each
+/// Found by the `recover` fuzz target (fuzz/fuzz_targets/recover.rs). Each
 /// spill must give a report or one error line, not a panic or a hang.
 #[test]
-#[ignore = "lapse-record faults found by fuzzing: run with --ignored once fixed"]
 fn recover_of_a_crafted_spill_neither_panics_nor_hangs() {
     const EVENTS: u16 = 2;
     const CHILD: u16 = 4;

@@ -17,11 +17,13 @@ use serde_json::Value;
 /// `with_syscalls` makes 100 000 getppid() calls with an instrumented leaf
 /// call between each two, so every interval between them holds one system
 /// call; `compute` calls the same leaf but makes no system call. `main`
-/// prints each one's CPU time in nanoseconds (measured outside them).
+/// prints each one's CPU time in nanoseconds (measured outside them), then
+/// with_syscalls' user and system time (`RUSAGE_THREAD`, to the tick).
 const PROGRAM: &str = r#"
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,11 +45,18 @@ NOINLINE void compute(void) {
     }
     sink = x;
 }
+static uint64_t tv_ns(struct timeval t) { return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_usec * 1000ULL; }
 int main(void) {
+    struct rusage r0, r1;
+    getrusage(RUSAGE_THREAD, &r0);
     uint64_t t0 = cpu_ns(); with_syscalls();
-    uint64_t t1 = cpu_ns(); compute();
+    uint64_t t1 = cpu_ns();
+    getrusage(RUSAGE_THREAD, &r1);
+    compute();
     uint64_t t2 = cpu_ns();
-    printf("%llu %llu\n", (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1));
+    printf("%llu %llu %llu %llu\n", (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1),
+           (unsigned long long)(tv_ns(r1.ru_utime) - tv_ns(r0.ru_utime)),
+           (unsigned long long)(tv_ns(r1.ru_stime) - tv_ns(r0.ru_stime)));
     return 0;
 }
 "#;
@@ -83,15 +92,16 @@ fn functions(dir: &Path, data: &str) -> Value {
     serde_json::from_slice(&out.stdout).expect("report is JSON")
 }
 
-/// The CPU times the program printed: (with_syscalls, compute).
-fn cpu_times(out: &Output) -> (f64, f64) {
+/// The CPU times the program printed: (with_syscalls, compute), and
+/// with_syscalls' user and system parts.
+fn cpu_times(out: &Output) -> (f64, f64, f64, f64) {
     let text = String::from_utf8_lossy(&out.stdout);
     let v: Vec<f64> = text
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
         .collect();
-    assert_eq!(v.len(), 2, "the program prints two CPU times: {text:?}");
-    (v[0], v[1])
+    assert_eq!(v.len(), 4, "the program prints four CPU times: {text:?}");
+    (v[0], v[1], v[2], v[3])
 }
 
 /// (elapsed_inclusive_ns, application_inclusive_ns, calls) of `name`.
@@ -145,15 +155,19 @@ fn system_calls_are_os_events_when_asked_for() {
         v["session"]["os_events"],
         serde_json::json!(["switch", "syscall"])
     );
-    let (sys_cpu, cmp_cpu) = cpu_times(&with);
+    let (sys_cpu, cmp_cpu, sys_user, sys_kernel) = cpu_times(&with);
     let (sys_el, sys_app, sys_calls) = times(&v, "with_syscalls");
     let (cmp_el, cmp_app, _) = times(&v, "compute");
     assert_eq!(sys_calls, 1.0);
     assert_eq!(times(&v, "leaf").2, 130_000.0);
-    // Every interval of with_syscalls but those inside leaf holds a getppid.
+    // The time inside the system calls is OS time, so application time is
+    // well below the CPU time, most of which is in the kernel. (Not down to
+    // the user time: the exit tracepoint's own cost, about 0.5 us a call,
+    // falls after the period's end; docs/semantics.md says so.)
     assert!(
-        sys_app < 0.5 * sys_cpu.min(sys_el),
-        "with_syscalls: application {sys_app} ns should be well below its CPU time {sys_cpu} ns"
+        sys_kernel > 0.5 * sys_cpu && sys_app < 0.75 * sys_cpu && sys_app < sys_el,
+        "with_syscalls: application {sys_app} ns should leave out the time in the kernel \
+         (CPU {sys_cpu} ns: user {sys_user} ns, kernel {sys_kernel} ns)"
     );
     assert!(
         (0.75 * cmp_cpu..=1.25 * cmp_cpu).contains(&cmp_app) && cmp_app <= cmp_el,
@@ -170,7 +184,7 @@ fn system_calls_are_os_events_when_asked_for() {
     );
     let v = functions(&dir, "without.lapse");
     assert_eq!(v["session"]["os_events"], serde_json::json!(["switch"]));
-    let (sys_cpu, cmp_cpu) = cpu_times(&without);
+    let (sys_cpu, cmp_cpu, _, _) = cpu_times(&without);
     for (name, cpu) in [("with_syscalls", sys_cpu), ("compute", cmp_cpu)] {
         let (_, app, _) = times(&v, name);
         assert!(

@@ -336,7 +336,10 @@ impl Merge {
     ) -> io::Result<()> {
         let command_of = |pid: u32| -> Vec<String> {
             let mut p = Some(pid);
-            while let Some(q) = p {
+            // (bounded: a damaged spill can make processes each other's parent)
+            let mut hops = 0;
+            while let Some(q) = p.filter(|_| hops < 64) {
+                hops += 1;
                 if let Some(info) = data.processes.iter().find(|x| x.pid == q) {
                     return info.command.clone();
                 }

@@ -262,7 +262,7 @@ impl Threads {
                 None => {
                     // (everything was a duplicate or a hole)
                     s.next_index += holes;
-                    self.lost_events += lost + holes;
+                    self.lost_events = self.lost_events.saturating_add(lost.saturating_add(holes));
                     return None;
                 }
             }
@@ -307,7 +307,7 @@ impl Threads {
         s.next_index += added + holes;
         s.stalls.seen_until(last_real);
         let batch = s.take_batch(false);
-        self.lost_events += lost + holes;
+        self.lost_events = self.lost_events.saturating_add(lost.saturating_add(holes));
         self.events += added;
         batch
     }
