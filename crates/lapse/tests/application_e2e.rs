@@ -129,3 +129,102 @@ fn a_preempted_cpu_loop_reports_its_cpu_time_as_application_time() {
         "the interval rule loses the preempted interval: {interval} ns of {cpu} ns"
     );
 }
+
+/// A thread created while its only CPU is held by a real-time thread waits
+/// to run from its creation to its first switch-in; the kernel reports no
+/// switch-out for that wait. It is off-CPU time, not application time.
+const LATE_THREAD: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+#define NOINLINE __attribute__((noinline))
+volatile uint64_t sink;
+__attribute__((no_instrument_function)) static uint64_t cpu_ns(void) {
+    struct timespec ts; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+NOINLINE void spin(uint64_t ns) {
+    uint64_t x = 1, end = cpu_ns() + ns;
+    while (cpu_ns() < end) for (int i = 0; i < 1000; i++) x = x * 6364136223846793005ull + 1;
+    sink = x;
+}
+static uint64_t worker_cpu;
+NOINLINE void *worker(void *arg) { (void)arg; spin(50000000ull); worker_cpu = cpu_ns(); return 0; }
+int main(void) {
+    cpu_set_t one; CPU_ZERO(&one); CPU_SET(0, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    struct sched_param rt = { .sched_priority = 1 };
+    if (sched_setscheduler(0, SCHED_FIFO, &rt) != 0) { printf("no-rt\n"); return 0; }
+    pthread_attr_t a; pthread_attr_init(&a);
+    pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED);
+    pthread_attr_setschedpolicy(&a, SCHED_OTHER);
+    struct sched_param normal = { .sched_priority = 0 };
+    pthread_attr_setschedparam(&a, &normal);
+    pthread_t t; pthread_create(&t, &a, worker, 0);
+    spin(100000000ull);       /* the worker cannot run meanwhile */
+    struct sched_param other = { .sched_priority = 0 };
+    sched_setscheduler(0, SCHED_OTHER, &other);
+    pthread_join(t, 0);
+    printf("%llu\n", (unsigned long long)worker_cpu);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_new_threads_wait_for_its_first_cpu_is_not_application_time() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "application_e2e-late");
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "late_thread",
+        LATE_THREAD,
+        &["-finstrument-functions", "-O1", "-g", "-pthread"],
+    ) else {
+        return;
+    };
+    let out = lapse(
+        &dir,
+        &["record", "-o", "out.lapse", "--", exe.to_str().unwrap()],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if perf_refused(&stderr) && !dir.join("out.lapse").exists() {
+        return skip(stderr).unwrap_or(());
+    }
+    assert!(out.status.success(), "lapse record: {stderr}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    if said.trim() == "no-rt" {
+        return skip("SCHED_FIFO is not allowed here").unwrap_or(());
+    }
+    let cpu: f64 = said.trim().parse().expect("the worker's CPU time");
+    let out = lapse(
+        &dir,
+        &[
+            "report",
+            "out.lapse",
+            "--view",
+            "threads",
+            "--format",
+            "json",
+        ],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = v["rows"].as_array().unwrap();
+    let worker = rows
+        .iter()
+        .find(|r| r["tid"] != r["pid"])
+        .unwrap_or_else(|| panic!("a worker thread: {v}"));
+    let app = worker["application_inclusive_ns"].as_f64().unwrap();
+    let elapsed = worker["elapsed_inclusive_ns"].as_f64().unwrap();
+    assert!(
+        elapsed > cpu + 50e6,
+        "the worker waited ~100 ms for the CPU: elapsed {elapsed} ns, CPU {cpu} ns"
+    );
+    assert!(
+        (0.85 * cpu..=1.15 * cpu).contains(&app),
+        "the worker's application time {app} ns should be its CPU time {cpu} ns, \
+         not include its wait to run (elapsed {elapsed} ns)"
+    );
+}
