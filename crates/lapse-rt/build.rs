@@ -6,8 +6,9 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 8] = [
+const SOURCES: [&str; 9] = [
     "csrc/probe.c",
+    "csrc/calibrate.c",
     "csrc/threads.c",
     "csrc/buffers.c",
     "csrc/arena.c",

@@ -50,7 +50,7 @@ struct lapse_msg {
             uint64_t probe_cost; /* ticks x 1024 per probe; 0 when not measured */
             uint64_t ticks;      /* now */
             uint32_t ppid;
-            uint32_t pad;
+            uint32_t probe_spread; /* the calibration's 90th / 10th percentile, x100 */
         } hello;
         /* EVENTS (the events follow the header) and SHM_EVENTS (they are in
          * arena buffer `buf`; the datagram has no body) */
@@ -88,6 +88,7 @@ LAPSE_AT(lapse_msg, tid, 12);
 LAPSE_AT(lapse_msg, u.hello.probe_cost, 16);
 LAPSE_AT(lapse_msg, u.hello.ticks, 24);
 LAPSE_AT(lapse_msg, u.hello.ppid, 32);
+LAPSE_AT(lapse_msg, u.hello.probe_spread, 36);
 LAPSE_AT(lapse_msg, u.events.first, 16);
 LAPSE_AT(lapse_msg, u.events.stalled, 24);
 LAPSE_AT(lapse_msg, u.events.count, 32);
@@ -185,10 +186,12 @@ static inline struct lapse_msg lapse_msg_head(uint16_t kind, uint32_t pid, uint3
 }
 
 static inline struct lapse_msg lapse_msg_hello(uint32_t pid, uint32_t tid, uint64_t probe_cost,
-                                               uint64_t ticks, uint32_t ppid)
+                                               uint32_t probe_spread, uint64_t ticks,
+                                               uint32_t ppid)
 {
     struct lapse_msg m = lapse_msg_head(LAPSE_MSG_HELLO, pid, tid);
     m.u.hello.probe_cost = probe_cost;
+    m.u.hello.probe_spread = probe_spread;
     m.u.hello.ticks = ticks;
     m.u.hello.ppid = ppid;
     return m;

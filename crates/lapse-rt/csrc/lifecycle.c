@@ -206,7 +206,8 @@ NOINSTR static void lapse_init_connected(void)
         t->stalled = 0;
     }
     struct lapse_msg m =
-        lapse_msg_hello(g_pid, lapse_gettid(), g_probe_cost, lapse_ticks(), (uint32_t)getppid());
+        lapse_msg_hello(g_pid, lapse_gettid(), g_probe_cost, (uint32_t)lapse_probe_spread,
+                        lapse_ticks(), (uint32_t)getppid());
     lapse_send_msg(&m, NULL, 0);
 }
 

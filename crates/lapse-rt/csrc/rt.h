@@ -124,9 +124,12 @@ extern volatile int g_forking; /* between fork's prepare and after handlers */
 uint32_t lapse_gettid(void);
 void lapse_init(void);
 
-/* ---- probe.c ---- */
-/* Median cost of one probe in ticks x 1024, measured through the real path. */
+/* ---- calibrate.c ---- */
+/* Cost of one probe in ticks x 1024 (a low quantile of short trials through
+ * the real path); sets lapse_probe_spread. */
 uint64_t lapse_measure_probe_cost(void);
+/* The last calibration's 90th over 10th percentile of its trials, x100. */
+extern uint64_t lapse_probe_spread;
 
 /* ---- buffers.c ---- */
 /* Slots of b its thread claimed, from its cursor. */

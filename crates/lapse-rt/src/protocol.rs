@@ -42,6 +42,7 @@ pub mod at {
     pub const HELLO_PROBE_COST: usize = 16;
     pub const HELLO_TICKS: usize = 24;
     pub const HELLO_PPID: usize = 32;
+    pub const HELLO_PROBE_SPREAD: usize = 36;
     pub const EVENTS_FIRST: usize = 16;
     pub const EVENTS_STALLED: usize = 24;
     pub const EVENTS_COUNT: usize = 32;
@@ -130,6 +131,9 @@ pub enum Msg {
         from: Sender,
         /// Cost of one probe in ticks × 1024 (0 when not measured).
         probe_cost_x1024: u64,
+        /// The calibration's spread: 90th over 10th percentile of its
+        /// trials, in percent (0 when not measured).
+        probe_spread_pct: u32,
         ticks: u64,
         ppid: u32,
     },
@@ -200,6 +204,7 @@ impl Msg {
             kind::HELLO => Msg::Hello {
                 from,
                 probe_cost_x1024: u64_at(d, at::HELLO_PROBE_COST),
+                probe_spread_pct: u32_at(d, at::HELLO_PROBE_SPREAD),
                 ticks: u64_at(d, at::HELLO_TICKS),
                 ppid: u32_at(d, at::HELLO_PPID),
             },

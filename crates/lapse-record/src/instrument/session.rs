@@ -18,6 +18,9 @@ use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
 use crate::{RecordError, RecordOptions, RecordOutcome};
 
+/// A probe-cost calibration whose trials spread wider than this (90th over
+/// 10th percentile, in percent) ran on a machine too busy to trust it.
+const UNRELIABLE_SPREAD_PCT: u32 = 400;
 /// How long to wait for the runtime's first hello before writing the header anyway.
 const HELLO_WAIT: Duration = Duration::from_millis(500);
 /// After the target exited, how long descendants may keep the session open silently.
@@ -51,6 +54,9 @@ pub(super) struct Session {
     pub(super) buf: Vec<u8>,
     pub(super) procs: HashMap<u32, Proc>,
     pub(super) probe_cost_ns: Option<f64>,
+    /// The probe-cost calibration's spread (90th over 10th percentile of its
+    /// trials, in percent).
+    pub(super) probe_spread_pct: u32,
     pub(super) last_data: Instant,
     pub(super) bad_datagrams: u64,
     pub(super) root: u32,
@@ -134,6 +140,7 @@ pub fn record(
         buf: Vec::new(),
         procs: HashMap::new(),
         probe_cost_ns: None,
+        probe_spread_pct: 0,
         last_data: Instant::now(),
         bad_datagrams: 0,
         root: child.pid as u32,
@@ -203,6 +210,17 @@ impl Session {
             os_events.push("fault".to_owned());
         }
         let mut notes = Vec::new();
+        if self.probe_spread_pct > 0 {
+            notes.push(format!(
+                "probe cost: the 10th percentile of 301 short trials at start-up (their 90th percentile: {:.2}x that)",
+                f64::from(self.probe_spread_pct) / 100.0
+            ));
+            if self.probe_spread_pct > UNRELIABLE_SPREAD_PCT {
+                let why = "the machine was very busy while lapse measured its probe cost at start-up, so probe-cost compensation may be off (lapse report --no-compensation shows raw times)";
+                eprintln!("lapse: warning: {why}");
+                notes.push(format!("warning: {why}"));
+            }
+        }
         if self.os.has_syscalls() {
             os_events.push("syscall".to_owned());
         }
@@ -358,11 +376,15 @@ impl Session {
         match msg {
             Msg::Hello {
                 probe_cost_x1024,
+                probe_spread_pct,
                 ticks,
                 ppid,
                 ..
             } => {
                 let at = self.clock.to_timestamp(ticks);
+                if self.probe_cost_ns.is_none() && probe_cost_x1024 > 0 {
+                    self.probe_spread_pct = probe_spread_pct;
+                }
                 self.hello(conn, from.pid, probe_cost_x1024, ppid, at)?
             }
             Msg::Events { batch, .. } => {

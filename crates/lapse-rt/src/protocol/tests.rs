@@ -227,6 +227,7 @@ fn fields_are_named_by_kind() {
         Ok(Msg::Hello {
             from: Sender { pid: 7, tid: 8 },
             probe_cost_x1024: 1,
+            probe_spread_pct: 0,
             ticks: 2,
             ppid: 5
         })
