@@ -126,6 +126,7 @@ fn every_header_offset_matches() {
         ("lapse_msg.u.hello.probe_cost", at::HELLO_PROBE_COST),
         ("lapse_msg.u.hello.ticks", at::HELLO_TICKS),
         ("lapse_msg.u.hello.ppid", at::HELLO_PPID),
+        ("lapse_msg.u.hello.probe_spread", at::HELLO_PROBE_SPREAD),
         ("lapse_msg.u.events.first", at::EVENTS_FIRST),
         ("lapse_msg.u.events.stalled", at::EVENTS_STALLED),
         ("lapse_msg.u.events.count", at::EVENTS_COUNT),
