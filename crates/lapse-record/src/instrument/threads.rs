@@ -277,10 +277,12 @@ impl Threads {
         let mut last_real = Timestamp::default();
         let mut added = 0u64;
         let (cache, stack, pending) = (&mut *cache.slots, &mut s.stack, &mut s.pending);
-        let mut step = |e: RawEvent| {
+        // One plain loop over the events with its state in locals (a
+        // closure called per event kept reloading it from memory).
+        for e in std::iter::once(first).chain(raw) {
             if e.function == HOLE_FN {
                 holes += 1;
-                return;
+                continue;
             }
             let real = seg.to_timestamp(e.ticks);
             last_real = real;
@@ -300,9 +302,7 @@ impl Threads {
             let ts = Timestamp::from_nanos(real.as_nanos().saturating_sub(offset));
             append(&mut last_ts, stack, pending, ts, kind, f);
             added += 1;
-        };
-        step(first);
-        raw.for_each(&mut step);
+        }
         s.last_ts = last_ts;
         s.next_index += added + holes;
         s.stalls.seen_until(last_real);
