@@ -283,4 +283,17 @@ pub enum Record {
     Frames(Vec<FrameInfo>),
     Stacks(Vec<StackNode>),
     Footer(Footer),
+    /// A thread whose first events enter calls it inherited (a fork child
+    /// starts inside the calls its parent thread had open): those enters
+    /// are frames, not calls. (Added after the first format; older files
+    /// have none.)
+    Inherited(InheritedFrames),
+}
+
+/// The first `frames` enters of thread (`pid`, `tid`) are inherited frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InheritedFrames {
+    pub pid: u32,
+    pub tid: u32,
+    pub frames: u32,
 }

@@ -71,6 +71,7 @@ pub(crate) struct Scan {
     pub frames: Table<FrameInfo>,
     pub stacks: Table<StackNode>,
     pub os_events: HashMap<(u32, u32), Vec<OsEvent>>,
+    pub inherited: HashMap<(u32, u32), u32>,
     pub footer: Option<Footer>,
     pub event_chunks: Vec<EventChunkRef>,
     pub sample_chunks: Vec<SampleChunkRef>,
@@ -296,6 +297,9 @@ impl Scan {
                 }
             }
             Record::Footer(f) => self.footer = Some(f),
+            Record::Inherited(i) => {
+                self.inherited.insert((i.pid, i.tid), i.frames);
+            }
         }
         Ok(())
     }

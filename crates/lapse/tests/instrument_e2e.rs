@@ -339,6 +339,10 @@ int main(void) { return run(); }
     let v = report(&r, "functions");
     assert_eq!(ns(function(&v, "child_work"), "calls"), 1.0);
     assert_eq!(ns(function(&v, "parent_work"), "calls"), 1.0);
+    // The child starts inside main and run, but never called them: the
+    // frames it inherited are not calls (SPEC 2.1 counts entries).
+    assert_eq!(ns(function(&v, "main"), "calls"), 1.0, "{v}");
+    assert_eq!(ns(function(&v, "run"), "calls"), 1.0, "{v}");
     within(
         "child_work application",
         ns(function(&v, "child_work"), "application_inclusive_ns"),

@@ -23,7 +23,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use lapse_data::{
-    format, DataFile, DataWriter, Footer, ProcessInfo, Record, ThreadInfo, Timestamp,
+    format, DataFile, DataWriter, Footer, InheritedFrames, ProcessInfo, Record, ThreadInfo,
+    Timestamp,
 };
 use lapse_rt::protocol::{self, Msg};
 
@@ -91,6 +92,7 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
         events: BTreeMap::new(),
         first_index: HashMap::new(),
         procs: HashMap::new(),
+        inherited: Vec::new(),
     };
     for datagram in datagrams(&bytes) {
         m.handle(datagram);
@@ -168,6 +170,8 @@ struct Merge {
     first_index: HashMap<(u32, u32), u64>,
     /// Processes that started after the recorder ended.
     procs: HashMap<u32, SpillProc>,
+    /// Frames each child started inside (its parent's open calls at fork).
+    inherited: Vec<InheritedFrames>,
 }
 
 impl Merge {
@@ -199,7 +203,14 @@ impl Merge {
             } => {
                 let at = self.clock.to_timestamp(fork_ticks);
                 self.book.fork(ppid, from.pid);
-                self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
+                let frames = self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
+                if frames > 0 {
+                    self.inherited.push(InheritedFrames {
+                        pid: from.pid,
+                        tid: from.tid,
+                        frames,
+                    });
+                }
                 let p = self.procs.entry(from.pid).or_default();
                 p.ppid = Some(ppid);
                 p.start.get_or_insert(at);
@@ -271,6 +282,9 @@ impl Merge {
         let new_functions = function_table(&self.book, data.functions.len(), None);
         if !new_functions.is_empty() {
             w.write_record(&Record::Functions(new_functions))?;
+        }
+        for r in &self.inherited {
+            w.write_record(&Record::Inherited(*r))?;
         }
         let lost = self.lost_events(data);
         self.write_tables(&mut w, data, &last)?;

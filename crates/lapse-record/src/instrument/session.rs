@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lapse_data::{Method, OsEventBlock, Record, SessionHeader, Timestamp};
+use lapse_data::{InheritedFrames, Method, OsEventBlock, Record, SessionHeader, Timestamp};
 use lapse_rt::protocol::{self, Batch, Msg, Sender, MAX_DATAGRAM};
 
 use super::address::AddressBook;
@@ -432,7 +432,14 @@ impl Session {
                 self.book.fork(ppid, from.pid);
                 self.threads
                     .set_gen(from.pid, self.book.gen_at(from.pid, at));
-                self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
+                let frames = self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
+                if frames > 0 {
+                    self.out.record(&Record::Inherited(InheritedFrames {
+                        pid: from.pid,
+                        tid: from.tid,
+                        frames,
+                    }))?;
+                }
                 let p = self.procs.entry(from.pid).or_default();
                 p.ppid = Some(ppid);
                 p.start.get_or_insert(at);

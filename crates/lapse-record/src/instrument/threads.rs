@@ -319,17 +319,20 @@ impl Threads {
     }
 
     /// A fork child's first message: it starts inside the calls its parent
-    /// thread had open, entered at the moment of the fork.
-    pub fn child(&mut self, pid: u32, tid: u32, ppid: u32, fork_ticks: u64, at: Timestamp) {
+    /// thread had open, entered at the moment of the fork. Returns how many
+    /// (those enters are inherited frames, not calls: the file says so).
+    pub fn child(&mut self, pid: u32, tid: u32, ppid: u32, fork_ticks: u64, at: Timestamp) -> u32 {
         let stack = self
             .fork_stacks
             .remove(&(ppid, fork_ticks))
             .unwrap_or_default();
+        let frames = stack.len() as u32;
         let s = self.stream(pid, tid);
         for f in stack {
             s.push(at, EventKind::Enter, f);
         }
         self.events += s.pending.len() as u64;
+        frames
     }
 
     /// An exec replaced process `pid`: its threads' open calls end at `at`,
