@@ -359,6 +359,32 @@ int main(void) { return run(); }
 }
 
 #[test]
+fn fork_then_exec_counts_the_inherited_frames_as_no_calls() {
+    // main → run forks; the child execs a program without probes. The
+    // child's main and run are the parent's frames, open until its exec:
+    // one call of each in the whole recording, not two.
+    let Some(r) = record(
+        "fork-exec",
+        r#"
+NOINLINE int run(void) {
+    pid_t pid = fork();
+    if (pid == 0) { execl("/bin/true", "true", (char *)0); _exit(9); }
+    int st = 0; waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+}
+int main(void) { return run(); }
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 0);
+    let v = report(&r, "functions");
+    assert_eq!(ns(function(&v, "main"), "calls"), 1.0, "{v}");
+    assert_eq!(ns(function(&v, "run"), "calls"), 1.0, "{v}");
+    assert_eq!(rows(&report(&r, "processes")).len(), 2);
+}
+
+#[test]
 fn segfault_keeps_every_call_before_the_crash() {
     let Some(r) = record(
         "segv",
