@@ -5,6 +5,15 @@
 //! address falls outside every known mapping (the perf records lag behind the
 //! runtime's events, or a fork child has not been seen yet), from
 //! `/proc/PID/maps`. Only executable mappings matter here.
+//!
+//! Mappings have lifetimes: a library closed with `dlclose` and another one
+//! mapped at the same address later does not rename the first one's
+//! functions. A mapping replaced by a newer one is kept (retired, with the
+//! time it ended), and an address is resolved against the mapping that was
+//! live at the event's time. Events are resolved after the mappings of
+//! their time are known (the recorder drains the kernel's records before
+//! each message), so the newer mapping is often already there when the
+//! older one's events arrive.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -20,14 +29,106 @@ struct Mapping {
     module: ModuleId,
     /// absolute − bias = module-relative
     bias: u64,
+    /// When it was mapped (as far as lapse knows: a mapping read from
+    /// /proc is dated when it was read).
+    from: Timestamp,
+    /// When a newer mapping replaced it (retired mappings only).
+    until: Timestamp,
+}
+
+impl Mapping {
+    fn overlaps(&self, start: u64, end: u64) -> bool {
+        self.start < end && start < self.end
+    }
+
+    fn holds(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
 }
 
 #[derive(Clone, Default)]
 struct AddressSpace {
-    /// Sorted by start, non-overlapping.
+    /// The live mappings: sorted by start, non-overlapping.
     maps: Vec<Mapping>,
-    /// absolute function address → id, for this process image.
+    /// Mappings a newer one replaced, with the time they ended.
+    retired: Vec<Mapping>,
+    /// Bumped whenever a mapping is retired (caches of resolved addresses
+    /// are then stale).
+    version: u64,
+    /// absolute function address → id, for addresses whose mapping is live
+    /// and never replaced anything (valid at any time).
     functions: HashMap<u64, FunctionId>,
+}
+
+impl AddressSpace {
+    /// Adds `m` (live from `m.from`): the live mappings it overlaps retire at
+    /// that time. A mapping older than a live one it overlaps (reported out
+    /// of order) goes straight to the retired ones, ending where that begins.
+    fn insert(&mut self, mut m: Mapping) {
+        // The same mapping again (perf and /proc both saw it): one mapping,
+        // live since the earlier report.
+        if let Some(x) = self
+            .maps
+            .iter_mut()
+            .find(|x| (x.start, x.end, x.module, x.bias) == (m.start, m.end, m.module, m.bias))
+        {
+            x.from = x.from.min(m.from);
+            return;
+        }
+        let newer = self
+            .maps
+            .iter()
+            .filter(|x| x.overlaps(m.start, m.end) && x.from > m.from)
+            .map(|x| x.from)
+            .min();
+        if let Some(until) = newer {
+            m.until = until;
+            self.retired.push(m);
+            self.version += 1;
+            self.functions.retain(|&a, _| a < m.start || a >= m.end);
+            return;
+        }
+        let mut i = 0;
+        while i < self.maps.len() {
+            if self.maps[i].overlaps(m.start, m.end) {
+                let mut old = self.maps.remove(i);
+                old.until = m.from;
+                self.retired.push(old);
+                self.version += 1;
+            } else {
+                i += 1;
+            }
+        }
+        let at = self.maps.partition_point(|x| x.start < m.start);
+        self.maps.insert(at, m);
+        self.functions.retain(|&a, _| a < m.start || a >= m.end);
+    }
+
+    /// The mapping that held `addr` at `time`, and whether that answer
+    /// holds at any time (so it may be cached by address).
+    fn lookup(&self, addr: u64, time: Timestamp) -> Option<(Mapping, bool)> {
+        let i = self
+            .maps
+            .partition_point(|m| m.start <= addr)
+            .checked_sub(1);
+        let live = i.map(|i| self.maps[i]).filter(|m| m.holds(addr));
+        let mut past = self.retired.iter().filter(|m| m.holds(addr)).peekable();
+        if past.peek().is_none() {
+            return live.map(|m| (m, true));
+        }
+        if let Some(m) = live.filter(|m| m.from <= time) {
+            return Some((m, false));
+        }
+        // The retired mapping live at `time`; failing that (an event dated
+        // before everything lapse knows of the address), the oldest.
+        let past: Vec<&Mapping> = past.collect();
+        let at_time = past
+            .iter()
+            .filter(|m| m.from <= time && time < m.until)
+            .max_by_key(|m| m.from);
+        let oldest = past.iter().min_by_key(|m| m.from);
+        at_time.or(oldest).map(|&&m| (m, false))
+    }
 }
 
 struct ModuleEntry {
@@ -96,18 +197,14 @@ impl AddressBook {
         let mut by_time: Vec<&MappingInfo> = mappings.iter().collect();
         by_time.sort_by_key(|m| m.time);
         for m in by_time {
-            let space = book.spaces.entry((m.pid, 0)).or_default();
-            space.maps.retain(|x| x.end <= m.start || x.start >= m.end);
-            let at = space.maps.partition_point(|x| x.start < m.start);
-            space.maps.insert(
-                at,
-                Mapping {
-                    start: m.start,
-                    end: m.end,
-                    module: m.module,
-                    bias: m.bias,
-                },
-            );
+            book.spaces.entry((m.pid, 0)).or_default().insert(Mapping {
+                start: m.start,
+                end: m.end,
+                module: m.module,
+                bias: m.bias,
+                from: m.time,
+                until: Timestamp::default(),
+            });
         }
         for (i, &f) in functions.iter().enumerate() {
             book.function_ids.insert(f, FunctionId(i as u32));
@@ -164,19 +261,14 @@ impl AddressBook {
         };
         let end = m.start.saturating_add(m.len);
         let key = (m.pid, self.latest_gen(m.pid));
-        let space = self.spaces.entry(key).or_default();
-        space.maps.retain(|x| x.end <= m.start || x.start >= end);
-        let at = space.maps.partition_point(|x| x.start < m.start);
-        space.maps.insert(
-            at,
-            Mapping {
-                start: m.start,
-                end,
-                module,
-                bias,
-            },
-        );
-        space.functions.retain(|&a, _| a < m.start || a >= end);
+        self.spaces.entry(key).or_default().insert(Mapping {
+            start: m.start,
+            end,
+            module,
+            bias,
+            from: m.time,
+            until: Timestamp::default(),
+        });
         self.pending.push(Record::Mapping(MappingInfo {
             pid: m.pid,
             module,
@@ -204,11 +296,7 @@ impl AddressBook {
         let key = (child, self.latest_gen(child));
         let space = self.spaces.entry(key).or_default();
         for m in from.maps {
-            if space
-                .maps
-                .iter()
-                .all(|x| x.end <= m.start || x.start >= m.end)
-            {
+            if !space.maps.iter().any(|x| x.overlaps(m.start, m.end)) {
                 let at = space.maps.partition_point(|x| x.start < m.start);
                 space.maps.insert(at, m);
             }
@@ -229,39 +317,53 @@ impl AddressBook {
         execs.partition_point(|&t| t <= time) as u32
     }
 
-    /// The function id for absolute address `addr` in image `gen` of `pid`.
-    pub fn resolve(&mut self, pid: u32, gen: u32, addr: u64, now: Timestamp) -> FunctionId {
+    /// Changes whenever a mapping of image `gen` of `pid` is replaced:
+    /// addresses resolved (and cached) before may now mean something else.
+    pub fn version(&self, pid: u32, gen: u32) -> u64 {
+        self.spaces.get(&(pid, gen)).map_or(0, |s| s.version)
+    }
+
+    /// The function at absolute address `addr` in image `gen` of `pid` at
+    /// `time` (a time on the kernel's clock, as the mappings have), and
+    /// whether the answer holds at any time until [`Self::version`]
+    /// changes (so a caller may cache it by address).
+    pub fn resolve(
+        &mut self,
+        pid: u32,
+        gen: u32,
+        addr: u64,
+        time: Timestamp,
+    ) -> (FunctionId, bool) {
         let key = (pid, gen);
         if let Some(&id) = self.spaces.get(&key).and_then(|s| s.functions.get(&addr)) {
-            return id;
+            return (id, true);
         }
-        let mut hit = self.lookup(key, addr);
+        let mut hit = self.lookup(key, addr, time);
         if hit.is_none() && gen == self.latest_gen(pid) && !self.offline {
-            self.load_proc_maps(pid, now);
-            hit = self.lookup(key, addr);
+            self.load_proc_maps(pid, time);
+            hit = self.lookup(key, addr, time);
         }
-        let (module, rel) = match hit {
-            Some(m) => (m.module, addr.wrapping_sub(m.bias)),
-            None => (self.module("[unknown]", None), addr),
+        let (module, rel, always) = match hit {
+            Some((m, always)) => (m.module, addr.wrapping_sub(m.bias), always),
+            None => (self.module("[unknown]", None), addr, true),
         };
         let next = FunctionId(self.functions.len() as u32);
         let id = *self.function_ids.entry((module, rel)).or_insert(next);
         if id == next {
             self.functions.push((module, rel));
         }
-        self.spaces
-            .entry(key)
-            .or_default()
-            .functions
-            .insert(addr, id);
-        id
+        if always {
+            self.spaces
+                .entry(key)
+                .or_default()
+                .functions
+                .insert(addr, id);
+        }
+        (id, always)
     }
 
-    fn lookup(&self, key: (u32, u32), addr: u64) -> Option<Mapping> {
-        let maps = &self.spaces.get(&key)?.maps;
-        let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
-        let m = maps[i];
-        (addr < m.end).then_some(m)
+    fn lookup(&self, key: (u32, u32), addr: u64, time: Timestamp) -> Option<(Mapping, bool)> {
+        self.spaces.get(&key)?.lookup(addr, time)
     }
 
     /// Reads the executable mappings of a live process from /proc.
@@ -272,10 +374,11 @@ impl AddressBook {
         for line in text.lines() {
             if let Some((start, end, pgoff, path)) = parse_maps_line(line) {
                 let key = (pid, self.latest_gen(pid));
-                if self
-                    .lookup(key, start)
-                    .is_some_and(|m| m.start == start && m.end == end)
-                {
+                if self.lookup(key, start, now).is_some_and(|(m, _)| {
+                    m.start == start
+                        && m.end == end
+                        && self.modules[m.module.0 as usize].path == path
+                }) {
                     continue;
                 }
                 self.add_mapping(NewMapping {
@@ -325,6 +428,66 @@ mod tests {
         assert_eq!(parse_maps_line("1000-2000 rw-p 00000000 00:00 0"), None);
     }
 
+    fn map(book: &mut AddressBook, path: &str, start: u64, time: u64) {
+        book.add_mapping(NewMapping {
+            pid: 1,
+            start,
+            len: 0x1000,
+            pgoff: 0,
+            path,
+            build_id: None,
+            time: Timestamp::from_nanos(time),
+        });
+    }
+
+    fn module_at(book: &mut AddressBook, addr: u64, time: u64) -> (String, bool) {
+        let (f, always) = book.resolve(1, 0, addr, Timestamp::from_nanos(time));
+        let module = book.functions()[f.0 as usize].0;
+        (book.modules[module.0 as usize].path.clone(), always)
+    }
+
+    #[test]
+    fn an_address_means_the_mapping_live_at_the_event() {
+        let mut book = AddressBook::default();
+        book.offline = true; // (never read this process's /proc)
+        map(&mut book, "[a]", 0x1000_0000, 100);
+        assert_eq!(module_at(&mut book, 0x1000_0040, 150), ("[a]".into(), true));
+        let v = book.version(1, 0);
+        // [b] replaces [a] at 200; [a] again at 300.
+        map(&mut book, "[b]", 0x1000_0000, 200);
+        map(&mut book, "[a]", 0x1000_0000, 300);
+        assert_ne!(book.version(1, 0), v, "cached answers are stale");
+        for (t, m) in [(150, "[a]"), (250, "[b]"), (350, "[a]"), (50, "[a]")] {
+            assert_eq!(
+                module_at(&mut book, 0x1000_0040, t),
+                (m.into(), false),
+                "at {t}"
+            );
+        }
+        // An address no mapping ever replaced may still be cached.
+        map(&mut book, "[c]", 0x2000_0000, 100);
+        assert_eq!(module_at(&mut book, 0x2000_0040, 50), ("[c]".into(), true));
+    }
+
+    #[test]
+    fn mappings_reported_late_or_twice_keep_their_times() {
+        let mut book = AddressBook::default();
+        book.offline = true;
+        // Seen in /proc at 500, reported by perf as mapped at 100: one mapping.
+        map(&mut book, "[a]", 0x1000_0000, 500);
+        let v = book.version(1, 0);
+        map(&mut book, "[a]", 0x1000_0000, 100);
+        assert_eq!(book.version(1, 0), v);
+        assert_eq!(module_at(&mut book, 0x1000_0040, 200), ("[a]".into(), true));
+        // An older mapping reported after a newer one ends where that begins.
+        map(&mut book, "[z]", 0x1000_0000, 50);
+        assert_eq!(module_at(&mut book, 0x1000_0040, 70), ("[z]".into(), false));
+        assert_eq!(
+            module_at(&mut book, 0x1000_0040, 200),
+            ("[a]".into(), false)
+        );
+    }
+
     #[test]
     fn same_function_in_two_processes_gets_one_id() {
         let mut book = AddressBook::default();
@@ -339,9 +502,9 @@ mod tests {
                 time: Timestamp::from_nanos(0),
             });
         }
-        let a = book.resolve(1, 0, 0x1000_0040, Timestamp::from_nanos(0));
-        let b = book.resolve(2, 0, 0x2000_0040, Timestamp::from_nanos(0));
-        let c = book.resolve(2, 0, 0x2000_0080, Timestamp::from_nanos(0));
+        let a = book.resolve(1, 0, 0x1000_0040, Timestamp::from_nanos(0)).0;
+        let b = book.resolve(2, 0, 0x2000_0040, Timestamp::from_nanos(0)).0;
+        let c = book.resolve(2, 0, 0x2000_0080, Timestamp::from_nanos(0)).0;
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(book.functions()[a.0 as usize].1, 0x40);

@@ -36,14 +36,18 @@ pub struct ThreadStream {
 /// not the hash maps. One per process, not per thread, so that thousands of
 /// threads cost the recorder little (8 KiB each would be 40 MB for 5,000).
 struct FnCache {
+    /// The image and the version of its mappings the slots were filled
+    /// from (see [`AddressBook::version`]).
     gen: u32,
+    version: u64,
     slots: Box<[(u64, FunctionId); CACHE_SLOTS]>,
 }
 
 impl FnCache {
-    fn new(gen: u32) -> FnCache {
+    fn new(gen: u32, version: u64) -> FnCache {
         FnCache {
             gen,
+            version,
             slots: Box::new([(u64::MAX, FunctionId(0)); CACHE_SLOTS]),
         }
     }
@@ -238,9 +242,13 @@ impl Threads {
         clock: &TickClock,
     ) -> Option<EventEncoder> {
         let gen = self.gens.get(&pid).copied().unwrap_or(0);
-        let cache = self.caches.entry(pid).or_insert_with(|| FnCache::new(gen));
-        if cache.gen != gen {
-            *cache = FnCache::new(gen);
+        let version = book.version(pid, gen);
+        let cache = self
+            .caches
+            .entry(pid)
+            .or_insert_with(|| FnCache::new(gen, version));
+        if (cache.gen, cache.version) != (gen, version) {
+            *cache = FnCache::new(gen, version);
         }
         let s = self
             .streams
@@ -276,6 +284,7 @@ impl Threads {
         let mut last_ts = s.last_ts;
         let mut last_real = Timestamp::default();
         let mut added = 0u64;
+        let mut version = cache.version;
         let (cache, stack, pending) = (&mut *cache.slots, &mut s.stack, &mut s.pending);
         // One plain loop over the events with its state in locals (a
         // closure called per event kept reloading it from memory).
@@ -290,8 +299,17 @@ impl Threads {
             let f = if cache[slot].0 == e.function {
                 cache[slot].1
             } else {
-                let f = book.resolve(pid, gen, e.function, last_ts);
-                cache[slot] = (e.function, f);
+                // (resolved at the event's own time: mappings have lifetimes)
+                let (f, always) = book.resolve(pid, gen, e.function, real);
+                let now = book.version(pid, gen);
+                if now != version {
+                    // (a mapping read from /proc replaced one)
+                    cache.fill((u64::MAX, FunctionId(0)));
+                    version = now;
+                }
+                if always {
+                    cache[slot] = (e.function, f);
+                }
                 f
             };
             let kind = if e.is_exit {
@@ -302,6 +320,9 @@ impl Threads {
             let ts = Timestamp::from_nanos(real.as_nanos().saturating_sub(offset));
             append(&mut last_ts, stack, pending, ts, kind, f);
             added += 1;
+        }
+        if let Some(c) = self.caches.get_mut(&pid) {
+            c.version = version;
         }
         s.last_ts = last_ts;
         s.next_index += added + holes;
