@@ -30,10 +30,9 @@ struct Mapping {
     /// absolute − bias = module-relative
     bias: u64,
     /// When it was mapped (as far as lapse knows: a mapping read from
-    /// /proc is dated when it was read).
+    /// /proc is dated when it was read). It lasts until a newer mapping
+    /// over the same addresses.
     from: Timestamp,
-    /// When a newer mapping replaced it (retired mappings only).
-    until: Timestamp,
 }
 
 impl Mapping {
@@ -44,90 +43,97 @@ impl Mapping {
     fn holds(&self, addr: u64) -> bool {
         self.start <= addr && addr < self.end
     }
+
+    /// Whether `self` and `other` turn an address into the same function.
+    fn same_code(&self, other: &Mapping) -> bool {
+        (self.module, self.bias) == (other.module, other.bias)
+    }
 }
+
+/// Older mappings kept beyond this many are dropped once they are this
+/// much older than the newest mapping (no event comes that late).
+const SHADOWED_KEEP: usize = 1024;
+const SHADOWED_AGE_NS: u64 = 10_000_000_000;
 
 #[derive(Clone, Default)]
 struct AddressSpace {
-    /// The live mappings: sorted by start, non-overlapping.
+    /// The newest mapping of each address range: sorted by start,
+    /// non-overlapping.
     maps: Vec<Mapping>,
-    /// Mappings a newer one replaced, with the time they ended.
-    retired: Vec<Mapping>,
-    /// Bumped whenever a mapping is retired (caches of resolved addresses
-    /// are then stale).
+    /// Every other mapping: older ones a newer one replaced (a library
+    /// closed, another mapped at its address), and the same mapping
+    /// reported twice. Kept with their times, in no order.
+    shadowed: Vec<Mapping>,
+    /// Bumped whenever a mapping is shadowed (caches of resolved
+    /// addresses may be stale).
     version: u64,
-    /// absolute function address → id, for addresses whose mapping is live
-    /// and never replaced anything (valid at any time).
+    /// absolute function address → id, for addresses only one mapping
+    /// ever held (valid at any time).
     functions: HashMap<u64, FunctionId>,
 }
 
 impl AddressSpace {
-    /// Adds `m` (live from `m.from`): the live mappings it overlaps retire at
-    /// that time. A mapping older than a live one it overlaps (reported out
-    /// of order) goes straight to the retired ones, ending where that begins.
-    fn insert(&mut self, mut m: Mapping) {
-        // The same mapping again (perf and /proc both saw it): one mapping,
-        // live since the earlier report.
-        if let Some(x) = self
-            .maps
-            .iter_mut()
-            .find(|x| (x.start, x.end, x.module, x.bias) == (m.start, m.end, m.module, m.bias))
-        {
-            x.from = x.from.min(m.from);
-            return;
-        }
-        let newer = self
+    /// Adds `m`, in whatever order the mappings are reported (the kernel's
+    /// per-CPU rings are read one after the other): the newest mapping of
+    /// each range stays in front, the others are shadowed.
+    fn insert(&mut self, m: Mapping) {
+        let newer_exists = self
             .maps
             .iter()
-            .filter(|x| x.overlaps(m.start, m.end) && x.from > m.from)
-            .map(|x| x.from)
-            .min();
-        if let Some(until) = newer {
-            m.until = until;
-            self.retired.push(m);
-            self.version += 1;
-            self.functions.retain(|&a, _| a < m.start || a >= m.end);
-            return;
-        }
-        let mut i = 0;
-        while i < self.maps.len() {
-            if self.maps[i].overlaps(m.start, m.end) {
-                let mut old = self.maps.remove(i);
-                old.until = m.from;
-                self.retired.push(old);
-                self.version += 1;
-            } else {
-                i += 1;
+            .any(|x| x.overlaps(m.start, m.end) && x.from > m.from);
+        if newer_exists {
+            self.shadow(m);
+        } else {
+            let mut i = 0;
+            while i < self.maps.len() {
+                if self.maps[i].overlaps(m.start, m.end) {
+                    let old = self.maps.remove(i);
+                    self.shadow(old);
+                } else {
+                    i += 1;
+                }
             }
+            let at = self.maps.partition_point(|x| x.start < m.start);
+            self.maps.insert(at, m);
         }
-        let at = self.maps.partition_point(|x| x.start < m.start);
-        self.maps.insert(at, m);
         self.functions.retain(|&a, _| a < m.start || a >= m.end);
     }
 
-    /// The mapping that held `addr` at `time`, and whether that answer
-    /// holds at any time (so it may be cached by address).
+    fn shadow(&mut self, m: Mapping) {
+        self.shadowed.push(m);
+        self.version += 1;
+        if self.shadowed.len() > SHADOWED_KEEP {
+            let newest = self.maps.iter().map(|x| x.from).max().unwrap_or_default();
+            self.shadowed
+                .retain(|x| newest.as_nanos().saturating_sub(x.from.as_nanos()) < SHADOWED_AGE_NS);
+        }
+    }
+
+    /// The mapping that held `addr` at `time`: of those that ever held it,
+    /// the newest mapped by then (or, for an event dated before all of
+    /// them, the oldest). Also whether every mapping that held it means the
+    /// same code, so the answer holds at any time and may be cached.
     fn lookup(&self, addr: u64, time: Timestamp) -> Option<(Mapping, bool)> {
         let i = self
             .maps
             .partition_point(|m| m.start <= addr)
             .checked_sub(1);
-        let live = i.map(|i| self.maps[i]).filter(|m| m.holds(addr));
-        let mut past = self.retired.iter().filter(|m| m.holds(addr)).peekable();
-        if past.peek().is_none() {
-            return live.map(|m| (m, true));
+        let front = i.map(|i| self.maps[i]).filter(|m| m.holds(addr));
+        let mut held = front
+            .into_iter()
+            .chain(self.shadowed.iter().copied().filter(|m| m.holds(addr)));
+        let first = held.next()?;
+        let (mut at_time, mut oldest, mut always) = (None::<Mapping>, first, true);
+        for m in std::iter::once(first).chain(held) {
+            always &= m.same_code(&first);
+            if m.from <= time && at_time.is_none_or(|a| m.from > a.from) {
+                at_time = Some(m);
+            }
+            if m.from < oldest.from {
+                oldest = m;
+            }
         }
-        if let Some(m) = live.filter(|m| m.from <= time) {
-            return Some((m, false));
-        }
-        // The retired mapping live at `time`; failing that (an event dated
-        // before everything lapse knows of the address), the oldest.
-        let past: Vec<&Mapping> = past.collect();
-        let at_time = past
-            .iter()
-            .filter(|m| m.from <= time && time < m.until)
-            .max_by_key(|m| m.from);
-        let oldest = past.iter().min_by_key(|m| m.from);
-        at_time.or(oldest).map(|&&m| (m, false))
+        Some((at_time.unwrap_or(oldest), always))
     }
 }
 
@@ -203,7 +209,6 @@ impl AddressBook {
                 module: m.module,
                 bias: m.bias,
                 from: m.time,
-                until: Timestamp::default(),
             });
         }
         for (i, &f) in functions.iter().enumerate() {
@@ -267,7 +272,6 @@ impl AddressBook {
             module,
             bias,
             from: m.time,
-            until: Timestamp::default(),
         });
         self.pending.push(Record::Mapping(MappingInfo {
             pid: m.pid,
@@ -340,7 +344,8 @@ impl AddressBook {
         }
         let mut hit = self.lookup(key, addr, time);
         if hit.is_none() && gen == self.latest_gen(pid) && !self.offline {
-            self.load_proc_maps(pid, time);
+            // (dated when read: it says what is mapped now)
+            self.load_proc_maps(pid, crate::linux::clock::monotonic_now());
             hit = self.lookup(key, addr, time);
         }
         let (module, rel, always) = match hit {
@@ -473,19 +478,32 @@ mod tests {
     fn mappings_reported_late_or_twice_keep_their_times() {
         let mut book = AddressBook::default();
         book.offline = true;
-        // Seen in /proc at 500, reported by perf as mapped at 100: one mapping.
+        // Seen in /proc at 500, reported by perf as mapped at 100: the same
+        // code either way, so the answer may still be cached.
         map(&mut book, "[a]", 0x1000_0000, 500);
-        let v = book.version(1, 0);
         map(&mut book, "[a]", 0x1000_0000, 100);
-        assert_eq!(book.version(1, 0), v);
         assert_eq!(module_at(&mut book, 0x1000_0040, 200), ("[a]".into(), true));
-        // An older mapping reported after a newer one ends where that begins.
+        // An older mapping reported after a newer one: it lasts until that.
         map(&mut book, "[z]", 0x1000_0000, 50);
         assert_eq!(module_at(&mut book, 0x1000_0040, 70), ("[z]".into(), false));
         assert_eq!(
             module_at(&mut book, 0x1000_0040, 200),
             ("[a]".into(), false)
         );
+    }
+
+    #[test]
+    fn mappings_from_two_cpus_read_out_of_order() {
+        // [a]@100, [b]@200, [a]@300, [b]@400 at one address, read as the
+        // rings come: [b]@200, [b]@400 (one CPU), then [a]@100, [a]@300.
+        let mut book = AddressBook::default();
+        book.offline = true;
+        for (m, t) in [("[b]", 200), ("[b]", 400), ("[a]", 100), ("[a]", 300)] {
+            map(&mut book, m, 0x1000_0000, t);
+        }
+        for (t, m) in [(150, "[a]"), (250, "[b]"), (350, "[a]"), (450, "[b]")] {
+            assert_eq!(module_at(&mut book, 0x1000_0040, t).0, m, "at {t}");
+        }
     }
 
     #[test]
