@@ -15,7 +15,6 @@
 //! through, even when the disk fills up; no panics on anything the target
 //! or the OS does.
 
-use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -122,34 +121,6 @@ impl SymbolProgress {
     }
 }
 
-thread_local! {
-    /// The progress hook of the [`record`] call running on this thread. The
-    /// instrumentation session runs on the calling thread and reaches its
-    /// wrap-up without the options, so the hook waits here for it.
-    static SYMBOL_PROGRESS: RefCell<Option<Arc<SymbolProgress>>> = const { RefCell::new(None) };
-}
-
-/// The progress hook of the recording running on this thread, if any.
-pub(crate) fn symbol_progress() -> Option<Arc<SymbolProgress>> {
-    SYMBOL_PROGRESS.with(|p| p.borrow().clone())
-}
-
-/// Sets this thread's progress hook for the life of the guard.
-struct ProgressHook;
-
-impl ProgressHook {
-    fn set(hook: Option<Arc<SymbolProgress>>) -> ProgressHook {
-        SYMBOL_PROGRESS.with(|p| *p.borrow_mut() = hook);
-        ProgressHook
-    }
-}
-
-impl Drop for ProgressHook {
-    fn drop(&mut self) {
-        SYMBOL_PROGRESS.with(|p| *p.borrow_mut() = None);
-    }
-}
-
 /// What a finished recording produced; `lapse record` prints it in one line
 /// and exits with `exit_status`.
 #[derive(Clone, Debug)]
@@ -217,7 +188,6 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                     program.display()
                 )));
             }
-            let _hook = ProgressHook::set(opts.symbol_progress.clone());
             instrument::record(opts, &program, argv)
         }
         Method::Sampling => record_sampling(opts),

@@ -22,15 +22,15 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use lapse_data::codec::EventEncoder;
 use lapse_data::{
-    format, DataFile, DataWriter, Footer, InheritedFrames, ProcessInfo, Record, ThreadInfo,
-    Timestamp,
+    format, DataFile, DataWriter, Footer, ProcessInfo, Record, ThreadInfo, Timestamp,
 };
 use lapse_rt::protocol::{self, Msg};
 
 use super::address::AddressBook;
+use super::assemble::{Assembler, Proc, Sink};
 use super::functions::function_table;
-use super::threads::Threads;
 use crate::linux::clock::TickClock;
 use crate::output_file::PendingFile;
 use crate::RecordError;
@@ -85,15 +85,26 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
         .iter()
         .map(|f| (f.module, f.address))
         .collect();
+    let book = AddressBook::resume(&data.modules, &data.mappings, &functions);
     let mut m = Merge {
-        book: AddressBook::resume(&data.modules, &data.mappings, &functions),
-        threads: Threads::default(),
-        clock,
-        events: BTreeMap::new(),
+        asm: Assembler::new(book, clock),
+        out: Recovered::default(),
         first_index: HashMap::new(),
-        procs: HashMap::new(),
-        inherited: Vec::new(),
     };
+    // The processes the file knows said hello before the break: a hello
+    // from one of them in the spill is a new image.
+    for p in &data.processes {
+        m.asm.procs.insert(
+            p.pid,
+            Proc {
+                command: p.command.clone(),
+                ppid: p.ppid,
+                start: p.start,
+                exec_at: None,
+                said_hello: true,
+            },
+        );
+    }
     for datagram in datagrams(&bytes) {
         m.handle(datagram);
     }
@@ -154,90 +165,53 @@ fn writer_of(path: &Path) -> Option<u32> {
     None
 }
 
+/// What the assembler made of the spill, kept until the file is written
+/// (events by thread, so each thread's come out in order).
 #[derive(Default)]
-struct SpillProc {
-    ppid: Option<u32>,
-    start: Option<Timestamp>,
+struct Recovered {
+    records: Vec<Record>,
+    events: BTreeMap<(u32, u32), Vec<lapse_data::Event>>,
+}
+
+impl Sink for Recovered {
+    fn record(&mut self, record: &Record) -> Result<(), RecordError> {
+        self.records.push(record.clone());
+        Ok(())
+    }
+
+    fn events(&mut self, pid: u32, tid: u32, events: &EventEncoder) -> Result<(), RecordError> {
+        self.events
+            .entry((pid, tid))
+            .or_default()
+            .extend(events.events());
+        Ok(())
+    }
 }
 
 struct Merge {
-    book: AddressBook,
-    threads: Threads,
-    clock: TickClock,
-    /// Recovered events per thread, in order.
-    events: BTreeMap<(u32, u32), Vec<lapse_data::Event>>,
+    asm: Assembler,
+    out: Recovered,
     /// Index of each thread's first event in the spill.
     first_index: HashMap<(u32, u32), u64>,
-    /// Processes that started after the recorder ended.
-    procs: HashMap<u32, SpillProc>,
-    /// Frames each child started inside (its parent's open calls at fork).
-    inherited: Vec<InheritedFrames>,
 }
 
 impl Merge {
+    /// One spilled datagram, through the recorder's own assembler.
     fn handle(&mut self, datagram: &[u8]) {
         let Ok(msg) = Msg::parse(datagram) else {
             return;
         };
-        let from = msg.from();
-        match msg {
-            Msg::Events { batch, .. } if !batch.discard => {
+        if let Msg::Events { batch, from } = msg {
+            if !batch.discard {
                 self.first_index
                     .entry((from.pid, from.tid))
                     .or_insert(batch.first_index);
-                let encoded = self.threads.add_events(
-                    from.pid,
-                    from.tid,
-                    batch.first_index,
-                    batch.stalled_ticks,
-                    protocol::events(datagram),
-                    &mut self.book,
-                    &self.clock,
-                );
-                self.keep(from.pid, from.tid, encoded);
-            }
-            Msg::Events { .. } => {}
-            Msg::Fork { ticks, .. } => self.threads.fork(from.pid, from.tid, ticks),
-            Msg::Child {
-                fork_ticks, ppid, ..
-            } => {
-                let at = self.clock.to_timestamp(fork_ticks);
-                self.book.fork(ppid, from.pid);
-                let frames = self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
-                if frames > 0 {
-                    self.inherited.push(InheritedFrames {
-                        pid: from.pid,
-                        tid: from.tid,
-                        frames,
-                    });
-                }
-                let p = self.procs.entry(from.pid).or_default();
-                p.ppid = Some(ppid);
-                p.start.get_or_insert(at);
-            }
-            Msg::Exec { .. } => {}
-            // (the runtime writes arena buffers to the spill file as Events)
-            Msg::Arena { .. } | Msg::ShmEvents { .. } => {}
-            Msg::Hello { ticks, ppid, .. } => {
-                let at = self.clock.to_timestamp(ticks);
-                // A new image of a process seen before: its open calls end here.
-                for (tid, batch) in self.threads.exec(from.pid, at) {
-                    self.keep(from.pid, tid, Some(batch));
-                }
-                let p = self.procs.entry(from.pid).or_default();
-                p.ppid.get_or_insert(ppid);
-                p.start.get_or_insert(at);
             }
         }
-    }
-
-    fn keep(&mut self, pid: u32, tid: u32, batch: Option<lapse_data::codec::EventEncoder>) {
-        if let Some(b) = batch {
-            self.events
-                .entry((pid, tid))
-                .or_default()
-                .extend(b.events());
-        }
+        // (the sink keeps everything in memory: it cannot fail)
+        let _ = self
+            .asm
+            .message(msg, protocol::events(datagram), &mut self.out);
     }
 
     /// Writes the intact part of `file`, then everything recovered, to `tmp`.
@@ -248,11 +222,16 @@ impl Merge {
         tmp: File,
         spill: &Path,
     ) -> io::Result<RecoverOutcome> {
-        let keys: Vec<(u32, u32)> = self.threads.streams().map(|s| (s.pid, s.tid)).collect();
-        for (pid, tid) in keys {
-            let rest = self.threads.stream(pid, tid).take_batch(true);
-            self.keep(pid, tid, rest);
+        let rest: Vec<_> = self
+            .asm
+            .threads
+            .streams_mut()
+            .filter_map(|s| s.take_batch(true).map(|b| (s.pid, s.tid, b)))
+            .collect();
+        for (pid, tid, b) in rest {
+            let _ = self.out.events(pid, tid, &b);
         }
+        let _ = self.asm.write_book(&mut self.out);
         let intact = data
             .damage
             .first()
@@ -265,12 +244,12 @@ impl Merge {
             inner: out,
             skip: format::FILE_HEADER_LEN,
         })?;
-        for r in self.book.take_pending() {
-            w.write_record(&r)?;
+        for r in &self.out.records {
+            w.write_record(r)?;
         }
         let mut recovered = 0u64;
         let mut last: HashMap<(u32, u32), Timestamp> = HashMap::new();
-        for (&(pid, tid), events) in &self.events {
+        for (&(pid, tid), events) in &self.out.events {
             for batch in events.chunks(super::threads::BATCH_EVENTS) {
                 w.write_events(pid, tid, batch)?;
             }
@@ -279,12 +258,9 @@ impl Merge {
                 last.insert((pid, tid), e.ts);
             }
         }
-        let new_functions = function_table(&self.book, data.functions.len(), None);
+        let new_functions = function_table(&self.asm.book, data.functions.len(), None);
         if !new_functions.is_empty() {
             w.write_record(&Record::Functions(new_functions))?;
-        }
-        for r in &self.inherited {
-            w.write_record(&Record::Inherited(*r))?;
         }
         let lost = self.lost_events(data);
         self.write_tables(&mut w, data, &last)?;
@@ -332,7 +308,7 @@ impl Merge {
         for c in &data.event_chunks {
             *in_file.entry((c.pid, c.tid)).or_default() += u64::from(c.count);
         }
-        let mut lost = self.threads.lost_events;
+        let mut lost = self.asm.threads.lost_events;
         for (key, &first) in &self.first_index {
             // The stream began at index 0, so it counted the first index as lost.
             lost = lost.saturating_sub(first);
@@ -358,6 +334,7 @@ impl Merge {
                     return info.command.clone();
                 }
                 p = self
+                    .asm
                     .procs
                     .get(&q)
                     .and_then(|s| s.ppid)
@@ -375,7 +352,7 @@ impl Merge {
                 .filter(|(k, _)| k.0 == pid)
                 .map(|(_, &t)| t)
                 .max();
-            let sp = self.procs.get(&pid);
+            let sp = self.asm.procs.get(&pid);
             w.write_record(&Record::Process(ProcessInfo {
                 pid,
                 ppid: if known { None } else { sp.and_then(|p| p.ppid) },
@@ -400,7 +377,7 @@ impl Merge {
             };
             let start = match known {
                 Some(t) => t.start,
-                None if pid == tid => self.procs.get(&pid).and_then(|p| p.start),
+                None if pid == tid => self.asm.procs.get(&pid).and_then(|p| p.start),
                 None => None,
             };
             w.write_record(&Record::Thread(ThreadInfo {

@@ -4,18 +4,19 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lapse_data::{InheritedFrames, Method, OsEventBlock, Record, SessionHeader, Timestamp};
+use lapse_data::{Method, OsEventBlock, Record, SessionHeader, Timestamp};
 use lapse_rt::protocol::{self, Batch, Msg, Sender, MAX_DATAGRAM};
 
 use super::address::AddressBook;
 use super::arena::Arena;
+use super::assemble::{Assembler, Proc, Took};
 use super::ipc::{wait_readable, Conn, Listener, Recv};
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
 use super::session_dir::SessionDir;
-use super::threads::Threads;
 use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
+use crate::linux::proc_info::{hostname, read_cmdline};
 use crate::{RecordError, RecordOptions, RecordOutcome};
 
 /// A probe-cost calibration whose trials spread wider than this (90th over
@@ -34,29 +35,15 @@ const ARENA_GRACE: Duration = Duration::from_millis(200);
 /// Datagrams read from one connection before looking at the others.
 const READ_BURST: usize = 256;
 
-#[derive(Default)]
-pub(super) struct Proc {
-    pub(super) command: Vec<String>,
-    pub(super) ppid: Option<u32>,
-    pub(super) start: Option<Timestamp>,
-    pub(super) exec_at: Option<Timestamp>,
-    pub(super) said_hello: bool,
-}
-
+/// The recorder's side of a recording: sockets, perf rings and the loop
+/// around the [`Assembler`], which turns what arrives into records.
 pub(super) struct Session {
     pub(super) out: Output,
-    pub(super) book: AddressBook,
-    pub(super) threads: Threads,
+    pub(super) asm: Assembler,
     pub(super) os: OsCollector,
-    pub(super) clock: TickClock,
     pub(super) listener: Listener,
     pub(super) conns: Vec<(Conn, bool)>,
     pub(super) buf: Vec<u8>,
-    pub(super) procs: HashMap<u32, Proc>,
-    pub(super) probe_cost_ns: Option<f64>,
-    /// The probe-cost calibration's spread (90th over 10th percentile of its
-    /// trials, in percent).
-    pub(super) probe_spread_pct: u32,
     pub(super) last_data: Instant,
     pub(super) bad_datagrams: u64,
     pub(super) root: u32,
@@ -68,6 +55,8 @@ pub(super) struct Session {
     pub(super) announced: HashSet<(u32, u32)>,
     /// Shared arenas by (connection id, pid).
     pub(super) arenas: HashMap<(u64, u32), Arena>,
+    /// Counts the functions named at the end, for a progress display.
+    pub(super) progress: Option<std::sync::Arc<crate::SymbolProgress>>,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -131,16 +120,11 @@ pub fn record(
     launch::catch_termination_signals();
     let mut s = Session {
         out,
-        book: AddressBook::default(),
-        threads: Threads::default(),
+        asm: Assembler::new(AddressBook::default(), clock),
         os,
-        clock,
         listener,
         conns: Vec::new(),
         buf: Vec::new(),
-        procs: HashMap::new(),
-        probe_cost_ns: None,
-        probe_spread_pct: 0,
         last_data: Instant::now(),
         bad_datagrams: 0,
         root: child.pid as u32,
@@ -150,10 +134,11 @@ pub fn record(
         announced_functions: 0,
         announced: HashSet::new(),
         arenas: HashMap::new(),
+        progress: opts.symbol_progress.clone(),
     };
     let start = clock::monotonic_now();
     let start_unix_ns = clock::realtime_unix_ns();
-    s.procs.insert(
+    s.asm.procs.insert(
         s.root,
         Proc {
             command: argv.to_vec(),
@@ -184,7 +169,7 @@ impl Session {
         let mut exit_status = None;
         // The header carries the probe cost the runtime measures at start-up.
         let hello_deadline = Instant::now() + HELLO_WAIT;
-        while self.probe_cost_ns.is_none()
+        while self.asm.probe_cost_ns.is_none()
             && Instant::now() < hello_deadline
             && exit_status.is_none()
         {
@@ -199,10 +184,10 @@ impl Session {
         }
         // A target that ended this fast may still have its hello (with the
         // probe cost the header needs) queued: read up to it.
-        if self.probe_cost_ns.is_none() && exit_status.is_some() {
+        if self.asm.probe_cost_ns.is_none() && exit_status.is_some() {
             self.accept()?;
             for i in 0..self.conns.len() {
-                while self.probe_cost_ns.is_none() && self.read_conn(i, 1)? {}
+                while self.asm.probe_cost_ns.is_none() && self.read_conn(i, 1)? {}
             }
         }
         let mut os_events = vec!["switch".to_owned()];
@@ -210,12 +195,12 @@ impl Session {
             os_events.push("fault".to_owned());
         }
         let mut notes = Vec::new();
-        if self.probe_spread_pct > 0 {
+        if self.asm.probe_spread_pct > 0 {
             notes.push(format!(
                 "probe cost: the 10th percentile of 301 short trials at start-up (their 90th percentile: {:.2}x that)",
-                f64::from(self.probe_spread_pct) / 100.0
+                f64::from(self.asm.probe_spread_pct) / 100.0
             ));
-            if self.probe_spread_pct > UNRELIABLE_SPREAD_PCT {
+            if self.asm.probe_spread_pct > UNRELIABLE_SPREAD_PCT {
                 let why = "the machine was very busy while lapse measured its probe cost at start-up, so probe-cost compensation may be off (lapse report --no-compensation shows raw times)";
                 eprintln!("lapse: warning: {why}");
                 notes.push(format!("warning: {why}"));
@@ -241,14 +226,14 @@ impl Session {
             clock: "monotonic".into(),
             host: hostname(),
             method: Method::Instrumentation,
-            probe_cost_ns: self.probe_cost_ns.unwrap_or(0.0),
+            probe_cost_ns: self.asm.probe_cost_ns.unwrap_or(0.0),
             os_events,
             sample_event: None,
             sample_period: None,
             sample_period_is_time: false,
             lapse_version: env!("CARGO_PKG_VERSION").into(),
             notes,
-            tsc: Some(self.clock.calibration()),
+            tsc: Some(self.asm.clock.calibration()),
         };
         self.out.record(&Record::Session(header.clone()))?;
         self.header = Some(header);
@@ -372,26 +357,8 @@ impl Session {
         }
         // Mappings and execs the kernel reported must be known before the
         // addresses in this datagram are looked up.
-        self.os.drain(&mut self.book);
+        self.os.drain(&mut self.asm.book);
         match msg {
-            Msg::Hello {
-                probe_cost_x1024,
-                probe_spread_pct,
-                ticks,
-                ppid,
-                ..
-            } => {
-                let at = self.clock.to_timestamp(ticks);
-                if self.probe_cost_ns.is_none() && probe_cost_x1024 > 0 {
-                    self.probe_spread_pct = probe_spread_pct;
-                }
-                self.hello(conn, from.pid, probe_cost_x1024, ppid, at)?
-            }
-            Msg::Events { batch, .. } => {
-                if !batch.discard {
-                    self.add_events(from, &batch, protocol::events(datagram))?;
-                }
-            }
             Msg::Arena {
                 bytes,
                 bufs,
@@ -412,11 +379,7 @@ impl Session {
                 let id = self.conns[conn].0.id;
                 if let Some(arena) = self.arenas.remove(&(id, from.pid)) {
                     let (buf, count) = (buf as usize, batch.count as usize);
-                    let r = if !batch.discard {
-                        self.add_events(from, &batch, arena.events(buf, count))
-                    } else {
-                        Ok(())
-                    };
+                    let r = self.add_events(from, &batch, arena.events(buf, count));
                     arena.release(buf);
                     self.arenas.insert((id, from.pid), arena);
                     r?;
@@ -424,45 +387,29 @@ impl Session {
                     self.bad_datagrams += 1;
                 }
             }
-            Msg::Fork { ticks, .. } => self.threads.fork(from.pid, from.tid, ticks),
-            Msg::Child {
-                fork_ticks, ppid, ..
-            } => {
-                let at = self.clock.to_timestamp(fork_ticks);
-                self.book.fork(ppid, from.pid);
-                self.threads
-                    .set_gen(from.pid, self.book.gen_at(from.pid, at));
-                let frames = self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
-                if frames > 0 {
-                    self.out.record(&Record::Inherited(InheritedFrames {
-                        pid: from.pid,
-                        tid: from.tid,
-                        frames,
-                    }))?;
+            _ => {
+                let hello = matches!(msg, Msg::Hello { .. });
+                if hello && self.asm.is_exec(from.pid) {
+                    // The old image's last datagrams are on its own (now
+                    // closed) connection: take them before its calls close.
+                    for j in 0..self.conns.len() {
+                        if j != conn && self.conns[j].0.pids.contains(&from.pid) {
+                            self.read_conn(j, usize::MAX)?;
+                        }
+                    }
                 }
-                let p = self.procs.entry(from.pid).or_default();
-                p.ppid = Some(ppid);
-                p.start.get_or_insert(at);
-                p.said_hello = true;
-                let parent_cmd = self
-                    .procs
-                    .get(&ppid)
-                    .map(|p| p.command.clone())
-                    .unwrap_or_default();
-                let p = self.procs.entry(from.pid).or_default();
-                if p.command.is_empty() {
-                    p.command = parent_cmd;
+                let took = self
+                    .asm
+                    .message(msg, protocol::events(datagram), &mut self.out)?;
+                if let Took::ThreadEnded { pid, tid, at } = took {
+                    self.os.threads.entry((pid, tid)).or_default().end = Some(at);
+                }
+                if hello {
+                    if let Some(cmd) = read_cmdline(from.pid) {
+                        self.asm.procs.entry(from.pid).or_default().command = cmd;
+                    }
                 }
                 self.note_pid(conn, from.pid);
-            }
-            Msg::Exec { ticks, .. } => {
-                let at = self.clock.to_timestamp(ticks);
-                self.procs.entry(from.pid).or_default().exec_at = Some(at);
-                if from.tid != from.pid {
-                    // exec from another thread: it goes on as the main
-                    // thread (pid/pid); under its own tid it ends here
-                    self.os.threads.entry((from.pid, from.tid)).or_default().end = Some(at);
-                }
             }
         }
         Ok(())
@@ -475,20 +422,7 @@ impl Session {
         batch: &Batch,
         events: impl Iterator<Item = protocol::RawEvent>,
     ) -> Result<(), RecordError> {
-        let encoded = self.threads.add_events(
-            from.pid,
-            from.tid,
-            batch.first_index,
-            batch.stalled_ticks,
-            events,
-            &mut self.book,
-            &self.clock,
-        );
-        self.write_book()?;
-        if let Some(b) = encoded {
-            self.out.events(from.pid, from.tid, &b)?;
-        }
-        Ok(())
+        self.asm.events(from, batch, events, &mut self.out)
     }
 
     /// Takes the events in arena buffers their threads never handed over
@@ -511,7 +445,7 @@ impl Session {
                     count: s.events.len() as u32,
                     discard: false,
                 };
-                self.os.drain(&mut self.book);
+                self.os.drain(&mut self.asm.book);
                 self.add_events(from, &batch, s.events.into_iter())?;
             }
         }
@@ -559,63 +493,14 @@ impl Session {
         }
     }
 
-    /// A process image starts: a new process, or `pid` after an exec.
-    fn hello(
-        &mut self,
-        conn: usize,
-        pid: u32,
-        probe_cost_x1024: u64,
-        ppid: u32,
-        at: Timestamp,
-    ) -> Result<(), RecordError> {
-        if self.probe_cost_ns.is_none() && probe_cost_x1024 > 0 {
-            self.probe_cost_ns = Some(self.clock.ticks_to_ns(probe_cost_x1024 as f64 / 1024.0));
-        }
-        let exec = self.procs.get(&pid).is_some_and(|p| p.said_hello);
-        if exec {
-            // The old image's last datagrams are on its own (now closed)
-            // connection: take them before closing its calls.
-            for j in 0..self.conns.len() {
-                if j != conn && self.conns[j].0.pids.contains(&pid) {
-                    self.read_conn(j, usize::MAX)?;
-                }
-            }
-            let end = self.procs.get(&pid).and_then(|p| p.exec_at).unwrap_or(at);
-            for (tid, batch) in self.threads.exec(pid, end) {
-                self.out.events(pid, tid, &batch)?;
-            }
-        }
-        // (the kernel's exec record already started a new mapping generation)
-        self.threads.set_gen(pid, self.book.gen_at(pid, at));
-        let p = self.procs.entry(pid).or_default();
-        p.said_hello = true;
-        p.exec_at = None;
-        p.start.get_or_insert(at);
-        if p.ppid.is_none() {
-            p.ppid = Some(ppid);
-        }
-        if let Some(cmd) = read_cmdline(pid) {
-            p.command = cmd;
-        }
-        self.note_pid(conn, pid);
-        Ok(())
-    }
-
-    fn write_book(&mut self) -> Result<(), RecordError> {
-        for r in self.book.take_pending() {
-            self.out.record(&r)?;
-        }
-        Ok(())
-    }
-
     fn poll_os(&mut self, all: bool) -> Result<(), RecordError> {
         let upto = if all {
             u64::MAX
         } else {
             clock::monotonic_now().as_nanos()
         };
-        self.os.poll(upto, &mut self.book);
-        self.write_book()
+        self.os.poll(upto, &mut self.asm.book);
+        self.asm.write_book(&mut self.out)
     }
 
     /// Every 100 ms (or at the end): partial batches and OS events go out and
@@ -625,6 +510,7 @@ impl Session {
             return Ok(());
         }
         let batches: Vec<_> = self
+            .asm
             .threads
             .streams_mut()
             .filter_map(|s| s.take_batch(true).map(|b| (s.pid, s.tid, b)))
@@ -634,12 +520,13 @@ impl Session {
         }
         // OS events of threads with a timeline wait until the cuts before them are known.
         for block in self.os.take_blocks(force) {
-            match self.threads.get_mut(block.pid, block.tid) {
+            match self.asm.threads.get_mut(block.pid, block.tid) {
                 Some(s) => s.stalls.add_os(block.events),
                 None => self.out.record(&Record::OsEvents(block))?,
             }
         }
         let released: Vec<OsEventBlock> = self
+            .asm
             .threads
             .streams_mut()
             .map(|s| OsEventBlock {
@@ -661,20 +548,4 @@ impl Session {
         }
         self.out.flush(true)
     }
-}
-
-fn read_cmdline(pid: u32) -> Option<Vec<String>> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<String> = raw
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    (!args.is_empty()).then_some(args)
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_default()
 }

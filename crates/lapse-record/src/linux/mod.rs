@@ -7,6 +7,7 @@ pub mod records;
 pub mod tracepoint;
 
 // Sampling (`--method sample`, `--pid`).
+pub(crate) mod proc_info;
 mod proc_scan;
 pub(crate) mod sample;
 mod sample_attr;
