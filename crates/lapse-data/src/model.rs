@@ -116,6 +116,39 @@ pub struct ProcessInfo {
     pub exit_status: Option<i32>,
 }
 
+impl ProcessInfo {
+    /// Takes in what a later (or better-informed) report of the same
+    /// process knows: its known fields win, its unknown ones (`None`, an
+    /// empty command) keep what was known. The one census rule: the reader
+    /// applies it to repeated records, the recorder to its sources.
+    pub fn merge(&mut self, later: ProcessInfo) {
+        if !later.command.is_empty() {
+            self.command = later.command;
+        }
+        merge_opt(&mut self.ppid, later.ppid);
+        merge_opt(&mut self.start, later.start);
+        merge_opt(&mut self.end, later.end);
+        merge_opt(&mut self.exit_status, later.exit_status);
+    }
+}
+
+impl ThreadInfo {
+    /// As [`ProcessInfo::merge`]: a later report's known fields win.
+    pub fn merge(&mut self, later: ThreadInfo) {
+        if !later.name.is_empty() {
+            self.name = later.name;
+        }
+        merge_opt(&mut self.start, later.start);
+        merge_opt(&mut self.end, later.end);
+    }
+}
+
+fn merge_opt<T>(into: &mut Option<T>, later: Option<T>) {
+    if later.is_some() {
+        *into = later;
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThreadInfo {
     pub pid: u32,

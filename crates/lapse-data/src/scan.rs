@@ -83,12 +83,6 @@ pub(crate) struct Scan {
     thread_at: HashMap<(u32, u32), usize>,
 }
 
-fn merge_opt<T: Clone>(into: &mut Option<T>, from: &Option<T>) {
-    if from.is_some() {
-        into.clone_from(from);
-    }
-}
-
 impl Scan {
     /// Checks and takes in the chunk at `pos`; returns the offset of the next one.
     pub fn chunk(&mut self, data: &[u8], pos: usize) -> Result<usize, String> {
@@ -219,30 +213,14 @@ impl Scan {
         match record {
             Record::Session(s) => self.session = Some(s),
             Record::Process(p) => match self.process_at.get(&p.pid) {
-                Some(&i) => {
-                    let q = &mut self.processes[i];
-                    if !p.command.is_empty() {
-                        q.command = p.command;
-                    }
-                    merge_opt(&mut q.ppid, &p.ppid);
-                    merge_opt(&mut q.start, &p.start);
-                    merge_opt(&mut q.end, &p.end);
-                    merge_opt(&mut q.exit_status, &p.exit_status);
-                }
+                Some(&i) => self.processes[i].merge(p),
                 None => {
                     self.process_at.insert(p.pid, self.processes.len());
                     self.processes.push(p);
                 }
             },
             Record::Thread(t) => match self.thread_at.get(&(t.pid, t.tid)) {
-                Some(&i) => {
-                    let u = &mut self.threads[i];
-                    if !t.name.is_empty() {
-                        u.name = t.name;
-                    }
-                    merge_opt(&mut u.start, &t.start);
-                    merge_opt(&mut u.end, &t.end);
-                }
+                Some(&i) => self.threads[i].merge(t),
                 None => {
                     self.thread_at.insert((t.pid, t.tid), self.threads.len());
                     self.threads.push(t);

@@ -189,14 +189,24 @@ impl Session {
             }
             let proc_end = threads.iter().filter_map(|t| t.end).max().or(life.end);
             let is_root = pid == self.root;
-            self.out.record(&Record::Process(ProcessInfo {
+            // What the runtime said, then what the kernel saw over it.
+            let mut info = ProcessInfo {
                 pid,
-                ppid: life.ppid.or(p.ppid),
+                ppid: p.ppid,
                 command: p.command.clone(),
-                start: life.start.or(p.start),
+                start: p.start,
                 end: proc_end,
                 exit_status: if is_root { exit_status } else { None },
-            }))?;
+            };
+            info.merge(ProcessInfo {
+                pid,
+                ppid: life.ppid,
+                command: Vec::new(),
+                start: life.start,
+                end: None,
+                exit_status: None,
+            });
+            self.out.record(&Record::Process(info))?;
             for t in threads {
                 self.out.record(&Record::Thread(t))?;
             }
