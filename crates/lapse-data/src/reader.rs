@@ -83,7 +83,7 @@ pub struct DataFile {
     /// Positions in `event_chunks` of each thread's chunks.
     chunks_of_thread: HashMap<(u32, u32), Vec<usize>>,
     /// Damage found while reading (at most one: reading stops at a broken frame).
-    pub damage: Vec<Damage>,
+    pub damage: Option<Damage>,
     /// Chunks skipped because their content did not decode (CRC was fine).
     pub skipped_chunks: u64,
     pub file_len: u64,
@@ -127,7 +127,7 @@ impl DataFile {
 
     /// True when the recording finished normally (a footer was written) and no damage was found.
     pub fn is_complete(&self) -> bool {
-        self.footer.is_some() && self.damage.is_empty()
+        self.footer.is_some() && self.damage.is_none()
     }
 
     fn parse(path: PathBuf, bytes: Bytes) -> Result<DataFile, DataError> {
@@ -156,11 +156,13 @@ impl DataFile {
         }
         let mut scan = Scan::default();
         let mut pos = format::FILE_HEADER_LEN;
+        // Reading stops at the first damage: at most one.
+        let mut damage = None;
         while pos < data.len() {
             match scan.chunk(data, pos) {
                 Ok(next) => pos = next,
                 Err(what) => {
-                    scan.damage.push(Damage {
+                    damage = Some(Damage {
                         offset: pos as u64,
                         what,
                     });
@@ -169,7 +171,7 @@ impl DataFile {
             }
         }
         let Some(session) = scan.session else {
-            return Err(match scan.damage.first() {
+            return Err(match &damage {
                 Some(d) => DataError::NothingIntact {
                     path,
                     offset: d.offset,
@@ -201,7 +203,7 @@ impl DataFile {
             chunks_of_thread: index_threads(&scan.event_chunks),
             event_chunks: scan.event_chunks,
             sample_chunks: scan.sample_chunks,
-            damage: scan.damage,
+            damage,
             skipped_chunks: scan.skipped,
             file_len,
             bytes,

@@ -75,7 +75,6 @@ pub(crate) struct Scan {
     pub footer: Option<Footer>,
     pub event_chunks: Vec<EventChunkRef>,
     pub sample_chunks: Vec<SampleChunkRef>,
-    pub damage: Vec<crate::reader::Damage>,
     pub skipped: u64,
     /// Where each process and thread is in `processes` and `threads`: a
     /// record for one already seen is merged without a search.

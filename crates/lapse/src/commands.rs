@@ -39,7 +39,7 @@ pub fn run(cli: Cli) -> Result<u8> {
 
 pub fn open(path: &Path) -> Result<DataFile> {
     let file = DataFile::open(path)?;
-    if let Some(d) = file.damage.first() {
+    if let Some(d) = &file.damage {
         eprintln!(
             "lapse: warning: {}: damaged at byte {} ({}); reporting the intact part before it",
             path.display(),
@@ -335,7 +335,7 @@ fn info(path: &Path) -> Result<u8> {
             writeln!(o, "exit status: {st}")?;
         }
     }
-    for d in &file.damage {
+    if let Some(d) = &file.damage {
         writeln!(o, "damage:      at byte {}: {}", d.offset, d.what)?;
     }
     if let Some(line) = spill_hint(path) {

@@ -234,7 +234,7 @@ impl Merge {
         let _ = self.asm.write_book(&mut self.out);
         let intact = data
             .damage
-            .first()
+            .as_ref()
             .map_or(data.file_len, |d| d.offset)
             .max(format::FILE_HEADER_LEN as u64);
         let original = std::fs::read(file)?;
