@@ -59,6 +59,35 @@ impl CallGraph {
         [("dwarf", CallGraph::Dwarf), ("fp", CallGraph::FramePointer)];
 }
 
+/// The OS events instrumentation records besides context switches
+/// (`--os-events`; switches are always on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OsEventSource {
+    /// Context switches: when the thread was off the CPU.
+    Switch,
+    /// Major page faults.
+    Fault,
+    /// System calls (raw_syscalls tracepoints).
+    Syscall,
+}
+
+impl OsEventSource {
+    pub const ALL: [(&'static str, OsEventSource); 3] = [
+        ("switch", OsEventSource::Switch),
+        ("fault", OsEventSource::Fault),
+        ("syscall", OsEventSource::Syscall),
+    ];
+
+    /// Its name on the command line and in the session header.
+    pub fn name(self) -> &'static str {
+        match self {
+            OsEventSource::Switch => "switch",
+            OsEventSource::Fault => "fault",
+            OsEventSource::Syscall => "syscall",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
     /// Launch this command line.
@@ -82,7 +111,7 @@ pub struct RecordOptions {
     pub event: Option<String>,
     pub call_graph: CallGraph,
     /// OS event kinds: `switch` (always), `fault`, `syscall`.
-    pub os_events: Vec<String>,
+    pub os_events: Vec<OsEventSource>,
     pub inherit: bool,
     pub output: PathBuf,
     pub target: Target,

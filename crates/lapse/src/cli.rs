@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use lapse_export::Format as ExportFormat;
-use lapse_record::{CallGraph, MethodChoice};
+use lapse_record::{CallGraph, MethodChoice, OsEventSource};
 use lapse_report::{ApplicationRule, Format, View};
 
 /// The data file when none is named.
@@ -113,13 +113,6 @@ fn os_event_help(name: &str) -> &'static str {
     }
 }
 
-/// The kinds `--os-events` takes.
-pub const OS_EVENTS: [(&str, &str); 3] = [
-    ("switch", "switch"),
-    ("fault", "fault"),
-    ("syscall", "syscall"),
-];
-
 const REPORT_HELP: &str = "\
 Views (--view):
   summary       the header, the hot path and the top 10 functions (default)
@@ -224,8 +217,8 @@ pub struct RecordArgs {
     #[arg(long, value_parser = one_of(&CallGraph::ALL, call_graph_help), default_value = "dwarf")]
     pub call_graph: CallGraph,
     /// OS events for instrumentation (comma-separated).
-    #[arg(long, value_delimiter = ',', value_parser = one_of(&OS_EVENTS, os_event_help), default_value = "switch")]
-    pub os_events: Vec<&'static str>,
+    #[arg(long, value_delimiter = ',', value_parser = one_of(&OsEventSource::ALL, os_event_help), default_value = "switch")]
+    pub os_events: Vec<OsEventSource>,
     /// Do not follow threads and child processes.
     #[arg(long)]
     pub no_inherit: bool,

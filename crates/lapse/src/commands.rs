@@ -105,7 +105,7 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         period: a.period,
         event: a.event,
         call_graph: a.call_graph,
-        os_events: a.os_events.iter().map(|k| k.to_string()).collect(),
+        os_events: a.os_events,
         inherit: !a.no_inherit,
         output: a.output,
         target,

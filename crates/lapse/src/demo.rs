@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use lapse_record::{CallGraph, MethodChoice};
+use lapse_record::{CallGraph, MethodChoice, OsEventSource};
 use lapse_report::{ApplicationRule, Format, View};
 
 use crate::cli::ReportArgs;
@@ -35,7 +35,7 @@ pub fn run() -> Result<u8> {
         period: None,
         event: None,
         call_graph: CallGraph::Dwarf,
-        os_events: vec!["switch"],
+        os_events: vec![OsEventSource::Switch],
         no_inherit: false,
         output: data.clone(),
         pid: None,

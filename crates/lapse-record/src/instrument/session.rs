@@ -17,7 +17,7 @@ use super::session_dir::SessionDir;
 use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
 use crate::linux::proc_info::{hostname, read_cmdline};
-use crate::{RecordError, RecordOptions, RecordOutcome};
+use crate::{OsEventSource, RecordError, RecordOptions, RecordOutcome};
 
 /// A probe-cost calibration whose trials spread wider than this (90th over
 /// 10th percentile, in percent) ran on a machine too busy to trust it.
@@ -107,8 +107,8 @@ pub fn record(
             command: argv.join(" "),
             source,
         })?;
-    let faults = opts.os_events.iter().any(|e| e == "fault");
-    let syscalls = opts.os_events.iter().any(|e| e == "syscall");
+    let faults = opts.os_events.contains(&OsEventSource::Fault);
+    let syscalls = opts.os_events.contains(&OsEventSource::Syscall);
     let os = match OsCollector::open(child.pid, faults, syscalls, opts.inherit) {
         Ok(os) => os,
         Err(e) => {
@@ -190,9 +190,9 @@ impl Session {
                 while self.asm.probe_cost_ns.is_none() && self.read_conn(i, 1)? {}
             }
         }
-        let mut os_events = vec!["switch".to_owned()];
+        let mut os_events = vec![OsEventSource::Switch.name().to_owned()];
         if faults {
-            os_events.push("fault".to_owned());
+            os_events.push(OsEventSource::Fault.name().to_owned());
         }
         let mut notes = Vec::new();
         if self.asm.probe_spread_pct > 0 {
@@ -207,7 +207,7 @@ impl Session {
             }
         }
         if self.os.has_syscalls() {
-            os_events.push("syscall".to_owned());
+            os_events.push(OsEventSource::Syscall.name().to_owned());
         }
         if let Some(why) = &self.os.syscalls_refused {
             // One line now (the run goes on), and the same in the header.
