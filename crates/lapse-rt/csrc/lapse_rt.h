@@ -22,6 +22,7 @@
 #define LAPSE_ENV_NO_ARENA "LAPSE_NO_ARENA"     /* set: private buffers only */
 #define LAPSE_ENV_FLUSH_TICKS "LAPSE_FLUSH_TICKS" /* hand a buffer over after this many ticks */
 #define LAPSE_ENV_NO_INHERIT "LAPSE_NO_INHERIT" /* set: children get neither the runtime nor these */
+#define LAPSE_ENV_SPILL_MAX "LAPSE_SPILL_MAX"   /* the spill stops growing at this many bytes */
 
 /* ---- datagrams ---- */
 #define LAPSE_MAGIC 0x3153504cu /* "LPS1" little-endian */

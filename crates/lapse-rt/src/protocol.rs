@@ -102,6 +102,8 @@ pub const ENV_FLUSH_TICKS: &str = "LAPSE_FLUSH_TICKS";
 /// and itself from the environment children get, and a fork child is not
 /// recorded.
 pub const ENV_NO_INHERIT: &str = "LAPSE_NO_INHERIT";
+/// The spill file stops growing at this many bytes (decimal; default 2 GiB).
+pub const ENV_SPILL_MAX: &str = "LAPSE_SPILL_MAX";
 
 /// The thread that sent a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
