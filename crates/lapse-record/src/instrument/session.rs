@@ -157,6 +157,21 @@ pub fn record(
     run
 }
 
+/// Where a recording is.
+#[derive(Clone, Copy)]
+enum Phase {
+    /// Until the first runtime says hello (its probe cost goes into the
+    /// header), at most HELLO_WAIT or until the target exits.
+    AwaitHello { deadline: Instant },
+    /// The header is written; the target runs.
+    Running,
+    /// The target exited at `since`; descendants may still send (LINGER).
+    Lingering { since: Instant },
+    /// Whatever is still queued, left in arenas or in the kernel's rings is
+    /// taken; then the tables and the footer.
+    Draining,
+}
+
 impl Session {
     fn run(
         &mut self,
@@ -167,29 +182,118 @@ impl Session {
         faults: bool,
     ) -> Result<RecordOutcome, RecordError> {
         let mut exit_status = None;
-        // The header carries the probe cost the runtime measures at start-up.
-        let hello_deadline = Instant::now() + HELLO_WAIT;
-        while self.asm.probe_cost_ns.is_none()
-            && Instant::now() < hello_deadline
-            && exit_status.is_none()
+        let mut phase = Phase::AwaitHello {
+            deadline: Instant::now() + HELLO_WAIT,
+        };
+        loop {
+            phase = match phase {
+                Phase::AwaitHello { deadline } => {
+                    let exited = exit_status.is_some();
+                    if self.asm.probe_cost_ns.is_some() || Instant::now() >= deadline || exited {
+                        // A target that ended this fast may still have its
+                        // hello queued: read up to it.
+                        if self.asm.probe_cost_ns.is_none() && exited {
+                            self.accept()?;
+                            for i in 0..self.conns.len() {
+                                while self.asm.probe_cost_ns.is_none() && self.read_conn(i, 1)? {}
+                            }
+                        }
+                        self.write_header(opts, start, start_unix_ns, faults)?;
+                        match exited {
+                            true => Phase::Lingering {
+                                since: Instant::now(),
+                            },
+                            false => Phase::Running,
+                        }
+                    } else {
+                        self.accept()?;
+                        let first = self.conns.first().map(|c| c.0.raw_fd());
+                        let got = first.is_some() && self.read_conn(0, 1)?;
+                        if !got {
+                            let fds: Vec<i32> =
+                                first.into_iter().chain([self.listener.raw_fd()]).collect();
+                            wait_readable(&fds, 5);
+                        }
+                        exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
+                        phase
+                    }
+                }
+                Phase::Running | Phase::Lingering { .. } => {
+                    let lingering = matches!(phase, Phase::Lingering { .. });
+                    if launch::forward_pending_signal(child.pid) && lingering {
+                        // interrupted while descendants linger: finish the file now
+                        phase = Phase::Draining;
+                        continue;
+                    }
+                    let busy = self.pump()?;
+                    if exit_status.is_none() {
+                        exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
+                    }
+                    let next = match phase {
+                        Phase::Running if exit_status.is_some() => Phase::Lingering {
+                            since: Instant::now(),
+                        },
+                        Phase::Lingering { since } if self.lingered(since)? => Phase::Draining,
+                        other => other,
+                    };
+                    if !busy && !matches!(next, Phase::Draining) {
+                        let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
+                        fds.push(self.listener.raw_fd());
+                        fds.extend(self.os.wake_fds());
+                        wait_readable(&fds, 20);
+                    }
+                    next
+                }
+                Phase::Draining => {
+                    // Whatever is still queued on open connections, then
+                    // what processes that died left in their arenas.
+                    for i in 0..self.conns.len() {
+                        self.read_conn(i, usize::MAX)?;
+                    }
+                    self.salvage(|_| true)?;
+                    self.poll_os(true)?;
+                    self.flush_periodic(true)?;
+                    return self.finish(exit_status);
+                }
+            };
+        }
+    }
+
+    /// One round of the running loop: new connections, up to a burst of
+    /// datagrams from each, the kernel's records, the periodic flush. True
+    /// if any datagram came.
+    fn pump(&mut self) -> Result<bool, RecordError> {
+        self.accept()?;
+        let mut busy = false;
+        for i in 0..self.conns.len() {
+            busy |= self.read_conn(i, READ_BURST)?;
+        }
+        self.conns.retain(|c| !c.1);
+        self.poll_os(false)?;
+        self.flush_periodic(false)?;
+        Ok(busy)
+    }
+
+    /// After the target exited at `since`: true once nothing is connected,
+    /// or descendants have been silent (and the target gone) for LINGER.
+    fn lingered(&mut self, since: Instant) -> Result<bool, RecordError> {
+        if self.conns.is_empty() || (self.last_data.elapsed() > LINGER && since.elapsed() > LINGER)
         {
             self.accept()?;
-            let first = self.conns.first().map(|c| c.0.raw_fd());
-            let got = first.is_some() && self.read_conn(0, 1)?;
-            if !got {
-                let fds: Vec<i32> = first.into_iter().chain([self.listener.raw_fd()]).collect();
-                wait_readable(&fds, 5);
-            }
-            exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
+            return Ok(self.conns.is_empty() || since.elapsed() > LINGER);
         }
-        // A target that ended this fast may still have its hello (with the
-        // probe cost the header needs) queued: read up to it.
-        if self.asm.probe_cost_ns.is_none() && exit_status.is_some() {
-            self.accept()?;
-            for i in 0..self.conns.len() {
-                while self.asm.probe_cost_ns.is_none() && self.read_conn(i, 1)? {}
-            }
-        }
+        Ok(false)
+    }
+
+    /// The session header: written once the first runtime said hello (its
+    /// probe cost) or the wait for it ended.
+    fn write_header(
+        &mut self,
+        opts: &RecordOptions,
+        start: Timestamp,
+        start_unix_ns: u64,
+        faults: bool,
+    ) -> Result<(), RecordError> {
         let mut os_events = vec![OsEventSource::Switch.name().to_owned()];
         if faults {
             os_events.push(OsEventSource::Fault.name().to_owned());
@@ -237,53 +341,7 @@ impl Session {
         };
         self.out.record(&Record::Session(header.clone()))?;
         self.header = Some(header);
-        // The datagram read above (if any) was handled; go on until the end.
-        // The target may have finished while we waited for its hello.
-        let mut exited_at: Option<Instant> = exit_status.map(|_| Instant::now());
-        loop {
-            if launch::forward_pending_signal(child.pid) && exited_at.is_some() {
-                break; // interrupted while descendants linger: finish the file now
-            }
-            self.accept()?;
-            let mut busy = false;
-            for i in 0..self.conns.len() {
-                busy |= self.read_conn(i, READ_BURST)?;
-            }
-            self.conns.retain(|c| !c.1);
-            self.poll_os(false)?;
-            self.flush_periodic(false)?;
-            if exit_status.is_none() {
-                exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
-                if exit_status.is_some() {
-                    exited_at = Some(Instant::now());
-                }
-            }
-            if let Some(t) = exited_at {
-                if self.conns.is_empty()
-                    || (self.last_data.elapsed() > LINGER && t.elapsed() > LINGER)
-                {
-                    self.accept()?;
-                    if self.conns.is_empty() || t.elapsed() > LINGER {
-                        break;
-                    }
-                }
-            }
-            if !busy {
-                let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
-                fds.push(self.listener.raw_fd());
-                fds.extend(self.os.wake_fds());
-                wait_readable(&fds, 20);
-            }
-        }
-        // Whatever is still queued on open connections, then what processes
-        // that died left in their arenas.
-        for i in 0..self.conns.len() {
-            self.read_conn(i, usize::MAX)?;
-        }
-        self.salvage(|_| true)?;
-        self.poll_os(true)?;
-        self.flush_periodic(true)?;
-        self.finish(exit_status)
+        Ok(())
     }
 
     fn accept(&mut self) -> Result<(), RecordError> {
