@@ -238,10 +238,15 @@ int main(void) {
     let app = ns(io, "application_inclusive_ns");
     // The function makes no instrumented calls: it is one interval. The
     // time fsync blocked is off the CPU: application time is the CPU time
-    // the thread had (copying 16 MB into the page cache), not the wait.
+    // the thread had (copying 16 MB into the page cache), not the wait. On
+    // a busy VM the kernel leaves time stolen by the hypervisor or spent in
+    // interrupts out of the thread's CPU time while the thread stays on the
+    // CPU, so the check is that most of what is not CPU time (the wait) is
+    // gone from application time, and no CPU time is.
+    let waited = elapsed - cpu;
     assert!(
-        (0.7 * cpu - 0.5 * MS..=1.3 * cpu + 0.5 * MS).contains(&app),
-        "application {app} ns should be the CPU time {cpu} ns (elapsed {elapsed} ns)"
+        app >= 0.7 * cpu - 0.5 * MS && app <= cpu + 0.3 * waited + 0.5 * MS,
+        "application {app} ns should be about the CPU time {cpu} ns (elapsed {elapsed} ns)"
     );
     assert!(
         elapsed > app,

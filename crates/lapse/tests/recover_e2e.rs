@@ -276,6 +276,7 @@ fn spilled_calibration_buffers_keep_their_discard_mark() {
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #define NOINLINE __attribute__((noinline))
 volatile uint64_t sink;
@@ -285,10 +286,29 @@ __attribute__((no_instrument_function)) static void stop_recorder(int c, char **
 }
 __attribute__((section(".preinit_array"), used)) static void (*preinit)(int, char **, char **) = stop_recorder;
 NOINLINE void work(long i) { sink ^= (uint64_t)i; }
+/* Until `pid` has exited (a zombie or gone): its sockets are closed, so
+ * what the runtime sends from here on goes to the spill. (Before that, on
+ * a busy machine, datagrams could still land in the dying recorder's
+ * socket and be lost with it, which this test is not about.) */
+__attribute__((no_instrument_function)) static void wait_dead(pid_t pid) {
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        if (!f) return;
+        size_t n = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[n] = 0;
+        char *p = strrchr(stat, ')');
+        if (!p || p[2] == 'Z' || p[2] == 'X') return;
+        usleep(1000);
+    }
+}
 int main(void) {
     pid_t recorder = getppid();
     for (long i = 0; i < 50000; i++) work(i);
     kill(recorder, SIGKILL);
+    wait_dead(recorder);
     for (long i = 0; i < 50000; i++) work(i);
     FILE *f = fopen("done.tmp", "w"); fprintf(f, "%d\n", (int)getpid()); fclose(f);
     rename("done.tmp", "done");
