@@ -453,8 +453,8 @@ mod tests {
 
     #[test]
     fn an_address_means_the_mapping_live_at_the_event() {
-        let mut book = AddressBook::default();
-        book.offline = true; // (never read this process's /proc)
+        // Offline: never read this process's /proc.
+        let mut book = AddressBook::resume(&[], &[], &[]);
         map(&mut book, "[a]", 0x1000_0000, 100);
         assert_eq!(module_at(&mut book, 0x1000_0040, 150), ("[a]".into(), true));
         let v = book.version(1, 0);
@@ -476,8 +476,7 @@ mod tests {
 
     #[test]
     fn mappings_reported_late_or_twice_keep_their_times() {
-        let mut book = AddressBook::default();
-        book.offline = true;
+        let mut book = AddressBook::resume(&[], &[], &[]);
         // Seen in /proc at 500, reported by perf as mapped at 100: the same
         // code either way, so the answer may still be cached.
         map(&mut book, "[a]", 0x1000_0000, 500);
@@ -496,8 +495,7 @@ mod tests {
     fn mappings_from_two_cpus_read_out_of_order() {
         // [a]@100, [b]@200, [a]@300, [b]@400 at one address, read as the
         // rings come: [b]@200, [b]@400 (one CPU), then [a]@100, [a]@300.
-        let mut book = AddressBook::default();
-        book.offline = true;
+        let mut book = AddressBook::resume(&[], &[], &[]);
         for (m, t) in [("[b]", 200), ("[b]", 400), ("[a]", 100), ("[a]", 300)] {
             map(&mut book, m, 0x1000_0000, t);
         }
