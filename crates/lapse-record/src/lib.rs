@@ -183,7 +183,6 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let program = linux::launch::resolve_command(first)
         .ok_or_else(|| RecordError::CommandNotFound(first.clone()))?;
     let found = method::detect(&program);
-    let probes = found.as_ref().map_or(method::Probes::None, |f| f.probes);
     let method = match opts.method {
         MethodChoice::Instrument => Method::Instrumentation,
         MethodChoice::Sample => Method::Sampling,
@@ -211,12 +210,6 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     };
     match method {
         Method::Instrumentation => {
-            if probes == method::Probes::Mcount {
-                return Err(RecordError::Unsupported(format!(
-                    "{} uses -pg probes (mcount/__fentry__), which the lapse runtime does not handle yet; build it with -finstrument-functions",
-                    program.display()
-                )));
-            }
             let _hook = ProgressHook::set(opts.symbol_progress.clone());
             instrument::record(opts, &program, argv)
         }

@@ -4,8 +4,10 @@
  * path), buffers.c (a thread's buffers), arena.c (the buffer arena shared
  * with the recorder), transport.c (the connection and the spill file),
  * lifecycle.c (start-up, fork, exec, exit, fatal signals), env.c (lapse's
- * environment variables) and exec.c (the exec family and posix_spawn,
- * wrapped). */
+ * environment variables), exec.c (the exec family and posix_spawn,
+ * wrapped), trampoline.c (the return trampoline and shadow stack, with the
+ * entry points in x86_64.S) and unwind.c (unwinders and stack walks kept
+ * away from the trampoline). */
 #ifndef LAPSE_RT_INTERNAL_H
 #define LAPSE_RT_INTERNAL_H
 
@@ -80,6 +82,13 @@ struct lapse_tls {
     int32_t slot;         /* index in the thread registry, -1 if none */
     uint64_t first_next;  /* where set-up starts numbering (after early events) */
     void *own_map[2];     /* private buffers' mappings (2 x BUF_BYTES, for the alignment) */
+    /* The return trampoline's state (trampoline.c): the shadow stack, and
+     * its depth and generation in one word that only changes by one
+     * instruction (so that a signal handler's hooks see it whole). */
+    struct lapse_shadow *shadow;
+    uint64_t shadow_word;
+    uintptr_t *hooking;  /* the slot a hook is installing the trampoline in */
+    uint32_t shadow_off; /* set: this thread's hooks install no trampoline */
 };
 
 extern __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
@@ -167,6 +176,10 @@ void lapse_early_send(struct lapse_tls *t, struct lapse_early *early);
  * the thread is not set up; `e` is the slot it claimed, `now` its tick reading. */
 void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *fn, uint64_t is_exit,
                      uint64_t now);
+/* Sets a NEW thread up as its first probe would (without an event). */
+void lapse_thread_start(struct lapse_tls *t);
+/* A hook wrote past the buffer's deadline: hand the buffer over. */
+void lapse_hand_over_due(struct lapse_tls *t);
 extern struct lapse_tls *g_threads[LAPSE_MAX_THREADS];
 int lapse_threads_init(void);
 /* After fork, in the child: its numbering starts again, the parent's
@@ -222,6 +235,39 @@ const char *lapse_env_self(void);
 /* The environment a child gets (exec.c): lapse's variables added where
  * missing, or taken out with --no-inherit. */
 long lapse_env_fix(char *const envp[], long n, char **out, char *preload);
+
+/* ---- trampoline.c ---- */
+/* What an entry stub (x86_64.S) hands its hook; the hook answers in it. */
+struct lapse_hook {
+    uintptr_t fn;    /* enter: the function, or an address in it (-pg) */
+    uintptr_t *slot; /* where the return address of that call lives */
+    uintptr_t aux;   /* enter: the probe source's record (libcalls), else 0 */
+    uintptr_t ret;   /* exit: where the trampoline goes on to */
+    /* events the fast hook could not write (a signal handler filled the
+     * buffer meanwhile): lapse_hook_due records them after the hand-over */
+    uint64_t pending;
+    struct {
+        uintptr_t fn;
+        uint64_t is_exit;
+        uint64_t now;
+        struct lapse_event *e;
+    } pend[2];
+};
+/* A hook's answer to its stub: done, a hand-over is due (call
+ * lapse_hook_due with the vector registers saved), or everything is to be
+ * done again by the slow variant (lapse_hook_enter_slow/_exit_slow). */
+enum { HOOK_DONE = 0, HOOK_DUE = 1, HOOK_REDO = 2 };
+/* Every hooked frame of this thread returns normally from now on (before an
+ * unwinder walks the stack, pthread_exit, ...); lapse_rehook_all undoes it. */
+void lapse_unhook_all(struct lapse_tls *t);
+void lapse_rehook_all(struct lapse_tls *t);
+/* An exception was caught by the frame whose stack pointer is `sp`: the
+ * frames below it are gone, the ones above get their trampolines back. */
+void lapse_rehook_above(struct lapse_tls *t, uintptr_t sp);
+/* Forgets every entry (after lapse_unhook_all: pthread_exit). */
+void lapse_shadow_drop_all(struct lapse_tls *t);
+/* At thread end: the shadow stack goes (when no frame uses it). */
+void lapse_shadow_free(struct lapse_tls *t);
 
 /* ---- exec.c / lifecycle.c ---- */
 /* Hands every buffer over before the process image is replaced. */

@@ -75,6 +75,7 @@ NOINSTR static void thread_done(void *arg)
         if (t->parked.base)
             lapse_hand_over(t, &t->parked, t->parked.count, 0);
         t->state = LAPSE_T_OFF;
+        lapse_shadow_free(t);
         for (int k = 0; k < 2; k++) {
             if (t->own_map[k])
                 munmap(t->own_map[k], 2 * BUF_BYTES);
@@ -198,6 +199,34 @@ NOINSTR void lapse_early_send(struct lapse_tls *t, struct lapse_early *early)
 }
 
 /* ---- the slow path ---- */
+
+NOINSTR void lapse_thread_start(struct lapse_tls *t)
+{
+    sigset_t old;
+    lapse_block(&old);
+    if (t->state == LAPSE_T_NEW && !t->in_slow) {
+        t->in_slow = 1;
+        if (!g_ctor_done)
+            early_setup(t);
+        else if (g_inited != 1 || thread_setup(t) != 0)
+            t->state = LAPSE_T_OFF;
+        t->in_slow = 0;
+    }
+    lapse_unblock(&old);
+}
+
+NOINSTR void lapse_hand_over_due(struct lapse_tls *t)
+{
+    sigset_t old;
+    lapse_block(&old);
+    if (t->state == LAPSE_T_ACTIVE && !t->in_slow) {
+        t->in_slow = 1;
+        if (lapse_ticks() > t->deadline)
+            lapse_flush_own(t, 1);
+        t->in_slow = 0;
+    }
+    lapse_unblock(&old);
+}
 
 /* e is a slot of b that this thread claimed and nobody wrote yet. */
 NOINSTR static int is_open_slot(const struct lapse_buf *b, const struct lapse_event *e)
