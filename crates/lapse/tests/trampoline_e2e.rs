@@ -246,6 +246,7 @@ int main(void) {
             return;
         };
         let v = report(&r, "functions", &[]);
+        assert_eq!(v["method"], "instrumentation", "{source:?}: --method auto");
         assert_calls(
             &r,
             &v,
@@ -282,6 +283,70 @@ int main(void) {
             (9.0..=16.0).contains(&rec),
             "{source:?}: rec {rec:.1} ms of 10"
         );
+    }
+}
+
+#[test]
+fn gmon_out_is_written_as_without_lapse() {
+    // glibc's gprof support (gcrt1.o) writes gmon.out at exit whatever
+    // mcount is: lapse neither needs it nor keeps it from being written.
+    let body = "int main(void) { sink = spin(30.0); leaf(1); return 0; }";
+    for source in TRAMPOLINED {
+        let Some(r) = run("gmon", "gcc", source, body, &[]) else {
+            return;
+        };
+        let gmon = std::fs::read(r.dir.join("gmon.out")).expect("gmon.out written under lapse");
+        assert!(gmon.starts_with(b"gmon"), "{source:?}: a gmon.out file");
+        let v = report(&r, "functions", &[]);
+        assert_calls(&r, &v, &[("main", 1), ("leaf", 1), ("spin", 1)]);
+    }
+}
+
+#[test]
+fn auto_finds_pg_probes_in_a_needed_library() {
+    for source in TRAMPOLINED {
+        let dir = WorkDir::new(
+            env!("CARGO_TARGET_TMPDIR"),
+            &format!("trampoline_e2e-pglib-{}", source.tag()),
+        );
+        let lib_src = format!(
+            "{PRELUDE}\nNOIPA long lib_work(long n) {{ long s = 0; for (long i = 0; i < n; i++) s += leaf(i); return s; }}\n"
+        );
+        let mut flags = vec!["-O2", "-shared", "-fPIC"];
+        flags.extend_from_slice(source.flags());
+        let Some(_) = compile(&dir, "gcc", "libpgwork.so", &lib_src, &flags) else {
+            return;
+        };
+        let lib_dir = dir.to_str().expect("utf-8 path");
+        let rpath = format!("-Wl,-rpath,{lib_dir}");
+        let link = format!("-L{lib_dir}");
+        let Some(exe) = compile(
+            &dir,
+            "gcc",
+            "uses_pglib",
+            "#include <stdio.h>\nlong lib_work(long);\nint main(void) { printf(\"%ld\\n\", lib_work(1000)); return 0; }\n",
+            &["-O2", &link, &rpath, "-l:libpgwork.so"],
+        ) else {
+            return;
+        };
+        let data = dir.join("out.lapse");
+        let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+            .args(["record", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(&exe)
+            .current_dir(&dir)
+            .output()
+            .expect("run lapse record");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if perf_refused(&stderr) && !data.exists() {
+            return skip::<()>(format!("perf events are not available: {stderr}")).unwrap_or(());
+        }
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "500500\n", "{stderr}");
+        assert!(stderr.contains("probes found in"), "{source:?}: {stderr}");
+        let r = Run { dir, data, source };
+        let v = report(&r, "functions", &[]);
+        assert_calls(&r, &v, &[("lib_work", 1), ("leaf", 1000)]);
     }
 }
 
