@@ -19,16 +19,18 @@
 
 #define NOINSTR __attribute__((no_instrument_function))
 #define LAPSE_MAX_THREADS 16384 /* registered for flushes at exit; more are recorded too */
-#define BUF_BYTES (LAPSE_BUF_EVENTS * sizeof(struct lapse_event))
+#define BUF_BYTES ((size_t)LAPSE_BUF_BYTES)
 
 /* A buffer is a BUF_BYTES region aligned to BUF_BYTES whose last page is a
  * guard: a claimed slot is past the end exactly when it lies in the guard,
  * which the probe sees from the slot's address alone (no `end` to read that a
  * signal handler could have changed in between). Claims past the end are
  * bounded by the nesting depth of signal handlers (the slow path runs with
- * signals blocked and installs a new buffer), far less than the guard's 256. */
+ * signals blocked and installs a new buffer), far less than the guard's 170. */
 #define GUARD_MASK ((uintptr_t)0xF000)
-#define BUF_USABLE ((BUF_BYTES - 4096) / sizeof(struct lapse_event)) /* 3840 events */
+#define BUF_USABLE ((BUF_BYTES - 4096) / sizeof(struct lapse_event)) /* 2560 events */
+_Static_assert(BUF_USABLE * sizeof(struct lapse_event) == BUF_BYTES - 4096,
+               "the guard starts where a slot starts");
 _Static_assert(BUF_BYTES == 0x10000, "the guard test assumes 64 KiB buffers");
 
 static inline __attribute__((always_inline, no_instrument_function)) int
@@ -62,15 +64,20 @@ struct lapse_buf {
  *
  * A signal handler may interrupt a probe between its claim of a slot and its
  * write, and fill and hand over the buffer in between: a buffer whose slots
- * are not all written is "parked" (kept, not handed over) until the next
- * hand-over, by which time the interrupted probe has normally finished. One
- * still unwritten then (its probe was abandoned by a longjmp out of the
- * handler) is handed over as a hole (fn 0) that the recorder counts as lost. */
+ * are not all written is "parked" (kept, not handed over) until a later
+ * hand-over, by which time the interrupted probe has normally finished. Up
+ * to LAPSE_PARKED buffers wait so (a handler may make more events than one
+ * buffer holds); the oldest is handed over when a new one would not fit,
+ * and one still unwritten then (its probe was abandoned by a longjmp out of
+ * the handler, or the handler made more events than all of them hold) has
+ * a hole (fn 0) that the recorder counts as lost. */
+#define LAPSE_PARKED 2
 struct lapse_tls {
     struct lapse_event *cur; /* next slot; claimed with one instruction (lapse_claim) */
     uint64_t deadline;       /* ticks: hand the buffer over after this; 0 = slow path at once */
     struct lapse_buf fill;   /* the buffer cur points into */
-    struct lapse_buf parked; /* full, but a slot of it was not written yet */
+    struct lapse_buf parked[LAPSE_PARKED]; /* full, a slot not written yet; oldest first */
+    uint32_t nparked;
     uint64_t next;           /* index of the first event of the next buffer */
     uint64_t skipped;        /* events lost since (the next buffer's index leaves a gap) */
     uint64_t stalled;        /* ticks this thread spent handing buffers over */
@@ -81,7 +88,7 @@ struct lapse_tls {
     uint32_t dtor_rounds; /* pthread key destructor calls so far */
     int32_t slot;         /* index in the thread registry, -1 if none */
     uint64_t first_next;  /* where set-up starts numbering (after early events) */
-    void *own_map[2];     /* private buffers' mappings (2 x BUF_BYTES, for the alignment) */
+    void *own_map[LAPSE_PARKED + 1]; /* private buffers' mappings (2 x BUF_BYTES each, for the alignment) */
     /* The return trampoline's state (trampoline.c): the shadow stack, and
      * its depth and generation in one word that only changes by one
      * instruction (so that a signal handler's hooks see it whole). */
@@ -134,6 +141,8 @@ uint32_t lapse_gettid(void);
 void lapse_init(void);
 
 /* ---- probe.c ---- */
+/* Records a marker event (LAPSE_MARK_*) on the calling thread. */
+void lapse_mark(uint64_t mark, uintptr_t sp);
 /* Median cost of one probe in ticks x 1024, measured through the real path. */
 uint64_t lapse_measure_probe_cost(void);
 
@@ -142,7 +151,7 @@ uint64_t lapse_measure_probe_cost(void);
 uint32_t lapse_claimed_count(const struct lapse_buf *b, const struct lapse_event *cur);
 /* Leading slots of b (of count) that hold events. */
 uint32_t lapse_written_prefix(const struct lapse_buf *b, uint32_t count);
-/* A private buffer for t into b (not the parked one's); -1 without memory. */
+/* A private buffer for t into b (not a parked one's); -1 without memory. */
 int lapse_take_private(struct lapse_tls *t, struct lapse_buf *b);
 /* Makes a new buffer t's filling one; -1 without memory. */
 int lapse_take_buffer(struct lapse_tls *t);
@@ -150,8 +159,10 @@ int lapse_take_buffer(struct lapse_tls *t);
 void lapse_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count, int all_written);
 /* The calling thread's buffers: hand them over; with `refill`, take the next one. */
 void lapse_flush_own(struct lapse_tls *t, int refill);
-/* The last hand-over of a thread or process image: the parked buffer too. */
+/* The last hand-over of a thread or process image: the parked buffers too. */
 void lapse_flush_final(struct lapse_tls *t);
+/* Whether e is a slot of a parked buffer that nobody wrote yet. */
+int lapse_is_parked_slot(const struct lapse_tls *t, const struct lapse_event *e);
 /* Every thread's buffer, at exit, exec or a crash. */
 void lapse_flush_all(void);
 /* Before fork: hand over, and fill a private buffer until the after-fork
@@ -175,7 +186,7 @@ void lapse_early_send(struct lapse_tls *t, struct lapse_early *early);
 /* Called by the probe when its slot is past the end, the buffer is due, or
  * the thread is not set up; `e` is the slot it claimed, `now` its tick reading. */
 void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *fn, uint64_t is_exit,
-                     uint64_t now);
+                     uint64_t now, uintptr_t sp);
 /* Sets a NEW thread up as its first probe would (without an event). */
 void lapse_thread_start(struct lapse_tls *t);
 /* A hook wrote past the buffer's deadline: hand the buffer over. */

@@ -72,11 +72,10 @@ NOINSTR static void thread_done(void *arg)
     } else {
         if (t->slot >= 0)
             __atomic_store_n(&g_threads[t->slot], NULL, __ATOMIC_RELEASE);
-        if (t->parked.base)
-            lapse_hand_over(t, &t->parked, t->parked.count, 0);
+        lapse_flush_final(t);
         t->state = LAPSE_T_OFF;
         lapse_shadow_free(t);
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < LAPSE_PARKED + 1; k++) {
             if (t->own_map[k])
                 munmap(t->own_map[k], 2 * BUF_BYTES);
             t->own_map[k] = NULL;
@@ -119,7 +118,9 @@ NOINSTR static int thread_setup(struct lapse_tls *t)
     t->skipped = 0;
     t->stalled = 0;
     t->tid = lapse_gettid();
-    t->parked = (struct lapse_buf){0};
+    for (int k = 0; k < LAPSE_PARKED; k++)
+        t->parked[k] = (struct lapse_buf){0};
+    t->nparked = 0;
     t->state = LAPSE_T_ACTIVE;
     thread_register(t);
     if (lapse_take_buffer(t) != 0) {
@@ -162,7 +163,7 @@ NOINSTR void lapse_early_detach(struct lapse_tls *t, struct lapse_early *out)
     out->buf = t->fill;
     out->count = lapse_claimed_count(&t->fill, t->cur);
     out->lost = t->skipped;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < LAPSE_PARKED + 1; k++) {
         char *m = t->own_map[k];
         if (m && (char *)t->fill.base >= m && (char *)t->fill.base < m + 2 * BUF_BYTES) {
             out->map = m;
@@ -235,7 +236,7 @@ NOINSTR static int is_open_slot(const struct lapse_buf *b, const struct lapse_ev
 }
 
 NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *fn,
-                             uint64_t is_exit, uint64_t now)
+                             uint64_t is_exit, uint64_t now, uintptr_t sp)
 {
     if (t->state == LAPSE_T_OFF)
         return;
@@ -248,6 +249,7 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
         if (is_open_slot(&t->fill, e)) {
             e->fn = (uint64_t)fn;
             e->stamp = stamp;
+            e->sp = sp;
         } else if (t->state == LAPSE_T_ACTIVE) {
             t->skipped++;
         }
@@ -273,11 +275,13 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
         if (is_open_slot(&t->fill, e)) {
             e->fn = (uint64_t)fn;
             e->stamp = stamp;
+            e->sp = sp;
         } else if (lapse_claimed_count(&t->fill, t->cur) < BUF_USABLE) {
             /* (stamped now: the probe's reading predates the buffer) */
             struct lapse_event *slot = t->cur++;
             slot->fn = (uint64_t)fn;
             slot->stamp = (lapse_ticks() << 1) | is_exit;
+            slot->sp = sp;
         } else {
             t->skipped++;  /* full: counted, handed over with the rest */
             t->deadline = 0; /* (every probe comes here: none writes) */
@@ -285,12 +289,13 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
     }
     if (t->state == LAPSE_T_ACTIVE) {
         /* The slot the probe claimed, if it is one: in the filling buffer
-         * (the buffer is due), or in the parked one (a handler took over
+         * (the buffer is due), or in a parked one (a handler took over
          * the buffer between this probe's claim and here). */
         int placed = 0;
-        if (is_open_slot(&t->fill, e) || is_open_slot(&t->parked, e)) {
+        if (is_open_slot(&t->fill, e) || lapse_is_parked_slot(t, e)) {
             e->fn = (uint64_t)fn;
             e->stamp = stamp;
+            e->sp = sp;
             placed = 1;
         }
         int full = !t->fill.base || lapse_claimed_count(&t->fill, t->cur) >= BUF_USABLE;
@@ -301,6 +306,7 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
             struct lapse_event *slot = t->cur++;
             slot->fn = (uint64_t)fn;
             slot->stamp = (lapse_ticks() << 1) | is_exit;
+            slot->sp = sp;
         }
     }
     t->in_slow = 0;

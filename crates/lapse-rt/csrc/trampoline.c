@@ -191,9 +191,10 @@ INLINE int put_event(struct lapse_tls *t, struct lapse_hook *h, uintptr_t fn, ui
 {
     struct lapse_event *e = lapse_claim(t);
     uint64_t now = lapse_ticks();
+    uintptr_t sp = (uintptr_t)h->slot; /* (the frame's place: its return address) */
     if (__builtin_expect(lapse_in_guard(e) || now > t->deadline, 0)) {
         if (slow) {
-            lapse_slow_path(t, e, (void *)fn, is_exit, now);
+            lapse_slow_path(t, e, (void *)fn, is_exit, now, sp);
             return HOOK_DONE;
         }
         if (lapse_in_guard(e)) {
@@ -206,11 +207,30 @@ INLINE int put_event(struct lapse_tls *t, struct lapse_hook *h, uintptr_t fn, ui
         }
         e->fn = (uint64_t)fn;
         e->stamp = (now << 1) | is_exit;
+        e->sp = sp;
         return HOOK_DUE;
     }
     e->fn = (uint64_t)fn;
     e->stamp = (now << 1) | is_exit;
+    e->sp = sp;
     return HOOK_DONE;
+}
+
+/* This thread installs no more trampolines (its frames that have one
+ * still return through it), and the recording says so. */
+INLINE int stop_tracing(struct lapse_tls *t, struct lapse_hook *h, int slow)
+{
+    t->shadow_off = 1;
+    if (slow) {
+        lapse_mark(LAPSE_MARK_UNTRACED, (uintptr_t)h->slot);
+        return HOOK_DONE;
+    }
+    uint64_t k = h->pending++;
+    h->pend[k].fn = LAPSE_MARK_UNTRACED;
+    h->pend[k].is_exit = 0;
+    h->pend[k].now = lapse_ticks();
+    h->pend[k].e = NULL; /* (no slot claimed: the slow path takes one) */
+    return HOOK_DUE;
 }
 
 INLINE int recording(const struct lapse_tls *t)
@@ -297,10 +317,8 @@ INLINE int hook_enter_at(struct lapse_tls *t, struct lapse_hook *h, int slow)
                 continue;
             continue;
         }
-        if (d >= TRAMP_DEPTH) {
-            t->shadow_off = 1; /* too deep to follow: this thread stops here */
-            return rc;
-        }
+        if (d >= TRAMP_DEPTH)
+            return rc | stop_tracing(t, h, slow); /* too deep to follow */
         struct lapse_shadow_entry *e = &E[d];
         e->slot = slot;
         e->ret = ret;
@@ -381,9 +399,7 @@ NOINSTR static void shadow_alloc(struct lapse_tls *t)
 {
     void *m = mmap(NULL, SHADOW_BYTES, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED)
-        t->shadow_off = 1;
-    else
+    if (m != MAP_FAILED)
         t->shadow = m;
 }
 
@@ -398,6 +414,11 @@ NOINSTR __attribute__((visibility("hidden"))) int lapse_hook_enter_slow(struct l
         if (!t->shadow)
             shadow_alloc(t);
         lapse_unblock(&old);
+        if (!t->shadow) { /* no memory for one */
+            h->pending = 0;
+            stop_tracing(t, h, 1);
+            return HOOK_DONE;
+        }
     }
     return hook_enter(h, 1);
 }
@@ -418,7 +439,7 @@ NOINSTR __attribute__((visibility("hidden"))) int lapse_hook_due(struct lapse_ho
     }
     for (uint64_t k = 0; k < h->pending && k < 2; k++)
         lapse_slow_path(t, h->pend[k].e, (void *)h->pend[k].fn, h->pend[k].is_exit,
-                        h->pend[k].now);
+                        h->pend[k].now, (uintptr_t)h->slot);
     return HOOK_DONE;
 }
 

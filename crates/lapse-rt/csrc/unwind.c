@@ -1,4 +1,6 @@
-/* unwind.c - keeping unwinders and stack walkers away from the trampoline.
+/* unwind.c - frames that end without returning: keeping unwinders and
+ * stack walkers away from the trampoline, and telling the recorder when
+ * frames are gone (longjmp and its kin, a catch).
  *
  * C++ exceptions, Rust panics, pthread_exit and backtrace() find a frame's
  * caller by its return address; a hooked frame's return address is the
@@ -12,6 +14,11 @@
  * leaves its frames unhooked: they return normally, their exits are not
  * recorded.
  *
+ * A catch and a longjmp also record an unwind marker: every frame below the
+ * target's stack pointer is gone, whatever its probe source (C compiled
+ * without -fexceptions has no exit probe on an exception's path), and the
+ * recorder closes those calls there.
+ *
  * Each wrapper calls the next definition of its function (dlsym RTLD_NEXT);
  * none depends on who called it. glibc's own forced unwinding (a thread
  * cancelled inside a hooked call) uses libgcc through a private handle that
@@ -23,6 +30,8 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unwind.h>
 
@@ -133,9 +142,12 @@ typedef void *(*begin_catch_fn)(void *);
 EXPORT void *__cxa_begin_catch(void *exc)
 {
     NEXT(begin_catch_fn, "__cxa_begin_catch");
-    /* the catching frame's stack pointer: where this call's return address sits, + 8 */
-    uintptr_t sp = (uintptr_t)__builtin_frame_address(0) + 2 * sizeof(void *);
+    /* the catching frame's stack pointer (this call's canonical frame address) */
+    uintptr_t sp = (uintptr_t)__builtin_dwarf_cfa();
     lapse_rehook_above(&lapse_t, sp);
+    /* and the recorder closes the frames below it now, whatever their
+     * probes (C compiled without -fexceptions has no exit on this path) */
+    lapse_mark(LAPSE_MARK_UNWIND, sp);
     return next_ ? next_(exc) : exc;
 }
 
@@ -152,3 +164,48 @@ EXPORT void pthread_exit(void *retval)
         next_(retval);
     abort();
 }
+
+/* ---- longjmp and its kin ----
+ * A longjmp leaves every frame below its target: the recorder closes them
+ * at the jump (LAPSE_MARK_UNWIND with the target's stack pointer) rather
+ * than when an outer function happens to return; the trampoline's own
+ * entries need nothing (they are unhooked when a later hook finds them
+ * below it). glibc keeps the target's stack pointer in the jmp_buf mangled
+ * with the thread's pointer guard. */
+#if defined(__x86_64__)
+#define JB_RSP 6 /* glibc x86-64: rbx rbp r12 r13 r14 r15 rsp pc */
+
+NOINSTR static uintptr_t jmp_target_sp(const struct __jmp_buf_tag *env)
+{
+    uintptr_t v = (uintptr_t)env->__jmpbuf[JB_RSP], guard;
+    __asm__("movq %%fs:0x30, %0" : "=r"(guard)); /* tcbhead_t.pointer_guard */
+    v = (v >> 17) | (v << (64 - 17));
+    return v ^ guard;
+}
+
+/* Marks the jump if its target is up this stack (a plausible distance). */
+NOINSTR static void mark_jump(const struct __jmp_buf_tag *env)
+{
+    uintptr_t to = jmp_target_sp(env), here = (uintptr_t)__builtin_frame_address(0);
+    if (to > here && to - here < ((uintptr_t)1 << 36))
+        lapse_mark(LAPSE_MARK_UNWIND, to);
+}
+
+typedef void (*jump_fn)(struct __jmp_buf_tag *, int);
+
+#define JUMP_WRAPPER(name)                                                     \
+    EXPORT void name(struct __jmp_buf_tag env[1], int val)                     \
+    {                                                                          \
+        NEXT(jump_fn, #name);                                                  \
+        mark_jump(env);                                                        \
+        if (next_)                                                             \
+            next_(env, val);                                                   \
+        abort();                                                               \
+    }
+
+JUMP_WRAPPER(longjmp)
+JUMP_WRAPPER(_longjmp)
+JUMP_WRAPPER(siglongjmp)
+void __longjmp_chk(struct __jmp_buf_tag env[1], int val);
+JUMP_WRAPPER(__longjmp_chk)
+#endif
