@@ -6,10 +6,11 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 10] = [
+const SOURCES: [&str; 11] = [
     "csrc/probe.c",
     "csrc/trampoline.c",
     "csrc/unwind.c",
+    "csrc/libcalls.c",
     "csrc/threads.c",
     "csrc/buffers.c",
     "csrc/arena.c",
@@ -33,7 +34,7 @@ fn main() {
     for src in SOURCES
         .iter()
         .chain(asm)
-        .chain(["csrc/lapse_rt.h", "csrc/rt.h"].iter())
+        .chain(["csrc/lapse_rt.h", "csrc/rt.h", "csrc/stubs.h"].iter())
     {
         println!("cargo:rerun-if-changed={src}");
     }

@@ -85,6 +85,9 @@ pub struct RecordOptions {
     /// OS event kinds: `switch` (always), `fault`, `syscall`.
     pub os_events: Vec<String>,
     pub inherit: bool,
+    /// Instrumentation: calls from instrumented modules into other shared
+    /// libraries are functions of their library (`--no-libcalls`: not traced).
+    pub libcalls: bool,
     pub output: PathBuf,
     pub target: Target,
     /// Counts the symbol resolution done once the target has exited, for a
@@ -210,6 +213,12 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     };
     match method {
         Method::Instrumentation => {
+            if method::is_static(&program) {
+                return Err(RecordError::Unsupported(format!(
+                    "{} is statically linked: the lapse runtime cannot be preloaded into it, so it cannot be recorded by instrumentation; link it dynamically, or record it with --method sample",
+                    program.display()
+                )));
+            }
             let _hook = ProgressHook::set(opts.symbol_progress.clone());
             instrument::record(opts, &program, argv)
         }

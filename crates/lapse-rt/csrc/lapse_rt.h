@@ -22,6 +22,7 @@
 #define LAPSE_ENV_NO_ARENA "LAPSE_NO_ARENA"     /* set: private buffers only */
 #define LAPSE_ENV_FLUSH_TICKS "LAPSE_FLUSH_TICKS" /* hand a buffer over after this many ticks */
 #define LAPSE_ENV_NO_INHERIT "LAPSE_NO_INHERIT" /* set: children get neither the runtime nor these */
+#define LAPSE_ENV_NO_LIBCALLS "LAPSE_NO_LIBCALLS" /* set: calls into other libraries are not traced */
 
 /* ---- datagrams ---- */
 #define LAPSE_MAGIC 0x3253504cu /* "LPS2" little-endian (24-byte events) */

@@ -95,6 +95,8 @@ struct lapse_tls {
     struct lapse_shadow *shadow;
     uint64_t shadow_word;
     uintptr_t *hooking;  /* the slot a hook is installing the trampoline in */
+    uintptr_t rescan_at; /* dlopen called with its return address here: look
+                            for new modules at the next hook above it */
     uint32_t shadow_off; /* set: this thread's hooks install no trampoline */
 };
 
@@ -279,6 +281,29 @@ void lapse_rehook_above(struct lapse_tls *t, uintptr_t sp);
 void lapse_shadow_drop_all(struct lapse_tls *t);
 /* At thread end: the shadow stack goes (when no frame uses it). */
 void lapse_shadow_free(struct lapse_tls *t);
+
+/* ---- libcalls.c ---- */
+/* One redirected import of an instrumented module: its GOT slot now holds
+ * the address of stub `i` (x86_64.S), which hooks the call and goes on to
+ * `target`. x86_64.S reads target and fn (stubs.h). */
+struct lapse_import {
+    uintptr_t target; /* where the call goes (the slot's value before) */
+    uintptr_t fn;     /* the function its events name */
+    uintptr_t *got;   /* the slot */
+    uintptr_t stub;   /* what the slot holds now */
+    uint32_t flags;   /* IMP_* */
+    uint32_t module;  /* (index of the module it belongs to) */
+    uint64_t pad[3];
+};
+enum {
+    IMP_TRACE = 1,  /* entry event and return trampoline */
+    IMP_RESCAN = 2, /* dlopen: look for new modules once it has returned */
+};
+extern struct lapse_import lapse_imports[];
+/* Redirects the imports of every instrumented module loaded now (start-up)
+ * or since the last call (after dlopen); the caller is in a normal context
+ * (not a signal handler), the vector state saved. */
+void lapse_libcalls_scan(void);
 
 /* ---- exec.c / lifecycle.c ---- */
 /* Hands every buffer over before the process image is replaced. */

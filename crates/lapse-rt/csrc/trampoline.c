@@ -55,6 +55,7 @@
 #pragma GCC target("general-regs-only")
 #endif
 #include "rt.h"
+#include "stubs.h"
 
 #if defined(__x86_64__)
 
@@ -78,11 +79,14 @@ struct lapse_shadow {
 
 #define SHADOW_BYTES (sizeof(struct lapse_shadow))
 
-/* x86_64.S lays struct lapse_hook out by hand (H_*) */
-_Static_assert(sizeof(struct lapse_hook) <= 112, "x86_64.S: H_BYTES");
-_Static_assert(offsetof(struct lapse_hook, fn) == 0 && offsetof(struct lapse_hook, slot) == 8 &&
-                   offsetof(struct lapse_hook, aux) == 16 && offsetof(struct lapse_hook, ret) == 24,
-               "x86_64.S: H_FN, H_SLOT, H_AUX, H_RET");
+/* x86_64.S lays struct lapse_hook out by hand (stubs.h) */
+_Static_assert(sizeof(struct lapse_hook) <= HOOK_BYTES, "stubs.h: HOOK_BYTES");
+_Static_assert(offsetof(struct lapse_hook, fn) == HOOK_FN &&
+                   offsetof(struct lapse_hook, slot) == HOOK_SLOT &&
+                   offsetof(struct lapse_hook, aux) == HOOK_AUX &&
+                   offsetof(struct lapse_hook, ret) == HOOK_RET,
+               "stubs.h: HOOK_*");
+_Static_assert(HOOK_DUE == HOOK_DUE_CODE, "stubs.h: HOOK_DUE_CODE");
 
 extern void lapse_tramp_return(void); /* x86_64.S */
 
@@ -180,6 +184,25 @@ INLINE int drop_top(struct lapse_tls *t, uint64_t w, uintptr_t lo, uintptr_t hi)
         return 0;
     unhook_slot(t, slot, ret, lo, hi);
     return 1;
+}
+
+/* The thread's shadow stack, mapped on its first hook (a thread that
+ * cannot have one installs no trampoline, and says so). */
+NOINSTR static void shadow_setup(struct lapse_tls *t)
+{
+    sigset_t old;
+    lapse_block(&old);
+    if (!t->shadow) {
+        void *m = mmap(NULL, SHADOW_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m != MAP_FAILED)
+            t->shadow = m;
+    }
+    lapse_unblock(&old);
+    if (!t->shadow) {
+        t->shadow_off = 1;
+        lapse_mark(LAPSE_MARK_UNTRACED, 0);
+    }
 }
 
 /* Records one event. The fast variant (slow 0) calls nothing: when the
@@ -335,6 +358,54 @@ INLINE int hook_enter_at(struct lapse_tls *t, struct lapse_hook *h, int slow)
     return rc;
 }
 
+/* ---- library calls (libcalls.c redirects them to x86_64.S's stubs) ---- */
+
+/* dlopen was called from below this hook's slot and has returned: new
+ * modules may be there to redirect (in the slow variant, outside any signal
+ * handler that interrupted dlopen, whose slots would lie below its call). */
+INLINE int rescan_due(const struct lapse_tls *t, uintptr_t *slot)
+{
+    return t->rescan_at && (uintptr_t)slot >= t->rescan_at;
+}
+
+NOINSTR static void rescan(struct lapse_tls *t)
+{
+    t->rescan_at = 0;
+    lapse_libcalls_scan();
+}
+
+INLINE int libcall_enter(struct lapse_hook *h, int slow)
+{
+    struct lapse_tls *t = &lapse_t;
+    struct lapse_import *imp = (struct lapse_import *)h->aux;
+    if (rescan_due(t, h->slot)) {
+        if (!slow)
+            return HOOK_REDO;
+        rescan(t);
+    }
+    uint32_t flags = __atomic_load_n(&imp->flags, __ATOMIC_RELAXED);
+    if (flags & IMP_RESCAN)
+        t->rescan_at = (uintptr_t)h->slot; /* (dlopen: the stub only notes it) */
+    if (!(flags & IMP_TRACE))
+        return HOOK_DONE;
+    return hook_enter(h, slow);
+}
+
+GR_ONLY __attribute__((visibility("hidden"))) int lapse_libcall_hook(struct lapse_hook *h)
+{
+    return libcall_enter(h, 0);
+}
+
+NOINSTR __attribute__((visibility("hidden"))) int lapse_libcall_hook_slow(struct lapse_hook *h)
+{
+    struct lapse_tls *t = &lapse_t;
+    if (t->state == LAPSE_T_NEW)
+        lapse_thread_start(t);
+    if (!t->shadow && !t->shadow_off && recording(t))
+        shadow_setup(t);
+    return libcall_enter(h, 1);
+}
+
 /* ---- exit: the trampoline ---- */
 
 __attribute__((noreturn, no_instrument_function)) static void lost_return(void)
@@ -349,9 +420,11 @@ INLINE int hook_exit(struct lapse_hook *h, int slow)
 {
     struct lapse_tls *t = &lapse_t;
     h->pending = 0;
-    if (!slow && recording(t) && !room_for(t, 1))
-        return HOOK_REDO;
     uintptr_t *slot = h->slot;
+    if (!slow && ((recording(t) && !room_for(t, 1)) || rescan_due(t, slot)))
+        return HOOK_REDO;
+    if (slow && rescan_due(t, slot))
+        rescan(t);
     uintptr_t lo = sp_now(), hi = (uintptr_t)slot;
     struct lapse_shadow_entry *E = t->shadow ? t->shadow->e : 0;
     for (;;) {
@@ -395,31 +468,13 @@ GR_ONLY __attribute__((visibility("hidden"))) int lapse_hook_exit(struct lapse_h
 
 /* ---- the slow variants (called with the vector state saved) ---- */
 
-NOINSTR static void shadow_alloc(struct lapse_tls *t)
-{
-    void *m = mmap(NULL, SHADOW_BYTES, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m != MAP_FAILED)
-        t->shadow = m;
-}
-
 NOINSTR __attribute__((visibility("hidden"))) int lapse_hook_enter_slow(struct lapse_hook *h)
 {
     struct lapse_tls *t = &lapse_t;
     if (t->state == LAPSE_T_NEW)
         lapse_thread_start(t);
-    if (!t->shadow && !t->shadow_off && recording(t)) {
-        sigset_t old;
-        lapse_block(&old);
-        if (!t->shadow)
-            shadow_alloc(t);
-        lapse_unblock(&old);
-        if (!t->shadow) { /* no memory for one */
-            h->pending = 0;
-            stop_tracing(t, h, 1);
-            return HOOK_DONE;
-        }
-    }
+    if (!t->shadow && !t->shadow_off && recording(t))
+        shadow_setup(t);
     return hook_enter(h, 1);
 }
 

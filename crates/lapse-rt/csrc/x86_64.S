@@ -16,16 +16,19 @@
  * no vector register; when they need the C library, lapse_vsave_call saves
  * the whole vector and x87 state (XSAVE, else FXSAVE) around it. */
 
-#define HOOK_DUE 1
+#include "stubs.h"
+
+#define HOOK_DUE HOOK_DUE_CODE
 /* struct lapse_hook (rt.h: fn, slot, aux, ret, then what the hook keeps
  * there), below the saved registers */
-#define H_BYTES 112
+#define H_BYTES HOOK_BYTES
 #define SAVED -72 /* the nine saved registers end here */
+#define SAVED_R11 -72
 #define H_AT (SAVED - H_BYTES)
-#define H_FN (H_AT + 0)
-#define H_SLOT (H_AT + 8)
-#define H_AUX (H_AT + 16)
-#define H_RET (H_AT + 24)
+#define H_FN (H_AT + HOOK_FN)
+#define H_SLOT (H_AT + HOOK_SLOT)
+#define H_AUX (H_AT + HOOK_AUX)
+#define H_RET (H_AT + HOOK_RET)
 
 .macro SAVE_GPRS
     pushq %rax
@@ -130,6 +133,60 @@ _mcount:
     .cfi_endproc
     .size mcount, .-mcount
     .size _mcount, .-_mcount
+
+/* ---- library calls ----
+ * One stub per redirected import (libcalls.c): the import's GOT slot holds
+ * its address. Stub i puts i in %r11 (free at a call through the PLT or
+ * GOT) and goes to lapse_libcall_entry, which hooks the call as the probes
+ * above do, its record (lapse_imports[i]) as the hook's aux, and then jumps
+ * to the record's target with every register and the stack as the caller
+ * left them. */
+    .hidden lapse_libcall_stubs
+    .globl lapse_libcall_stubs
+    .p2align 4
+lapse_libcall_stubs:
+    .set stub_n, 0
+    .rept LIBCALL_STUBS
+    endbr64
+    movl $stub_n, %r11d
+    jmp lapse_libcall_entry
+    .p2align 4
+    .set stub_n, stub_n + 1
+    .endr
+
+    .p2align 4
+    .type lapse_libcall_entry, @function
+lapse_libcall_entry:
+    .cfi_startproc
+    pushq %rbp
+    .cfi_def_cfa_offset 16
+    .cfi_offset %rbp, -16
+    movq %rsp, %rbp
+    .cfi_def_cfa_register %rbp
+    SAVE_GPRS
+    subq $H_BYTES, %rsp
+    andq $-16, %rsp
+    movl %r11d, %eax
+    shlq $IMPORT_SHIFT, %rax
+    leaq lapse_imports(%rip), %rdx
+    addq %rdx, %rax
+    movq %rax, H_AUX(%rbp)
+    movq IMPORT_FN(%rax), %rdx
+    movq %rdx, H_FN(%rbp)      /* the library function */
+    leaq 8(%rbp), %rdx
+    movq %rdx, H_SLOT(%rbp)    /* the caller's return address */
+    RUN_HOOK lapse_libcall_hook, lapse_libcall_hook_slow
+    /* the target (read now: a lazily bound slot may have been taken over)
+     * goes where the saved %r11 is, so restoring the registers loads it */
+    movq H_AUX(%rbp), %rax
+    movq IMPORT_TARGET(%rax), %rax
+    movq %rax, SAVED_R11(%rbp)
+    RESTORE_GPRS
+    popq %rbp
+    .cfi_def_cfa %rsp, 8
+    jmp *%r11
+    .cfi_endproc
+    .size lapse_libcall_entry, .-lapse_libcall_entry
 
 /* ---- the return trampoline ----
  * A hooked function's `ret` lands here with %rsp just above the slot that

@@ -111,6 +111,9 @@ pub const ENV_FLUSH_TICKS: &str = "LAPSE_FLUSH_TICKS";
 /// and itself from the environment children get, and a fork child is not
 /// recorded.
 pub const ENV_NO_INHERIT: &str = "LAPSE_NO_INHERIT";
+/// Set (to anything) for `--no-libcalls`: the runtime leaves the imports of
+/// instrumented modules alone (no library calls in the profile).
+pub const ENV_NO_LIBCALLS: &str = "LAPSE_NO_LIBCALLS";
 
 /// The thread that sent a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

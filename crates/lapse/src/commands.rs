@@ -107,6 +107,7 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         call_graph: a.call_graph,
         os_events: a.os_events.iter().map(|k| k.to_string()).collect(),
         inherit: !a.no_inherit,
+        libcalls: !a.no_libcalls,
         output: a.output,
         target,
         symbol_progress: None,

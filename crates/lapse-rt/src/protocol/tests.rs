@@ -99,6 +99,7 @@ fn every_header_constant_matches() {
         ("ENV_NO_ARENA", ENV_NO_ARENA),
         ("ENV_FLUSH_TICKS", ENV_FLUSH_TICKS),
         ("ENV_NO_INHERIT", ENV_NO_INHERIT),
+        ("ENV_NO_LIBCALLS", ENV_NO_LIBCALLS),
     ];
     let mut header = defines();
     for (name, want) in numbers {

@@ -87,6 +87,18 @@ pub struct Run {
 /// more flags), runs it as built and under `lapse record`, and checks that
 /// both print the same and exit the same. `None` means skip.
 pub fn run(name: &str, compiler: &str, source: Source, body: &str, extra: &[&str]) -> Option<Run> {
+    run_with(name, compiler, source, body, extra, &[])
+}
+
+/// [`run`], with `options` for `lapse record`.
+pub fn run_with(
+    name: &str,
+    compiler: &str,
+    source: Source,
+    body: &str,
+    extra: &[&str],
+    options: &[&str],
+) -> Option<Run> {
     let name = format!("{name}-{}", source.tag());
     let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), &format!("probes-{name}"));
     let mut flags = vec!["-O2", "-g", "-pthread"];
@@ -99,7 +111,9 @@ pub fn run(name: &str, compiler: &str, source: Source, body: &str, extra: &[&str
         .expect("run the program");
     let data = dir.join("out.lapse");
     let traced = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(["record", "-o"])
+        .arg("record")
+        .args(options)
+        .arg("-o")
         .arg(&data)
         .arg("--")
         .arg(&exe)
@@ -205,6 +219,13 @@ pub fn info_count(info: &str, key: &str) -> u64 {
 
 pub fn ms(row: &Value, key: &str) -> f64 {
     row[key].as_f64().unwrap_or(0.0) / 1e6
+}
+
+/// The row of `name` in module `module` (a file name), if any.
+pub fn row_in<'a>(v: &'a Value, name: &str, module: &str) -> Option<&'a Value> {
+    rows(v)
+        .iter()
+        .find(|r| r["function"] == name && r["module"] == module)
 }
 
 pub fn row<'a>(v: &'a Value, name: &str) -> &'a Value {
