@@ -98,6 +98,7 @@ struct lapse_tls {
     uintptr_t rescan_at; /* dlopen called with its return address here: look
                             for new modules at the next hook above it */
     uint32_t shadow_off; /* set: this thread's hooks install no trampoline */
+    uint64_t self;       /* pthread_self(), for pthread_cancel (unwind.c) */
 };
 
 extern __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
@@ -274,6 +275,11 @@ enum { HOOK_DONE = 0, HOOK_DUE = 1, HOOK_REDO = 2 };
  * unwinder walks the stack, pthread_exit, ...); lapse_rehook_all undoes it. */
 void lapse_unhook_all(struct lapse_tls *t);
 void lapse_rehook_all(struct lapse_tls *t);
+/* The same for another thread t (about to be cancelled): it stops
+ * installing trampolines, and its hooked frames get their real return
+ * addresses back (compare-and-swap, so a frame returning meanwhile is
+ * unaffected). */
+void lapse_unhook_thread(struct lapse_tls *t);
 /* An exception was caught by the frame whose stack pointer is `sp`: the
  * frames below it are gone, the ones above get their trampolines back. */
 void lapse_rehook_above(struct lapse_tls *t, uintptr_t sp);

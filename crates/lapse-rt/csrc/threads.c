@@ -74,6 +74,9 @@ NOINSTR static void thread_done(void *arg)
             __atomic_store_n(&g_threads[t->slot], NULL, __ATOMIC_RELEASE);
         lapse_flush_final(t);
         t->state = LAPSE_T_OFF;
+        /* (the thread's own frames have all ended by now: entries a
+         * cancellation left unhooked go with the shadow stack) */
+        lapse_shadow_drop_all(t);
         lapse_shadow_free(t);
         for (int k = 0; k < LAPSE_PARKED + 1; k++) {
             if (t->own_map[k])
@@ -118,6 +121,7 @@ NOINSTR static int thread_setup(struct lapse_tls *t)
     t->skipped = 0;
     t->stalled = 0;
     t->tid = lapse_gettid();
+    t->self = (uint64_t)pthread_self();
     for (int k = 0; k < LAPSE_PARKED; k++)
         t->parked[k] = (struct lapse_buf){0};
     t->nparked = 0;

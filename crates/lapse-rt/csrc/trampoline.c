@@ -559,6 +559,25 @@ NOINSTR void lapse_unhook_all(struct lapse_tls *t)
     }
 }
 
+NOINSTR void lapse_unhook_thread(struct lapse_tls *t)
+{
+    __atomic_store_n(&t->shadow_off, 1, __ATOMIC_SEQ_CST);
+    struct lapse_shadow *sh = __atomic_load_n(&t->shadow, __ATOMIC_ACQUIRE);
+    if (!sh)
+        return;
+    uintptr_t tramp = tramp_addr();
+    uint32_t d = (uint32_t)(__atomic_load_n(&t->shadow_word, __ATOMIC_ACQUIRE) & DEPTH_MASK);
+    for (uint32_t i = d; i-- > 0;) {
+        uintptr_t *slot = __atomic_load_n(&sh->e[i].slot, __ATOMIC_RELAXED);
+        uintptr_t ret = __atomic_load_n(&sh->e[i].ret, __ATOMIC_RELAXED);
+        uintptr_t v = 0;
+        if (!slot || vm_word(slot, &v, 0) != 0 || v != tramp)
+            continue; /* (not mapped, or not hooked any more) */
+        uintptr_t expect = tramp;
+        __atomic_compare_exchange_n(slot, &expect, ret, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+    }
+}
+
 NOINSTR static void rehook(struct lapse_shadow_entry *e, uintptr_t tramp)
 {
     uintptr_t v = 0;
@@ -614,6 +633,7 @@ NOINSTR void lapse_shadow_free(struct lapse_tls *t)
 
 #else /* no trampoline on this architecture */
 
+NOINSTR void lapse_unhook_thread(struct lapse_tls *t) { (void)t; }
 NOINSTR void lapse_unhook_all(struct lapse_tls *t) { (void)t; }
 NOINSTR void lapse_rehook_all(struct lapse_tls *t) { (void)t; }
 NOINSTR void lapse_rehook_above(struct lapse_tls *t, uintptr_t sp) { (void)t; (void)sp; }

@@ -22,12 +22,13 @@
  * Each wrapper calls the next definition of its function (dlsym RTLD_NEXT);
  * none depends on who called it. glibc's own forced unwinding (a thread
  * cancelled inside a hooked call) uses libgcc through a private handle that
- * cannot be wrapped: it stops at the first hooked frame, as it does at the
- * end of a stack (docs/semantics.md). */
+ * cannot be wrapped: so pthread_cancel is, and the thread it cancels gets
+ * its real return addresses back first (see there). */
 #define _GNU_SOURCE
 #include "rt.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -149,6 +150,35 @@ EXPORT void *__cxa_begin_catch(void *exc)
      * probes (C compiled without -fexceptions has no exit on this path) */
     lapse_mark(LAPSE_MARK_UNWIND, sp);
     return next_ ? next_(exc) : exc;
+}
+
+/* pthread_cancel: the cancelled thread unwinds through glibc's own handle
+ * on libgcc, which cannot be wrapped, from inside a cancellation point -
+ * often a hooked library call. So before the cancellation is asked for, the
+ * target stops installing trampolines and its hooked frames get their real
+ * return addresses back: its destructors and cleanup handlers run as
+ * without lapse (its remaining exits are not recorded). */
+typedef int (*cancel_fn)(pthread_t);
+
+EXPORT int pthread_cancel(pthread_t th)
+{
+    NEXT(cancel_fn, "pthread_cancel");
+    if (!next_)
+        return ENOSYS;
+    struct lapse_tls *self = &lapse_t;
+    if (pthread_equal(th, pthread_self())) {
+        self->shadow_off = 1;
+        lapse_unhook_all(self);
+    } else {
+        for (int i = 0; i < LAPSE_MAX_THREADS; i++) {
+            struct lapse_tls *t = __atomic_load_n(&g_threads[i], __ATOMIC_ACQUIRE);
+            if (t && t != self && pthread_equal((pthread_t)t->self, th)) {
+                lapse_unhook_thread(t);
+                break;
+            }
+        }
+    }
+    return next_(th);
 }
 
 /* pthread_exit unwinds the thread (glibc's forced unwinding): every frame
