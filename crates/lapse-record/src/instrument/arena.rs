@@ -101,9 +101,11 @@ impl Arena {
         let (buf, count) = (buf.min(arena::BUFS - 1), count.min(BUF_EVENTS));
         (0..count).map(move |k| {
             // The lines were just written on another core: ask for them well
-            // ahead (16 lines) instead of waiting for each in turn.
-            if k % 4 == 0 && k + 64 < count {
-                self.prefetch(arena::HEAD + buf * arena::BUF_BYTES + (k + 64) * EVENT_LEN);
+            // ahead (64 events) instead of waiting for each in turn, once per
+            // line (the event that starts in a line's first EVENT_LEN bytes).
+            let ahead = (k + 64) * EVENT_LEN;
+            if ahead % 64 < EVENT_LEN && k + 64 < count {
+                self.prefetch(arena::HEAD + buf * arena::BUF_BYTES + ahead);
             }
             self.event_at(buf, k)
         })
