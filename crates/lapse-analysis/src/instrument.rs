@@ -391,6 +391,16 @@ impl Step<'_> {
                     Exit::Unmatched => sink.stats.unmatched_exits += 1,
                 }
             }
+            EventKind::Unwind => {
+                let sink = &mut self.sink;
+                if self
+                    .stack
+                    .unwind(e.function, |frame, how| sink.close(frame, how))
+                    == Exit::Unmatched
+                {
+                    sink.stats.unmatched_exits += 1;
+                }
+            }
         }
     }
 }
@@ -504,7 +514,7 @@ impl Sink<'_> {
     fn close(&mut self, frame: Frame, how: Closed) {
         match how {
             Closed::Returned => {}
-            Closed::Skipped => self.stats.repaired_exits += 1,
+            Closed::Skipped | Closed::Unwound => self.stats.repaired_exits += 1,
             Closed::ThreadEnd => {
                 self.stats.open_calls += 1;
                 self.functions[frame.function.0 as usize].open_calls += 1;

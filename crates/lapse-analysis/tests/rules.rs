@@ -549,6 +549,40 @@ fn exits_that_match_no_entry_are_repaired_and_counted() {
 }
 
 #[test]
+fn frames_found_gone_close_when_the_recorder_says_so() {
+    // F@0 → G@10; G is found gone at 30 (its frame lay below the next
+    // entry's, e.g. a longjmp out of G), then H@30 runs under F until 50,
+    // and F returns at 60. G's call is 20, not the rest of F's; H nests
+    // under F, not under G; G counts as repaired.
+    let unwind = |ts, f| Event {
+        ts: t(ts),
+        kind: EventKind::Unwind,
+        function: FunctionId(f),
+    };
+    let acc = run(
+        &[thread(vec![
+            enter(0, F),
+            enter(10, G),
+            unwind(30, G),
+            enter(30, H),
+            exit(50, H),
+            exit(60, F),
+        ])],
+        plain(),
+    );
+    assert_eq!(times(&acc.functions[G as usize]).0, 20);
+    assert_eq!(times(&acc.functions[H as usize]).0, 20);
+    assert_eq!(times(&acc.functions[F as usize]).0, 60);
+    // F's own time: [0,10] and [50,60]
+    assert_eq!(times(&acc.functions[F as usize]).1, 20);
+    let th = &acc.threads[0];
+    assert_eq!(
+        (th.repaired_exits, th.unmatched_exits, th.open_calls),
+        (1, 0, 0)
+    );
+}
+
+#[test]
 fn window_keeps_only_the_part_of_each_interval_inside_it() {
     // F [0,100], G [20,80]; window [50,90]: F 40, G [50,80] 30; F excl [80,90] 10.
     let config = Config {

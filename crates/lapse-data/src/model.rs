@@ -215,6 +215,10 @@ pub struct Event {
 pub enum EventKind {
     Enter,
     Exit,
+    /// The innermost open call of the function is gone without returning:
+    /// the recorder found its frame below the stack pointer (a longjmp, an
+    /// exception through code without exit probes). It closes there.
+    Unwind,
 }
 
 /// Why the thread was off the CPU (or otherwise not running its own code).

@@ -20,6 +20,7 @@ fn main() {
         call_graph: CallGraph::FramePointer,
         os_events: vec![OsEventSource::Switch],
         inherit: true,
+        libcalls: true,
         output: PathBuf::from(&args[0]),
         target: Target::Command(args[1..].to_vec()),
         symbol_progress: None,

@@ -113,6 +113,9 @@ pub struct RecordOptions {
     /// OS event kinds: `switch` (always), `fault`, `syscall`.
     pub os_events: Vec<OsEventSource>,
     pub inherit: bool,
+    /// Instrumentation: calls from instrumented modules into other shared
+    /// libraries are functions of their library (`--no-libcalls`: not traced).
+    pub libcalls: bool,
     pub output: PathBuf,
     pub target: Target,
     /// Counts the symbol resolution done once the target has exited, for a
@@ -183,7 +186,6 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let program = linux::launch::resolve_command(first)
         .ok_or_else(|| RecordError::CommandNotFound(first.clone()))?;
     let found = method::detect(&program);
-    let probes = found.as_ref().map_or(method::Probes::None, |f| f.probes);
     let method = match opts.method {
         MethodChoice::Instrument => Method::Instrumentation,
         MethodChoice::Sample => Method::Sampling,
@@ -211,9 +213,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     };
     match method {
         Method::Instrumentation => {
-            if probes == method::Probes::Mcount {
+            if method::is_static(&program) {
                 return Err(RecordError::Unsupported(format!(
-                    "{} uses -pg probes (mcount/__fentry__), which the lapse runtime does not handle yet; build it with -finstrument-functions",
+                    "{} is statically linked: the lapse runtime cannot be preloaded into it, so it cannot be recorded by instrumentation; link it dynamically, or record it with --method sample",
                     program.display()
                 )));
             }

@@ -23,9 +23,10 @@
 #define LAPSE_ENV_FLUSH_TICKS "LAPSE_FLUSH_TICKS" /* hand a buffer over after this many ticks */
 #define LAPSE_ENV_NO_INHERIT "LAPSE_NO_INHERIT" /* set: children get neither the runtime nor these */
 #define LAPSE_ENV_SPILL_MAX "LAPSE_SPILL_MAX"   /* the spill stops growing at this many bytes */
+#define LAPSE_ENV_NO_LIBCALLS "LAPSE_NO_LIBCALLS" /* set: calls into other libraries are not traced */
 
 /* ---- datagrams ---- */
-#define LAPSE_MAGIC 0x3153504cu /* "LPS1" little-endian */
+#define LAPSE_MAGIC 0x3253504cu /* "LPS2" little-endian (24-byte events) */
 
 #define LAPSE_MSG_HELLO 1      /* a process (or a new exec image) starts */
 #define LAPSE_MSG_EVENTS 2     /* a thread's events follow the header */
@@ -103,27 +104,42 @@ LAPSE_AT(lapse_msg, u.arena.bytes, 16);
 LAPSE_AT(lapse_msg, u.arena.bufs, 32);
 LAPSE_AT(lapse_msg, u.arena.buf_events, 36);
 
-/* One probe firing: the function's address and (ticks << 1 | is_exit). A
- * slot whose probe never wrote it (abandoned by a longjmp out of a signal
- * handler) is handed over as a hole: fn == LAPSE_HOLE_FN, counted as lost. */
+/* One probe firing: the function's address, (ticks << 1 | is_exit), and
+ * where its frame is on the stack: for the trampoline's probe sources the
+ * slot of the call's return address, for -finstrument-functions the stack
+ * pointer at the probe's call. A frame whose `sp` lies at or below the `sp`
+ * of a later entry is gone (longjmp, an exception through code without
+ * exit probes): the recorder closes it then.
+ *
+ * A slot whose probe never wrote it (abandoned by a longjmp out of a signal
+ * handler) is handed over as a hole: fn == LAPSE_HOLE_FN, counted as lost.
+ * Other `fn` values below LAPSE_MARK_LIMIT are markers, not functions. */
 #define LAPSE_HOLE_FN 0
+#define LAPSE_MARK_UNWIND 1    /* sp: every frame whose sp lies below it is gone (longjmp, catch) */
+#define LAPSE_MARK_UNTRACED 2  /* the thread stopped installing trampolines (too deep) */
+#define LAPSE_MARK_LIMIT 4096
 struct lapse_event {
     uint64_t fn;
     uint64_t stamp;
+    uint64_t sp;
 };
 
-LAPSE_SIZE(lapse_event, 16);
+LAPSE_SIZE(lapse_event, 24);
 LAPSE_AT(lapse_event, fn, 0);
 LAPSE_AT(lapse_event, stamp, 8);
+LAPSE_AT(lapse_event, sp, 16);
 
-/* Slots per thread buffer: 4096 x 16 bytes = 64 KiB (the runtime fills at
- * most 3840: the last page is a guard), so a datagram holds at most that. */
-#define LAPSE_BUF_EVENTS 4096
+/* A thread buffer is 64 KiB (so the probe finds its end from a slot's
+ * address, rt.h): 2730 slots of 24 bytes, of which the runtime fills at
+ * most 2560 (the last page is a guard), so a datagram holds at most that. */
+#define LAPSE_BUF_BYTES 65536
+#define LAPSE_BUF_EVENTS 2730
+_Static_assert(LAPSE_BUF_EVENTS == LAPSE_BUF_BYTES / sizeof(struct lapse_event), "slots per buffer");
 
 /* ---- the shared arena ----
  * One memfd per process image, mapped by the runtime and (through the fd
  * passed in ARENA) by the recorder. A header of slot states, then
- * LAPSE_ARENA_BUFS buffers of LAPSE_BUF_EVENTS events. A thread fills a
+ * LAPSE_ARENA_BUFS buffers of LAPSE_BUF_BYTES (LAPSE_BUF_EVENTS events). A thread fills a
  * buffer in place and hands it over with a SHM_EVENTS datagram; the recorder
  * reads it and frees it (it never writes to a buffer, so the lines the probe
  * writes next are not dirty in another core's cache). A thread notes the tick

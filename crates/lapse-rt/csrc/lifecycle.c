@@ -216,6 +216,8 @@ __attribute__((constructor(101), no_instrument_function)) static void lapse_ctor
     g_ctor_done = 1;
     if (g_inited == 0)
         lapse_init();
+    /* every module loaded with the program is mapped and relocated by now */
+    lapse_libcalls_scan();
 }
 
 /* exit(): runs after the program's own atexit handlers and destructors. */

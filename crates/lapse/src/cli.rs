@@ -222,6 +222,11 @@ pub struct RecordArgs {
     /// Do not follow threads and child processes.
     #[arg(long)]
     pub no_inherit: bool,
+    /// Instrumentation: do not trace calls into other libraries (by default
+    /// each call an instrumented module makes into a shared library, such
+    /// as fsync or malloc, is a function of that library).
+    #[arg(long)]
+    pub no_libcalls: bool,
     /// The data file to write (an existing one is replaced only when recording succeeds).
     #[arg(short, long, default_value = DEFAULT_FILE)]
     pub output: PathBuf,

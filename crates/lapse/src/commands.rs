@@ -107,6 +107,7 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         call_graph: a.call_graph,
         os_events: a.os_events,
         inherit: !a.no_inherit,
+        libcalls: !a.no_libcalls,
         output: a.output,
         target,
         symbol_progress: None,

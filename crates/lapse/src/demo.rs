@@ -37,6 +37,7 @@ pub fn run() -> Result<u8> {
         call_graph: CallGraph::Dwarf,
         os_events: vec![OsEventSource::Switch],
         no_inherit: false,
+        no_libcalls: false,
         output: data.clone(),
         pid: None,
         duration: None,

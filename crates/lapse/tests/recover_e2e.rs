@@ -320,7 +320,8 @@ int main(void) {
         return;
     };
     let mut recorder = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(["record", "-o", "out.lapse", "--"])
+        // (--no-libcalls: the numbering below counts main and work only)
+        .args(["record", "--no-libcalls", "-o", "out.lapse", "--"])
         .arg(&exe)
         .current_dir(&dir)
         .stderr(std::fs::File::create(dir.join("record.err")).expect("stderr file"))

@@ -320,6 +320,7 @@ mod tests {
             function,
             ticks,
             is_exit,
+            sp: 0,
         });
         asm.message(msg, events, sink)
             .expect("a sink that cannot fail")

@@ -102,6 +102,9 @@ pub fn record(
         // The runtime takes itself and its variables out of what children get.
         env.push((protocol::ENV_NO_INHERIT.to_owned(), "1".to_owned()));
     }
+    if !opts.libcalls {
+        env.push((protocol::ENV_NO_LIBCALLS.to_owned(), "1".to_owned()));
+    }
     let mut child =
         launch::spawn_held(program, argv, &env).map_err(|source| RecordError::Spawn {
             command: argv.join(" "),

@@ -236,6 +236,12 @@ impl Session {
                     removed_ns as f64 / 1e6
                 ));
             }
+            if self.asm.threads.untraced_threads > 0 {
+                header.notes.push(format!(
+                    "{} thread(s) went too deep for the return trampoline: their deeper calls through -pg, -mfentry or library-call probes were not recorded",
+                    self.asm.threads.untraced_threads
+                ));
+            }
             if let Some(kib) = peak_rss_kib() {
                 header.notes.push(format!(
                     "recorder peak memory: {:.1} MiB",
