@@ -202,7 +202,12 @@ NOINSTR void lapse_flush_all(void)
         uint32_t n = lapse_written_prefix(&b, lapse_claimed_count(&b, cur));
         if (n) {
             struct lapse_msg m = lapse_msg_events(g_pid, t->tid, b.first, t->stalled, n, 0);
-            lapse_send_msg(&m, b.base, n * sizeof(struct lapse_event));
+            /* A recorder too far behind to take one copy will not take the
+             * next ones either: the others go without theirs (lost, and
+             * counted), instead of each waiting for it in turn while the
+             * process should be ending. */
+            if (lapse_send_msg(&m, b.base, n * sizeof(struct lapse_event)) == SEND_TIMEOUT)
+                break;
         }
     }
     sigset_t old;

@@ -234,7 +234,9 @@ enum { SEND_OK = 0, SEND_GONE = -1 /* the recorder is gone: spill */,
        SEND_TIMEOUT = -3 /* no room in the socket for SEND_TIMEOUT_S: lost */ };
 int lapse_try_send(struct msghdr *mh, int same_conn);
 /* Sends one message (and body), or appends it to the spill file. */
-void lapse_send_msg(struct lapse_msg *m, const void *body, size_t body_len);
+/* Sends (or spills) a message; returns SEND_OK, or why not (SEND_TIMEOUT:
+ * lost, the recorder is stuck). */
+int lapse_send_msg(struct lapse_msg *m, const void *body, size_t body_len);
 /* Appends a datagram made of iov[0..n) to the spill file. */
 void lapse_spill(const struct iovec *iov, int n);
 int lapse_recorder_gone(void);

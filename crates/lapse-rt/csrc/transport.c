@@ -247,7 +247,7 @@ NOINSTR int lapse_try_send(struct msghdr *mh, int same_conn)
     return SEND_GONE;
 }
 
-NOINSTR void lapse_send_msg(struct lapse_msg *m, const void *body, size_t body_len)
+NOINSTR int lapse_send_msg(struct lapse_msg *m, const void *body, size_t body_len)
 {
     struct iovec iov[2] = {{m, sizeof *m}, {(void *)body, body_len}};
     int n = body_len ? 2 : 1;
@@ -259,6 +259,7 @@ NOINSTR void lapse_send_msg(struct lapse_msg *m, const void *body, size_t body_l
         lapse_spill(iov, n);
     /* (SEND_TIMEOUT: the recorder is alive but stuck; the events are lost,
      * and the numbering of the next ones shows it) */
+    return rc;
 }
 
 NOINSTR int lapse_recorder_gone(void)

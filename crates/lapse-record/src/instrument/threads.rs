@@ -30,7 +30,7 @@ const CACHE_SLOTS: usize = 512;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OpenCall {
     pub function: FunctionId,
-    /// Where its frame is on the stack (the runtime's `sp`).
+    /// Where its frame is on the stack (the runtime's `sp`; 0: not known).
     pub sp: u64,
 }
 
@@ -142,9 +142,10 @@ fn append(
     let mut added = 1;
     match kind {
         EventKind::Enter => {
-            // A frame at or below this one's place on the stack is gone.
+            // A frame at or below this one's place on the stack is gone
+            // (a stack pointer of 0 is unknown: it proves nothing).
             while let Some(&top) = stack.last() {
-                if top.sp > call.sp {
+                if top.sp > call.sp || call.sp == 0 || top.sp == 0 {
                     break;
                 }
                 stack.pop();

@@ -101,6 +101,7 @@ pub fn spawn_held(
     }
     // SAFETY: the read end belongs to the child now.
     unsafe { libc::close(fds[0]) };
+    TARGET.store(pid, Ordering::SeqCst);
     Ok(HeldChild {
         pid,
         release_fd: fds[1],
@@ -151,6 +152,8 @@ pub fn wait(pid: i32, block: bool) -> io::Result<Option<i32>> {
             }
             return Err(e);
         }
+        // (reaped: its pid may be anyone's now, so signals stop going there)
+        let _ = TARGET.compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst);
         if libc::WIFEXITED(status) {
             return Ok(Some(libc::WEXITSTATUS(status)));
         }
@@ -162,6 +165,10 @@ pub fn wait(pid: i32, block: bool) -> io::Result<Option<i32>> {
 
 static PENDING_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static PENDING_FROM_TTY: AtomicI32 = AtomicI32::new(0);
+/// The launched target (0: none yet).
+static TARGET: AtomicI32 = AtomicI32::new(0);
+/// Or'ed into PENDING_SIGNAL: the handler passed it on already.
+const SENT: i32 = 0x100;
 
 extern "C" fn note_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
@@ -170,8 +177,19 @@ extern "C" fn note_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *m
     } else {
         unsafe { (*info).si_code }
     };
-    PENDING_FROM_TTY.store(i32::from(code == libc::SI_KERNEL), Ordering::SeqCst);
-    PENDING_SIGNAL.store(sig, Ordering::SeqCst);
+    let from_tty = code == libc::SI_KERNEL;
+    PENDING_FROM_TTY.store(i32::from(from_tty), Ordering::SeqCst);
+    // Passed on here, at once: a recorder that is far behind a target
+    // flooding it (thousands of busy threads) may not get back to its loop
+    // for a long time, and the target must not run on meanwhile.
+    let target = TARGET.load(Ordering::SeqCst);
+    let mut sent = 0;
+    if target > 0 && !from_tty {
+        // SAFETY: kill is async-signal-safe; signalling our own child.
+        unsafe { libc::kill(target, sig) };
+        sent = SENT;
+    }
+    PENDING_SIGNAL.store(sig | sent, Ordering::SeqCst);
 }
 
 /// Catches SIGINT, SIGTERM and SIGHUP so the recorder can pass them on and
@@ -194,8 +212,13 @@ pub fn catch_termination_signals() {
 /// recorder alone are forwarded. Returns whether a signal was pending (once
 /// the target is gone, that means: stop recording now).
 pub fn forward_pending_signal(pid: i32) -> bool {
-    let sig = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
-    if sig != 0 && PENDING_FROM_TTY.load(Ordering::SeqCst) == 0 {
+    let pending = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
+    let sig = pending & !SENT;
+    if sig != 0
+        && pending & SENT == 0
+        && PENDING_FROM_TTY.load(Ordering::SeqCst) == 0
+        && TARGET.load(Ordering::SeqCst) == pid
+    {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(pid, sig) };
     }
