@@ -2,11 +2,13 @@
 //! runtime's probe buffers and the kernel's perf events, and writes the data
 //! file as data arrives.
 //!
-//! Layout: [`linux`] holds the OS layer any method builds on (perf events and
-//! their ring buffers, record parsing, launching a held target, clocks);
-//! `instrument` is the instrumentation method (runtime transport, event
-//! streams, off-CPU periods, symbols at the end); [`method`] decides what
-//! `--method auto` means for a given binary.
+//! Layout: [`linux`] holds the OS layer both methods build on (perf events and
+//! their ring buffers, record parsing, tracepoints, launching a held target,
+//! clocks, `/proc`); `instrument` is the instrumentation method (runtime
+//! transport, event streams, off-CPU periods, symbols at the end); `sample`
+//! is the sampling method (perf sampling event, unwinding, stack tables,
+//! symbols at the end); [`method`] decides what `--method auto` means for a
+//! given binary.
 //!
 //! Constraints: memory stays bounded whatever the run length and the number
 //! of threads (events are written in batches as they arrive; the runtime
@@ -28,6 +30,7 @@ mod instrument;
 pub mod linux;
 pub mod method;
 mod output_file;
+mod sample;
 
 pub use error::RecordError;
 pub use instrument::{recover, spill_path, RecoverOutcome};
@@ -235,7 +238,7 @@ fn record_sampling(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     drop(file); // (the sampling session opens it by name)
     let mut temp_opts = opts.clone();
     temp_opts.output = pending.temp_path().to_owned();
-    let mut outcome = linux::sample::record(&temp_opts)?;
+    let mut outcome = sample::record(&temp_opts)?;
     pending.commit().map_err(err)?;
     outcome.output = opts.output.clone();
     Ok(outcome)

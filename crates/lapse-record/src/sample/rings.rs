@@ -5,12 +5,12 @@
 
 use perf_event_open_sys::bindings as sys;
 
-use super::clock::monotonic_now;
-use super::perf::{online_cpus, PerfError, PerfEvent};
-use super::records::SampleIdLayout;
-use super::sample_attr::{self, Rate, SampleEvent};
-use super::sample_parse::SampleLayout;
-use super::sample_session::SampleSession;
+use super::attr::{self, Rate, SampleEvent};
+use super::parse::SampleLayout;
+use super::session::SampleSession;
+use crate::linux::clock::monotonic_now;
+use crate::linux::perf::{online_cpus, PerfError, PerfEvent};
+use crate::linux::records::SampleIdLayout;
 use crate::{CallGraph, RecordError, RecordOptions};
 
 /// Ring size per CPU: 4 MiB holds about 250 samples with 16 KiB stacks, a
@@ -49,7 +49,7 @@ impl Plan {
     }
 
     pub(crate) fn attr(&self, enable_on_exec: bool) -> sys::perf_event_attr {
-        sample_attr::attr(
+        attr::attr(
             self.event,
             self.rate,
             self.callchain,
@@ -98,7 +98,7 @@ impl Rings {
             }
             other => other,
         }
-        .map_err(|e| RecordError::Unsupported(sample_attr::open_error(plan.event, errno_of(&e))))
+        .map_err(|e| RecordError::Unsupported(attr::open_error(plan.event, errno_of(&e))))
     }
 
     fn open_once(plan: &Plan, tids: &[i32], enable_on_exec: bool) -> Result<Rings, PerfError> {

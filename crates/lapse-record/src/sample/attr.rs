@@ -3,7 +3,7 @@
 
 use perf_event_open_sys::bindings as sys;
 
-use super::sample_parse::regs;
+use super::parse::regs;
 
 /// Bytes of user stack the kernel copies per sample. 16 KiB (perf's default
 /// is 8 KiB) keeps deep optimised stacks whole at a cost the benchmark shows

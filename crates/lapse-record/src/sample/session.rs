@@ -17,11 +17,11 @@ use lapse_data::{
 };
 use lapse_unwind::StackCopy;
 
-use super::records::{self, PerfRecord, SampleIdLayout};
-use super::sample_parse::{self, SampleLayout};
-use super::sample_symbols::FrameSymbols;
+use super::parse::{self, SampleLayout};
 use super::stack_table::StackTable;
+use super::symbols::FrameSymbols;
 use super::unwind_glue::{AddressSpaces, NewMapping};
+use crate::linux::records::{self, PerfRecord, SampleIdLayout};
 use crate::SymbolProgress;
 
 /// Samples buffered before they are written as one chunk.
@@ -251,7 +251,7 @@ impl<W: Write> SampleSession<W> {
     }
 
     fn sample(&mut self, body: &[u8]) -> io::Result<()> {
-        let Some(s) = sample_parse::parse(self.layout, body) else {
+        let Some(s) = parse::parse(self.layout, body) else {
             return Ok(());
         };
         if !self.targets.contains(&s.pid) {
@@ -392,5 +392,5 @@ pub(crate) fn read_cmdline(pid: u32) -> Option<Vec<String>> {
 }
 
 #[cfg(test)]
-#[path = "sample_session_tests.rs"]
+#[path = "session_tests.rs"]
 mod tests;

@@ -8,7 +8,7 @@ use perf_event_open_sys::bindings as sys;
 use super::SampleSession;
 use crate::linux::proc_scan;
 use crate::linux::records::SampleIdLayout;
-use crate::linux::sample_parse::{regs, SampleLayout};
+use crate::sample::parse::{regs, SampleLayout};
 
 const SAMPLE_TYPE: u64 = (sys::PERF_SAMPLE_IP
     | sys::PERF_SAMPLE_TID

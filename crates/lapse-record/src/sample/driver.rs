@@ -13,7 +13,7 @@
 //!   1e9 / Hz ns, so every sample stands for the same time; count events use
 //!   the kernel's frequency mode and each sample weighs its period.
 //! - A stack ends at the first address in no executable mapping (see
-//!   `sample_session`); functions are named from the symbol table first, so
+//!   `session`); functions are named from the symbol table first, so
 //!   `foo.constprop.0` stays its own function, as in `perf`.
 //! - Attach samples the process' threads as they are when it starts and
 //!   every thread or child they create afterwards; the existing mappings come
@@ -25,11 +25,11 @@ use std::time::{Duration, Instant};
 
 use lapse_data::{Method, SessionHeader, Timestamp};
 
-use super::clock::{monotonic_now, realtime_unix_ns};
-use super::launch;
-use super::sample_attr::STACK_COPY_BYTES;
-use super::sample_rings::{Plan, Rings};
-use super::sample_session::{read_cmdline, SampleSession};
+use super::attr::STACK_COPY_BYTES;
+use super::rings::{Plan, Rings};
+use super::session::{read_cmdline, SampleSession};
+use crate::linux::clock::{monotonic_now, realtime_unix_ns};
+use crate::linux::launch;
 use crate::{RecordError, RecordOptions, RecordOutcome, Target};
 
 /// How long the driver sleeps between drains when the rings stay quiet.
@@ -176,7 +176,7 @@ pub(crate) fn record_pid(
     duration: Option<Duration>,
 ) -> Result<RecordOutcome, RecordError> {
     let mut plan = Plan::from_options(opts)?;
-    let threads = super::proc_scan::threads(pid)
+    let threads = crate::linux::proc_scan::threads(pid)
         .ok_or_else(|| RecordError::Unsupported(format!("no process with pid {pid}")))?;
     let file = create_output(opts)?;
     raise_fd_limit();
@@ -204,7 +204,7 @@ pub(crate) fn record_pid(
             .add_thread(pid, tid, name, start)
             .map_err(io_error(opts))?;
     }
-    for m in super::proc_scan::executable_mappings(pid) {
+    for m in crate::linux::proc_scan::executable_mappings(pid) {
         session
             .add_mapping(pid, m.start, m.end - m.start, m.offset, &m.path, start)
             .map_err(io_error(opts))?;
