@@ -71,6 +71,7 @@ pub(crate) struct Scan {
     pub frames: Table<FrameInfo>,
     pub stacks: Table<StackNode>,
     pub os_events: HashMap<(u32, u32), Vec<OsEvent>>,
+    pub off_cpu: Vec<OffCpuPeriod>,
     pub footer: Option<Footer>,
     pub event_chunks: Vec<EventChunkRef>,
     pub sample_chunks: Vec<SampleChunkRef>,
@@ -296,6 +297,7 @@ impl Scan {
                 }
             }
             Record::Footer(f) => self.footer = Some(f),
+            Record::OffCpu(periods) => self.off_cpu.extend(periods),
         }
         Ok(())
     }
