@@ -19,6 +19,7 @@ fn main() {
         event: None,
         call_graph: CallGraph::FramePointer,
         os_events: vec!["switch".into()],
+        off_cpu: false,
         inherit: true,
         output: PathBuf::from(&args[0]),
         target: Target::Command(args[1..].to_vec()),

@@ -87,6 +87,9 @@ pub struct RecordOptions {
     pub call_graph: CallGraph,
     /// OS event kinds: `switch` (always), `fault`, `syscall`.
     pub os_events: Vec<String>,
+    /// Sampling: also capture each thread's stack when it is switched out,
+    /// and the time until it runs again (`--off-cpu`).
+    pub off_cpu: bool,
     pub inherit: bool,
     pub output: PathBuf,
     pub target: Target,
@@ -214,6 +217,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     };
     match method {
         Method::Instrumentation => {
+            if opts.off_cpu {
+                return Err(RecordError::Unsupported(
+                    "--off-cpu is for sampling (instrumentation always records when threads are off the CPU: elapsed vs application time); add --method sample".into(),
+                ));
+            }
             if probes == method::Probes::Mcount {
                 return Err(RecordError::Unsupported(format!(
                     "{} uses -pg probes (mcount/__fentry__), which the lapse runtime does not handle yet; build it with -finstrument-functions",

@@ -223,6 +223,10 @@ pub struct RecordArgs {
     /// How sampling unwinds the user stack.
     #[arg(long, value_parser = one_of(&CallGraph::ALL, call_graph_help), default_value = "dwarf")]
     pub call_graph: CallGraph,
+    /// Sampling: also record where threads wait: each thread's stack when it
+    /// is switched out, weighed by the time until it runs again.
+    #[arg(long)]
+    pub off_cpu: bool,
     /// OS events for instrumentation (comma-separated).
     #[arg(long, value_delimiter = ',', value_parser = one_of(&OS_EVENTS, os_event_help), default_value = "switch")]
     pub os_events: Vec<&'static str>,

@@ -106,6 +106,7 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         event: a.event,
         call_graph: a.call_graph,
         os_events: a.os_events.iter().map(|k| k.to_string()).collect(),
+        off_cpu: a.off_cpu,
         inherit: !a.no_inherit,
         output: a.output,
         target,

@@ -35,6 +35,7 @@ pub fn run() -> Result<u8> {
         period: None,
         event: None,
         call_graph: CallGraph::Dwarf,
+        off_cpu: false,
         os_events: vec!["switch"],
         no_inherit: false,
         output: data.clone(),

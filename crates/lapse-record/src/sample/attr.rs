@@ -166,6 +166,43 @@ pub(crate) fn attr(
     a
 }
 
+/// The off-CPU event (`--off-cpu`) beside a sampling event `sampling`: a
+/// sample at every context switch of the target's threads, taken as the
+/// thread is switched out, with the same sample layout (so the same user
+/// stack capture and `sample_id` trailer), plus the kernel's switch records
+/// (`context_switch`), whose switch-in ends each period. The side records
+/// (mmap, comm, fork/exit) come from the sampling event alone.
+///
+/// The `context-switches` software event fires in the scheduler, in kernel
+/// mode: it needs kernel-mode events allowed (`exclude_kernel` off).
+pub(crate) fn off_cpu_attr(sampling: &sys::perf_event_attr) -> sys::perf_event_attr {
+    let mut a = *sampling;
+    a.type_ = sys::PERF_TYPE_SOFTWARE;
+    a.config = u64::from(sys::PERF_COUNT_SW_CONTEXT_SWITCHES);
+    a.set_freq(0);
+    a.__bindgen_anon_1.sample_period = 1;
+    a.set_mmap(0);
+    a.set_mmap2(0);
+    a.set_comm(0);
+    a.set_comm_exec(0);
+    a.set_task(0);
+    a.set_context_switch(1);
+    a
+}
+
+/// One line saying why `--off-cpu` cannot be had here and what to change.
+pub(crate) fn off_cpu_refused(errno: i32) -> String {
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    format!(
+        "--off-cpu: perf_event_open was refused ({}; kernel.perf_event_paranoid = {paranoid}): \
+         off-CPU stacks are taken in the kernel's scheduler, which needs kernel-mode events: \
+         run `sysctl kernel.perf_event_paranoid=1`, give lapse CAP_PERFMON, or record without --off-cpu",
+        if errno == libc::EACCES { "EACCES" } else { "EPERM" }
+    )
+}
+
 /// One line saying why `perf_event_open` failed for `event` and what to change.
 pub(crate) fn open_error(event: SampleEvent, errno: i32) -> String {
     match errno {
@@ -242,5 +279,18 @@ mod tests {
         assert_eq!(fp.sample_type, base | sys::PERF_SAMPLE_CALLCHAIN as u64);
         assert_eq!((fp.freq(), fp.inherit(), fp.exclude_kernel()), (1, 0, 1));
         assert_eq!((fp.enable_on_exec(), fp.disabled()), (0, 0));
+
+        // The off-CPU event: every switch, the same layout, switch records,
+        // no side records of its own.
+        let off = off_cpu_attr(&dwarf);
+        assert_eq!(off.type_, sys::PERF_TYPE_SOFTWARE);
+        assert_eq!(off.config, sys::PERF_COUNT_SW_CONTEXT_SWITCHES as u64);
+        // SAFETY: reading the union member this attribute was built with.
+        assert_eq!(unsafe { off.__bindgen_anon_1.sample_period }, 1);
+        assert_eq!((off.freq(), off.context_switch()), (0, 1));
+        assert_eq!((off.mmap2(), off.comm(), off.task()), (0, 0, 0));
+        assert_eq!(off.sample_type, dwarf.sample_type);
+        assert_eq!(off.sample_stack_user, dwarf.sample_stack_user);
+        assert_eq!((off.inherit(), off.enable_on_exec()), (1, 1));
     }
 }

@@ -48,6 +48,12 @@ fn header(plan: &Plan, command: Vec<String>, start: Timestamp) -> SessionHeader 
     if plan.exclude_kernel {
         notes.push("kernel-mode time not sampled (perf_event_paranoid forbids it)".to_owned());
     }
+    if plan.off_cpu {
+        notes.push(
+            "off-CPU: the user stack at every switch-out, weighed by the time until the switch-in"
+                .to_owned(),
+        );
+    }
     let period = plan.rate.fixed_period();
     SessionHeader {
         command,
@@ -59,7 +65,12 @@ fn header(plan: &Plan, command: Vec<String>, start: Timestamp) -> SessionHeader 
             .unwrap_or_default(),
         method: Method::Sampling,
         probe_cost_ns: 0.0,
-        os_events: Vec::new(),
+        // Off-CPU periods are switches, as instrumentation's OS events are.
+        os_events: if plan.off_cpu {
+            vec!["switch".to_owned()]
+        } else {
+            Vec::new()
+        },
         sample_event: Some(plan.event.name.to_owned()),
         sample_period: period,
         sample_period_is_time: plan.event.time_based && period.is_some(),
@@ -116,6 +127,7 @@ pub(crate) fn record_command(
         id_layout,
     )
     .map_err(io_error(opts))?;
+    session.set_off_cpu_ids(rings.off_cpu_ids.clone());
     session
         .add_target(pid, command.to_vec(), start)
         .map_err(io_error(opts))?;
@@ -196,6 +208,7 @@ pub(crate) fn record_pid(
         id_layout,
     )
     .map_err(io_error(opts))?;
+    session.set_off_cpu_ids(rings.off_cpu_ids.clone());
     session
         .add_target(pid, command, start)
         .map_err(io_error(opts))?;

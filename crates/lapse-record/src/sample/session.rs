@@ -8,16 +8,22 @@
 //! named from symbol tables, stack nodes, then the samples that use them);
 //! [`SampleSession::finish`] resolves every frame in full (inline chains,
 //! lines), rewrites the frame and function tables and ends with the footer.
+//!
+//! With `--off-cpu`, a second event samples each target thread as it is
+//! switched out (its samples carry that event's id); its stack is kept
+//! until the kernel's switch-in record for the thread, and the two make an
+//! off-CPU period ([`OffCpuPeriod`]) written beside the samples.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
 use lapse_data::{
-    DataWriter, Footer, FrameId, ProcessInfo, Record, Sample, SessionHeader, ThreadInfo, Timestamp,
+    DataWriter, Footer, FrameId, OffCpuPeriod, ProcessInfo, Record, Sample, SessionHeader, StackId,
+    ThreadInfo, Timestamp,
 };
 use lapse_unwind::StackCopy;
 
-use super::parse::{self, SampleLayout};
+use super::parse::{self, RawSample, SampleLayout};
 use super::stack_table::StackTable;
 use super::symbols::FrameSymbols;
 use super::unwind_glue::{AddressSpaces, NewMapping};
@@ -29,8 +35,20 @@ const SAMPLE_BATCH: usize = 4096;
 /// Frames per `Record::Frames` at the end (keeps records moderate in size).
 const FRAME_BATCH: usize = 8192;
 
+/// A thread switched out and not back in yet (`--off-cpu`).
+#[derive(Clone, Copy, Debug)]
+struct SwitchedOut {
+    from: Timestamp,
+    stack: Option<StackId>,
+    preempted: bool,
+    /// The kernel's switch-out record was seen (after the sample, which
+    /// comes first); a second one means the switch-in between was lost.
+    recorded: bool,
+}
+
 pub(crate) struct SampleSession<W: Write> {
     writer: DataWriter<W>,
+    header: SessionHeader,
     layout: SampleLayout,
     id_layout: SampleIdLayout,
     spaces: AddressSpaces,
@@ -48,6 +66,13 @@ pub(crate) struct SampleSession<W: Write> {
     discarded: u64,
     lost: u64,
     last_time: Timestamp,
+    /// Ids of the off-CPU events (`--off-cpu`): their samples are switch-outs.
+    off_cpu_ids: Vec<u64>,
+    switched_out: HashMap<(u32, u32), SwitchedOut>,
+    /// Off-CPU periods not written yet.
+    off_cpu: Vec<OffCpuPeriod>,
+    /// The header gained notes since it was written.
+    header_changed: bool,
 }
 
 impl<W: Write> SampleSession<W> {
@@ -60,9 +85,10 @@ impl<W: Write> SampleSession<W> {
     ) -> io::Result<Self> {
         let start = header.start;
         let mut writer = DataWriter::new(out)?;
-        writer.write_record(&Record::Session(header))?;
+        writer.write_record(&Record::Session(header.clone()))?;
         Ok(SampleSession {
             writer,
+            header,
             layout,
             id_layout,
             spaces: AddressSpaces::default(),
@@ -78,7 +104,16 @@ impl<W: Write> SampleSession<W> {
             discarded: 0,
             lost: 0,
             last_time: start,
+            off_cpu_ids: Vec::new(),
+            switched_out: HashMap::new(),
+            off_cpu: Vec::new(),
+            header_changed: false,
         })
+    }
+
+    /// Samples of the events with these ids are switch-outs (`--off-cpu`).
+    pub(crate) fn set_off_cpu_ids(&mut self, ids: Vec<u64>) {
+        self.off_cpu_ids = ids;
     }
 
     pub(crate) fn samples(&self) -> u64 {
@@ -138,6 +173,17 @@ impl<W: Write> SampleSession<W> {
         };
         match parsed {
             PerfRecord::Sample { body, .. } => self.sample(body)?,
+            PerfRecord::Switch { out, preempted, id }
+                if !self.off_cpu_ids.is_empty() && self.targets.contains(&id.pid) =>
+            {
+                self.switch(
+                    id.pid,
+                    id.tid,
+                    out,
+                    preempted,
+                    Timestamp::from_nanos(id.time),
+                );
+            }
             PerfRecord::Mmap2 {
                 pid,
                 addr,
@@ -181,6 +227,7 @@ impl<W: Write> SampleSession<W> {
             }
             PerfRecord::Exit { pid, tid, time, .. } => {
                 let time = Timestamp::from_nanos(time);
+                self.switched_out.remove(&(pid, tid));
                 if let Some(t) = self.threads.get_mut(&(pid, tid)) {
                     t.end = Some(time);
                 }
@@ -254,8 +301,11 @@ impl<W: Write> SampleSession<W> {
         let Some(s) = parse::parse(self.layout, body) else {
             return Ok(());
         };
+        let switch_out = !self.off_cpu_ids.is_empty() && self.off_cpu_ids.contains(&s.id);
         if !self.targets.contains(&s.pid) {
-            self.discarded += 1;
+            if !switch_out {
+                self.discarded += 1;
+            }
             return Ok(());
         }
         let ts = Timestamp::from_nanos(s.time);
@@ -263,6 +313,37 @@ impl<W: Write> SampleSession<W> {
         if !self.threads.contains_key(&(s.pid, s.tid)) {
             self.thread_started(s.pid, s.tid, None, ts)?;
         }
+        let stack = self.unwind(&s);
+        if switch_out {
+            // The thread goes off the CPU here; its switch-in ends the period.
+            self.switched_out.insert(
+                (s.pid, s.tid),
+                SwitchedOut {
+                    from: ts,
+                    stack,
+                    preempted: false,
+                    recorded: false,
+                },
+            );
+            return Ok(());
+        }
+        self.pending.push(Sample {
+            pid: s.pid,
+            tid: s.tid,
+            ts,
+            cpu: s.cpu,
+            stack,
+            weight: s.period,
+        });
+        self.samples += 1;
+        if self.pending.len() >= SAMPLE_BATCH {
+            self.write_pending()?;
+        }
+        Ok(())
+    }
+
+    /// Unwinds a sample and interns its stack; `None` when no frame resolves.
+    fn unwind(&mut self, s: &RawSample<'_>) -> Option<StackId> {
         // Innermost first, as lookup addresses (caller frames: return address - 1).
         if self.layout.callchain {
             self.addresses.clear();
@@ -290,20 +371,46 @@ impl<W: Write> SampleSession<W> {
             };
             self.frame_ids.push(self.stacks.frame(module, rel));
         }
-        let stack = self.stacks.stack(self.frame_ids.iter().rev().copied());
-        self.pending.push(Sample {
-            pid: s.pid,
-            tid: s.tid,
-            ts,
-            cpu: s.cpu,
-            stack,
-            weight: s.period,
-        });
-        self.samples += 1;
-        if self.pending.len() >= SAMPLE_BATCH {
-            self.write_pending()?;
+        self.stacks.stack(self.frame_ids.iter().rev().copied())
+    }
+
+    /// A switch record of a target thread (`--off-cpu`). A switch-out
+    /// follows the thread's off-CPU sample and says whether it was
+    /// preempted; without that sample (lost) the period still counts, with
+    /// no stack. A switch-in ends the period.
+    fn switch(&mut self, pid: u32, tid: u32, out: bool, preempted: bool, time: Timestamp) {
+        self.last_time = self.last_time.max(time);
+        if out {
+            let fresh = SwitchedOut {
+                from: time,
+                stack: None,
+                preempted,
+                recorded: true,
+            };
+            let entry = self.switched_out.entry((pid, tid)).or_insert(fresh);
+            if entry.recorded {
+                *entry = fresh; // the sample of this switch was lost, or the last switch-in
+            } else {
+                entry.preempted = preempted;
+                entry.recorded = true;
+            }
+        } else if let Some(o) = self.switched_out.remove(&(pid, tid)) {
+            self.close_off_cpu(pid, tid, o, time);
         }
-        Ok(())
+    }
+
+    fn close_off_cpu(&mut self, pid: u32, tid: u32, o: SwitchedOut, to: Timestamp) {
+        if to < o.from {
+            return;
+        }
+        self.off_cpu.push(OffCpuPeriod {
+            pid,
+            tid,
+            from: o.from,
+            to,
+            stack: o.stack,
+            preempted: o.preempted,
+        });
     }
 
     /// Writes new frames and stack nodes, then the samples that refer to them.
@@ -322,6 +429,10 @@ impl<W: Write> SampleSession<W> {
         }
         self.writer.write_samples(&self.pending)?;
         self.pending.clear();
+        if !self.off_cpu.is_empty() {
+            let periods = std::mem::take(&mut self.off_cpu);
+            self.writer.write_record(&Record::OffCpu(periods))?;
+        }
         Ok(())
     }
 
@@ -340,8 +451,26 @@ impl<W: Write> SampleSession<W> {
         end: Timestamp,
         progress: Option<&SymbolProgress>,
     ) -> io::Result<u64> {
-        self.write_pending()?;
         let end = end.max(self.last_time);
+        // Threads still switched out (attach: the recording ended first)
+        // were off the CPU until the end, as far as the recording knows.
+        let mut still_out: Vec<_> = self.switched_out.drain().collect();
+        still_out.sort_by_key(|&(k, _)| k);
+        for ((pid, tid), o) in still_out {
+            let ended = self
+                .threads
+                .get(&(pid, tid))
+                .is_some_and(|t| t.end.is_some());
+            if !ended {
+                self.close_off_cpu(pid, tid, o, end);
+            }
+        }
+        self.write_pending()?;
+        if self.header_changed {
+            // A later session record replaces the first.
+            self.writer
+                .write_record(&Record::Session(self.header.clone()))?;
+        }
         if let Some((pid, status)) = exit {
             if let Some(p) = self.processes.get_mut(&pid) {
                 p.exit_status = Some(status);

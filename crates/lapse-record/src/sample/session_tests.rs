@@ -87,6 +87,7 @@ fn samples_forks_and_thread_names_end_up_in_the_file() {
     let layout = SampleLayout {
         callchain: false,
         user_state: true,
+        id: false,
     };
     let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(SAMPLE_TYPE))
         .expect("write");
@@ -167,5 +168,119 @@ fn samples_forks_and_thread_names_end_up_in_the_file() {
     // Every frame resolved at the end was counted, as announced.
     assert_eq!(progress.total(), f.frames.len() as u64);
     assert_eq!(progress.done(), progress.total());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--off-cpu`: a sample of the off-CPU event at each switch-out, then the
+/// kernel's switch records; the samples carry their event's id.
+#[test]
+fn switch_outs_and_switch_ins_make_off_cpu_periods() {
+    const OFF: u64 = 7;
+    const ON: u64 = 8;
+    let sample_type = SAMPLE_TYPE | u64::from(sys::PERF_SAMPLE_ID);
+    // Header, body, then the trailer: pid/tid, time, id, cpu.
+    let rec = |kind: u32, misc: u16, body: &[u8], pid: u32, time: u64, id: Option<u64>| {
+        let mut rest = body.to_vec();
+        if let Some(id) = id {
+            rest.extend(words(&[pid_tid(pid, pid), time, id, 0]));
+        }
+        let mut r = Vec::new();
+        r.extend_from_slice(&kind.to_ne_bytes());
+        r.extend_from_slice(&misc.to_ne_bytes());
+        r.extend_from_slice(&((8 + rest.len()) as u16).to_ne_bytes());
+        r.extend_from_slice(&rest);
+        r
+    };
+    let ip = profiled_marker as *const () as u64 + 1;
+    let sample = |pid: u32, time: u64, id: u64| {
+        let mut body = words(&[ip, pid_tid(pid, pid), time, id, 0, 1]);
+        let mut user = [0u64; regs::COUNT];
+        user[regs::COUNT - 1] = ip;
+        body.extend(words(&[2]));
+        body.extend(words(&user));
+        body.extend(words(&[0]));
+        rec(sys::PERF_RECORD_SAMPLE, 0, &body, pid, time, None)
+    };
+    let out = sys::PERF_RECORD_MISC_SWITCH_OUT as u16;
+    let preempt =
+        (sys::PERF_RECORD_MISC_SWITCH_OUT | sys::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) as u16;
+    let switch = |misc: u16, pid: u32, time: u64| {
+        rec(sys::PERF_RECORD_SWITCH, misc, &[], pid, time, Some(OFF))
+    };
+
+    let dir = std::env::temp_dir().join(format!("lapse-off-cpu-session-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("s.lapse");
+    let file = std::fs::File::create(&path).expect("create");
+    let layout = SampleLayout {
+        callchain: false,
+        user_state: true,
+        id: true,
+    };
+    let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(sample_type))
+        .expect("write");
+    session.set_off_cpu_ids(vec![OFF]);
+    let (pid, stranger) = (100, 999);
+    let t0 = Timestamp::from_nanos(10);
+    session
+        .add_target(pid, vec!["prog".into()], t0)
+        .expect("write");
+    session
+        .add_thread(pid, pid, "prog".into(), t0)
+        .expect("write");
+    for m in proc_scan::executable_mappings(std::process::id()) {
+        session
+            .add_mapping(pid, m.start, m.end - m.start, m.offset, &m.path, t0)
+            .expect("write");
+    }
+    for r in [
+        // Blocked from 100 to 300, with a stack.
+        sample(pid, 100, OFF),
+        switch(out, pid, 101),
+        switch(0, pid, 300),
+        // The switch-out record lost: the sample alone starts the period.
+        sample(pid, 400, OFF),
+        switch(0, pid, 450),
+        // The sample lost: preempted from 500 to 520, no stack.
+        switch(preempt, pid, 500),
+        switch(0, pid, 520),
+        // An on-CPU sample, and another process' switches: not periods.
+        sample(pid, 600, ON),
+        switch(out, stranger, 610),
+        switch(0, stranger, 620),
+        // Still off the CPU when the recording ends at 1000.
+        sample(pid, 700, OFF),
+        switch(out, pid, 701),
+    ] {
+        session.handle(&r).expect("write");
+    }
+    session
+        .finish(None, Timestamp::from_nanos(1000), None)
+        .expect("finish");
+
+    let f = DataFile::open(&path).expect("read back");
+    assert_eq!(f.footer.as_ref().map(|f| f.samples), Some(1));
+    let got: Vec<(u64, u64, bool, bool)> = f
+        .off_cpu
+        .iter()
+        .map(|p| {
+            (
+                p.from.as_nanos(),
+                p.to.as_nanos(),
+                p.stack.is_some(),
+                p.preempted,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (100, 300, true, false),
+            (400, 450, true, false),
+            (500, 520, false, true),
+            (700, 1000, true, false),
+        ]
+    );
+    assert!(f.off_cpu.iter().all(|p| (p.pid, p.tid) == (pid, pid)));
     let _ = std::fs::remove_dir_all(&dir);
 }
