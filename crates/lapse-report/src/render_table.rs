@@ -119,6 +119,17 @@ fn header(
                     n("lost_events")
                 ),
             )?;
+            if let Some(off) = session["off_cpu_ns"].as_u64() {
+                line(
+                    out,
+                    w,
+                    &format!(
+                        "off-CPU:  {} in {} periods switched out, summed over threads (on-CPU: est columns)",
+                        units::duration(off),
+                        n("off_cpu_periods")
+                    ),
+                )?;
+            }
         }
     }
     if !file.is_complete() {
@@ -306,6 +317,8 @@ pub fn table(
             "top functions by exclusive {}:",
             if matches!(a, Analysis::Instr(_)) {
                 "time"
+            } else if session["off_cpu_ns"].is_u64() {
+                "time, on the CPU (estimated) and off it"
             } else {
                 "samples"
             }

@@ -148,6 +148,8 @@ Sampling columns:
   exclusive_samples        samples with the function executing
   inclusive_pct, exclusive_pct
   estimated_inclusive_ns, estimated_exclusive_ns   samples x period, for time-based events
+  off_cpu_inclusive_ns, off_cpu_exclusive_ns       recorded with --off-cpu: time switched out
+                           with the function on the stack / executing when it was switched out
 
 Tables fit the terminal (or COLUMNS): long names are cut in the middle,
 lower-priority columns drop first; --columns picks columns by name.";
