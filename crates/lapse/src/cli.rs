@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use lapse_export::Format as ExportFormat;
+use lapse_export::{Format as ExportFormat, SampleWeight};
 use lapse_record::{CallGraph, MethodChoice};
 use lapse_report::{ApplicationRule, Format, View};
 
@@ -75,6 +75,15 @@ fn export_help(name: &str) -> &'static str {
         "perfetto" => {
             "Perfetto protobuf trace (ui.perfetto.dev, trace_processor): a compact timeline"
         }
+        _ => "",
+    }
+}
+
+fn weight_help(name: &str) -> &'static str {
+    match name {
+        "cpu" => "CPU samples",
+        "off-cpu" => "time switched out (recorded with --off-cpu)",
+        "both" => "time on the CPU (estimated) and off it, in ns; off-CPU under [off-cpu]",
         _ => "",
     }
 }
@@ -313,6 +322,10 @@ pub struct ExportArgs {
     /// Output file (`-` for standard output).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Sampling: what collapsed stacks, flame graphs and speedscope weigh
+    /// paths by (pprof and callgrind carry both).
+    #[arg(long, value_parser = one_of(&SampleWeight::ALL, weight_help), default_value = "cpu")]
+    pub weight: SampleWeight,
     /// Raw times, without subtracting the measured probe cost.
     #[arg(long)]
     pub no_compensation: bool,
