@@ -3,7 +3,9 @@
 //!
 //! This crate owns reading ELF modules: build-ids, `PT_LOAD` layout (to turn
 //! an absolute address in a mapping into a module-relative one), the
-//! `.symtab`/`.dynsym` function symbols, DWARF lines and inline frames (via
+//! `.symtab`/`.dynsym` function symbols (and PLT stubs, `foo@plt`), the
+//! functions of code no symbol names (from `.eh_frame`), DWARF lines and
+//! inline frames (via
 //! `addr2line`/`gimli`/`object`), demangling (Rust and C++), separate debug
 //! files, and handing out the unwind sections (`.eh_frame`, ...) an unwinder
 //! needs.
@@ -27,6 +29,8 @@ mod demangle;
 mod dwarf;
 mod elf;
 mod error;
+mod plt;
+mod ranges;
 mod symtab;
 
 pub use bytes::SectionData;

@@ -493,3 +493,69 @@ fn hardware_events_work_or_fail_in_one_clear_line() {
     );
     assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
 }
+
+/// A stripped copy of an -O2 program: no symbols, no DWARF, only the unwind
+/// table. Its hottest function is one row (`module+0xSTART`, the start its
+/// symbol has in the unstripped program) with its whole share, as in the
+/// unstripped run; the lines view says how much has no line information.
+#[test]
+fn stripped_code_is_grouped_into_functions() {
+    let dir = work_dir("stripped");
+    let Some(exe) = build_split(&dir, false) else {
+        return;
+    };
+    let stripped = dir.join("split-stripped");
+    let ok = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&exe)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return skip("strip is not available").unwrap_or(());
+    }
+    let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let full = report(&data, "functions");
+    let work_a = row(&full, "work_a");
+    let address = work_a["address"].as_str().expect("work_a's address");
+    let share = pct(work_a, "exclusive_pct");
+    let Some(data) = record(&dir, &[], &[stripped.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let bare = report(&data, "functions");
+    let name = format!("split-stripped+{address}");
+    let grouped = row(&bare, &name);
+    assert_near(
+        "the stripped work_a's exclusive share",
+        pct(grouped, "exclusive_pct"),
+        share,
+        4.0,
+    );
+    // A handful of functions from the stripped module, not one per address.
+    let rows_of_module = rows(&bare)
+        .iter()
+        .filter(|r| r["module"] == "split-stripped")
+        .count();
+    assert!(rows_of_module <= 12, "{rows_of_module} rows: {bare:#}");
+    // main is not in .dynsym either: its range is on every stack.
+    assert!(
+        rows(&bare)
+            .iter()
+            .any(|r| r["module"] == "split-stripped" && pct(r, "inclusive_pct") >= 97.0),
+        "{bare:#}"
+    );
+    // The lines view: the stripped 90 % has no line information.
+    let lines = report(&data, "lines");
+    let no_line = rows(&lines)
+        .iter()
+        .find(|r| r["source_file"].is_null() && r["line"].is_null())
+        .expect("a row of no line");
+    assert_near(
+        "no line, exclusive",
+        pct(no_line, "exclusive_pct"),
+        90.0,
+        4.0,
+    );
+}

@@ -6,8 +6,10 @@
 //! names its functions. At the end every frame is resolved in full
 //! ([`FrameSymbols::full`]: inline chain, source lines) and rewritten;
 //! records with the same id replace the earlier ones. Every distinct
-//! (module, function name) is one function; a frame nothing is known about
-//! becomes a function named by its address (`0x1234`), as the model says.
+//! (module, function name) is one function. Code no symbol names is grouped
+//! by the unwind table into functions named `module+0xSTART` (the module's
+//! entry point: `_start`); a frame nothing at all is known about becomes a
+//! function named by its address (`0x1234`), as the model says.
 
 use std::collections::HashMap;
 
@@ -58,7 +60,7 @@ impl FrameSymbols {
     pub(crate) fn quick(&mut self, frames: &mut [FrameInfo], modules: &ModuleTable) {
         for frame in frames {
             let elf = modules.get(frame.module).and_then(|m| m.elf.as_ref());
-            let f = match elf.and_then(|e| e.function_at(frame.address)) {
+            let f = match elf.and_then(|e| e.function_or_range_at(frame.address)) {
                 Some(sym) => FrameFunction {
                     function: self.intern(frame.module, &sym.name, Some(sym.start)),
                     source_file: None,
