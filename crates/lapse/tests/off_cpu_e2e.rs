@@ -197,7 +197,10 @@ fn blocked_and_sleeping_functions_get_their_off_cpu_time() {
     assert_eq!(ms(wait, "off_cpu_exclusive_ns"), 0.0, "{wait}");
 
     // The spinning function: its on-CPU estimate is the CPU time it
-    // measured (1 kHz on CPU time: ±5 samples and 5 %).
+    // measured. With --off-cpu the CPU samples come from a timer on each
+    // CPU (where allowed), which counts the thread when it is the one
+    // running at the tick: a statistical estimate, within 5 ms + 10 %
+    // (on a machine with a hundred runnable tasks: +0 to +9 %).
     let spin = row(&f, "spin");
     eprintln!(
         "measured by the program / by lapse: blocked {blocked:.1} / {:.1} ms off-CPU, slept {slept:.1} / {:.1} ms off-CPU, spin {spin_cpu:.1} / {:.1} ms estimated on-CPU",
@@ -209,7 +212,7 @@ fn blocked_and_sleeping_functions_get_their_off_cpu_time() {
         "spin estimated",
         ms(spin, "estimated_inclusive_ns"),
         spin_cpu,
-        5.0 + 0.05 * spin_cpu,
+        5.0 + 0.1 * spin_cpu,
     );
 
     // The writer thread slept 200 ms: its own off-CPU time, on its own stack.

@@ -152,11 +152,7 @@ pub(crate) fn attr(
     a.set_inherit(u64::from(inherit));
     a.set_exclude_kernel(u64::from(exclude_kernel));
     a.set_exclude_hv(1);
-    a.set_mmap(1);
-    a.set_mmap2(1);
-    a.set_comm(1);
-    a.set_comm_exec(1);
-    a.set_task(1);
+    with_side_records(&mut a);
     a.set_sample_id_all(1);
     a.set_use_clockid(1);
     a.clockid = libc::CLOCK_MONOTONIC;
@@ -166,12 +162,33 @@ pub(crate) fn attr(
     a
 }
 
+/// Asks for the side records that keep processes, threads and modules
+/// right: executable mappings, names (and exec), forks and exits.
+pub(crate) fn with_side_records(a: &mut sys::perf_event_attr) {
+    a.set_mmap(1);
+    a.set_mmap2(1);
+    a.set_comm(1);
+    a.set_comm_exec(1);
+    a.set_task(1);
+}
+
+/// The opposite of [`with_side_records`]: another event of the recording
+/// already asks for them.
+pub(crate) fn without_side_records(a: &mut sys::perf_event_attr) {
+    a.set_mmap(0);
+    a.set_mmap2(0);
+    a.set_comm(0);
+    a.set_comm_exec(0);
+    a.set_task(0);
+}
+
 /// The off-CPU event (`--off-cpu`) beside a sampling event `sampling`: a
 /// sample at every context switch of the target's threads, taken as the
 /// thread is switched out, with the same sample layout (so the same user
 /// stack capture and `sample_id` trailer), plus the kernel's switch records
 /// (`context_switch`), whose switch-in ends each period. The side records
-/// (mmap, comm, fork/exit) come from the sampling event alone.
+/// (mmap, comm, fork/exit) come from the per-thread sampling event, unless
+/// that one is CPU-wide (see `rings`).
 ///
 /// The `context-switches` software event fires in the scheduler, in kernel
 /// mode: it needs kernel-mode events allowed (`exclude_kernel` off).
@@ -181,11 +198,7 @@ pub(crate) fn off_cpu_attr(sampling: &sys::perf_event_attr) -> sys::perf_event_a
     a.config = u64::from(sys::PERF_COUNT_SW_CONTEXT_SWITCHES);
     a.set_freq(0);
     a.__bindgen_anon_1.sample_period = 1;
-    a.set_mmap(0);
-    a.set_mmap2(0);
-    a.set_comm(0);
-    a.set_comm_exec(0);
-    a.set_task(0);
+    without_side_records(&mut a);
     a.set_context_switch(1);
     a
 }

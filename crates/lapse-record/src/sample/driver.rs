@@ -53,6 +53,12 @@ fn header(plan: &Plan, command: Vec<String>, start: Timestamp) -> SessionHeader 
             "off-CPU: the user stack at every switch-out, weighed by the time until the switch-in"
                 .to_owned(),
         );
+        notes.push(if plan.cpu_wide {
+            "CPU samples: one event per CPU for every task, other processes' samples discarded"
+                .to_owned()
+        } else {
+            "CPU samples: one event per thread (watching every task is not allowed here), which costs the target more at each context switch".to_owned()
+        });
     }
     let period = plan.rate.fixed_period();
     SessionHeader {
@@ -131,6 +137,8 @@ pub(crate) fn record_command(
     session
         .add_target(pid, command.to_vec(), start)
         .map_err(io_error(opts))?;
+    // (a CPU-wide event sees the held child before its exec)
+    session.await_exec(pid);
     session
         .add_thread(pid, pid, short_name(program_name), start)
         .map_err(io_error(opts))?;

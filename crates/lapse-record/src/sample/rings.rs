@@ -2,6 +2,15 @@
 //! CPU, other threads' events redirected into it) and draining the rings
 //! into one time-ordered batch, so that an mmap seen on one CPU is applied
 //! before a sample taken just after it on another.
+//!
+//! With `--off-cpu`, where the kernel allows it (CAP_PERFMON, root,
+//! `perf_event_paranoid` ≤ 0), the CPU samples come from one event per CPU
+//! for every task rather than one per thread of the target: a per-thread
+//! timer event is stopped and restarted at each of the thread's context
+//! switches, which at 10,000 switches a second costs the target more than
+//! the off-CPU samples themselves (BENCHMARKS.md). Samples of other
+//! processes are discarded (and counted, as SPEC 1.2 says); the side
+//! records then come from the per-thread off-CPU events.
 
 use perf_event_open_sys::bindings as sys;
 
@@ -38,6 +47,8 @@ pub(crate) struct Plan {
     pub(crate) exclude_kernel: bool,
     /// Also sample every switch-out (`--off-cpu`).
     pub(crate) off_cpu: bool,
+    /// CPU samples from one event per CPU for every task (see the top).
+    pub(crate) cpu_wide: bool,
 }
 
 impl Plan {
@@ -58,11 +69,12 @@ impl Plan {
             inherit: opts.inherit,
             exclude_kernel: false,
             off_cpu: opts.off_cpu,
+            cpu_wide: opts.off_cpu,
         })
     }
 
-    /// The sampling event's attributes; with `--off-cpu` its samples carry
-    /// the event id, as the off-CPU event's do.
+    /// The per-thread sampling event's attributes; with `--off-cpu` its
+    /// samples carry the event id, as the off-CPU event's do.
     pub(crate) fn attr(&self, enable_on_exec: bool) -> sys::perf_event_attr {
         let mut a = attr::attr(
             self.event,
@@ -74,6 +86,32 @@ impl Plan {
         );
         if self.off_cpu {
             a.sample_type |= u64::from(sys::PERF_SAMPLE_ID);
+        }
+        a
+    }
+
+    /// The sampling event as opened: per thread, or (`cpu_wide`) one per
+    /// CPU for every task, enabled at once, without side records, idle time
+    /// left out.
+    fn sampling_attr(&self, enable_on_exec: bool) -> sys::perf_event_attr {
+        let mut a = self.attr(enable_on_exec);
+        if self.cpu_wide {
+            a.set_inherit(0);
+            a.set_enable_on_exec(0);
+            a.set_disabled(0);
+            a.set_exclude_idle(1);
+            attr::without_side_records(&mut a);
+        }
+        a
+    }
+
+    /// The off-CPU event (`--off-cpu`), with the side records when the
+    /// sampling event is CPU-wide.
+    fn off_cpu_attr(&self, enable_on_exec: bool) -> sys::perf_event_attr {
+        let task = self.attr(enable_on_exec);
+        let mut a = attr::off_cpu_attr(&task);
+        if self.cpu_wide {
+            attr::with_side_records(&mut a);
         }
         a
     }
@@ -111,7 +149,17 @@ impl Rings {
         tids: &[i32],
         enable_on_exec: bool,
     ) -> Result<Rings, RecordError> {
-        match Rings::open_once(plan, tids, enable_on_exec) {
+        let mut first = Rings::open_once(plan, tids, enable_on_exec);
+        if plan.cpu_wide {
+            if let Err(e) = &first {
+                if matches!(errno_of(e), libc::EACCES | libc::EPERM) {
+                    // Not allowed to watch every task: per-thread CPU samples.
+                    plan.cpu_wide = false;
+                    first = Rings::open_once(plan, tids, enable_on_exec);
+                }
+            }
+        }
+        match first {
             Err(e) if matches!(errno_of(&e), libc::EACCES | libc::EPERM) && plan.off_cpu => Err(
                 RecordError::Unsupported(attr::off_cpu_refused(errno_of(&e))),
             ),
@@ -132,18 +180,19 @@ impl Rings {
         let mut events = Vec::new();
         let mut off_cpu_ids = Vec::new();
         for cpu in online_cpus() {
-            let mut attr = plan.attr(enable_on_exec);
+            let mut attr = plan.sampling_attr(enable_on_exec);
             let Some(&first) = tids.first() else {
                 break;
             };
-            let leader = PerfEvent::open(&mut attr, first, cpu, RING_PAGES)?;
+            let owner = if plan.cpu_wide { -1 } else { first };
+            let leader = PerfEvent::open(&mut attr, owner, cpu, RING_PAGES)?;
             for (i, &tid) in tids.iter().enumerate() {
                 let mut attrs = Vec::with_capacity(2);
-                if i > 0 {
-                    attrs.push(plan.attr(enable_on_exec));
+                if i > 0 && !plan.cpu_wide {
+                    attrs.push(plan.sampling_attr(enable_on_exec));
                 }
                 if plan.off_cpu {
-                    attrs.push(attr::off_cpu_attr(&plan.attr(enable_on_exec)));
+                    attrs.push(plan.off_cpu_attr(enable_on_exec));
                 }
                 for mut attr in attrs {
                     match PerfEvent::open(&mut attr, tid, cpu, 0) {

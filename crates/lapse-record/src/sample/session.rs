@@ -71,6 +71,9 @@ pub(crate) struct SampleSession<W: Write> {
     switched_out: HashMap<(u32, u32), SwitchedOut>,
     /// Off-CPU periods not written yet.
     off_cpu: Vec<OffCpuPeriod>,
+    /// Launched targets not yet through their exec: their samples are of
+    /// lapse's own image (a CPU-wide event sees them), discarded.
+    awaiting_exec: HashSet<u32>,
     /// The header gained notes since it was written.
     header_changed: bool,
 }
@@ -107,8 +110,14 @@ impl<W: Write> SampleSession<W> {
             off_cpu_ids: Vec::new(),
             switched_out: HashMap::new(),
             off_cpu: Vec::new(),
+            awaiting_exec: HashSet::new(),
             header_changed: false,
         })
+    }
+
+    /// `pid` was launched and has not exec'd the command yet.
+    pub(crate) fn await_exec(&mut self, pid: u32) {
+        self.awaiting_exec.insert(pid);
     }
 
     /// Samples of the events with these ids are switch-outs (`--off-cpu`).
@@ -248,6 +257,7 @@ impl<W: Write> SampleSession<W> {
                     return Ok(());
                 }
                 if exec {
+                    self.awaiting_exec.remove(&pid);
                     self.spaces.exec(pid);
                     let command = read_cmdline(pid).unwrap_or_else(|| vec![name.clone()]);
                     if let Some(p) = self.processes.get_mut(&pid) {
@@ -302,7 +312,7 @@ impl<W: Write> SampleSession<W> {
             return Ok(());
         };
         let switch_out = !self.off_cpu_ids.is_empty() && self.off_cpu_ids.contains(&s.id);
-        if !self.targets.contains(&s.pid) {
+        if !self.targets.contains(&s.pid) || self.awaiting_exec.contains(&s.pid) {
             if !switch_out {
                 self.discarded += 1;
             }
