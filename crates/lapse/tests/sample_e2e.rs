@@ -559,3 +559,85 @@ fn stripped_code_is_grouped_into_functions() {
         4.0,
     );
 }
+
+/// JIT code: a program copies machine code into anonymous memory, makes it
+/// executable, writes a perf map for it (`/tmp/perf-PID.map`) and runs it.
+/// The code is named by the map, in a module called after it, and stacks
+/// go on through it by frame pointers (the generated code keeps them, as
+/// JITs do for profilers).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn jit_code_is_named_by_its_perf_map() {
+    let dir = work_dir("jit");
+    let src = r#"
+#include <string.h>
+#include <sys/mman.h>
+NOINLINE uint64_t native_spin(uint64_t n) { LOOP(n); }
+/* push %rbp; mov %rsp,%rbp; mov %rdi,%rax; 1: dec %rax; jnz 1b; pop %rbp; ret */
+static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0x48, 0x89, 0xf8,
+                                     0x48, 0xff, 0xc8, 0x75, 0xfb, 0x5d, 0xc3};
+int main(int argc, char **argv) {
+    uint64_t u = unit(argc, argv);
+    unsigned char *mem = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return 1;
+    memcpy(mem, code, sizeof code);
+    if (mprotect(mem, 4096, PROT_READ | PROT_EXEC) != 0) return 2;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+    FILE *f = fopen(path, "w");
+    if (!f) return 3;
+    fprintf(f, "%lx %zx jitted_countdown\n", (unsigned long)mem, sizeof code);
+    fclose(f);
+    printf("pid %d\n", getpid());
+    fflush(stdout);
+    uint64_t (*jitted)(uint64_t) = (uint64_t (*)(uint64_t))mem;
+    for (int i = 0; i < 100; i++) {
+        sink += jitted(3 * u);
+        sink += native_spin(u);
+    }
+    return 0;
+}
+"#;
+    let Some(exe) = gcc(&dir, "jit", src, &["-fno-omit-frame-pointer"]) else {
+        return;
+    };
+    let data = dir.join("out.lapse");
+    let out = lapse(&[
+        "record",
+        "--method",
+        "sample",
+        "-o",
+        data.to_str().expect("utf-8"),
+        "--",
+        exe.to_str().expect("utf-8"),
+        UNIT,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pid = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pid "))
+        .map(|p| p.trim().to_owned());
+    if let Some(pid) = &pid {
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if perf_refused(&stderr) {
+        return skip(stderr).unwrap_or(());
+    }
+    assert!(out.status.success(), "lapse record failed: {stderr}");
+    let pid = pid.expect("the program printed its pid");
+    let f = report(&data, "functions");
+    let jitted = row(&f, "jitted_countdown");
+    assert_eq!(jitted["module"], format!("perf-{pid}.map"), "{jitted}");
+    assert!(pct(jitted, "exclusive_pct") >= 20.0, "{jitted}");
+    // Through the generated code by frame pointers, into main.
+    assert!(pct(row(&f, "main"), "inclusive_pct") >= 95.0, "{f:#}");
+    // No address of the generated code is left without a name.
+    for r in rows(&f) {
+        let name = r["function"].as_str().unwrap_or("");
+        assert!(
+            !(name.starts_with("0x") && pct(r, "exclusive_pct") > 2.0),
+            "{r}"
+        );
+    }
+}

@@ -496,6 +496,11 @@ impl<W: Write> SampleSession<W> {
             t.end = t.end.or(Some(end));
             self.writer.write_record(&Record::Thread(t))?;
         }
+        // JIT code is named by the perf maps its processes wrote by now;
+        // such a module is then called after its map.
+        for module in self.spaces.modules.load_perf_maps() {
+            self.writer.write_record(&Record::Module(module))?;
+        }
         let frames = self
             .symbols
             .full(&self.stacks, &mut self.spaces.modules, progress);

@@ -8,8 +8,9 @@
 //! records with the same id replace the earlier ones. Every distinct
 //! (module, function name) is one function. Code no symbol names is grouped
 //! by the unwind table into functions named `module+0xSTART` (the module's
-//! entry point: `_start`); a frame nothing at all is known about becomes a
-//! function named by its address (`0x1234`), as the model says.
+//! entry point: `_start`); JIT code by its process' perf map, read at the
+//! end; a frame nothing at all is known about becomes a function named by
+//! its address (`0x1234`), as the model says.
 
 use std::collections::HashMap;
 
@@ -100,6 +101,30 @@ impl FrameSymbols {
         let mut frames: Vec<Option<FrameInfo>> = vec![None; order.len()];
         for group in order.chunk_by(|a, b| a.1 == b.1) {
             let module = group[0].1;
+            let jit_map = modules
+                .get(module)
+                .and_then(|m| m.jit.as_ref())
+                .and_then(|j| j.map.as_ref());
+            if let Some(map) = jit_map {
+                for &(id, _, address) in group {
+                    advance();
+                    let f = match map.lookup(address) {
+                        Some((start, _, name)) => FrameFunction {
+                            function: self.intern(module, name, Some(start)),
+                            source_file: None,
+                            line: None,
+                        },
+                        None => self.anonymous(module, address),
+                    };
+                    frames[id.0 as usize] = Some(FrameInfo {
+                        id,
+                        module,
+                        address,
+                        functions: vec![f],
+                    });
+                }
+                continue;
+            }
             let Some(elf) = modules.get_mut(module).and_then(|m| m.elf.as_mut()) else {
                 for &(id, _, address) in group {
                     advance();
