@@ -53,6 +53,11 @@ fn lapse(args: &[&str]) -> Output {
 
 /// Records `argv` by sampling into DIR/out.lapse; `None` means skip.
 fn record(dir: &Path, extra: &[&str], argv: &[&str]) -> Option<PathBuf> {
+    record_with_stderr(dir, extra, argv).map(|(data, _)| data)
+}
+
+/// [`record`], with what lapse said on stderr.
+fn record_with_stderr(dir: &Path, extra: &[&str], argv: &[&str]) -> Option<(PathBuf, String)> {
     let data = dir.join("out.lapse");
     let data_s = data.to_str().expect("utf-8 path");
     let mut args = vec!["record", "--method", "sample", "-o", data_s];
@@ -60,12 +65,12 @@ fn record(dir: &Path, extra: &[&str], argv: &[&str]) -> Option<PathBuf> {
     args.push("--");
     args.extend_from_slice(argv);
     let out = lapse(&args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if perf_refused(&stderr) {
         return skip(stderr);
     }
     assert!(out.status.success(), "lapse record failed: {stderr}");
-    Some(data)
+    Some((data, stderr))
 }
 
 fn report(data: &Path, view: &str) -> Value {
@@ -238,13 +243,14 @@ fn frame_pointer_call_graph() {
     let Some(exe) = build_split(&dir, true) else {
         return;
     };
-    let Some(data) = record(
+    let Some((data, stderr)) = record_with_stderr(
         &dir,
         &["--call-graph", "fp"],
         &[exe.to_str().expect("utf-8"), UNIT],
     ) else {
         return;
     };
+    assert!(!stderr.contains("single frame"), "{stderr}");
     let f = report(&data, "functions");
     assert_near(
         "work_a exclusive",
@@ -253,6 +259,87 @@ fn frame_pointer_call_graph() {
         4.0,
     );
     assert!(pct(row(&f, "main"), "inclusive_pct") >= 95.0);
+}
+
+/// `--call-graph fp` on code without frame pointers gives one-frame stacks:
+/// lapse says so on stderr and in the header, rather than let the call
+/// tree pass for flat code.
+#[test]
+fn frame_pointers_asked_for_code_without_them_is_a_warning() {
+    let dir = work_dir("fp-without");
+    let Some(exe) = build_split(&dir, false) else {
+        return;
+    };
+    let Some((data, stderr)) = record_with_stderr(
+        &dir,
+        &["--call-graph", "fp"],
+        &[exe.to_str().expect("utf-8"), UNIT],
+    ) else {
+        return;
+    };
+    assert!(
+        stderr.contains("warning") && stderr.contains("single frame"),
+        "{stderr}"
+    );
+    let info = lapse(&["info", data.to_str().expect("utf-8")]);
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("single frame"), "{info}");
+}
+
+/// A stack deeper than the 16 KiB the kernel copies: its partial paths hang
+/// under one `[truncated]` root, not as roots of their own.
+#[test]
+fn stacks_cut_at_the_copy_limit_are_marked_truncated() {
+    let dir = work_dir("truncated");
+    let src = r#"
+NOINLINE uint64_t leaf(uint64_t n) { LOOP(n); }
+/* 512 bytes a level: 100 levels are 50 KiB of stack. */
+NOINLINE uint64_t deep(int d, uint64_t n) {
+    volatile char pad[512];
+    pad[0] = (char)d;
+    if (d == 0) return leaf(n) + pad[0];
+    return deep(d - 1, n) + pad[0];
+}
+NOINLINE uint64_t shallow(uint64_t n) { return leaf(n) + 1; }
+int main(int argc, char **argv) {
+    uint64_t u = unit(argc, argv);
+    for (int i = 0; i < 100; i++) { sink += deep(100, u); sink += shallow(u); }
+    return 0;
+}
+"#;
+    let Some(exe) = gcc(&dir, "deep", src, &[]) else {
+        return;
+    };
+    let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let t = report(&data, "calltree");
+    let roots: Vec<(&str, f64)> = t["roots"]
+        .as_array()
+        .expect("roots")
+        .iter()
+        .map(|r| {
+            (
+                r["function"].as_str().unwrap_or(""),
+                pct(r, "inclusive_pct"),
+            )
+        })
+        .collect();
+    let share = |name: &str| roots.iter().find(|r| r.0 == name).map_or(0.0, |r| r.1);
+    // Half the time is in the deep recursion, whose stacks do not fit.
+    assert_near("[truncated]", share("[truncated]"), 50.0, 8.0);
+    assert_near("_start", share("_start"), 50.0, 8.0);
+    assert!(
+        roots.iter().all(|r| r.0 != "deep" && r.0 != "leaf"),
+        "partial paths are not roots: {roots:?}"
+    );
+    let f = report(&data, "functions");
+    assert_near(
+        "leaf exclusive",
+        pct(row(&f, "leaf"), "exclusive_pct"),
+        100.0,
+        3.0,
+    );
 }
 
 #[test]

@@ -10,6 +10,10 @@ use super::parse::regs;
 /// to be small at 1 kHz.
 pub(crate) const STACK_COPY_BYTES: u32 = 16 * 1024;
 
+/// Most entries of a kernel callchain (`--call-graph fp`), context markers
+/// included; a user chain this long was cut.
+pub(crate) const CALLCHAIN_MAX: u16 = 127;
+
 /// A sampling event by its `perf` name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SampleEvent {
@@ -133,7 +137,7 @@ pub(crate) fn attr(
     if callchain {
         sample_type |= sys::PERF_SAMPLE_CALLCHAIN;
         a.set_exclude_callchain_kernel(1);
-        a.sample_max_stack = 127;
+        a.sample_max_stack = CALLCHAIN_MAX;
     } else {
         sample_type |= sys::PERF_SAMPLE_REGS_USER | sys::PERF_SAMPLE_STACK_USER;
         a.sample_regs_user = regs::MASK;

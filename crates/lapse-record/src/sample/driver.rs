@@ -160,6 +160,9 @@ pub(crate) fn record_command(
         .pump(&mut session, &id_layout, true)
         .map_err(io_error(opts))?;
     let samples = session.samples();
+    if let Some(warning) = session.short_stacks_warning() {
+        eprintln!("lapse: warning: {warning}");
+    }
     let bytes = session
         .finish(
             Some((pid, status)),
@@ -251,6 +254,9 @@ pub(crate) fn record_pid(
         .pump(&mut session, &id_layout, true)
         .map_err(io_error(opts))?;
     let samples = session.samples();
+    if let Some(warning) = session.short_stacks_warning() {
+        eprintln!("lapse: warning: {warning}");
+    }
     let bytes = session
         .finish(None, monotonic_now(), opts.symbol_progress.as_deref())
         .map_err(io_error(opts))?;

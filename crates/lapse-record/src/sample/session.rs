@@ -21,8 +21,9 @@ use lapse_data::{
     DataWriter, Footer, FrameId, OffCpuPeriod, ProcessInfo, Record, Sample, SessionHeader, StackId,
     ThreadInfo, Timestamp,
 };
-use lapse_unwind::StackCopy;
+use lapse_unwind::{StackCopy, StackEnd};
 
+use super::attr::CALLCHAIN_MAX;
 use super::parse::{self, RawSample, SampleLayout};
 use super::stack_table::StackTable;
 use super::symbols::FrameSymbols;
@@ -34,6 +35,11 @@ use crate::SymbolProgress;
 const SAMPLE_BATCH: usize = 4096;
 /// Frames per `Record::Frames` at the end (keeps records moderate in size).
 const FRAME_BATCH: usize = 8192;
+/// The frame at the root of a stack cut at the copy limit.
+pub(crate) const TRUNCATED: &str = "[truncated]";
+/// `--call-graph fp`: warn when more than half of at least this many
+/// stacks have a single frame.
+const SHORT_STACKS_MIN: u64 = 50;
 
 /// A thread switched out and not back in yet (`--off-cpu`).
 #[derive(Clone, Copy, Debug)]
@@ -76,6 +82,14 @@ pub(crate) struct SampleSession<W: Write> {
     awaiting_exec: HashSet<u32>,
     /// The header gained notes since it was written.
     header_changed: bool,
+    /// The `[truncated]` frame, once a stack needed it.
+    truncated: Option<FrameId>,
+    /// Modules made while recording that are still to be written.
+    new_modules: Vec<lapse_data::ModuleInfo>,
+    /// Stacks with frames, and those with just one (`--call-graph fp`
+    /// on code without frame pointers gives one-frame stacks).
+    stacks_seen: u64,
+    one_frame_stacks: u64,
 }
 
 impl<W: Write> SampleSession<W> {
@@ -112,6 +126,10 @@ impl<W: Write> SampleSession<W> {
             off_cpu: Vec::new(),
             awaiting_exec: HashSet::new(),
             header_changed: false,
+            truncated: None,
+            new_modules: Vec::new(),
+            stacks_seen: 0,
+            one_frame_stacks: 0,
         })
     }
 
@@ -352,21 +370,31 @@ impl<W: Write> SampleSession<W> {
         Ok(())
     }
 
-    /// Unwinds a sample and interns its stack; `None` when no frame resolves.
+    /// Unwinds a sample and interns its stack; `None` when no frame
+    /// resolves. A stack cut at the copy limit gets `[truncated]` at its
+    /// root, so that its partial paths are one branch, not roots of their
+    /// own.
     fn unwind(&mut self, s: &RawSample<'_>) -> Option<StackId> {
         // Innermost first, as lookup addresses (caller frames: return address - 1).
+        let mut cut = false;
         if self.layout.callchain {
             self.addresses.clear();
             for (i, &a) in s.user_callchain.iter().enumerate() {
                 self.addresses
                     .push(if i == 0 { a } else { a.saturating_sub(1) });
             }
+            // (the chain's entries include one context marker)
+            cut = s.user_callchain.len() + 1 >= usize::from(CALLCHAIN_MAX);
         } else if let Some(regs) = &s.regs {
             let stack = StackCopy {
                 start: regs.sp,
                 bytes: s.stack,
             };
-            self.spaces.unwind(s.pid, regs, &stack, &mut self.addresses);
+            cut = match self.spaces.unwind(s.pid, regs, &stack, &mut self.addresses) {
+                StackEnd::Root => false,
+                StackEnd::CopyEnd => s.stack_full,
+                StackEnd::DepthLimit => true,
+            };
         } else {
             self.addresses.clear();
         }
@@ -377,11 +405,50 @@ impl<W: Write> SampleSession<W> {
         self.frame_ids.clear();
         for &addr in &self.addresses {
             let Some((module, rel)) = self.spaces.resolve(s.pid, addr) else {
+                // (an address in no mapping ends the stack, whatever the
+                // unwinder said: that is not the copy's limit)
+                cut = false;
                 break;
             };
             self.frame_ids.push(self.stacks.frame(module, rel));
         }
+        if !self.frame_ids.is_empty() {
+            self.stacks_seen += 1;
+            if self.frame_ids.len() == 1 {
+                self.one_frame_stacks += 1;
+            }
+            if cut {
+                let marker = self.truncated_frame();
+                self.frame_ids.push(marker);
+            }
+        }
         self.stacks.stack(self.frame_ids.iter().rev().copied())
+    }
+
+    /// The `[truncated]` frame (its pseudo module written with the next batch).
+    fn truncated_frame(&mut self) -> FrameId {
+        if let Some(f) = self.truncated {
+            return f;
+        }
+        let (module, info) = self.spaces.modules.intern_marker(TRUNCATED);
+        self.new_modules.extend(info);
+        let f = self.stacks.frame(module, 0);
+        self.truncated = Some(f);
+        f
+    }
+
+    /// `--call-graph fp` gave mostly one-frame stacks: what to tell the
+    /// user (the code likely has no frame pointers).
+    pub(crate) fn short_stacks_warning(&self) -> Option<String> {
+        if !self.layout.callchain || self.stacks_seen < SHORT_STACKS_MIN {
+            return None;
+        }
+        let share = 100.0 * self.one_frame_stacks as f64 / self.stacks_seen as f64;
+        (share > 50.0).then(|| {
+            format!(
+                "{share:.0} % of the stacks have a single frame: --call-graph fp needs code built with frame pointers (-fno-omit-frame-pointer); --call-graph dwarf (the default) does not"
+            )
+        })
     }
 
     /// A switch record of a target thread (`--off-cpu`). A switch-out
@@ -425,6 +492,9 @@ impl<W: Write> SampleSession<W> {
 
     /// Writes new frames and stack nodes, then the samples that refer to them.
     fn write_pending(&mut self) -> io::Result<()> {
+        for module in std::mem::take(&mut self.new_modules) {
+            self.writer.write_record(&Record::Module(module))?;
+        }
         let (mut frames, nodes) = self.stacks.take_new();
         if !frames.is_empty() {
             self.symbols.quick(&mut frames, &self.spaces.modules);
@@ -476,6 +546,10 @@ impl<W: Write> SampleSession<W> {
             }
         }
         self.write_pending()?;
+        if let Some(warning) = self.short_stacks_warning() {
+            self.header.notes.push(format!("warning: {warning}"));
+            self.header_changed = true;
+        }
         if self.header_changed {
             // A later session record replaces the first.
             self.writer

@@ -284,3 +284,78 @@ fn switch_outs_and_switch_ins_make_off_cpu_periods() {
     assert!(f.off_cpu.iter().all(|p| (p.pid, p.tid) == (pid, pid)));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--call-graph fp`: a user callchain as long as the kernel gives is cut,
+/// and gets `[truncated]` at its root; a short one does not.
+#[test]
+fn a_callchain_at_the_limit_is_marked_truncated() {
+    let sample_type = (sys::PERF_SAMPLE_IP
+        | sys::PERF_SAMPLE_TID
+        | sys::PERF_SAMPLE_TIME
+        | sys::PERF_SAMPLE_CPU
+        | sys::PERF_SAMPLE_PERIOD
+        | sys::PERF_SAMPLE_CALLCHAIN) as u64;
+    let ip = profiled_marker as *const () as u64 + 1;
+    let chain_sample = |time: u64, depth: usize| {
+        let mut body = words(&[ip, pid_tid(100, 100), time, 0, 1_000_000]);
+        body.extend(words(&[depth as u64 + 1, (-512i64) as u64])); // PERF_CONTEXT_USER
+        body.extend(words(&vec![ip; depth]));
+        record(sys::PERF_RECORD_SAMPLE, 0, &body, None)
+    };
+    let dir = std::env::temp_dir().join(format!("lapse-truncated-session-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("s.lapse");
+    let file = std::fs::File::create(&path).expect("create");
+    let layout = SampleLayout {
+        callchain: true,
+        user_state: false,
+        id: false,
+    };
+    let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(sample_type))
+        .expect("write");
+    let t0 = Timestamp::from_nanos(10);
+    session
+        .add_target(100, vec!["prog".into()], t0)
+        .expect("write");
+    for m in proc_scan::executable_mappings(std::process::id()) {
+        session
+            .add_mapping(100, m.start, m.end - m.start, m.offset, &m.path, t0)
+            .expect("write");
+    }
+    session.handle(&chain_sample(20, 3)).expect("write");
+    session.handle(&chain_sample(30, 126)).expect("write");
+    session
+        .finish(None, Timestamp::from_nanos(100), None)
+        .expect("finish");
+    let f = DataFile::open(&path).expect("read back");
+    let mut samples = Vec::new();
+    for c in &f.sample_chunks {
+        let mut v = Vec::new();
+        f.read_samples(c, &mut v).expect("samples decode");
+        samples.extend(v);
+    }
+    let root_name = |stack: Option<lapse_data::StackId>| {
+        let frames = frames_outermost_first(&f, stack.expect("a stack"));
+        let root = &f.frames[frames[0] as usize];
+        f.functions[root.functions[0].function.0 as usize]
+            .name
+            .clone()
+    };
+    assert_ne!(root_name(samples[0].stack), "[truncated]");
+    assert_eq!(root_name(samples[1].stack), "[truncated]");
+    assert!(f.modules.iter().any(|m| m.path == "[truncated]"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Frame ids of `stack`, outermost first.
+fn frames_outermost_first(f: &DataFile, stack: lapse_data::StackId) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut cur = Some(stack);
+    while let Some(id) = cur {
+        let node = f.stacks[id.0 as usize];
+        out.push(node.frame.0);
+        cur = node.parent;
+    }
+    out.reverse();
+    out
+}

@@ -47,6 +47,15 @@ impl FrameSymbols {
         id
     }
 
+    /// The one function of a pseudo module's frames (`[truncated]`).
+    fn marker(&mut self, module: ModuleId, name: &str) -> FrameFunction {
+        FrameFunction {
+            function: self.intern(module, name, None),
+            source_file: None,
+            line: None,
+        }
+    }
+
     /// The function of a frame nothing is known about: named by its address.
     fn anonymous(&mut self, module: ModuleId, address: u64) -> FrameFunction {
         FrameFunction {
@@ -60,7 +69,12 @@ impl FrameSymbols {
     /// the target does.
     pub(crate) fn quick(&mut self, frames: &mut [FrameInfo], modules: &ModuleTable) {
         for frame in frames {
-            let elf = modules.get(frame.module).and_then(|m| m.elf.as_ref());
+            let loaded = modules.get(frame.module);
+            if let Some(name) = loaded.and_then(|m| m.marker) {
+                frame.functions = vec![self.marker(frame.module, name)];
+                continue;
+            }
+            let elf = loaded.and_then(|m| m.elf.as_ref());
             let f = match elf.and_then(|e| e.function_or_range_at(frame.address)) {
                 Some(sym) => FrameFunction {
                     function: self.intern(frame.module, &sym.name, Some(sym.start)),
@@ -101,6 +115,19 @@ impl FrameSymbols {
         let mut frames: Vec<Option<FrameInfo>> = vec![None; order.len()];
         for group in order.chunk_by(|a, b| a.1 == b.1) {
             let module = group[0].1;
+            if let Some(name) = modules.get(module).and_then(|m| m.marker) {
+                for &(id, _, address) in group {
+                    advance();
+                    let f = self.marker(module, name);
+                    frames[id.0 as usize] = Some(FrameInfo {
+                        id,
+                        module,
+                        address,
+                        functions: vec![f],
+                    });
+                }
+                continue;
+            }
             let jit_map = modules
                 .get(module)
                 .and_then(|m| m.jit.as_ref())

@@ -17,7 +17,7 @@ use std::path::Path;
 
 use lapse_data::{MappingInfo, ModuleId, ModuleInfo, Timestamp};
 use lapse_symbols::{ElfModule, PerfMap};
-use lapse_unwind::{ProcessUnwinder, StackCopy, UserRegs};
+use lapse_unwind::{ProcessUnwinder, StackCopy, StackEnd, UserRegs};
 
 /// Largest perf map read (Node's can reach tens of MB).
 const PERF_MAP_MAX_BYTES: u64 = 256 << 20;
@@ -27,6 +27,9 @@ pub(crate) struct LoadedModule {
     pub(crate) elf: Option<ElfModule>,
     /// Anonymous executable memory of one process: its perf map, if any.
     pub(crate) jit: Option<Jit>,
+    /// A pseudo module whose every frame is this one function
+    /// (`[truncated]`).
+    pub(crate) marker: Option<&'static str>,
 }
 
 /// The anonymous executable memory of process `pid`.
@@ -76,7 +79,32 @@ impl ModuleTable {
             build_id: elf.as_ref().and_then(|e| e.build_id()).map(<[u8]>::to_vec),
         };
         self.by_path.insert(path.to_owned(), id);
-        self.modules.push(LoadedModule { elf, jit: None });
+        self.modules.push(LoadedModule {
+            elf,
+            jit: None,
+            marker: None,
+        });
+        (id, Some(info))
+    }
+
+    /// A pseudo module named `name` whose frames are all the function
+    /// `name` (`[truncated]`, at the root of stacks cut short).
+    pub(crate) fn intern_marker(&mut self, name: &'static str) -> (ModuleId, Option<ModuleInfo>) {
+        if let Some(&id) = self.by_path.get(name) {
+            return (id, None);
+        }
+        let id = ModuleId(self.modules.len() as u32);
+        self.by_path.insert(name.to_owned(), id);
+        self.modules.push(LoadedModule {
+            elf: None,
+            jit: None,
+            marker: Some(name),
+        });
+        let info = ModuleInfo {
+            id,
+            path: name.to_owned(),
+            build_id: None,
+        };
         (id, Some(info))
     }
 
@@ -101,6 +129,7 @@ impl ModuleTable {
                 uid,
                 map: None,
             }),
+            marker: None,
         });
         let info = ModuleInfo {
             id,
@@ -320,14 +349,15 @@ impl AddressSpaces {
         Some((m.module, addr.wrapping_sub(m.bias)))
     }
 
-    /// Unwinds one sample of `pid` into absolute lookup addresses, innermost first.
+    /// Unwinds one sample of `pid` into absolute lookup addresses,
+    /// innermost first; says why it stopped.
     pub(crate) fn unwind(
         &mut self,
         pid: u32,
         regs: &UserRegs,
         stack: &StackCopy<'_>,
         out: &mut Vec<u64>,
-    ) {
+    ) -> StackEnd {
         match self.processes.get_mut(&pid) {
             Some(space) => space.unwinder.unwind(regs, stack, out),
             None => {
@@ -335,6 +365,7 @@ impl AddressSpaces {
                 if regs.ip != 0 {
                     out.push(regs.ip);
                 }
+                StackEnd::Root
             }
         }
     }
