@@ -135,6 +135,12 @@ fn header(
     if !file.is_complete() {
         line(out, w, "warning:  the data file is incomplete (recording interrupted or file damaged); showing what is intact")?;
     }
+    // What the recorder warned about (e.g. one-frame stacks with --call-graph fp).
+    for note in &s.notes {
+        if let Some(warning) = note.strip_prefix("warning: ") {
+            line(out, w, &format!("warning:  {warning}"))?;
+        }
+    }
     writeln!(out)
 }
 

@@ -284,6 +284,14 @@ fn frame_pointers_asked_for_code_without_them_is_a_warning() {
     let info = lapse(&["info", data.to_str().expect("utf-8")]);
     let info = String::from_utf8_lossy(&info.stdout);
     assert!(info.contains("single frame"), "{info}");
+    let table = lapse(&["report", data.to_str().expect("utf-8")]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("warning:") && l.contains("single frame")),
+        "{table}"
+    );
 }
 
 /// A stack deeper than the 16 KiB the kernel copies: its partial paths hang
