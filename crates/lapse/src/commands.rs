@@ -329,6 +329,16 @@ fn info(path: &Path) -> Result<u8> {
         file.frames.len(),
         file.stacks.len()
     )?;
+    if !file.off_cpu.is_empty() {
+        let ns: u64 = file.off_cpu.iter().map(|p| p.len_ns()).sum();
+        let preempted = file.off_cpu.iter().filter(|p| p.preempted).count();
+        writeln!(
+            o,
+            "off-CPU:     {} periods ({preempted} preempted), {:.3} s summed over threads",
+            file.off_cpu.len(),
+            ns as f64 / 1e9
+        )?;
+    }
     if let Some(f) = &file.footer {
         writeln!(o, "lost:        {} events", f.lost_events)?;
         writeln!(o, "discarded:   {} samples", f.discarded_samples)?;
