@@ -6,8 +6,12 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 8] = [
+const SOURCES: [&str; 12] = [
     "csrc/probe.c",
+    "csrc/calibrate.c",
+    "csrc/trampoline.c",
+    "csrc/unwind.c",
+    "csrc/libcalls.c",
     "csrc/threads.c",
     "csrc/buffers.c",
     "csrc/arena.c",
@@ -20,9 +24,18 @@ const SOURCES: [&str; 8] = [
 fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let so = out_dir.join("liblapse_rt.so");
+    // The trampoline's entry points are x86-64 assembly; elsewhere the
+    // runtime has the -finstrument-functions probes only.
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let asm: &[&str] = if arch == "x86_64" {
+        &["csrc/x86_64.S"]
+    } else {
+        &[]
+    };
     for src in SOURCES
         .iter()
-        .chain(["csrc/lapse_rt.h", "csrc/rt.h"].iter())
+        .chain(asm)
+        .chain(["csrc/lapse_rt.h", "csrc/rt.h", "csrc/stubs.h"].iter())
     {
         println!("cargo:rerun-if-changed={src}");
     }
@@ -50,6 +63,7 @@ fn main() {
     ])
     .arg(&so)
     .args(SOURCES)
+    .args(asm)
     .args(["-ldl", "-pthread"]);
     let status = cmd
         .status()

@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let written = imported.write(&mut out).expect("writing to memory");
     let file = lapse_data::DataFile::from_bytes(Path::new("imported.data"), out.clone())
         .expect("an imported trace reads back");
-    assert!(file.damage.is_empty(), "{:?}", file.damage);
+    assert!(file.damage.is_none(), "{:?}", file.damage);
     assert_eq!(file.total_events(), written);
     lapse_fuzz::exercise_data_file(&out);
 });

@@ -1,9 +1,9 @@
 //! The runtime's spill, as `lapse recover` reads it: a sequence of `u32`
-//! length + datagram, each datagram parsed with `MsgHeader::parse` and, for
+//! length + datagram, each datagram parsed with `Msg::parse` and, for
 //! events, `protocol::events` (the parsing `recover` does before merging).
 #![no_main]
 
-use lapse_rt::protocol::{self, MsgHeader, MsgKind};
+use lapse_rt::protocol::{self, Msg};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -14,20 +14,17 @@ fuzz_target!(|data: &[u8]| {
             break; // a torn last datagram
         };
         pos += 4 + len;
-        let Ok(h) = MsgHeader::parse(datagram) else {
-            continue;
-        };
-        match h.kind {
-            MsgKind::Events => {
+        match Msg::parse(datagram) {
+            Ok(Msg::Events { batch, .. }) => {
                 let n = protocol::events(datagram).count();
                 assert_eq!(
-                    n, h.c as usize,
-                    "an accepted EVENTS datagram holds c events"
+                    n, batch.count as usize,
+                    "an accepted EVENTS datagram holds count events"
                 );
             }
-            MsgKind::ShmEvents => {
-                assert!(h.c as usize <= protocol::BUF_EVENTS);
-                assert!((h.d as usize) < protocol::arena::BUFS);
+            Ok(Msg::ShmEvents { batch, buf, .. }) => {
+                assert!(batch.count as usize <= protocol::BUF_EVENTS);
+                assert!((buf as usize) < protocol::arena::BUFS);
             }
             _ => {}
         }

@@ -189,6 +189,8 @@ struct State {
     last: Option<Timestamp>,
     /// The previous boundary was a probe (so the next interval may be compensated).
     last_was_probe: bool,
+    /// Enters still to come that are inherited frames, not calls.
+    inherited: u32,
 }
 
 /// The analysis of one thread, fed its events in time order.
@@ -257,6 +259,7 @@ impl<'a> ThreadRun<'a> {
                 clock: Clock::default(),
                 last: start,
                 last_was_probe: false,
+                inherited: 0,
             },
             stack: CallStack::default(),
             stats: ThreadStats {
@@ -266,6 +269,14 @@ impl<'a> ThreadRun<'a> {
             },
             tree: config.call_tree.then(CallTree::new),
         }
+    }
+
+    /// The thread's first `frames` enters are frames it inherited (a fork
+    /// child starts inside its parent's open calls): on the stack like any
+    /// frame, but not calls (SPEC 2.1: calls count entries).
+    pub fn inherited(mut self, frames: u32) -> Self {
+        self.state.inherited = frames;
+        self
     }
 
     /// Runs `f` on the thread's state moved into a [`Step`], then moves it back.
@@ -380,6 +391,16 @@ impl Step<'_> {
                     Exit::Unmatched => sink.stats.unmatched_exits += 1,
                 }
             }
+            EventKind::Unwind => {
+                let sink = &mut self.sink;
+                if self
+                    .stack
+                    .unwind(e.function, |frame, how| sink.close(frame, how))
+                    == Exit::Unmatched
+                {
+                    sink.stats.unmatched_exits += 1;
+                }
+            }
         }
     }
 }
@@ -451,7 +472,11 @@ impl Sink<'_> {
     fn enter(&mut self, parent: Option<&Frame>, function: FunctionId, ts: Timestamp) -> Frame {
         let f = function.0 as usize;
         let module = self.module_of[f];
-        let counted = self.window.is_none_or(|(from, to)| ts >= from && ts <= to);
+        let mut counted = self.window.is_none_or(|(from, to)| ts >= from && ts <= to);
+        if self.st.inherited > 0 {
+            self.st.inherited -= 1;
+            counted = false;
+        }
         let first_of_function = self.fn_depth[f] == 0;
         self.fn_depth[f] += 1;
         let first_of_module = self.mod_depth[module.0 as usize] == 0;
@@ -489,7 +514,7 @@ impl Sink<'_> {
     fn close(&mut self, frame: Frame, how: Closed) {
         match how {
             Closed::Returned => {}
-            Closed::Skipped => self.stats.repaired_exits += 1,
+            Closed::Skipped | Closed::Unwound => self.stats.repaired_exits += 1,
             Closed::ThreadEnd => {
                 self.stats.open_calls += 1;
                 self.functions[frame.function.0 as usize].open_calls += 1;

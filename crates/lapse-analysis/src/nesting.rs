@@ -10,6 +10,10 @@
 //!   exits) first closes every frame above it ([`Closed::Skipped`]), then
 //!   the matching one;
 //! - an exit matching no frame changes nothing ([`Exit::Unmatched`]);
+//! - an unwind event (the recorder found the frame below the stack pointer:
+//!   a longjmp, an exception through code without exit probes) closes the
+//!   innermost frame of its function, and any above it, at that moment
+//!   ([`Closed::Unwound`]);
 //! - at the thread's end the frames still open are closed innermost first
 //!   ([`Closed::ThreadEnd`]).
 
@@ -34,6 +38,9 @@ pub enum Closed {
     Returned,
     /// By the exit of a frame further down (its own exit never came).
     Skipped,
+    /// Found gone before its exit came (an unwind event): its frame was
+    /// below the stack pointer of a later event.
+    Unwound,
     /// Still open when its thread ended.
     ThreadEnd,
 }
@@ -137,6 +144,27 @@ impl<F: StackFrame> CallStack<F> {
         }
     }
 
+    /// Applies an unwind event of `function`: its innermost open frame is
+    /// gone, and so is every frame above it (the recorder sends them
+    /// innermost first, so that is normally the top). All close as
+    /// [`Closed::Unwound`]; [`Exit::Repaired`] counts the frames above.
+    pub fn unwind(&mut self, function: FunctionId, mut close: impl FnMut(F, Closed)) -> Exit {
+        let Some(pos) = self.frames.iter().rposition(|f| f.function() == function) else {
+            return Exit::Unmatched;
+        };
+        let above = self.frames.len() - pos - 1;
+        while self.frames.len() > pos {
+            if let Some(f) = self.frames.pop() {
+                close(f, Closed::Unwound);
+            }
+        }
+        if above == 0 {
+            Exit::Returned
+        } else {
+            Exit::Repaired(above)
+        }
+    }
+
     /// Closes the top frame whatever its function (an exit that names none,
     /// as a Chrome trace's `E` without a name); `None` on an empty stack.
     pub fn pop(&mut self) -> Option<F> {
@@ -192,6 +220,36 @@ mod tests {
         );
         assert_eq!(closed, [(2, Closed::Skipped), (1, Closed::Returned)]);
         assert_eq!(s.frames(), [f(1), f(2)]);
+    }
+
+    #[test]
+    fn an_unwind_closes_its_frame_at_once_and_the_next_call_nests_under_the_caller() {
+        // main > foo, foo longjmps to main, main calls bar: the recorder
+        // sends "foo unwound" before bar's entry.
+        let mut s = CallStack::default();
+        s.push(f(1));
+        s.push(f(2));
+        let mut closed = Vec::new();
+        assert_eq!(
+            s.unwind(f(2), |g, how| closed.push((g.0, how))),
+            Exit::Returned
+        );
+        s.push(f(3));
+        assert_eq!(closed, [(2, Closed::Unwound)]);
+        assert_eq!(s.frames(), [f(1), f(3)]);
+        assert_eq!(
+            s.unwind(f(9), |_, _| panic!("nothing closes")),
+            Exit::Unmatched
+        );
+        // frames above the unwound one go with it
+        s.push(f(4));
+        closed.clear();
+        assert_eq!(
+            s.unwind(f(3), |g, how| closed.push((g.0, how))),
+            Exit::Repaired(1)
+        );
+        assert_eq!(closed, [(4, Closed::Unwound), (3, Closed::Unwound)]);
+        assert_eq!(s.frames(), [f(1)]);
     }
 
     #[test]

@@ -41,6 +41,7 @@ fn off(from: u64, to: u64) -> OsEvent {
 }
 
 /// A thread of pid 1: (tid, start, end, events, off-CPU periods).
+#[derive(Clone)]
 struct Thread {
     pid: u32,
     tid: u32,
@@ -48,6 +49,8 @@ struct Thread {
     end: Option<u64>,
     events: Vec<Event>,
     off: Vec<OsEvent>,
+    /// Leading enters that are inherited frames (a fork child's).
+    inherited: u32,
 }
 
 fn thread(events: Vec<Event>) -> Thread {
@@ -58,6 +61,7 @@ fn thread(events: Vec<Event>) -> Thread {
         end: None,
         events,
         off: vec![],
+        inherited: 0,
     }
 }
 
@@ -75,7 +79,8 @@ fn run(threads: &[Thread], config: Config) -> Accumulator {
             th.tid,
             th.start.map(t),
             &th.off,
-        );
+        )
+        .inherited(th.inherited);
         r.feed(&th.events);
         r.finish(th.end.map(t));
     }
@@ -206,7 +211,7 @@ fn off_cpu_period_touching_an_interval_end_takes_nothing_from_it() {
     let mut th = thread(vec![enter(0, F), enter(10, G), exit(20, G), exit(30, F)]);
     th.off = vec![off(20, 25)];
     for config in [plain(), interval_rule()] {
-        let acc = run(&[th_clone(&th)], config);
+        let acc = run(&[th.clone()], config);
         // G's interval [10,20] only touches the period: all application time.
         assert_eq!(times(&acc.functions[G as usize]), (10, 10, 10, 10));
         let f = times(&acc.functions[F as usize]);
@@ -242,22 +247,11 @@ fn system_call_periods_and_switches_inside_them_count_once() {
         to: t(40),
         kind: OsEventKind::Fault,
     }];
-    let acc = run(&[th_clone(&th)], plain());
+    let acc = run(&[th.clone()], plain());
     assert_eq!(times(&acc.functions[F as usize]), (100, 100, 100, 100));
     // ... but under the interval rule it marks its interval.
     let acc = run(&[th], interval_rule());
     assert_eq!(times(&acc.functions[F as usize]), (100, 100, 0, 0));
-}
-
-fn th_clone(th: &Thread) -> Thread {
-    Thread {
-        pid: th.pid,
-        tid: th.tid,
-        start: th.start,
-        end: th.end,
-        events: th.events.clone(),
-        off: th.off.clone(),
-    }
 }
 
 #[test]
@@ -399,6 +393,29 @@ fn call_open_at_thread_end_is_closed_there_and_marked() {
 }
 
 #[test]
+fn inherited_frames_hold_time_but_are_not_calls() {
+    // A fork child starts at 100 inside F → G (its parent's open calls),
+    // calls H [110,130], and returns from G@140 and F@150.
+    // F and G: inclusive 50 and 40 of the child's time, but 0 calls;
+    // H: 1 call of 20. F's exclusive [140,150] = 10, G's [100,110]+[130,140] = 20.
+    let mut th = thread(vec![
+        enter(100, F),
+        enter(100, G),
+        enter(110, H),
+        exit(130, H),
+        exit(140, G),
+        exit(150, F),
+    ]);
+    th.inherited = 2;
+    let acc = run(&[th], plain());
+    let [f, g, h] = [F, G, H].map(|x| &acc.functions[x as usize]);
+    assert_eq!((f.calls, times(f)), (0, (50, 10, 50, 10)));
+    assert_eq!((g.calls, times(g)), (0, (40, 20, 40, 20)));
+    assert_eq!((h.calls, times(h)), (1, (20, 20, 20, 20)));
+    assert_eq!(per_call(h, TimeValue::ElapsedInclusive), (20, 20, 20));
+}
+
+#[test]
 fn zero_length_intervals_count_as_calls_with_zero_time() {
     let acc = run(
         &[thread(vec![
@@ -529,6 +546,40 @@ fn exits_that_match_no_entry_are_repaired_and_counted() {
     assert_eq!(times(&acc.functions[F as usize]).0, 20);
     let th = &acc.threads[0];
     assert_eq!((th.repaired_exits, th.unmatched_exits), (1, 1));
+}
+
+#[test]
+fn frames_found_gone_close_when_the_recorder_says_so() {
+    // F@0 → G@10; G is found gone at 30 (its frame lay below the next
+    // entry's, e.g. a longjmp out of G), then H@30 runs under F until 50,
+    // and F returns at 60. G's call is 20, not the rest of F's; H nests
+    // under F, not under G; G counts as repaired.
+    let unwind = |ts, f| Event {
+        ts: t(ts),
+        kind: EventKind::Unwind,
+        function: FunctionId(f),
+    };
+    let acc = run(
+        &[thread(vec![
+            enter(0, F),
+            enter(10, G),
+            unwind(30, G),
+            enter(30, H),
+            exit(50, H),
+            exit(60, F),
+        ])],
+        plain(),
+    );
+    assert_eq!(times(&acc.functions[G as usize]).0, 20);
+    assert_eq!(times(&acc.functions[H as usize]).0, 20);
+    assert_eq!(times(&acc.functions[F as usize]).0, 60);
+    // F's own time: [0,10] and [50,60]
+    assert_eq!(times(&acc.functions[F as usize]).1, 20);
+    let th = &acc.threads[0];
+    assert_eq!(
+        (th.repaired_exits, th.unmatched_exits, th.open_calls),
+        (1, 0, 0)
+    );
 }
 
 #[test]

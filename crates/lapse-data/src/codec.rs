@@ -3,13 +3,52 @@
 //! Events: `varint base_ts`, then per event `varint(function << 1 | is_exit)`
 //! and `varint(ts - previous ts)`. A call of a small function costs about
 //! four bytes before compression (two events of one-byte id and delta), and
-//! zstd takes repetitive call patterns well below that.
+//! zstd takes repetitive call patterns well below that. Rarer kinds
+//! ([`EventKind::Unwind`]) are escaped: the word is [`EXTENDED`] +
+//! `(function << 2 | kind)`, a value no enter or exit word reaches (function
+//! ids are `u32`), so files written before they existed read as before.
 //!
 //! Samples: per sample `varint pid, varint tid, varint zigzag(ts delta),
 //! varint cpu, varint(stack + 1 or 0), varint weight`.
 
 use crate::model::{Event, EventKind, FunctionId, Sample, StackId, Timestamp};
 use crate::varint;
+
+/// Event words from here on are rare kinds (see the module doc).
+pub const EXTENDED: u64 = 1 << 34;
+/// The rare kinds' numbers in an extended word.
+const EXT_UNWIND: u64 = 0;
+
+/// The first varint of an event.
+#[inline(always)]
+fn event_word(kind: EventKind, function: FunctionId) -> u64 {
+    let f = u64::from(function.0);
+    match kind {
+        EventKind::Enter => f << 1,
+        EventKind::Exit => (f << 1) | 1,
+        EventKind::Unwind => EXTENDED + ((f << 2) | EXT_UNWIND),
+    }
+}
+
+/// What an event's first varint says; `None` for a word no writer makes.
+#[inline(always)]
+fn word_event(word: u64) -> Option<(EventKind, FunctionId)> {
+    if word < EXTENDED {
+        let function = u32::try_from(word >> 1).ok()?;
+        let kind = if word & 1 == 1 {
+            EventKind::Exit
+        } else {
+            EventKind::Enter
+        };
+        return Some((kind, FunctionId(function)));
+    }
+    let ext = word - EXTENDED;
+    let function = FunctionId(u32::try_from(ext >> 2).ok()?);
+    match ext & 3 {
+        EXT_UNWIND => Some((EventKind::Unwind, function)),
+        _ => None,
+    }
+}
 
 /// Appends the encoding of `events` (which must be in time order) to `out`.
 pub fn encode_events(events: &[Event], out: &mut Vec<u8>) {
@@ -55,13 +94,12 @@ impl EventEncoder {
             varint::put(&mut self.bytes, ts);
             self.prev = ts;
         }
-        let exit = matches!(kind, EventKind::Exit) as u64;
         // Both varints straight into spare capacity: no per-byte capacity
         // check and no copy call (this runs for every event recorded).
         self.bytes.reserve(20);
         let len = self.bytes.len();
         let spare = self.bytes.spare_capacity_mut();
-        let n = varint::write_uninit(spare, 0, (u64::from(function.0) << 1) | exit);
+        let n = varint::write_uninit(spare, 0, event_word(kind, function));
         let n = varint::write_uninit(spare, n, ts.wrapping_sub(self.prev));
         // SAFETY: write_uninit initialised spare[..n], and n <= 20 <= spare.len().
         unsafe { self.bytes.set_len(len + n) };
@@ -145,18 +183,14 @@ impl Iterator for EventDecoder<'_> {
         let mut pos = self.pos;
         let word = varint::get(self.raw, &mut pos)?;
         let delta = varint::get(self.raw, &mut pos)?;
-        let function = u32::try_from(word >> 1).ok()?;
+        let (kind, function) = word_event(word)?;
         self.pos = pos;
         self.ts = self.ts.wrapping_add(delta);
         self.remaining -= 1;
         Some(Event {
             ts: Timestamp::from_nanos(self.ts),
-            kind: if word & 1 == 1 {
-                EventKind::Exit
-            } else {
-                EventKind::Enter
-            },
-            function: FunctionId(function),
+            kind,
+            function,
         })
     }
 
@@ -273,6 +307,33 @@ mod tests {
         assert_eq!(enc.bytes(), &raw[..]);
         assert_eq!(enc.len(), 4);
         assert_eq!(enc.events(), events);
+    }
+
+    #[test]
+    fn unwind_events_round_trip_and_plain_words_are_unchanged() {
+        let events = vec![
+            ev(100, EventKind::Enter, 1),
+            ev(150, EventKind::Enter, 2),
+            ev(200, EventKind::Unwind, 2),
+            ev(200, EventKind::Enter, 3),
+            ev(300, EventKind::Exit, 3),
+            ev(400, EventKind::Unwind, u32::MAX),
+        ];
+        let mut raw = Vec::new();
+        encode_events(&events, &mut raw);
+        let mut back = Vec::new();
+        decode_events(&raw, events.len(), &mut back).unwrap();
+        assert_eq!(back, events);
+        // enter and exit words are what they always were (old files read as before)
+        assert_eq!(event_word(EventKind::Enter, FunctionId(5)), 10);
+        assert_eq!(event_word(EventKind::Exit, FunctionId(5)), 11);
+        assert_eq!(
+            word_event(u64::from(u32::MAX) << 1 | 1),
+            Some((EventKind::Exit, FunctionId(u32::MAX)))
+        );
+        // between the two ranges, and unknown rare kinds: malformed
+        assert_eq!(word_event(1 << 33), None);
+        assert_eq!(word_event(EXTENDED + 1), None);
     }
 
     #[test]

@@ -116,6 +116,39 @@ pub struct ProcessInfo {
     pub exit_status: Option<i32>,
 }
 
+impl ProcessInfo {
+    /// Takes in what a later (or better-informed) report of the same
+    /// process knows: its known fields win, its unknown ones (`None`, an
+    /// empty command) keep what was known. The one census rule: the reader
+    /// applies it to repeated records, the recorder to its sources.
+    pub fn merge(&mut self, later: ProcessInfo) {
+        if !later.command.is_empty() {
+            self.command = later.command;
+        }
+        merge_opt(&mut self.ppid, later.ppid);
+        merge_opt(&mut self.start, later.start);
+        merge_opt(&mut self.end, later.end);
+        merge_opt(&mut self.exit_status, later.exit_status);
+    }
+}
+
+impl ThreadInfo {
+    /// As [`ProcessInfo::merge`]: a later report's known fields win.
+    pub fn merge(&mut self, later: ThreadInfo) {
+        if !later.name.is_empty() {
+            self.name = later.name;
+        }
+        merge_opt(&mut self.start, later.start);
+        merge_opt(&mut self.end, later.end);
+    }
+}
+
+fn merge_opt<T>(into: &mut Option<T>, later: Option<T>) {
+    if later.is_some() {
+        *into = later;
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThreadInfo {
     pub pid: u32,
@@ -182,6 +215,10 @@ pub struct Event {
 pub enum EventKind {
     Enter,
     Exit,
+    /// The innermost open call of the function is gone without returning:
+    /// the recorder found its frame below the stack pointer (a longjmp, an
+    /// exception through code without exit probes). It closes there.
+    Unwind,
 }
 
 /// Why the thread was off the CPU (or otherwise not running its own code).
@@ -311,4 +348,17 @@ pub enum Record {
     /// order they ended. (Last, so that files written before it existed
     /// read as they did; older readers skip it as an unknown record.)
     OffCpu(Vec<OffCpuPeriod>),
+    /// A thread whose first events enter calls it inherited (a fork child
+    /// starts inside the calls its parent thread had open): those enters
+    /// are frames, not calls. (Added after the first format; older files
+    /// have none.)
+    Inherited(InheritedFrames),
+}
+
+/// The first `frames` enters of thread (`pid`, `tid`) are inherited frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InheritedFrames {
+    pub pid: u32,
+    pub tid: u32,
+    pub frames: u32,
 }

@@ -76,6 +76,9 @@ pub struct DataFile {
     /// Sampling with `--off-cpu`: the periods threads spent switched out,
     /// each with its stack, in the order they ended (empty otherwise).
     pub off_cpu: Vec<OffCpuPeriod>,
+    /// Threads whose first enters are inherited frames (see
+    /// [`InheritedFrames`](crate::InheritedFrames)), with how many.
+    pub inherited: HashMap<(u32, u32), u32>,
     pub footer: Option<Footer>,
     /// Event chunks in file order (as read: [`DataFile::thread_chunks`] relies on it).
     pub event_chunks: Vec<EventChunkRef>,
@@ -83,7 +86,7 @@ pub struct DataFile {
     /// Positions in `event_chunks` of each thread's chunks.
     chunks_of_thread: HashMap<(u32, u32), Vec<usize>>,
     /// Damage found while reading (at most one: reading stops at a broken frame).
-    pub damage: Vec<Damage>,
+    pub damage: Option<Damage>,
     /// Chunks skipped because their content did not decode (CRC was fine).
     pub skipped_chunks: u64,
     pub file_len: u64,
@@ -127,7 +130,7 @@ impl DataFile {
 
     /// True when the recording finished normally (a footer was written) and no damage was found.
     pub fn is_complete(&self) -> bool {
-        self.footer.is_some() && self.damage.is_empty()
+        self.footer.is_some() && self.damage.is_none()
     }
 
     fn parse(path: PathBuf, bytes: Bytes) -> Result<DataFile, DataError> {
@@ -156,11 +159,13 @@ impl DataFile {
         }
         let mut scan = Scan::default();
         let mut pos = format::FILE_HEADER_LEN;
+        // Reading stops at the first damage: at most one.
+        let mut damage = None;
         while pos < data.len() {
             match scan.chunk(data, pos) {
                 Ok(next) => pos = next,
                 Err(what) => {
-                    scan.damage.push(Damage {
+                    damage = Some(Damage {
                         offset: pos as u64,
                         what,
                     });
@@ -169,7 +174,7 @@ impl DataFile {
             }
         }
         let Some(session) = scan.session else {
-            return Err(match scan.damage.first() {
+            return Err(match &damage {
                 Some(d) => DataError::NothingIntact {
                     path,
                     offset: d.offset,
@@ -197,11 +202,12 @@ impl DataFile {
             stacks: scan.stacks.items,
             os_events: scan.os_events,
             off_cpu: scan.off_cpu,
+            inherited: scan.inherited,
             footer: scan.footer,
             chunks_of_thread: index_threads(&scan.event_chunks),
             event_chunks: scan.event_chunks,
             sample_chunks: scan.sample_chunks,
-            damage: scan.damage,
+            damage,
             skipped_chunks: scan.skipped,
             file_len,
             bytes,

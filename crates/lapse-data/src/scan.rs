@@ -72,21 +72,15 @@ pub(crate) struct Scan {
     pub stacks: Table<StackNode>,
     pub os_events: HashMap<(u32, u32), Vec<OsEvent>>,
     pub off_cpu: Vec<OffCpuPeriod>,
+    pub inherited: HashMap<(u32, u32), u32>,
     pub footer: Option<Footer>,
     pub event_chunks: Vec<EventChunkRef>,
     pub sample_chunks: Vec<SampleChunkRef>,
-    pub damage: Vec<crate::reader::Damage>,
     pub skipped: u64,
     /// Where each process and thread is in `processes` and `threads`: a
     /// record for one already seen is merged without a search.
     process_at: HashMap<u32, usize>,
     thread_at: HashMap<(u32, u32), usize>,
-}
-
-fn merge_opt<T: Clone>(into: &mut Option<T>, from: &Option<T>) {
-    if from.is_some() {
-        into.clone_from(from);
-    }
 }
 
 impl Scan {
@@ -219,30 +213,14 @@ impl Scan {
         match record {
             Record::Session(s) => self.session = Some(s),
             Record::Process(p) => match self.process_at.get(&p.pid) {
-                Some(&i) => {
-                    let q = &mut self.processes[i];
-                    if !p.command.is_empty() {
-                        q.command = p.command;
-                    }
-                    merge_opt(&mut q.ppid, &p.ppid);
-                    merge_opt(&mut q.start, &p.start);
-                    merge_opt(&mut q.end, &p.end);
-                    merge_opt(&mut q.exit_status, &p.exit_status);
-                }
+                Some(&i) => self.processes[i].merge(p),
                 None => {
                     self.process_at.insert(p.pid, self.processes.len());
                     self.processes.push(p);
                 }
             },
             Record::Thread(t) => match self.thread_at.get(&(t.pid, t.tid)) {
-                Some(&i) => {
-                    let u = &mut self.threads[i];
-                    if !t.name.is_empty() {
-                        u.name = t.name;
-                    }
-                    merge_opt(&mut u.start, &t.start);
-                    merge_opt(&mut u.end, &t.end);
-                }
+                Some(&i) => self.threads[i].merge(t),
                 None => {
                     self.thread_at.insert((t.pid, t.tid), self.threads.len());
                     self.threads.push(t);
@@ -298,6 +276,9 @@ impl Scan {
             }
             Record::Footer(f) => self.footer = Some(f),
             Record::OffCpu(periods) => self.off_cpu.extend(periods),
+            Record::Inherited(i) => {
+                self.inherited.insert((i.pid, i.tid), i.frames);
+            }
         }
         Ok(())
     }

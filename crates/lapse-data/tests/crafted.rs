@@ -167,7 +167,11 @@ fn a_huge_function_id_in_a_tiny_file_is_refused() {
     assert!(bytes.len() < 300, "{} bytes", bytes.len());
     let (f, peak) = peak_during(|| open(bytes).unwrap());
     assert!(f.functions.len() <= 1024, "{} functions", f.functions.len());
-    assert!(f.damage[0].what.contains("out of range"), "{:?}", f.damage);
+    assert!(
+        f.damage.as_ref().unwrap().what.contains("out of range"),
+        "{:?}",
+        f.damage
+    );
     assert!(peak < MB, "{peak} bytes");
 }
 
@@ -195,7 +199,7 @@ fn huge_module_frame_and_stack_ids_are_refused() {
         let (f, peak) = peak_during(|| open(with_records(std::slice::from_ref(&r))).unwrap());
         let longest = f.modules.len().max(f.frames.len()).max(f.stacks.len());
         assert!(longest <= 1024, "{r:?}: {longest} entries");
-        assert_eq!(f.damage.len(), 1, "{r:?}");
+        assert!(f.damage.is_some(), "{r:?}");
         assert!(peak < MB, "{r:?}: {peak} bytes");
     }
 }
@@ -207,11 +211,11 @@ fn a_table_is_as_long_as_its_entries_justify() {
     let fs: Vec<FunctionInfo> = (0..10_000u32).map(|i| function(i * 1000)).collect();
     let f = open(with_records(&[Record::Functions(fs)])).unwrap();
     assert!(f.functions.len() <= 2 + 1024, "{}", f.functions.len());
-    assert_eq!(f.damage.len(), 1);
+    assert!(f.damage.is_some());
     // Ids just within the allowance: accepted, and the table grows no further.
     let fs: Vec<FunctionInfo> = (0..10_000u32).map(|i| function(i + 1023)).collect();
     let f = open(with_records(&[Record::Functions(fs)])).unwrap();
-    assert!(f.damage.is_empty(), "{:?}", f.damage);
+    assert!(f.damage.is_none(), "{:?}", f.damage);
     assert_eq!(f.functions.len(), 10_000 + 1023);
     assert_eq!(f.functions[5].name, "[function 5]");
 }
@@ -228,7 +232,11 @@ fn a_chunk_claiming_a_huge_decoded_size_is_refused_before_decoding() {
     let ((f, decoded), peak) = peak_during(|| read_all(bytes).unwrap());
     assert_eq!(f.event_chunks.len(), 0);
     assert_eq!(decoded, 0);
-    assert!(f.damage[0].what.contains("out of range"), "{:?}", f.damage);
+    assert!(
+        f.damage.as_ref().unwrap().what.contains("out of range"),
+        "{:?}",
+        f.damage
+    );
     assert!(peak < MB, "{peak} bytes");
 }
 
@@ -245,7 +253,7 @@ fn event_counts_and_sizes_must_be_what_the_writer_writes() {
         bytes.extend(event_chunk(count, &zeros, raw_len));
         let f = open(bytes).unwrap();
         assert_eq!(f.event_chunks.len(), 0, "{why}");
-        assert_eq!(f.damage.len(), 1, "{why}");
+        assert!(f.damage.is_some(), "{why}");
     }
 }
 
@@ -320,7 +328,11 @@ fn a_record_bomb_is_refused() {
     assert!(bytes.len() < 1024, "{} bytes", bytes.len());
     let (f, peak) = peak_during(|| open(bytes).unwrap());
     assert!(f.processes.is_empty());
-    assert!(f.damage[0].what.contains("expands"), "{:?}", f.damage);
+    assert!(
+        f.damage.as_ref().unwrap().what.contains("expands"),
+        "{:?}",
+        f.damage
+    );
     assert!(peak < MB, "{peak} bytes");
 }
 
@@ -338,7 +350,7 @@ fn a_sample_chunk_beyond_its_limit_is_refused() {
     ));
     let f = open(bytes).unwrap();
     assert!(f.sample_chunks.is_empty());
-    assert_eq!(f.damage.len(), 1);
+    assert!(f.damage.is_some());
     // A count beyond the limit inside an accepted chunk does not decode.
     let mut raw = Vec::new();
     lapse_data::varint::put(&mut raw, u64::from(format::MAX_CHUNK_SAMPLES) + 1);
@@ -351,7 +363,11 @@ fn uncompressed_chunks_must_state_their_own_size() {
     let mut bytes = with_records(&[]);
     bytes.extend(encode_chunk(format::TAG_RECORD, 0, &[], &[0; 8], 1 << 20));
     let f = open(bytes).unwrap();
-    assert!(f.damage[0].what.contains("uncompressed"), "{:?}", f.damage);
+    assert!(
+        f.damage.as_ref().unwrap().what.contains("uncompressed"),
+        "{:?}",
+        f.damage
+    );
 }
 
 #[test]

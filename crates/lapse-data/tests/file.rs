@@ -113,8 +113,7 @@ fn foreign_empty_and_corrupted() {
     bytes[off] ^= 0xff;
     let f = open(bytes).unwrap();
     assert_eq!(f.event_chunks.len(), 2);
-    assert_eq!(f.damage.len(), 1);
-    assert!(f.damage[0].what.contains("checksum"));
+    assert!(f.damage.as_ref().unwrap().what.contains("checksum"));
 }
 
 #[test]
@@ -160,4 +159,56 @@ fn off_cpu_periods_round_trip_and_files_without_them_have_none() {
     assert_eq!(&f.off_cpu[..10], &first[..]);
     assert_eq!(f.off_cpu.last(), second.last());
     assert_eq!(f.off_cpu[0].len_ns(), 50);
+}
+
+#[test]
+fn later_records_of_a_process_or_thread_fill_in_what_they_know() {
+    // Announced early (command, start), completed at the end (end, exit
+    // status; command unknown to that record): one process, both halves.
+    let proc = |command: &[&str], start: Option<u64>, end: Option<u64>, exit_status| {
+        Record::Process(ProcessInfo {
+            pid: 5,
+            ppid: None,
+            command: command.iter().map(|c| c.to_string()).collect(),
+            start: start.map(Timestamp::from_nanos),
+            end: end.map(Timestamp::from_nanos),
+            exit_status,
+        })
+    };
+    let thread = |name: &str, end: Option<u64>| {
+        Record::Thread(ThreadInfo {
+            pid: 5,
+            tid: 6,
+            name: name.into(),
+            start: None,
+            end: end.map(Timestamp::from_nanos),
+        })
+    };
+    let mut w = DataWriter::new(Vec::new()).unwrap();
+    w.write_record(&Record::Session(session())).unwrap();
+    for r in [
+        proc(&["./app"], Some(10), None, None),
+        proc(&[], None, Some(90), Some(3)),
+        thread("worker", None),
+        thread("", Some(80)),
+    ] {
+        w.write_record(&r).unwrap();
+    }
+    let f = open(w.into_inner()).unwrap();
+    assert_eq!(f.processes.len(), 1);
+    let p = &f.processes[0];
+    assert_eq!(p.command, ["./app"]);
+    assert_eq!(
+        (p.start, p.end),
+        (
+            Some(Timestamp::from_nanos(10)),
+            Some(Timestamp::from_nanos(90))
+        )
+    );
+    assert_eq!(p.exit_status, Some(3));
+    assert_eq!(f.threads.len(), 1);
+    assert_eq!(
+        (f.threads[0].name.as_str(), f.threads[0].end),
+        ("worker", Some(Timestamp::from_nanos(80)))
+    );
 }

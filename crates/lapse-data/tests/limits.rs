@@ -31,7 +31,7 @@ fn write(f: impl FnOnce(&mut DataWriter<Vec<u8>>)) -> DataFile {
     w.write_record(&Record::Session(session())).unwrap();
     f(&mut w);
     let f = DataFile::from_bytes(Path::new("t.data"), w.into_inner()).unwrap();
-    assert!(f.damage.is_empty(), "{:?}", f.damage);
+    assert!(f.damage.is_none(), "{:?}", f.damage);
     f
 }
 

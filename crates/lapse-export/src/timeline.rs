@@ -218,10 +218,10 @@ pub fn walk<E>(
                     stack.push(e.function);
                     f(at, Step::Open(e.function))?;
                 }
-                EventKind::Exit => {
+                EventKind::Exit | EventKind::Unwind => {
                     // (frames closed with it take no time of their own)
                     let mut first = true;
-                    stack.exit(e.function, |g, _| {
+                    let close = |g, _| {
                         if result.is_ok() {
                             let moment = if first {
                                 at
@@ -234,7 +234,12 @@ pub fn walk<E>(
                             first = false;
                             result = f(moment, Step::Close(g));
                         }
-                    });
+                    };
+                    if e.kind == EventKind::Exit {
+                        stack.exit(e.function, close);
+                    } else {
+                        stack.unwind(e.function, close);
+                    }
                     std::mem::replace(&mut result, Ok(()))?;
                 }
             }

@@ -14,6 +14,7 @@ fn events(imp: &Imported, tid: u32) -> Vec<(u64, &'static str, String)> {
             let kind = match e.kind {
                 EventKind::Enter => "enter",
                 EventKind::Exit => "exit",
+                EventKind::Unwind => "unwind",
             };
             (
                 e.ts.as_nanos() / 1000,

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use lapse_data::{DataFile, EventKind};
-use lapse_record::{record, CallGraph, MethodChoice, RecordOptions, Target};
+use lapse_record::{record, CallGraph, MethodChoice, OsEventSource, RecordOptions, Target};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -18,9 +18,10 @@ fn main() {
         period: None,
         event: None,
         call_graph: CallGraph::FramePointer,
-        os_events: vec!["switch".into()],
+        os_events: vec![OsEventSource::Switch],
         off_cpu: false,
         inherit: true,
+        libcalls: true,
         output: PathBuf::from(&args[0]),
         target: Target::Command(args[1..].to_vec()),
         symbol_progress: None,

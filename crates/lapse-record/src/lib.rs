@@ -17,7 +17,6 @@
 //! through, even when the disk fills up; no panics on anything the target
 //! or the OS does.
 
-use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -63,6 +62,35 @@ impl CallGraph {
         [("dwarf", CallGraph::Dwarf), ("fp", CallGraph::FramePointer)];
 }
 
+/// The OS events instrumentation records besides context switches
+/// (`--os-events`; switches are always on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OsEventSource {
+    /// Context switches: when the thread was off the CPU.
+    Switch,
+    /// Major page faults.
+    Fault,
+    /// System calls (raw_syscalls tracepoints).
+    Syscall,
+}
+
+impl OsEventSource {
+    pub const ALL: [(&'static str, OsEventSource); 3] = [
+        ("switch", OsEventSource::Switch),
+        ("fault", OsEventSource::Fault),
+        ("syscall", OsEventSource::Syscall),
+    ];
+
+    /// Its name on the command line and in the session header.
+    pub fn name(self) -> &'static str {
+        match self {
+            OsEventSource::Switch => "switch",
+            OsEventSource::Fault => "fault",
+            OsEventSource::Syscall => "syscall",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
     /// Launch this command line.
@@ -86,11 +114,14 @@ pub struct RecordOptions {
     pub event: Option<String>,
     pub call_graph: CallGraph,
     /// OS event kinds: `switch` (always), `fault`, `syscall`.
-    pub os_events: Vec<String>,
+    pub os_events: Vec<OsEventSource>,
     /// Sampling: also capture each thread's stack when it is switched out,
     /// and the time until it runs again (`--off-cpu`).
     pub off_cpu: bool,
     pub inherit: bool,
+    /// Instrumentation: calls from instrumented modules into other shared
+    /// libraries are functions of their library (`--no-libcalls`: not traced).
+    pub libcalls: bool,
     pub output: PathBuf,
     pub target: Target,
     /// Counts the symbol resolution done once the target has exited, for a
@@ -128,34 +159,6 @@ impl SymbolProgress {
     }
 }
 
-thread_local! {
-    /// The progress hook of the [`record`] call running on this thread. The
-    /// instrumentation session runs on the calling thread and reaches its
-    /// wrap-up without the options, so the hook waits here for it.
-    static SYMBOL_PROGRESS: RefCell<Option<Arc<SymbolProgress>>> = const { RefCell::new(None) };
-}
-
-/// The progress hook of the recording running on this thread, if any.
-pub(crate) fn symbol_progress() -> Option<Arc<SymbolProgress>> {
-    SYMBOL_PROGRESS.with(|p| p.borrow().clone())
-}
-
-/// Sets this thread's progress hook for the life of the guard.
-struct ProgressHook;
-
-impl ProgressHook {
-    fn set(hook: Option<Arc<SymbolProgress>>) -> ProgressHook {
-        SYMBOL_PROGRESS.with(|p| *p.borrow_mut() = hook);
-        ProgressHook
-    }
-}
-
-impl Drop for ProgressHook {
-    fn drop(&mut self) {
-        SYMBOL_PROGRESS.with(|p| *p.borrow_mut() = None);
-    }
-}
-
 /// What a finished recording produced; `lapse record` prints it in one line
 /// and exits with `exit_status`.
 #[derive(Clone, Debug)]
@@ -189,7 +192,6 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let program = linux::launch::resolve_command(first)
         .ok_or_else(|| RecordError::CommandNotFound(first.clone()))?;
     let found = method::detect(&program);
-    let probes = found.as_ref().map_or(method::Probes::None, |f| f.probes);
     let method = match opts.method {
         MethodChoice::Instrument => Method::Instrumentation,
         MethodChoice::Sample => Method::Sampling,
@@ -222,13 +224,12 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                     "--off-cpu is for sampling (instrumentation always records when threads are off the CPU: elapsed vs application time); add --method sample".into(),
                 ));
             }
-            if probes == method::Probes::Mcount {
+            if method::is_static(&program) {
                 return Err(RecordError::Unsupported(format!(
-                    "{} uses -pg probes (mcount/__fentry__), which the lapse runtime does not handle yet; build it with -finstrument-functions",
+                    "{} is statically linked: the lapse runtime cannot be preloaded into it, so it cannot be recorded by instrumentation; link it dynamically, or record it with --method sample",
                     program.display()
                 )));
             }
-            let _hook = ProgressHook::set(opts.symbol_progress.clone());
             instrument::record(opts, &program, argv)
         }
         Method::Sampling => record_sampling(opts),

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use object::elf::{DT_NEEDED, DT_RPATH, DT_RUNPATH};
-use object::read::elf::{Dyn, ElfFile64};
+use object::read::elf::{Dyn, ElfFile64, ProgramHeader};
 use object::{Object, ObjectSymbol};
 
 /// The probe hooks a binary can reference, as `auto` looks for them.
@@ -168,6 +168,22 @@ fn needed(data: &[u8], path: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// True when the ELF file at `path` is linked statically (no program
+/// interpreter): nothing can be preloaded into it, so the lapse runtime
+/// cannot be either. Unreadable or non-ELF files are not.
+pub fn is_static(path: &Path) -> bool {
+    let Ok(data) = std::fs::read(path) else {
+        return false;
+    };
+    let Ok(elf) = ElfFile64::<object::Endianness>::parse(&*data) else {
+        return false;
+    };
+    let endian = elf.endian();
+    !elf.elf_program_headers()
+        .iter()
+        .any(|ph| ph.p_type(endian) == object::elf::PT_INTERP)
+}
+
 /// True for commands that run another program (`sh -c`, `env`, `taskset`,
 /// ...): when such a command has no probes, its child may.
 pub fn is_wrapper(program: &Path) -> bool {
@@ -204,6 +220,12 @@ mod tests {
         assert_eq!(detect_probes(Path::new("/nonexistent")), Probes::None);
         assert_eq!(detect_probes(Path::new("/etc/hostname")), Probes::None);
         assert_eq!(detect(Path::new("/etc/hostname")), None);
+    }
+
+    #[test]
+    fn dynamic_programs_are_not_static() {
+        assert!(!is_static(Path::new("/bin/true")));
+        assert!(!is_static(Path::new("/etc/hostname")));
     }
 
     #[test]

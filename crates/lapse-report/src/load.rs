@@ -164,7 +164,9 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
                 .os_events
                 .get(&(t.pid, t.tid))
                 .map_or(&[][..], Vec::as_slice);
-            let mut run = ThreadRun::new(&mut acc, &module_of, config, t.pid, t.tid, t.start, off);
+            let inherited = file.inherited.get(&(t.pid, t.tid)).copied().unwrap_or(0);
+            let mut run = ThreadRun::new(&mut acc, &module_of, config, t.pid, t.tid, t.start, off)
+                .inherited(inherited);
             bad += feed_pipelined(file, &chunks, &mut run, query.progress.as_deref());
             run.finish(t.end);
             (acc, bad)

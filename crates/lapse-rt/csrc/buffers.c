@@ -29,10 +29,10 @@ NOINSTR uint32_t lapse_written_prefix(const struct lapse_buf *b, uint32_t count)
     return i;
 }
 
-/* A private buffer for t: one of its two mappings that b (parked) does not use. */
+/* A private buffer for t: one of its mappings that no parked buffer uses. */
 NOINSTR int lapse_take_private(struct lapse_tls *t, struct lapse_buf *b)
 {
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < LAPSE_PARKED + 1; k++) {
         if (!t->own_map[k]) {
             void *m = mmap(NULL, 2 * BUF_BYTES, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -43,7 +43,10 @@ NOINSTR int lapse_take_private(struct lapse_tls *t, struct lapse_buf *b)
         struct lapse_event *base =
             (struct lapse_event *)(((uintptr_t)t->own_map[k] + BUF_BYTES - 1) &
                                    ~(uintptr_t)(BUF_BYTES - 1));
-        if (t->parked.base == base)
+        int in_use = 0;
+        for (uint32_t i = 0; i < t->nparked; i++)
+            in_use |= t->parked[i].base == base;
+        if (in_use)
             continue;
         b->base = base;
         b->arena = -1;
@@ -67,7 +70,7 @@ NOINSTR int lapse_take_buffer(struct lapse_tls *t)
          * writing the lines the recorder read on its core. */
         for (char *p = (char *)b->base; p < (char *)(b->base + BUF_USABLE); p += 64) {
             if (((uintptr_t)p & 4095) == 0)
-                *(volatile uint64_t *)(p + 8) = 0; /* a stamp: "not written" */
+                *(volatile uint64_t *)p = *(volatile uint64_t *)p; /* (faults the page in) */
 #if defined(__x86_64__)
             __asm__ volatile("prefetchw (%0)" ::"r"(p));
 #else
@@ -103,16 +106,44 @@ NOINSTR void lapse_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t 
     *b = (struct lapse_buf){0};
 }
 
-/* The filling buffer stops filling: the parked one (older) goes first, then
- * this one, unless a slot of it is still being written (then it is parked). */
+/* The parked buffers whose slots are all written now go, oldest first; with
+ * `all`, every one goes (holes marked); with `room`, at least the oldest
+ * (so that one more fits). */
+NOINSTR static void hand_over_parked(struct lapse_tls *t, int all, int room)
+{
+    while (t->nparked) {
+        struct lapse_buf *p = &t->parked[0];
+        int written = lapse_written_prefix(p, p->count) == p->count;
+        if (!written && !all && !room)
+            return;
+        lapse_hand_over(t, p, p->count, written);
+        for (uint32_t i = 1; i < t->nparked; i++)
+            t->parked[i - 1] = t->parked[i];
+        t->parked[--t->nparked] = (struct lapse_buf){0};
+        room = 0;
+    }
+}
+
+NOINSTR int lapse_is_parked_slot(const struct lapse_tls *t, const struct lapse_event *e)
+{
+    for (uint32_t i = 0; i < t->nparked; i++) {
+        const struct lapse_buf *b = &t->parked[i];
+        if (b->base && e >= b->base && e < b->base + BUF_USABLE && e->stamp < (b->claimed << 1))
+            return 1;
+    }
+    return 0;
+}
+
+/* The filling buffer stops filling: the parked ones (older) go first, then
+ * this one, unless a slot of it (or of an older one) is still being written:
+ * then it is parked after them. */
 NOINSTR static void retire_fill(struct lapse_tls *t)
 {
     struct lapse_buf *f = &t->fill;
     uint32_t count = lapse_claimed_count(f, t->cur);
     t->cur = NULL;
     t->deadline = 0;
-    if (t->parked.base)
-        lapse_hand_over(t, &t->parked, t->parked.count, 0);
+    hand_over_parked(t, 0, 0);
     if (!f->base) {
         t->next += t->skipped;
         t->skipped = 0;
@@ -121,11 +152,13 @@ NOINSTR static void retire_fill(struct lapse_tls *t)
     /* the next buffer's numbering leaves a gap for events lost meanwhile */
     t->next = f->first + count + t->skipped;
     t->skipped = 0;
-    if (lapse_written_prefix(f, count) == count) {
+    if (!t->nparked && lapse_written_prefix(f, count) == count) {
         lapse_hand_over(t, f, count, 1);
     } else {
+        if (t->nparked == LAPSE_PARKED)
+            hand_over_parked(t, 0, 1);
         f->count = count;
-        t->parked = *f;
+        t->parked[t->nparked++] = *f;
         *f = (struct lapse_buf){0};
     }
 }
@@ -133,8 +166,7 @@ NOINSTR static void retire_fill(struct lapse_tls *t)
 NOINSTR void lapse_flush_final(struct lapse_tls *t)
 {
     lapse_flush_own(t, 0);
-    if (t->parked.base)
-        lapse_hand_over(t, &t->parked, t->parked.count, 0);
+    hand_over_parked(t, 1, 0);
 }
 
 NOINSTR void lapse_flush_own(struct lapse_tls *t, int refill)

@@ -22,9 +22,11 @@
 #define LAPSE_ENV_NO_ARENA "LAPSE_NO_ARENA"     /* set: private buffers only */
 #define LAPSE_ENV_FLUSH_TICKS "LAPSE_FLUSH_TICKS" /* hand a buffer over after this many ticks */
 #define LAPSE_ENV_NO_INHERIT "LAPSE_NO_INHERIT" /* set: children get neither the runtime nor these */
+#define LAPSE_ENV_SPILL_MAX "LAPSE_SPILL_MAX"   /* the spill stops growing at this many bytes */
+#define LAPSE_ENV_NO_LIBCALLS "LAPSE_NO_LIBCALLS" /* set: calls into other libraries are not traced */
 
 /* ---- datagrams ---- */
-#define LAPSE_MAGIC 0x3153504cu /* "LPS1" little-endian */
+#define LAPSE_MAGIC 0x3253504cu /* "LPS2" little-endian (24-byte events) */
 
 #define LAPSE_MSG_HELLO 1      /* a process (or a new exec image) starts */
 #define LAPSE_MSG_EVENTS 2     /* a thread's events follow the header */
@@ -50,7 +52,7 @@ struct lapse_msg {
             uint64_t probe_cost; /* ticks x 1024 per probe; 0 when not measured */
             uint64_t ticks;      /* now */
             uint32_t ppid;
-            uint32_t pad;
+            uint32_t probe_spread; /* the calibration's 90th / 10th percentile, x100 */
         } hello;
         /* EVENTS (the events follow the header) and SHM_EVENTS (they are in
          * arena buffer `buf`; the datagram has no body) */
@@ -88,6 +90,7 @@ LAPSE_AT(lapse_msg, tid, 12);
 LAPSE_AT(lapse_msg, u.hello.probe_cost, 16);
 LAPSE_AT(lapse_msg, u.hello.ticks, 24);
 LAPSE_AT(lapse_msg, u.hello.ppid, 32);
+LAPSE_AT(lapse_msg, u.hello.probe_spread, 36);
 LAPSE_AT(lapse_msg, u.events.first, 16);
 LAPSE_AT(lapse_msg, u.events.stalled, 24);
 LAPSE_AT(lapse_msg, u.events.count, 32);
@@ -101,27 +104,42 @@ LAPSE_AT(lapse_msg, u.arena.bytes, 16);
 LAPSE_AT(lapse_msg, u.arena.bufs, 32);
 LAPSE_AT(lapse_msg, u.arena.buf_events, 36);
 
-/* One probe firing: the function's address and (ticks << 1 | is_exit). A
- * slot whose probe never wrote it (abandoned by a longjmp out of a signal
- * handler) is handed over as a hole: fn == LAPSE_HOLE_FN, counted as lost. */
+/* One probe firing: the function's address, (ticks << 1 | is_exit), and
+ * where its frame is on the stack: for the trampoline's probe sources the
+ * slot of the call's return address, for -finstrument-functions the stack
+ * pointer at the probe's call. A frame whose `sp` lies at or below the `sp`
+ * of a later entry is gone (longjmp, an exception through code without
+ * exit probes): the recorder closes it then.
+ *
+ * A slot whose probe never wrote it (abandoned by a longjmp out of a signal
+ * handler) is handed over as a hole: fn == LAPSE_HOLE_FN, counted as lost.
+ * Other `fn` values below LAPSE_MARK_LIMIT are markers, not functions. */
 #define LAPSE_HOLE_FN 0
+#define LAPSE_MARK_UNWIND 1    /* sp: every frame whose sp lies below it is gone (longjmp, catch) */
+#define LAPSE_MARK_UNTRACED 2  /* the thread stopped installing trampolines (too deep) */
+#define LAPSE_MARK_LIMIT 4096
 struct lapse_event {
     uint64_t fn;
     uint64_t stamp;
+    uint64_t sp;
 };
 
-LAPSE_SIZE(lapse_event, 16);
+LAPSE_SIZE(lapse_event, 24);
 LAPSE_AT(lapse_event, fn, 0);
 LAPSE_AT(lapse_event, stamp, 8);
+LAPSE_AT(lapse_event, sp, 16);
 
-/* Slots per thread buffer: 4096 x 16 bytes = 64 KiB (the runtime fills at
- * most 3840: the last page is a guard), so a datagram holds at most that. */
-#define LAPSE_BUF_EVENTS 4096
+/* A thread buffer is 64 KiB (so the probe finds its end from a slot's
+ * address, rt.h): 2730 slots of 24 bytes, of which the runtime fills at
+ * most 2560 (the last page is a guard), so a datagram holds at most that. */
+#define LAPSE_BUF_BYTES 65536
+#define LAPSE_BUF_EVENTS 2730
+_Static_assert(LAPSE_BUF_EVENTS == LAPSE_BUF_BYTES / sizeof(struct lapse_event), "slots per buffer");
 
 /* ---- the shared arena ----
  * One memfd per process image, mapped by the runtime and (through the fd
  * passed in ARENA) by the recorder. A header of slot states, then
- * LAPSE_ARENA_BUFS buffers of LAPSE_BUF_EVENTS events. A thread fills a
+ * LAPSE_ARENA_BUFS buffers of LAPSE_BUF_BYTES (LAPSE_BUF_EVENTS events). A thread fills a
  * buffer in place and hands it over with a SHM_EVENTS datagram; the recorder
  * reads it and frees it (it never writes to a buffer, so the lines the probe
  * writes next are not dirty in another core's cache). A thread notes the tick
@@ -185,10 +203,12 @@ static inline struct lapse_msg lapse_msg_head(uint16_t kind, uint32_t pid, uint3
 }
 
 static inline struct lapse_msg lapse_msg_hello(uint32_t pid, uint32_t tid, uint64_t probe_cost,
-                                               uint64_t ticks, uint32_t ppid)
+                                               uint32_t probe_spread, uint64_t ticks,
+                                               uint32_t ppid)
 {
     struct lapse_msg m = lapse_msg_head(LAPSE_MSG_HELLO, pid, tid);
     m.u.hello.probe_cost = probe_cost;
+    m.u.hello.probe_spread = probe_spread;
     m.u.hello.ticks = ticks;
     m.u.hello.ppid = ppid;
     return m;

@@ -206,7 +206,8 @@ NOINSTR static void lapse_init_connected(void)
         t->stalled = 0;
     }
     struct lapse_msg m =
-        lapse_msg_hello(g_pid, lapse_gettid(), g_probe_cost, lapse_ticks(), (uint32_t)getppid());
+        lapse_msg_hello(g_pid, lapse_gettid(), g_probe_cost, (uint32_t)lapse_probe_spread,
+                        lapse_ticks(), (uint32_t)getppid());
     lapse_send_msg(&m, NULL, 0);
 }
 
@@ -215,6 +216,8 @@ __attribute__((constructor(101), no_instrument_function)) static void lapse_ctor
     g_ctor_done = 1;
     if (g_inited == 0)
         lapse_init();
+    /* every module loaded with the program is mapped and relocated by now */
+    lapse_libcalls_scan();
 }
 
 /* exit(): runs after the program's own atexit handlers and destructors. */

@@ -4,8 +4,10 @@
  * path), buffers.c (a thread's buffers), arena.c (the buffer arena shared
  * with the recorder), transport.c (the connection and the spill file),
  * lifecycle.c (start-up, fork, exec, exit, fatal signals), env.c (lapse's
- * environment variables) and exec.c (the exec family and posix_spawn,
- * wrapped). */
+ * environment variables), exec.c (the exec family and posix_spawn,
+ * wrapped), trampoline.c (the return trampoline and shadow stack, with the
+ * entry points in x86_64.S) and unwind.c (unwinders and stack walks kept
+ * away from the trampoline). */
 #ifndef LAPSE_RT_INTERNAL_H
 #define LAPSE_RT_INTERNAL_H
 
@@ -17,16 +19,18 @@
 
 #define NOINSTR __attribute__((no_instrument_function))
 #define LAPSE_MAX_THREADS 16384 /* registered for flushes at exit; more are recorded too */
-#define BUF_BYTES (LAPSE_BUF_EVENTS * sizeof(struct lapse_event))
+#define BUF_BYTES ((size_t)LAPSE_BUF_BYTES)
 
 /* A buffer is a BUF_BYTES region aligned to BUF_BYTES whose last page is a
  * guard: a claimed slot is past the end exactly when it lies in the guard,
  * which the probe sees from the slot's address alone (no `end` to read that a
  * signal handler could have changed in between). Claims past the end are
  * bounded by the nesting depth of signal handlers (the slow path runs with
- * signals blocked and installs a new buffer), far less than the guard's 256. */
+ * signals blocked and installs a new buffer), far less than the guard's 170. */
 #define GUARD_MASK ((uintptr_t)0xF000)
-#define BUF_USABLE ((BUF_BYTES - 4096) / sizeof(struct lapse_event)) /* 3840 events */
+#define BUF_USABLE ((BUF_BYTES - 4096) / sizeof(struct lapse_event)) /* 2560 events */
+_Static_assert(BUF_USABLE * sizeof(struct lapse_event) == BUF_BYTES - 4096,
+               "the guard starts where a slot starts");
 _Static_assert(BUF_BYTES == 0x10000, "the guard test assumes 64 KiB buffers");
 
 static inline __attribute__((always_inline, no_instrument_function)) int
@@ -60,15 +64,20 @@ struct lapse_buf {
  *
  * A signal handler may interrupt a probe between its claim of a slot and its
  * write, and fill and hand over the buffer in between: a buffer whose slots
- * are not all written is "parked" (kept, not handed over) until the next
- * hand-over, by which time the interrupted probe has normally finished. One
- * still unwritten then (its probe was abandoned by a longjmp out of the
- * handler) is handed over as a hole (fn 0) that the recorder counts as lost. */
+ * are not all written is "parked" (kept, not handed over) until a later
+ * hand-over, by which time the interrupted probe has normally finished. Up
+ * to LAPSE_PARKED buffers wait so (a handler may make more events than one
+ * buffer holds); the oldest is handed over when a new one would not fit,
+ * and one still unwritten then (its probe was abandoned by a longjmp out of
+ * the handler, or the handler made more events than all of them hold) has
+ * a hole (fn 0) that the recorder counts as lost. */
+#define LAPSE_PARKED 2
 struct lapse_tls {
     struct lapse_event *cur; /* next slot; claimed with one instruction (lapse_claim) */
     uint64_t deadline;       /* ticks: hand the buffer over after this; 0 = slow path at once */
     struct lapse_buf fill;   /* the buffer cur points into */
-    struct lapse_buf parked; /* full, but a slot of it was not written yet */
+    struct lapse_buf parked[LAPSE_PARKED]; /* full, a slot not written yet; oldest first */
+    uint32_t nparked;
     uint64_t next;           /* index of the first event of the next buffer */
     uint64_t skipped;        /* events lost since (the next buffer's index leaves a gap) */
     uint64_t stalled;        /* ticks this thread spent handing buffers over */
@@ -79,7 +88,17 @@ struct lapse_tls {
     uint32_t dtor_rounds; /* pthread key destructor calls so far */
     int32_t slot;         /* index in the thread registry, -1 if none */
     uint64_t first_next;  /* where set-up starts numbering (after early events) */
-    void *own_map[2];     /* private buffers' mappings (2 x BUF_BYTES, for the alignment) */
+    void *own_map[LAPSE_PARKED + 1]; /* private buffers' mappings (2 x BUF_BYTES each, for the alignment) */
+    /* The return trampoline's state (trampoline.c): the shadow stack, and
+     * its depth and generation in one word that only changes by one
+     * instruction (so that a signal handler's hooks see it whole). */
+    struct lapse_shadow *shadow;
+    uint64_t shadow_word;
+    uintptr_t *hooking;  /* the slot a hook is installing the trampoline in */
+    uintptr_t rescan_at; /* dlopen called with its return address here: look
+                            for new modules at the next hook above it */
+    uint32_t shadow_off; /* set: this thread's hooks install no trampoline */
+    uint64_t self;       /* pthread_self(), for pthread_cancel (unwind.c) */
 };
 
 extern __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
@@ -125,15 +144,22 @@ uint32_t lapse_gettid(void);
 void lapse_init(void);
 
 /* ---- probe.c ---- */
-/* Median cost of one probe in ticks x 1024, measured through the real path. */
+/* Records a marker event (LAPSE_MARK_*) on the calling thread. */
+void lapse_mark(uint64_t mark, uintptr_t sp);
+
+/* ---- calibrate.c ---- */
+/* Cost of one probe in ticks x 1024 (a low quantile of short trials through
+ * the real path); sets lapse_probe_spread. */
 uint64_t lapse_measure_probe_cost(void);
+/* The last calibration's 90th over 10th percentile of its trials, x100. */
+extern uint64_t lapse_probe_spread;
 
 /* ---- buffers.c ---- */
 /* Slots of b its thread claimed, from its cursor. */
 uint32_t lapse_claimed_count(const struct lapse_buf *b, const struct lapse_event *cur);
 /* Leading slots of b (of count) that hold events. */
 uint32_t lapse_written_prefix(const struct lapse_buf *b, uint32_t count);
-/* A private buffer for t into b (not the parked one's); -1 without memory. */
+/* A private buffer for t into b (not a parked one's); -1 without memory. */
 int lapse_take_private(struct lapse_tls *t, struct lapse_buf *b);
 /* Makes a new buffer t's filling one; -1 without memory. */
 int lapse_take_buffer(struct lapse_tls *t);
@@ -141,8 +167,10 @@ int lapse_take_buffer(struct lapse_tls *t);
 void lapse_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count, int all_written);
 /* The calling thread's buffers: hand them over; with `refill`, take the next one. */
 void lapse_flush_own(struct lapse_tls *t, int refill);
-/* The last hand-over of a thread or process image: the parked buffer too. */
+/* The last hand-over of a thread or process image: the parked buffers too. */
 void lapse_flush_final(struct lapse_tls *t);
+/* Whether e is a slot of a parked buffer that nobody wrote yet. */
+int lapse_is_parked_slot(const struct lapse_tls *t, const struct lapse_event *e);
 /* Every thread's buffer, at exit, exec or a crash. */
 void lapse_flush_all(void);
 /* Before fork: hand over, and fill a private buffer until the after-fork
@@ -166,7 +194,11 @@ void lapse_early_send(struct lapse_tls *t, struct lapse_early *early);
 /* Called by the probe when its slot is past the end, the buffer is due, or
  * the thread is not set up; `e` is the slot it claimed, `now` its tick reading. */
 void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *fn, uint64_t is_exit,
-                     uint64_t now);
+                     uint64_t now, uintptr_t sp);
+/* Sets a NEW thread up as its first probe would (without an event). */
+void lapse_thread_start(struct lapse_tls *t);
+/* A hook wrote past the buffer's deadline: hand the buffer over. */
+void lapse_hand_over_due(struct lapse_tls *t);
 extern struct lapse_tls *g_threads[LAPSE_MAX_THREADS];
 int lapse_threads_init(void);
 /* After fork, in the child: its numbering starts again, the parent's
@@ -222,6 +254,67 @@ const char *lapse_env_self(void);
 /* The environment a child gets (exec.c): lapse's variables added where
  * missing, or taken out with --no-inherit. */
 long lapse_env_fix(char *const envp[], long n, char **out, char *preload);
+
+/* ---- trampoline.c ---- */
+/* What an entry stub (x86_64.S) hands its hook; the hook answers in it. */
+struct lapse_hook {
+    uintptr_t fn;    /* enter: the function, or an address in it (-pg) */
+    uintptr_t *slot; /* where the return address of that call lives */
+    uintptr_t aux;   /* enter: the probe source's record (libcalls), else 0 */
+    uintptr_t ret;   /* exit: where the trampoline goes on to */
+    /* events the fast hook could not write (a signal handler filled the
+     * buffer meanwhile): lapse_hook_due records them after the hand-over */
+    uint64_t pending;
+    struct {
+        uintptr_t fn;
+        uint64_t is_exit;
+        uint64_t now;
+        struct lapse_event *e;
+    } pend[2];
+};
+/* A hook's answer to its stub: done, a hand-over is due (call
+ * lapse_hook_due with the vector registers saved), or everything is to be
+ * done again by the slow variant (lapse_hook_enter_slow/_exit_slow). */
+enum { HOOK_DONE = 0, HOOK_DUE = 1, HOOK_REDO = 2 };
+/* Every hooked frame of this thread returns normally from now on (before an
+ * unwinder walks the stack, pthread_exit, ...); lapse_rehook_all undoes it. */
+void lapse_unhook_all(struct lapse_tls *t);
+void lapse_rehook_all(struct lapse_tls *t);
+/* The same for another thread t (about to be cancelled): it stops
+ * installing trampolines, and its hooked frames get their real return
+ * addresses back (compare-and-swap, so a frame returning meanwhile is
+ * unaffected). */
+void lapse_unhook_thread(struct lapse_tls *t);
+/* An exception was caught by the frame whose stack pointer is `sp`: the
+ * frames below it are gone, the ones above get their trampolines back. */
+void lapse_rehook_above(struct lapse_tls *t, uintptr_t sp);
+/* Forgets every entry (after lapse_unhook_all: pthread_exit). */
+void lapse_shadow_drop_all(struct lapse_tls *t);
+/* At thread end: the shadow stack goes (when no frame uses it). */
+void lapse_shadow_free(struct lapse_tls *t);
+
+/* ---- libcalls.c ---- */
+/* One redirected import of an instrumented module: its GOT slot now holds
+ * the address of stub `i` (x86_64.S), which hooks the call and goes on to
+ * `target`. x86_64.S reads target and fn (stubs.h). */
+struct lapse_import {
+    uintptr_t target; /* where the call goes (the slot's value before) */
+    uintptr_t fn;     /* the function its events name */
+    uintptr_t *got;   /* the slot */
+    uintptr_t stub;   /* what the slot holds now */
+    uint32_t flags;   /* IMP_* */
+    uint32_t module;  /* (index of the module it belongs to) */
+    uint64_t pad[3];
+};
+enum {
+    IMP_TRACE = 1,  /* entry event and return trampoline */
+    IMP_RESCAN = 2, /* dlopen: look for new modules once it has returned */
+};
+extern struct lapse_import lapse_imports[];
+/* Redirects the imports of every instrumented module loaded now (start-up)
+ * or since the last call (after dlopen); the caller is in a normal context
+ * (not a signal handler), the vector state saved. */
+void lapse_libcalls_scan(void);
 
 /* ---- exec.c / lifecycle.c ---- */
 /* Hands every buffer over before the process image is replaced. */

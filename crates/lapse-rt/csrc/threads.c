@@ -72,10 +72,13 @@ NOINSTR static void thread_done(void *arg)
     } else {
         if (t->slot >= 0)
             __atomic_store_n(&g_threads[t->slot], NULL, __ATOMIC_RELEASE);
-        if (t->parked.base)
-            lapse_hand_over(t, &t->parked, t->parked.count, 0);
+        lapse_flush_final(t);
         t->state = LAPSE_T_OFF;
-        for (int k = 0; k < 2; k++) {
+        /* (the thread's own frames have all ended by now: entries a
+         * cancellation left unhooked go with the shadow stack) */
+        lapse_shadow_drop_all(t);
+        lapse_shadow_free(t);
+        for (int k = 0; k < LAPSE_PARKED + 1; k++) {
             if (t->own_map[k])
                 munmap(t->own_map[k], 2 * BUF_BYTES);
             t->own_map[k] = NULL;
@@ -118,7 +121,10 @@ NOINSTR static int thread_setup(struct lapse_tls *t)
     t->skipped = 0;
     t->stalled = 0;
     t->tid = lapse_gettid();
-    t->parked = (struct lapse_buf){0};
+    t->self = (uint64_t)pthread_self();
+    for (int k = 0; k < LAPSE_PARKED; k++)
+        t->parked[k] = (struct lapse_buf){0};
+    t->nparked = 0;
     t->state = LAPSE_T_ACTIVE;
     thread_register(t);
     if (lapse_take_buffer(t) != 0) {
@@ -161,7 +167,7 @@ NOINSTR void lapse_early_detach(struct lapse_tls *t, struct lapse_early *out)
     out->buf = t->fill;
     out->count = lapse_claimed_count(&t->fill, t->cur);
     out->lost = t->skipped;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < LAPSE_PARKED + 1; k++) {
         char *m = t->own_map[k];
         if (m && (char *)t->fill.base >= m && (char *)t->fill.base < m + 2 * BUF_BYTES) {
             out->map = m;
@@ -199,6 +205,34 @@ NOINSTR void lapse_early_send(struct lapse_tls *t, struct lapse_early *early)
 
 /* ---- the slow path ---- */
 
+NOINSTR void lapse_thread_start(struct lapse_tls *t)
+{
+    sigset_t old;
+    lapse_block(&old);
+    if (t->state == LAPSE_T_NEW && !t->in_slow) {
+        t->in_slow = 1;
+        if (!g_ctor_done)
+            early_setup(t);
+        else if (g_inited != 1 || thread_setup(t) != 0)
+            t->state = LAPSE_T_OFF;
+        t->in_slow = 0;
+    }
+    lapse_unblock(&old);
+}
+
+NOINSTR void lapse_hand_over_due(struct lapse_tls *t)
+{
+    sigset_t old;
+    lapse_block(&old);
+    if (t->state == LAPSE_T_ACTIVE && !t->in_slow) {
+        t->in_slow = 1;
+        if (lapse_ticks() > t->deadline)
+            lapse_flush_own(t, 1);
+        t->in_slow = 0;
+    }
+    lapse_unblock(&old);
+}
+
 /* e is a slot of b that this thread claimed and nobody wrote yet. */
 NOINSTR static int is_open_slot(const struct lapse_buf *b, const struct lapse_event *e)
 {
@@ -206,7 +240,7 @@ NOINSTR static int is_open_slot(const struct lapse_buf *b, const struct lapse_ev
 }
 
 NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *fn,
-                             uint64_t is_exit, uint64_t now)
+                             uint64_t is_exit, uint64_t now, uintptr_t sp)
 {
     if (t->state == LAPSE_T_OFF)
         return;
@@ -219,6 +253,7 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
         if (is_open_slot(&t->fill, e)) {
             e->fn = (uint64_t)fn;
             e->stamp = stamp;
+            e->sp = sp;
         } else if (t->state == LAPSE_T_ACTIVE) {
             t->skipped++;
         }
@@ -244,11 +279,13 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
         if (is_open_slot(&t->fill, e)) {
             e->fn = (uint64_t)fn;
             e->stamp = stamp;
+            e->sp = sp;
         } else if (lapse_claimed_count(&t->fill, t->cur) < BUF_USABLE) {
             /* (stamped now: the probe's reading predates the buffer) */
             struct lapse_event *slot = t->cur++;
             slot->fn = (uint64_t)fn;
             slot->stamp = (lapse_ticks() << 1) | is_exit;
+            slot->sp = sp;
         } else {
             t->skipped++;  /* full: counted, handed over with the rest */
             t->deadline = 0; /* (every probe comes here: none writes) */
@@ -256,12 +293,13 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
     }
     if (t->state == LAPSE_T_ACTIVE) {
         /* The slot the probe claimed, if it is one: in the filling buffer
-         * (the buffer is due), or in the parked one (a handler took over
+         * (the buffer is due), or in a parked one (a handler took over
          * the buffer between this probe's claim and here). */
         int placed = 0;
-        if (is_open_slot(&t->fill, e) || is_open_slot(&t->parked, e)) {
+        if (is_open_slot(&t->fill, e) || lapse_is_parked_slot(t, e)) {
             e->fn = (uint64_t)fn;
             e->stamp = stamp;
+            e->sp = sp;
             placed = 1;
         }
         int full = !t->fill.base || lapse_claimed_count(&t->fill, t->cur) >= BUF_USABLE;
@@ -272,6 +310,7 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
             struct lapse_event *slot = t->cur++;
             slot->fn = (uint64_t)fn;
             slot->stamp = (lapse_ticks() << 1) | is_exit;
+            slot->sp = sp;
         }
     }
     t->in_slow = 0;

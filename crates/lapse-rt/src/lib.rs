@@ -1,8 +1,10 @@
 //! The lapse runtime: the code that runs inside the profiled process.
 //!
-//! It owns the probe hooks (`__cyg_profile_func_enter`/`_exit`), the
-//! per-thread event buffers and their hand-off to the recorder, and keeps
-//! every event through thread exit, fork, exec, `exit()` and fatal signals.
+//! It owns the probe hooks (`__cyg_profile_func_enter`/`_exit`; `mcount`
+//! and `__fentry__`, whose exits come from the return trampoline and its
+//! per-thread shadow stack), the per-thread event buffers and their
+//! hand-off to the recorder, and keeps every event through thread exit,
+//! fork, exec, `exit()` and fatal signals.
 //! The runtime itself is C (`csrc/`), built by `build.rs` into
 //! `liblapse_rt.so` for `LD_PRELOAD`; this crate gives the recorder the
 //! library's bytes ([`RUNTIME_SO`]) and the wire protocol ([`protocol`]).

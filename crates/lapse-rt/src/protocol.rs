@@ -3,23 +3,32 @@
 //! a [`Msg`] whose fields are named for what they mean.
 //!
 //! Every datagram starts with a 40-byte header (native endianness: both ends
-//! run on the same machine); `EVENTS` datagrams carry `count` 16-byte events
+//! run on the same machine); `EVENTS` datagrams carry `count` 24-byte events
 //! after it. The tests at the bottom read `lapse_rt.h` and check every
 //! constant and offset this file relies on against it; the C compiler checks
 //! the header's own `LAPSE_AT`/`LAPSE_SIZE` pins against the real layout.
 
-/// `"LPS1"` read as a little-endian u32.
-pub const MAGIC: u32 = 0x3153_504c;
+/// `"LPS2"` read as a little-endian u32 (events of 24 bytes).
+pub const MAGIC: u32 = 0x3253_504c;
 pub const HEADER_LEN: usize = 40;
-pub const EVENT_LEN: usize = 16;
-/// Events per thread buffer, hence the largest `EVENTS` datagram.
-pub const BUF_EVENTS: usize = 4096;
+pub const EVENT_LEN: usize = 24;
+/// Bytes of a thread buffer (an arena buffer or a private one).
+pub const BUF_BYTES: usize = 65536;
+/// Events a thread buffer has room for, hence the largest `EVENTS` datagram.
+pub const BUF_EVENTS: usize = BUF_BYTES / EVENT_LEN;
 pub const MAX_DATAGRAM: usize = HEADER_LEN + BUF_EVENTS * EVENT_LEN;
 /// `EVENTS`/`SHM_EVENTS` flag: calibration events, to be dropped.
 pub const FLAG_DISCARD: u16 = 1;
 /// The function address of a slot whose probe never wrote it (abandoned by
 /// a longjmp out of a signal handler): not an event, but a lost one.
 pub const HOLE_FN: u64 = 0;
+/// Marker events (a `function` below [`MARK_LIMIT`]): every frame whose
+/// `sp` lies below this event's `sp` is gone (longjmp, a catch).
+pub const MARK_UNWIND: u64 = 1;
+/// Marker: the thread stopped installing return trampolines (too deep).
+pub const MARK_UNTRACED: u64 = 2;
+/// `function` values below this are holes or markers, not functions.
+pub const MARK_LIMIT: u64 = 4096;
 
 /// Message kinds (`LAPSE_MSG_*`).
 pub mod kind {
@@ -42,6 +51,7 @@ pub mod at {
     pub const HELLO_PROBE_COST: usize = 16;
     pub const HELLO_TICKS: usize = 24;
     pub const HELLO_PPID: usize = 32;
+    pub const HELLO_PROBE_SPREAD: usize = 36;
     pub const EVENTS_FIRST: usize = 16;
     pub const EVENTS_STALLED: usize = 24;
     pub const EVENTS_COUNT: usize = 32;
@@ -57,6 +67,7 @@ pub mod at {
     /// In `struct lapse_event`.
     pub const EVENT_FN: usize = 0;
     pub const EVENT_STAMP: usize = 8;
+    pub const EVENT_SP: usize = 16;
 }
 
 /// The shared arena (`struct lapse_arena` in `csrc/lapse_rt.h`): a header,
@@ -65,7 +76,7 @@ pub mod arena {
     pub const MAGIC: u32 = 0x4150_534c;
     pub const BUFS: usize = 128;
     pub const HEAD: usize = 65536;
-    pub const BUF_BYTES: usize = super::BUF_EVENTS * super::EVENT_LEN;
+    pub const BUF_BYTES: usize = super::BUF_BYTES;
     pub const BYTES: usize = HEAD + BUFS * BUF_BYTES;
     /// Byte offsets in the header.
     pub const OFF_MAGIC: usize = 0;
@@ -101,6 +112,11 @@ pub const ENV_FLUSH_TICKS: &str = "LAPSE_FLUSH_TICKS";
 /// and itself from the environment children get, and a fork child is not
 /// recorded.
 pub const ENV_NO_INHERIT: &str = "LAPSE_NO_INHERIT";
+/// The spill file stops growing at this many bytes (decimal; default 2 GiB).
+pub const ENV_SPILL_MAX: &str = "LAPSE_SPILL_MAX";
+/// Set (to anything) for `--no-libcalls`: the runtime leaves the imports of
+/// instrumented modules alone (no library calls in the profile).
+pub const ENV_NO_LIBCALLS: &str = "LAPSE_NO_LIBCALLS";
 
 /// The thread that sent a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -130,6 +146,9 @@ pub enum Msg {
         from: Sender,
         /// Cost of one probe in ticks × 1024 (0 when not measured).
         probe_cost_x1024: u64,
+        /// The calibration's spread: 90th over 10th percentile of its
+        /// trials, in percent (0 when not measured).
+        probe_spread_pct: u32,
         ticks: u64,
         ppid: u32,
     },
@@ -200,6 +219,7 @@ impl Msg {
             kind::HELLO => Msg::Hello {
                 from,
                 probe_cost_x1024: u64_at(d, at::HELLO_PROBE_COST),
+                probe_spread_pct: u32_at(d, at::HELLO_PROBE_SPREAD),
                 ticks: u64_at(d, at::HELLO_TICKS),
                 ppid: u32_at(d, at::HELLO_PPID),
             },
@@ -245,21 +265,26 @@ impl Msg {
 /// One probe firing as the runtime stored it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawEvent {
-    /// Absolute address of the function in the target.
+    /// Absolute address of the function in the target (or, below
+    /// [`MARK_LIMIT`], a hole or a marker).
     pub function: u64,
     /// Tick counter value.
     pub ticks: u64,
     pub is_exit: bool,
+    /// Where the frame is on its thread's stack (`csrc/lapse_rt.h`): a frame
+    /// whose `sp` lies at or below a later entry's is gone.
+    pub sp: u64,
 }
 
 impl RawEvent {
-    /// An event from its two stored words (`fn`, `ticks << 1 | is_exit`).
+    /// An event from its three stored words (`fn`, `ticks << 1 | is_exit`, `sp`).
     #[inline]
-    pub fn from_words(function: u64, stamp: u64) -> RawEvent {
+    pub fn from_words(function: u64, stamp: u64, sp: u64) -> RawEvent {
         RawEvent {
             function,
             ticks: stamp >> 1,
             is_exit: stamp & 1 == 1,
+            sp,
         }
     }
 }
@@ -296,7 +321,13 @@ pub fn events(datagram: &[u8]) -> impl Iterator<Item = RawEvent> + '_ {
         .get(HEADER_LEN..)
         .unwrap_or(&[])
         .chunks_exact(EVENT_LEN)
-        .map(|e| RawEvent::from_words(u64_at(e, at::EVENT_FN), u64_at(e, at::EVENT_STAMP)))
+        .map(|e| {
+            RawEvent::from_words(
+                u64_at(e, at::EVENT_FN),
+                u64_at(e, at::EVENT_STAMP),
+                u64_at(e, at::EVENT_SP),
+            )
+        })
 }
 
 #[cfg(test)]

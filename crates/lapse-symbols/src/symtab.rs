@@ -83,8 +83,16 @@ impl SymbolTable {
         }
         // Per address the .symtab entry sorts first and is the one kept;
         // among aliases a global name beats a local one (gcc's
-        // `foo.localalias` shares `foo`'s address), then the first in table order.
-        raw.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.cmp(&a.2)).then(b.3.cmp(&a.3)));
+        // `foo.localalias` shares `foo`'s address), then the name a program
+        // calls (`malloc`, not glibc's `__libc_malloc`: fewer leading
+        // underscores), then the first in table order.
+        let underscores = |n: &str| n.len() - n.trim_start_matches('_').len();
+        raw.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then(b.2.cmp(&a.2))
+                .then(b.3.cmp(&a.3))
+                .then(underscores(a.4).cmp(&underscores(b.4)))
+        });
         raw.dedup_by_key(|s| s.0);
         let mut symbols: Vec<Entry> = raw
             .into_iter()

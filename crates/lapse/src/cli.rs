@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use lapse_export::{Format as ExportFormat, SampleWeight};
-use lapse_record::{CallGraph, MethodChoice};
+use lapse_record::{CallGraph, MethodChoice, OsEventSource};
 use lapse_report::{ApplicationRule, Format, View};
 
 /// The data file when none is named.
@@ -122,13 +122,6 @@ fn os_event_help(name: &str) -> &'static str {
     }
 }
 
-/// The kinds `--os-events` takes.
-pub const OS_EVENTS: [(&str, &str); 3] = [
-    ("switch", "switch"),
-    ("fault", "fault"),
-    ("syscall", "syscall"),
-];
-
 const REPORT_HELP: &str = "\
 Views (--view):
   summary       the header, the hot path and the top 10 functions (default)
@@ -239,11 +232,16 @@ pub struct RecordArgs {
     #[arg(long)]
     pub off_cpu: bool,
     /// OS events for instrumentation (comma-separated).
-    #[arg(long, value_delimiter = ',', value_parser = one_of(&OS_EVENTS, os_event_help), default_value = "switch")]
-    pub os_events: Vec<&'static str>,
+    #[arg(long, value_delimiter = ',', value_parser = one_of(&OsEventSource::ALL, os_event_help), default_value = "switch")]
+    pub os_events: Vec<OsEventSource>,
     /// Do not follow threads and child processes.
     #[arg(long)]
     pub no_inherit: bool,
+    /// Instrumentation: do not trace calls into other libraries (by default
+    /// each call an instrumented module makes into a shared library, such
+    /// as fsync or malloc, is a function of that library).
+    #[arg(long)]
+    pub no_libcalls: bool,
     /// The data file to write (an existing one is replaced only when recording succeeds).
     #[arg(short, long, default_value = DEFAULT_FILE)]
     pub output: PathBuf,

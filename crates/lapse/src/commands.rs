@@ -39,7 +39,7 @@ pub fn run(cli: Cli) -> Result<u8> {
 
 pub fn open(path: &Path) -> Result<DataFile> {
     let file = DataFile::open(path)?;
-    if let Some(d) = file.damage.first() {
+    if let Some(d) = &file.damage {
         eprintln!(
             "lapse: warning: {}: damaged at byte {} ({}); reporting the intact part before it",
             path.display(),
@@ -105,9 +105,10 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         period: a.period,
         event: a.event,
         call_graph: a.call_graph,
-        os_events: a.os_events.iter().map(|k| k.to_string()).collect(),
+        os_events: a.os_events,
         off_cpu: a.off_cpu,
         inherit: !a.no_inherit,
+        libcalls: !a.no_libcalls,
         output: a.output,
         target,
         symbol_progress: None,
@@ -346,7 +347,7 @@ fn info(path: &Path) -> Result<u8> {
             writeln!(o, "exit status: {st}")?;
         }
     }
-    for d in &file.damage {
+    if let Some(d) = &file.damage {
         writeln!(o, "damage:      at byte {}: {}", d.offset, d.what)?;
     }
     if let Some(line) = spill_hint(path) {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use lapse_record::{CallGraph, MethodChoice};
+use lapse_record::{CallGraph, MethodChoice, OsEventSource};
 use lapse_report::{ApplicationRule, Format, View};
 
 use crate::cli::ReportArgs;
@@ -36,8 +36,9 @@ pub fn run() -> Result<u8> {
         event: None,
         call_graph: CallGraph::Dwarf,
         off_cpu: false,
-        os_events: vec!["switch"],
+        os_events: vec![OsEventSource::Switch],
         no_inherit: false,
+        no_libcalls: false,
         output: data.clone(),
         pid: None,
         duration: None,

@@ -100,9 +100,18 @@ fn a_preempted_cpu_loop_reports_its_cpu_time_as_application_time() {
     ) else {
         return;
     };
+    // (--no-libcalls: the loop's clock_gettime would be a traced call, and
+    // crunch must stay one interval)
     let out = lapse(
         &dir,
-        &["record", "-o", "out.lapse", "--", exe.to_str().unwrap()],
+        &[
+            "record",
+            "--no-libcalls",
+            "-o",
+            "out.lapse",
+            "--",
+            exe.to_str().unwrap(),
+        ],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     if perf_refused(&stderr) && !dir.join("out.lapse").exists() {
@@ -127,5 +136,206 @@ fn a_preempted_cpu_loop_reports_its_cpu_time_as_application_time() {
     assert!(
         interval < 0.5 * cpu,
         "the interval rule loses the preempted interval: {interval} ns of {cpu} ns"
+    );
+}
+
+/// A thread created while its only CPU is held by a real-time thread waits
+/// to run from its creation to its first switch-in; the kernel reports no
+/// switch-out for that wait. It is off-CPU time, not application time.
+const LATE_THREAD: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+#define NOINLINE __attribute__((noinline))
+volatile uint64_t sink;
+__attribute__((no_instrument_function)) static uint64_t cpu_ns(void) {
+    struct timespec ts; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+NOINLINE void spin(uint64_t ns) {
+    uint64_t x = 1, end = cpu_ns() + ns;
+    while (cpu_ns() < end) for (int i = 0; i < 1000; i++) x = x * 6364136223846793005ull + 1;
+    sink = x;
+}
+static uint64_t worker_cpu;
+NOINLINE void *worker(void *arg) { (void)arg; spin(50000000ull); worker_cpu = cpu_ns(); return 0; }
+int main(void) {
+    cpu_set_t one; CPU_ZERO(&one); CPU_SET(0, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    struct sched_param rt = { .sched_priority = 1 };
+    if (sched_setscheduler(0, SCHED_FIFO, &rt) != 0) { printf("no-rt\n"); return 0; }
+    pthread_attr_t a; pthread_attr_init(&a);
+    pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED);
+    pthread_attr_setschedpolicy(&a, SCHED_OTHER);
+    struct sched_param normal = { .sched_priority = 0 };
+    pthread_attr_setschedparam(&a, &normal);
+    pthread_t t; pthread_create(&t, &a, worker, 0);
+    spin(100000000ull);       /* the worker cannot run meanwhile */
+    struct sched_param other = { .sched_priority = 0 };
+    sched_setscheduler(0, SCHED_OTHER, &other);
+    pthread_join(t, 0);
+    printf("%llu\n", (unsigned long long)worker_cpu);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_new_threads_wait_for_its_first_cpu_is_not_application_time() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "application_e2e-late");
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "late_thread",
+        LATE_THREAD,
+        &["-finstrument-functions", "-O1", "-g", "-pthread"],
+    ) else {
+        return;
+    };
+    let out = lapse(
+        &dir,
+        &["record", "-o", "out.lapse", "--", exe.to_str().unwrap()],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if perf_refused(&stderr) && !dir.join("out.lapse").exists() {
+        return skip(stderr).unwrap_or(());
+    }
+    assert!(out.status.success(), "lapse record: {stderr}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    if said.trim() == "no-rt" {
+        return skip("SCHED_FIFO is not allowed here").unwrap_or(());
+    }
+    let cpu: f64 = said.trim().parse().expect("the worker's CPU time");
+    let out = lapse(
+        &dir,
+        &[
+            "report",
+            "out.lapse",
+            "--view",
+            "threads",
+            "--format",
+            "json",
+        ],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = v["rows"].as_array().unwrap();
+    let worker = rows
+        .iter()
+        .find(|r| r["tid"] != r["pid"])
+        .unwrap_or_else(|| panic!("a worker thread: {v}"));
+    let app = worker["application_inclusive_ns"].as_f64().unwrap();
+    let elapsed = worker["elapsed_inclusive_ns"].as_f64().unwrap();
+    assert!(
+        elapsed > cpu + 50e6,
+        "the worker waited ~100 ms for the CPU: elapsed {elapsed} ns, CPU {cpu} ns"
+    );
+    assert!(
+        (0.85 * cpu..=1.15 * cpu).contains(&app),
+        "the worker's application time {app} ns should be its CPU time {cpu} ns, \
+         not include its wait to run (elapsed {elapsed} ns)"
+    );
+}
+
+/// The probe cost measured at start-up (the header's), for `argv`.
+fn probe_cost(dir: &WorkDir, argv: &[&str], name: &str) -> Option<f64> {
+    let mut args = vec!["record", "--method", "instrument", "-o", name, "--"];
+    args.extend_from_slice(argv);
+    let out = lapse(dir, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if perf_refused(&stderr) && !dir.join(name).exists() {
+        return skip(stderr);
+    }
+    assert!(out.status.success(), "lapse record: {stderr}");
+    let out = lapse(
+        dir,
+        &["report", name, "--view", "threads", "--format", "json"],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    Some(
+        v["session"]["probe_cost_ns"]
+            .as_f64()
+            .expect("a probe cost"),
+    )
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A real-time process on CPU 0 that takes the CPU for 30 us every 100 us:
+/// it interrupts whatever shares CPU 0 often and briefly, as a busy machine
+/// does.
+const PULSE: &str = r#"
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <time.h>
+static long now_ns(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000L + t.tv_nsec; }
+int main(void) {
+    cpu_set_t one; CPU_ZERO(&one); CPU_SET(0, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    struct sched_param rt = { .sched_priority = 1 };
+    if (sched_setscheduler(0, SCHED_FIFO, &rt) != 0) { puts("no-rt"); fflush(stdout); return 0; }
+    puts("ready"); fflush(stdout);
+    for (;;) {
+        long end = now_ns() + 30000;
+        while (now_ns() < end) {}
+        struct timespec d = {0, 70000};
+        nanosleep(&d, 0);
+    }
+}
+"#;
+
+#[test]
+fn the_probe_cost_measured_on_a_busy_cpu_is_the_quiet_one() {
+    use std::io::BufRead;
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "application_e2e-calibration");
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "tiny",
+        "__attribute__((noinline)) int f(int x) { return x + 1; }\nint main(void) { return f(0) - 1; }\n",
+        &["-finstrument-functions", "-O1"],
+    ) else {
+        return;
+    };
+    let Some(pulse) = compile(&dir, "gcc", "pulse", PULSE, &["-O1"]) else {
+        return;
+    };
+    let Some(taskset) = lapse_testkit::tool("taskset") else {
+        return;
+    };
+    let argv = [taskset.to_str().unwrap(), "-c", "0", exe.to_str().unwrap()];
+    let mut quiet = Vec::new();
+    for i in 0..3 {
+        let Some(c) = probe_cost(&dir, &argv, &format!("quiet{i}.lapse")) else {
+            return;
+        };
+        quiet.push(c);
+    }
+    let mut hog = Command::new(&pulse)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the pulse");
+    let mut said = String::new();
+    let _ = std::io::BufReader::new(hog.stdout.take().unwrap()).read_line(&mut said);
+    if said.trim() != "ready" {
+        let _ = hog.wait();
+        return skip("SCHED_FIFO is not allowed here").unwrap_or(());
+    }
+    let mut busy = Vec::new();
+    for i in 0..3 {
+        busy.push(probe_cost(&dir, &argv, &format!("busy{i}.lapse")).unwrap_or(0.0));
+    }
+    let _ = hog.kill();
+    let _ = hog.wait();
+    let (q, b) = (median(quiet), median(busy));
+    assert!(q > 0.0, "a probe cost was measured");
+    assert!(
+        (0.8 * q..=1.25 * q).contains(&b),
+        "probe cost {b:.2} ns on a CPU interrupted every 100 us against {q:.2} ns without"
     );
 }

@@ -72,13 +72,18 @@ fn build(dir: &Path, name: &str, body: &str) -> Option<PathBuf> {
 fn record(name: &str, body: &str) -> Option<Recorded> {
     let dir = work_dir(name);
     let exe = build(&dir, name, body)?;
+    record_exe(dir, name, &exe)
+}
+
+/// Records `exe` (built in `dir`) with the working directory `dir`.
+fn record_exe(dir: WorkDir, name: &str, exe: &Path) -> Option<Recorded> {
     let data = dir.join("out.lapse");
     let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
         .arg("record")
         .arg("-o")
         .arg(&data)
         .arg("--")
-        .arg(&exe)
+        .arg(exe)
         .current_dir(&dir)
         .output()
         .expect("run lapse record");
@@ -233,10 +238,15 @@ int main(void) {
     let app = ns(io, "application_inclusive_ns");
     // The function makes no instrumented calls: it is one interval. The
     // time fsync blocked is off the CPU: application time is the CPU time
-    // the thread had (copying 16 MB into the page cache), not the wait.
+    // the thread had (copying 16 MB into the page cache), not the wait. On
+    // a busy VM the kernel leaves time stolen by the hypervisor or spent in
+    // interrupts out of the thread's CPU time while the thread stays on the
+    // CPU, so the check is that most of what is not CPU time (the wait) is
+    // gone from application time, and no CPU time is.
+    let waited = elapsed - cpu;
     assert!(
-        (0.7 * cpu - 0.5 * MS..=1.3 * cpu + 0.5 * MS).contains(&app),
-        "application {app} ns should be the CPU time {cpu} ns (elapsed {elapsed} ns)"
+        app >= 0.7 * cpu - 0.5 * MS && app <= cpu + 0.3 * waited + 0.5 * MS,
+        "application {app} ns should be about the CPU time {cpu} ns (elapsed {elapsed} ns)"
     );
     assert!(
         elapsed > app,
@@ -339,6 +349,10 @@ int main(void) { return run(); }
     let v = report(&r, "functions");
     assert_eq!(ns(function(&v, "child_work"), "calls"), 1.0);
     assert_eq!(ns(function(&v, "parent_work"), "calls"), 1.0);
+    // The child starts inside main and run, but never called them: the
+    // frames it inherited are not calls (SPEC 2.1 counts entries).
+    assert_eq!(ns(function(&v, "main"), "calls"), 1.0, "{v}");
+    assert_eq!(ns(function(&v, "run"), "calls"), 1.0, "{v}");
     within(
         "child_work application",
         ns(function(&v, "child_work"), "application_inclusive_ns"),
@@ -352,6 +366,121 @@ int main(void) { return run(); }
         ns(run, "application_inclusive_ns") >= 55.0 * MS,
         "run holds both: {run}"
     );
+}
+
+#[test]
+fn fork_then_exec_counts_the_inherited_frames_as_no_calls() {
+    // main → run forks; the child execs a program without probes. The
+    // child's main and run are the parent's frames, open until its exec:
+    // one call of each in the whole recording, not two.
+    let Some(r) = record(
+        "fork-exec",
+        r#"
+NOINLINE int run(void) {
+    pid_t pid = fork();
+    if (pid == 0) { execl("/bin/true", "true", (char *)0); _exit(9); }
+    int st = 0; waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+}
+int main(void) { return run(); }
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 0);
+    let v = report(&r, "functions");
+    assert_eq!(ns(function(&v, "main"), "calls"), 1.0, "{v}");
+    assert_eq!(ns(function(&v, "run"), "calls"), 1.0, "{v}");
+    assert_eq!(rows(&report(&r, "processes")).len(), 2);
+}
+
+#[test]
+fn a_library_mapped_where_a_closed_one_was_keeps_its_own_names() {
+    // liba.so and libb.so take turns at the same address (dlopen, call,
+    // dlclose): each event is named after the library mapped when it
+    // happened, not the one mapped when the recorder read it.
+    let dir = work_dir("dlreuse");
+    let lib = |name: &str, source: &str| {
+        compile(
+            &dir,
+            "gcc",
+            name,
+            source,
+            &["-shared", "-fPIC", "-O1", "-g", "-finstrument-functions"],
+        )
+    };
+    let Some(_) = lib(
+        "liba.so",
+        "__attribute__((noinline)) int lib_a(int x) { return x + 1; }\n\
+         int entry(int n) { int s = 0; for (int i = 0; i < n; i++) s += lib_a(i); return s; }\n",
+    ) else {
+        return;
+    };
+    lib(
+        "libb.so",
+        "__attribute__((noinline)) int foo_b(int x) { return x * 2; }\n\
+         __attribute__((noinline)) int bar_b(int x) { return foo_b(x) + 3; }\n\
+         int entry(int n) { int s = 0; for (int i = 0; i < n; i++) s += bar_b(i); return s; }\n",
+    );
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "dlreuse",
+        r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <unistd.h>
+/* Calls entry(n) of `lib`; returns where the library was loaded. */
+static void *call(const char *lib, int n) {
+    void *h = dlopen(lib, RTLD_NOW);
+    if (!h) { puts(dlerror()); _exit(3); }
+    int (*entry)(int) = (int (*)(int))dlsym(h, "entry");
+    volatile int s = entry(n);
+    (void)s;
+    Dl_info info;
+    if (!dladdr((void *)entry, &info)) _exit(4);
+    dlclose(h);
+    return info.dli_fbase;
+}
+int main(void) {
+    int same = 0;
+    for (int i = 0; i < 200; i++) {
+        void *a = call("./liba.so", 50);
+        void *b = call("./libb.so", 30);
+        same += a == b;
+    }
+    printf("same address %d times\n", same);
+    return same > 0 ? 0 : 5; /* 5: the loader never reused the address */
+}
+"#,
+        &["-O1", "-g", "-finstrument-functions", "-ldl"],
+    ) else {
+        return;
+    };
+    let Some(r) = record_exe(dir, "dlreuse", &exe) else {
+        return;
+    };
+    assert_eq!(r.status, 0, "5: the libraries never shared an address");
+    let v = report(&r, "functions");
+    let calls = |name: &str, module: &str| -> f64 {
+        rows(&v)
+            .iter()
+            .filter(|row| {
+                row["function"] == name
+                    && row["module"].as_str().is_some_and(|m| m.ends_with(module))
+            })
+            .map(|row| ns(row, "calls"))
+            .sum()
+    };
+    assert_eq!(calls("lib_a", "liba.so"), 10_000.0, "{v}");
+    assert_eq!(calls("entry", "liba.so"), 200.0, "{v}");
+    assert_eq!(calls("bar_b", "libb.so"), 6_000.0, "{v}");
+    assert_eq!(calls("foo_b", "libb.so"), 6_000.0, "{v}");
+    assert_eq!(calls("entry", "libb.so"), 200.0, "{v}");
+    // Every call is one of those (and main's 400 calls of call, and main).
+    let all: f64 = rows(&v).iter().map(|row| ns(row, "calls")).sum();
+    assert_eq!(all, 10_000.0 + 6_000.0 * 2.0 + 400.0 + 400.0 + 1.0, "{v}");
 }
 
 #[test]

@@ -276,6 +276,7 @@ fn spilled_calibration_buffers_keep_their_discard_mark() {
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #define NOINLINE __attribute__((noinline))
 volatile uint64_t sink;
@@ -285,10 +286,29 @@ __attribute__((no_instrument_function)) static void stop_recorder(int c, char **
 }
 __attribute__((section(".preinit_array"), used)) static void (*preinit)(int, char **, char **) = stop_recorder;
 NOINLINE void work(long i) { sink ^= (uint64_t)i; }
+/* Until `pid` has exited (a zombie or gone): its sockets are closed, so
+ * what the runtime sends from here on goes to the spill. (Before that, on
+ * a busy machine, datagrams could still land in the dying recorder's
+ * socket and be lost with it, which this test is not about.) */
+__attribute__((no_instrument_function)) static void wait_dead(pid_t pid) {
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        if (!f) return;
+        size_t n = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[n] = 0;
+        char *p = strrchr(stat, ')');
+        if (!p || p[2] == 'Z' || p[2] == 'X') return;
+        usleep(1000);
+    }
+}
 int main(void) {
     pid_t recorder = getppid();
     for (long i = 0; i < 50000; i++) work(i);
     kill(recorder, SIGKILL);
+    wait_dead(recorder);
     for (long i = 0; i < 50000; i++) work(i);
     FILE *f = fopen("done.tmp", "w"); fprintf(f, "%d\n", (int)getpid()); fclose(f);
     rename("done.tmp", "done");
@@ -300,7 +320,8 @@ int main(void) {
         return;
     };
     let mut recorder = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(["record", "-o", "out.lapse", "--"])
+        // (--no-libcalls: the numbering below counts main and work only)
+        .args(["record", "--no-libcalls", "-o", "out.lapse", "--"])
         .arg(&exe)
         .current_dir(&dir)
         .stderr(std::fs::File::create(dir.join("record.err")).expect("stderr file"))
@@ -354,4 +375,101 @@ fn remove_session_dirs_of(pid: u32) {
             }
         }
     }
+}
+
+#[test]
+fn the_spill_stops_growing_at_its_limit_and_the_target_runs_on() {
+    // The program kills its recorder, then makes a million calls (some
+    // 32 MB of spilled events) with the spill limited to 1 MB: the file
+    // stops near 1 MB, the program finishes as without lapse, and recover
+    // keeps what fits.
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "recover_e2e-cap");
+    let Some(exe) = compile(
+        &dir,
+        "gcc",
+        "flood",
+        r#"
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+#define NOINLINE __attribute__((noinline))
+volatile uint64_t sink;
+NOINLINE void work(long i) { sink += (uint64_t)i; }
+int main(void) {
+    /* full buffers, handed over: the recorder puts the file in place */
+    for (long i = 0; i < 10000; i++) work(i);
+    usleep(400000);
+    kill(getppid(), SIGKILL);
+    for (long i = 10000; i < 1000000; i++) work(i);
+    FILE *f = fopen("done.tmp", "w"); fprintf(f, "%d %llu\n", (int)getpid(), (unsigned long long)sink); fclose(f);
+    rename("done.tmp", "done");
+    return 7;
+}
+"#,
+        &["-finstrument-functions", "-O1", "-g"],
+    ) else {
+        return;
+    };
+    const LIMIT: u64 = 1_000_000;
+    let mut recorder = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(["record", "-o", "out.lapse", "--"])
+        .arg(&exe)
+        .current_dir(&dir)
+        .env("LAPSE_SPILL_MAX", LIMIT.to_string())
+        .stderr(std::fs::File::create(dir.join("record.err")).expect("stderr file"))
+        .spawn()
+        .expect("start lapse record");
+    let recorder_pid = recorder.id();
+    let _ = recorder.wait(); // killed by the program
+    let stderr = std::fs::read_to_string(dir.join("record.err")).unwrap_or_default();
+    if stderr.contains("perf_event_open") {
+        skip::<()>(format!("perf events are not available here: {stderr}"));
+        return;
+    }
+    let done = wait_for(&dir, "done", Duration::from_secs(60));
+    let (pid, sum) = done.trim().split_once(' ').expect("pid and sum");
+    // (the sum of 0..1,000,000: what the program computes without lapse)
+    assert_eq!(sum, "499999500000", "the program's result");
+    let start = Instant::now();
+    while !ended(pid) {
+        assert!(start.elapsed() < Duration::from_secs(30), "target ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    remove_session_dirs_of(recorder_pid);
+    let size = std::fs::metadata(dir.join("out.lapse.spill"))
+        .expect("the runtime spilled")
+        .len();
+    // (at most one datagram past the limit: 40-byte header + 4,096 events)
+    assert!(
+        (LIMIT / 2..=LIMIT + 4 + 40 + 4096 * 16).contains(&size),
+        "spill of {size} bytes with a limit of {LIMIT}"
+    );
+    let rec = lapse(&dir, &["recover", "out.lapse"]);
+    assert!(
+        rec.status.success(),
+        "lapse recover: {}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
+    let v: Value = serde_json::from_slice(
+        &lapse(
+            &dir,
+            &[
+                "report",
+                "out.lapse",
+                "--view",
+                "functions",
+                "--format",
+                "json",
+            ],
+        )
+        .stdout,
+    )
+    .expect("report is JSON");
+    let work = calls(&v, "work");
+    assert!(
+        (5_000.0..1_000_000.0).contains(&work),
+        "what the file and the spill hold: {work} calls"
+    );
 }

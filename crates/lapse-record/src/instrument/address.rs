@@ -5,12 +5,23 @@
 //! address falls outside every known mapping (the perf records lag behind the
 //! runtime's events, or a fork child has not been seen yet), from
 //! `/proc/PID/maps`. Only executable mappings matter here.
+//!
+//! Mappings have lifetimes: a library closed with `dlclose` and another one
+//! mapped at the same address later does not rename the first one's
+//! functions. A mapping replaced by a newer one is kept (retired, with the
+//! time it ended), and an address is resolved against the mapping that was
+//! live at the event's time. Events are resolved after the mappings of
+//! their time are known (the recorder drains the kernel's records before
+//! each message), so the newer mapping is often already there when the
+//! older one's events arrive.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use lapse_data::{FunctionId, MappingInfo, ModuleId, ModuleInfo, Record, Timestamp};
 use lapse_symbols::ElfModule;
+
+use crate::linux::proc_scan::{parse_maps_line, ProcMapping};
 
 /// One executable mapping of a module into a process.
 #[derive(Clone, Copy, Debug)]
@@ -20,14 +31,112 @@ struct Mapping {
     module: ModuleId,
     /// absolute − bias = module-relative
     bias: u64,
+    /// When it was mapped (as far as lapse knows: a mapping read from
+    /// /proc is dated when it was read). It lasts until a newer mapping
+    /// over the same addresses.
+    from: Timestamp,
 }
+
+impl Mapping {
+    fn overlaps(&self, start: u64, end: u64) -> bool {
+        self.start < end && start < self.end
+    }
+
+    fn holds(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+
+    /// Whether `self` and `other` turn an address into the same function.
+    fn same_code(&self, other: &Mapping) -> bool {
+        (self.module, self.bias) == (other.module, other.bias)
+    }
+}
+
+/// Older mappings kept beyond this many are dropped once they are this
+/// much older than the newest mapping (no event comes that late).
+const SHADOWED_KEEP: usize = 1024;
+const SHADOWED_AGE_NS: u64 = 10_000_000_000;
 
 #[derive(Clone, Default)]
 struct AddressSpace {
-    /// Sorted by start, non-overlapping.
+    /// The newest mapping of each address range: sorted by start,
+    /// non-overlapping.
     maps: Vec<Mapping>,
-    /// absolute function address → id, for this process image.
+    /// Every other mapping: older ones a newer one replaced (a library
+    /// closed, another mapped at its address), and the same mapping
+    /// reported twice. Kept with their times, in no order.
+    shadowed: Vec<Mapping>,
+    /// Bumped whenever a mapping is shadowed (caches of resolved
+    /// addresses may be stale).
+    version: u64,
+    /// absolute function address → id, for addresses only one mapping
+    /// ever held (valid at any time).
     functions: HashMap<u64, FunctionId>,
+}
+
+impl AddressSpace {
+    /// Adds `m`, in whatever order the mappings are reported (the kernel's
+    /// per-CPU rings are read one after the other): the newest mapping of
+    /// each range stays in front, the others are shadowed.
+    fn insert(&mut self, m: Mapping) {
+        let newer_exists = self
+            .maps
+            .iter()
+            .any(|x| x.overlaps(m.start, m.end) && x.from > m.from);
+        if newer_exists {
+            self.shadow(m);
+        } else {
+            let mut i = 0;
+            while i < self.maps.len() {
+                if self.maps[i].overlaps(m.start, m.end) {
+                    let old = self.maps.remove(i);
+                    self.shadow(old);
+                } else {
+                    i += 1;
+                }
+            }
+            let at = self.maps.partition_point(|x| x.start < m.start);
+            self.maps.insert(at, m);
+        }
+        self.functions.retain(|&a, _| a < m.start || a >= m.end);
+    }
+
+    fn shadow(&mut self, m: Mapping) {
+        self.shadowed.push(m);
+        self.version += 1;
+        if self.shadowed.len() > SHADOWED_KEEP {
+            let newest = self.maps.iter().map(|x| x.from).max().unwrap_or_default();
+            self.shadowed
+                .retain(|x| newest.as_nanos().saturating_sub(x.from.as_nanos()) < SHADOWED_AGE_NS);
+        }
+    }
+
+    /// The mapping that held `addr` at `time`: of those that ever held it,
+    /// the newest mapped by then (or, for an event dated before all of
+    /// them, the oldest). Also whether every mapping that held it means the
+    /// same code, so the answer holds at any time and may be cached.
+    fn lookup(&self, addr: u64, time: Timestamp) -> Option<(Mapping, bool)> {
+        let i = self
+            .maps
+            .partition_point(|m| m.start <= addr)
+            .checked_sub(1);
+        let front = i.map(|i| self.maps[i]).filter(|m| m.holds(addr));
+        let mut held = front
+            .into_iter()
+            .chain(self.shadowed.iter().copied().filter(|m| m.holds(addr)));
+        let first = held.next()?;
+        let (mut at_time, mut oldest, mut always) = (None::<Mapping>, first, true);
+        for m in std::iter::once(first).chain(held) {
+            always &= m.same_code(&first);
+            if m.from <= time && at_time.is_none_or(|a| m.from > a.from) {
+                at_time = Some(m);
+            }
+            if m.from < oldest.from {
+                oldest = m;
+            }
+        }
+        Some((at_time.unwrap_or(oldest), always))
+    }
 }
 
 struct ModuleEntry {
@@ -96,18 +205,13 @@ impl AddressBook {
         let mut by_time: Vec<&MappingInfo> = mappings.iter().collect();
         by_time.sort_by_key(|m| m.time);
         for m in by_time {
-            let space = book.spaces.entry((m.pid, 0)).or_default();
-            space.maps.retain(|x| x.end <= m.start || x.start >= m.end);
-            let at = space.maps.partition_point(|x| x.start < m.start);
-            space.maps.insert(
-                at,
-                Mapping {
-                    start: m.start,
-                    end: m.end,
-                    module: m.module,
-                    bias: m.bias,
-                },
-            );
+            book.spaces.entry((m.pid, 0)).or_default().insert(Mapping {
+                start: m.start,
+                end: m.end,
+                module: m.module,
+                bias: m.bias,
+                from: m.time,
+            });
         }
         for (i, &f) in functions.iter().enumerate() {
             book.function_ids.insert(f, FunctionId(i as u32));
@@ -164,19 +268,13 @@ impl AddressBook {
         };
         let end = m.start.saturating_add(m.len);
         let key = (m.pid, self.latest_gen(m.pid));
-        let space = self.spaces.entry(key).or_default();
-        space.maps.retain(|x| x.end <= m.start || x.start >= end);
-        let at = space.maps.partition_point(|x| x.start < m.start);
-        space.maps.insert(
-            at,
-            Mapping {
-                start: m.start,
-                end,
-                module,
-                bias,
-            },
-        );
-        space.functions.retain(|&a, _| a < m.start || a >= end);
+        self.spaces.entry(key).or_default().insert(Mapping {
+            start: m.start,
+            end,
+            module,
+            bias,
+            from: m.time,
+        });
         self.pending.push(Record::Mapping(MappingInfo {
             pid: m.pid,
             module,
@@ -204,11 +302,7 @@ impl AddressBook {
         let key = (child, self.latest_gen(child));
         let space = self.spaces.entry(key).or_default();
         for m in from.maps {
-            if space
-                .maps
-                .iter()
-                .all(|x| x.end <= m.start || x.start >= m.end)
-            {
+            if !space.maps.iter().any(|x| x.overlaps(m.start, m.end)) {
                 let at = space.maps.partition_point(|x| x.start < m.start);
                 space.maps.insert(at, m);
             }
@@ -229,39 +323,54 @@ impl AddressBook {
         execs.partition_point(|&t| t <= time) as u32
     }
 
-    /// The function id for absolute address `addr` in image `gen` of `pid`.
-    pub fn resolve(&mut self, pid: u32, gen: u32, addr: u64, now: Timestamp) -> FunctionId {
+    /// Changes whenever a mapping of image `gen` of `pid` is replaced:
+    /// addresses resolved (and cached) before may now mean something else.
+    pub fn version(&self, pid: u32, gen: u32) -> u64 {
+        self.spaces.get(&(pid, gen)).map_or(0, |s| s.version)
+    }
+
+    /// The function at absolute address `addr` in image `gen` of `pid` at
+    /// `time` (a time on the kernel's clock, as the mappings have), and
+    /// whether the answer holds at any time until [`Self::version`]
+    /// changes (so a caller may cache it by address).
+    pub fn resolve(
+        &mut self,
+        pid: u32,
+        gen: u32,
+        addr: u64,
+        time: Timestamp,
+    ) -> (FunctionId, bool) {
         let key = (pid, gen);
         if let Some(&id) = self.spaces.get(&key).and_then(|s| s.functions.get(&addr)) {
-            return id;
+            return (id, true);
         }
-        let mut hit = self.lookup(key, addr);
+        let mut hit = self.lookup(key, addr, time);
         if hit.is_none() && gen == self.latest_gen(pid) && !self.offline {
-            self.load_proc_maps(pid, now);
-            hit = self.lookup(key, addr);
+            // (dated when read: it says what is mapped now)
+            self.load_proc_maps(pid, crate::linux::clock::monotonic_now());
+            hit = self.lookup(key, addr, time);
         }
-        let (module, rel) = match hit {
-            Some(m) => (m.module, addr.wrapping_sub(m.bias)),
-            None => (self.module("[unknown]", None), addr),
+        let (module, rel, always) = match hit {
+            Some((m, always)) => (m.module, addr.wrapping_sub(m.bias), always),
+            None => (self.module("[unknown]", None), addr, true),
         };
         let next = FunctionId(self.functions.len() as u32);
         let id = *self.function_ids.entry((module, rel)).or_insert(next);
         if id == next {
             self.functions.push((module, rel));
         }
-        self.spaces
-            .entry(key)
-            .or_default()
-            .functions
-            .insert(addr, id);
-        id
+        if always {
+            self.spaces
+                .entry(key)
+                .or_default()
+                .functions
+                .insert(addr, id);
+        }
+        (id, always)
     }
 
-    fn lookup(&self, key: (u32, u32), addr: u64) -> Option<Mapping> {
-        let maps = &self.spaces.get(&key)?.maps;
-        let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
-        let m = maps[i];
-        (addr < m.end).then_some(m)
+    fn lookup(&self, key: (u32, u32), addr: u64, time: Timestamp) -> Option<(Mapping, bool)> {
+        self.spaces.get(&key)?.lookup(addr, time)
     }
 
     /// Reads the executable mappings of a live process from /proc.
@@ -270,12 +379,19 @@ impl AddressBook {
             return;
         };
         for line in text.lines() {
-            if let Some((start, end, pgoff, path)) = parse_maps_line(line) {
+            if let Some(ProcMapping {
+                start,
+                end,
+                offset: pgoff,
+                path,
+            }) = parse_maps_line(line)
+            {
                 let key = (pid, self.latest_gen(pid));
-                if self
-                    .lookup(key, start)
-                    .is_some_and(|m| m.start == start && m.end == end)
-                {
+                if self.lookup(key, start, now).is_some_and(|(m, _)| {
+                    m.start == start
+                        && m.end == end
+                        && self.modules[m.module.0 as usize].path == *path
+                }) {
                     continue;
                 }
                 self.add_mapping(NewMapping {
@@ -283,7 +399,7 @@ impl AddressBook {
                     start,
                     len: end - start,
                     pgoff,
-                    path,
+                    path: &path,
                     build_id: None,
                     time: now,
                 });
@@ -292,37 +408,79 @@ impl AddressBook {
     }
 }
 
-/// `start-end perms offset dev inode path` → executable mappings only.
-fn parse_maps_line(line: &str) -> Option<(u64, u64, u64, &str)> {
-    let mut fields = line.splitn(6, ' ');
-    let range = fields.next()?;
-    let perms = fields.next()?;
-    let offset = fields.next()?;
-    let _dev = fields.next()?;
-    let _inode = fields.next()?;
-    let path = fields.next().unwrap_or("").trim_start();
-    if perms.as_bytes().get(2) != Some(&b'x') {
-        return None;
-    }
-    let (a, b) = range.split_once('-')?;
-    let start = u64::from_str_radix(a, 16).ok()?;
-    let end = u64::from_str_radix(b, 16).ok()?;
-    let pgoff = u64::from_str_radix(offset, 16).ok()?;
-    (end > start).then_some((start, end, pgoff, path))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn map(book: &mut AddressBook, path: &str, start: u64, time: u64) {
+        book.add_mapping(NewMapping {
+            pid: 1,
+            start,
+            len: 0x1000,
+            pgoff: 0,
+            path,
+            build_id: None,
+            time: Timestamp::from_nanos(time),
+        });
+    }
+
+    fn module_at(book: &mut AddressBook, addr: u64, time: u64) -> (String, bool) {
+        let (f, always) = book.resolve(1, 0, addr, Timestamp::from_nanos(time));
+        let module = book.functions()[f.0 as usize].0;
+        (book.modules[module.0 as usize].path.clone(), always)
+    }
+
     #[test]
-    fn maps_lines_keep_executable_ones() {
-        let l = "5581a000-5581b000 r-xp 00001000 08:01 1234   /usr/bin/demo";
+    fn an_address_means_the_mapping_live_at_the_event() {
+        // Offline: never read this process's /proc.
+        let mut book = AddressBook::resume(&[], &[], &[]);
+        map(&mut book, "[a]", 0x1000_0000, 100);
+        assert_eq!(module_at(&mut book, 0x1000_0040, 150), ("[a]".into(), true));
+        let v = book.version(1, 0);
+        // [b] replaces [a] at 200; [a] again at 300.
+        map(&mut book, "[b]", 0x1000_0000, 200);
+        map(&mut book, "[a]", 0x1000_0000, 300);
+        assert_ne!(book.version(1, 0), v, "cached answers are stale");
+        for (t, m) in [(150, "[a]"), (250, "[b]"), (350, "[a]"), (50, "[a]")] {
+            assert_eq!(
+                module_at(&mut book, 0x1000_0040, t),
+                (m.into(), false),
+                "at {t}"
+            );
+        }
+        // An address no mapping ever replaced may still be cached.
+        map(&mut book, "[c]", 0x2000_0000, 100);
+        assert_eq!(module_at(&mut book, 0x2000_0040, 50), ("[c]".into(), true));
+    }
+
+    #[test]
+    fn mappings_reported_late_or_twice_keep_their_times() {
+        let mut book = AddressBook::resume(&[], &[], &[]);
+        // Seen in /proc at 500, reported by perf as mapped at 100: the same
+        // code either way, so the answer may still be cached.
+        map(&mut book, "[a]", 0x1000_0000, 500);
+        map(&mut book, "[a]", 0x1000_0000, 100);
+        assert_eq!(module_at(&mut book, 0x1000_0040, 200), ("[a]".into(), true));
+        // An older mapping reported after a newer one: it lasts until that.
+        map(&mut book, "[z]", 0x1000_0000, 50);
+        assert_eq!(module_at(&mut book, 0x1000_0040, 70), ("[z]".into(), false));
         assert_eq!(
-            parse_maps_line(l),
-            Some((0x5581a000, 0x5581b000, 0x1000, "/usr/bin/demo"))
+            module_at(&mut book, 0x1000_0040, 200),
+            ("[a]".into(), false)
         );
-        assert_eq!(parse_maps_line("1000-2000 rw-p 00000000 00:00 0"), None);
+    }
+
+    #[test]
+    fn mappings_from_two_cpus_read_out_of_order() {
+        // [a]@100, [b]@200, [a]@300, [b]@400 at one address, read as the
+        // rings come: [b]@200, [b]@400 (one CPU), then [a]@100, [a]@300.
+        let mut book = AddressBook::resume(&[], &[], &[]);
+        for (m, t) in [("[b]", 200), ("[b]", 400), ("[a]", 100), ("[a]", 300)] {
+            map(&mut book, m, 0x1000_0000, t);
+        }
+        for (t, m) in [(150, "[a]"), (250, "[b]"), (350, "[a]"), (450, "[b]")] {
+            assert_eq!(module_at(&mut book, 0x1000_0040, t).0, m, "at {t}");
+        }
     }
 
     #[test]
@@ -339,9 +497,9 @@ mod tests {
                 time: Timestamp::from_nanos(0),
             });
         }
-        let a = book.resolve(1, 0, 0x1000_0040, Timestamp::from_nanos(0));
-        let b = book.resolve(2, 0, 0x2000_0040, Timestamp::from_nanos(0));
-        let c = book.resolve(2, 0, 0x2000_0080, Timestamp::from_nanos(0));
+        let a = book.resolve(1, 0, 0x1000_0040, Timestamp::from_nanos(0)).0;
+        let b = book.resolve(2, 0, 0x2000_0040, Timestamp::from_nanos(0)).0;
+        let c = book.resolve(2, 0, 0x2000_0080, Timestamp::from_nanos(0)).0;
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(book.functions()[a.0 as usize].1, 0x40);

@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use lapse_rt::protocol::{arena, RawEvent, BUF_EVENTS, EVENT_LEN};
+use lapse_rt::protocol::{arena, at, RawEvent, BUF_EVENTS, EVENT_LEN};
 
 pub struct Arena {
     ptr: NonNull<u8>,
@@ -89,12 +89,11 @@ impl Arena {
 
     fn event_at(&self, buf: usize, k: usize) -> RawEvent {
         let at = arena::HEAD + buf * arena::BUF_BYTES + k * EVENT_LEN;
-        let stamp = self.u64_at(at + 8).load(Ordering::Relaxed);
-        RawEvent {
-            function: self.u64_at(at).load(Ordering::Relaxed),
-            ticks: stamp >> 1,
-            is_exit: stamp & 1 == 1,
-        }
+        RawEvent::from_words(
+            self.u64_at(at + at::EVENT_FN).load(Ordering::Relaxed),
+            self.u64_at(at + at::EVENT_STAMP).load(Ordering::Relaxed),
+            self.u64_at(at + at::EVENT_SP).load(Ordering::Relaxed),
+        )
     }
 
     /// The first `count` events of buffer `buf` (which its thread handed over).
@@ -102,9 +101,11 @@ impl Arena {
         let (buf, count) = (buf.min(arena::BUFS - 1), count.min(BUF_EVENTS));
         (0..count).map(move |k| {
             // The lines were just written on another core: ask for them well
-            // ahead (16 lines) instead of waiting for each in turn.
-            if k % 4 == 0 && k + 64 < count {
-                self.prefetch(arena::HEAD + buf * arena::BUF_BYTES + (k + 64) * EVENT_LEN);
+            // ahead (64 events) instead of waiting for each in turn, once per
+            // line (the event that starts in a line's first EVENT_LEN bytes).
+            let ahead = (k + 64) * EVENT_LEN;
+            if ahead % 64 < EVENT_LEN && k + 64 < count {
+                self.prefetch(arena::HEAD + buf * arena::BUF_BYTES + ahead);
             }
             self.event_at(buf, k)
         })

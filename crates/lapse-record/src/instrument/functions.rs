@@ -36,7 +36,9 @@ pub fn function_table(
             FunctionInfo {
                 id: FunctionId(i as u32),
                 module,
-                address,
+                // (-pg's mcount knows an address inside its function, not
+                // its start: the symbol says where it starts)
+                address: symbol.map_or(address, |s| s.start),
                 name: symbol.map_or_else(|| format!("{address:#x}"), |s| s.name.clone()),
                 source_file,
                 line,

@@ -35,6 +35,7 @@
 
 mod address;
 mod arena;
+mod assemble;
 mod functions;
 mod ipc;
 mod os;

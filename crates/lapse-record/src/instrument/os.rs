@@ -45,6 +45,9 @@ pub struct ProcessLife {
 #[derive(Default)]
 struct OffCpu {
     since: Option<(u64, bool)>,
+    /// A switch of this thread was seen (so a switch-in without a
+    /// switch-out before it is the thread's first time on a CPU).
+    switched: bool,
     /// Inside a system call since this time.
     in_syscall: Option<u64>,
     done: Vec<OsEvent>,
@@ -300,6 +303,17 @@ impl OsCollector {
                 preempted,
             } => {
                 let oc = self.off_cpu.entry((pid, tid)).or_default();
+                let first = !std::mem::replace(&mut oc.switched, true);
+                // A new thread waits, runnable, from its creation until a
+                // CPU takes it; the kernel reports no switch-out for that
+                // wait, only the first switch-in. (Under load it can be tens
+                // of milliseconds, which were counted as application time.)
+                let created = self.threads.get(&(pid, tid)).and_then(|t| t.start);
+                if !out && first && oc.since.is_none() {
+                    if let Some(start) = created.filter(|s| s.as_nanos() < time) {
+                        oc.since = Some((start.as_nanos(), true));
+                    }
+                }
                 if out {
                     oc.since = Some((time, preempted));
                 } else if let Some((from, pre)) = oc.since.take() {

@@ -17,19 +17,20 @@
 //! gap), and OS events after that moment (no switches were recorded, so that
 //! time is application time).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use lapse_data::codec::EventEncoder;
 use lapse_data::{
     format, DataFile, DataWriter, Footer, ProcessInfo, Record, ThreadInfo, Timestamp,
 };
 use lapse_rt::protocol::{self, Msg};
 
 use super::address::AddressBook;
+use super::assemble::{Assembler, Proc, Sink};
 use super::functions::function_table;
-use super::threads::Threads;
 use crate::linux::clock::TickClock;
 use crate::output_file::PendingFile;
 use crate::RecordError;
@@ -52,25 +53,27 @@ pub struct RecoverOutcome {
     pub lost_events: u64,
 }
 
-/// Merges `<file>.spill` into `file`.
+/// Merges `<file>.spill` into `file`. Streams: the spill is read one
+/// datagram at a time and what the assembler makes of it goes straight to
+/// the new file, so memory stays bounded whatever the spill's size.
 pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
     let spill = spill_path(file);
     let fail = |what: String| RecordError::Recover {
         path: spill.clone(),
         what,
     };
-    let bytes = match read_no_follow(&spill) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(fail("no spill file: nothing to recover".into()))
-        }
-        Err(e) => return Err(fail(e.to_string())),
-    };
     if let Some(pid) = writer_of(&spill) {
         return Err(fail(format!(
             "still being written by process {pid} (the target runs on); recover once it has exited"
         )));
     }
+    let spill_file = match open_no_follow(&spill) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(fail("no spill file: nothing to recover".into()))
+        }
+        Err(e) => return Err(fail(e.to_string())),
+    };
     let data = DataFile::open(file)?;
     let Some(calibration) = data.session.tsc else {
         return Err(fail(format!(
@@ -84,53 +87,112 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
         .iter()
         .map(|f| (f.module, f.address))
         .collect();
-    let mut m = Merge {
-        book: AddressBook::resume(&data.modules, &data.mappings, &functions),
-        threads: Threads::default(),
-        clock,
-        events: BTreeMap::new(),
-        first_index: HashMap::new(),
-        procs: HashMap::new(),
-    };
-    for datagram in datagrams(&bytes) {
-        m.handle(datagram);
-    }
+    let book = AddressBook::resume(&data.modules, &data.mappings, &functions);
     // The new file is written beside the old one (0600, never through a
-    // symlink) and replaces it only when complete.
+    // symlink) and replaces it only when complete: first the old file's
+    // intact part, then what the spill adds.
     let out_err = |source| RecordError::Output {
         path: file.to_owned(),
         source,
     };
     let (mut pending, tmp) = PendingFile::create(file, "recovering").map_err(out_err)?;
-    let outcome = m.write(&data, file, tmp, &spill).map_err(out_err)?;
+    let intact = data
+        .damage
+        .as_ref()
+        .map_or(data.file_len, |d| d.offset)
+        .max(format::FILE_HEADER_LEN as u64);
+    let mut out = BufWriter::with_capacity(1 << 20, tmp);
+    let copied = File::open(file)
+        .and_then(|f| io::copy(&mut f.take(intact), &mut out))
+        .map_err(out_err)?;
+    if copied != intact {
+        return Err(out_err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the data file shrank while being recovered",
+        )));
+    }
+    let writer = DataWriter::new(SkipHeader {
+        inner: out,
+        skip: format::FILE_HEADER_LEN,
+    })
+    .map_err(out_err)?;
+    let mut m = Merge {
+        asm: Assembler::new(book, clock),
+        out: Streamed {
+            w: writer,
+            path: file.to_owned(),
+            events: 0,
+        },
+        first_index: HashMap::new(),
+    };
+    // The processes the file knows said hello before the break: a hello
+    // from one of them in the spill is a new image.
+    for p in &data.processes {
+        m.asm.procs.insert(
+            p.pid,
+            Proc {
+                command: p.command.clone(),
+                ppid: p.ppid,
+                start: p.start,
+                exec_at: None,
+                said_hello: true,
+            },
+        );
+    }
+    let mut datagrams = SpillReader::new(BufReader::with_capacity(1 << 20, spill_file));
+    while let Some(datagram) = datagrams.next().map_err(|e| fail(e.to_string()))? {
+        m.handle(datagram)?;
+    }
+    let outcome = m.finish(&data, file, &spill).map_err(out_err)?;
     pending.commit().map_err(out_err)?;
     let _ = std::fs::remove_file(&spill);
     Ok(outcome)
 }
 
-/// A file's bytes, refusing a symlink at that name (a spill is never one).
-fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
-    use std::io::Read;
+/// Opens a file for reading, refusing a symlink at that name (a spill is
+/// never one).
+fn open_no_follow(path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes)?;
-    Ok(bytes)
+        .open(path)
 }
 
-/// The spill's datagrams (`u32` length, then the datagram); a torn last one is dropped.
-fn datagrams(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut pos = 0usize;
-    std::iter::from_fn(move || {
-        let len = bytes.get(pos..pos + 4)?;
-        let len = u32::from_ne_bytes(len.try_into().ok()?) as usize;
-        let d = bytes.get(pos + 4..pos + 4 + len)?;
-        pos += 4 + len;
-        Some(d)
-    })
+/// The spill's datagrams (`u32` length, then the datagram), one at a time
+/// into a reused buffer. A torn last one, or a length no runtime writes
+/// (the rest cannot be framed), ends it.
+struct SpillReader<R> {
+    r: R,
+    buf: Vec<u8>,
+}
+
+impl<R: Read> SpillReader<R> {
+    fn new(r: R) -> Self {
+        SpillReader { r, buf: Vec::new() }
+    }
+
+    fn next(&mut self) -> io::Result<Option<&[u8]>> {
+        let mut len = [0u8; 4];
+        if !read_all(&mut self.r, &mut len)? {
+            return Ok(None);
+        }
+        let len = u32::from_ne_bytes(len) as usize;
+        if len > protocol::MAX_DATAGRAM {
+            return Ok(None);
+        }
+        self.buf.resize(len, 0);
+        Ok(read_all(&mut self.r, &mut self.buf)?.then_some(&self.buf[..]))
+    }
+}
+
+/// Fills `buf`; false when the input ends first.
+fn read_all(r: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
+    match r.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// A live process holding `path` open, if any.
@@ -140,6 +202,9 @@ fn writer_of(path: &Path) -> Option<u32> {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
+        if pid == std::process::id() {
+            continue;
+        }
         let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
             continue;
         };
@@ -152,128 +217,93 @@ fn writer_of(path: &Path) -> Option<u32> {
     None
 }
 
-#[derive(Default)]
-struct SpillProc {
-    ppid: Option<u32>,
-    start: Option<Timestamp>,
+/// The recovered part of the new file, written as the assembler hands it
+/// out.
+struct Streamed<W: Write> {
+    w: DataWriter<W>,
+    /// The data file (for messages).
+    path: PathBuf,
+    events: u64,
 }
 
+impl<W: Write> Sink for Streamed<W> {
+    fn record(&mut self, record: &Record) -> Result<(), RecordError> {
+        self.w
+            .write_record(record)
+            .map_err(|source| RecordError::Output {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    fn events(&mut self, pid: u32, tid: u32, events: &EventEncoder) -> Result<(), RecordError> {
+        self.events += events.len() as u64;
+        self.w
+            .write_encoded_events(pid, tid, events)
+            .map_err(|source| RecordError::Output {
+                path: self.path.clone(),
+                source,
+            })
+    }
+}
+
+/// The new file's writer: appends to the copy of the intact part.
+type NewFile = SkipHeader<BufWriter<File>>;
+
 struct Merge {
-    book: AddressBook,
-    threads: Threads,
-    clock: TickClock,
-    /// Recovered events per thread, in order.
-    events: BTreeMap<(u32, u32), Vec<lapse_data::Event>>,
+    asm: Assembler,
+    out: Streamed<NewFile>,
     /// Index of each thread's first event in the spill.
     first_index: HashMap<(u32, u32), u64>,
-    /// Processes that started after the recorder ended.
-    procs: HashMap<u32, SpillProc>,
 }
 
 impl Merge {
-    fn handle(&mut self, datagram: &[u8]) {
+    /// One spilled datagram, through the recorder's own assembler.
+    fn handle(&mut self, datagram: &[u8]) -> Result<(), RecordError> {
         let Ok(msg) = Msg::parse(datagram) else {
-            return;
+            return Ok(());
         };
-        let from = msg.from();
-        match msg {
-            Msg::Events { batch, .. } if !batch.discard => {
+        if let Msg::Events { batch, from } = msg {
+            if !batch.discard {
                 self.first_index
                     .entry((from.pid, from.tid))
                     .or_insert(batch.first_index);
-                let encoded = self.threads.add_events(
-                    from.pid,
-                    from.tid,
-                    batch.first_index,
-                    batch.stalled_ticks,
-                    protocol::events(datagram),
-                    &mut self.book,
-                    &self.clock,
-                );
-                self.keep(from.pid, from.tid, encoded);
-            }
-            Msg::Events { .. } => {}
-            Msg::Fork { ticks, .. } => self.threads.fork(from.pid, from.tid, ticks),
-            Msg::Child {
-                fork_ticks, ppid, ..
-            } => {
-                let at = self.clock.to_timestamp(fork_ticks);
-                self.book.fork(ppid, from.pid);
-                self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
-                let p = self.procs.entry(from.pid).or_default();
-                p.ppid = Some(ppid);
-                p.start.get_or_insert(at);
-            }
-            Msg::Exec { .. } => {}
-            // (the runtime writes arena buffers to the spill file as Events)
-            Msg::Arena { .. } | Msg::ShmEvents { .. } => {}
-            Msg::Hello { ticks, ppid, .. } => {
-                let at = self.clock.to_timestamp(ticks);
-                // A new image of a process seen before: its open calls end here.
-                for (tid, batch) in self.threads.exec(from.pid, at) {
-                    self.keep(from.pid, tid, Some(batch));
-                }
-                let p = self.procs.entry(from.pid).or_default();
-                p.ppid.get_or_insert(ppid);
-                p.start.get_or_insert(at);
             }
         }
+        self.asm
+            .message(msg, protocol::events(datagram), &mut self.out)?;
+        Ok(())
     }
 
-    fn keep(&mut self, pid: u32, tid: u32, batch: Option<lapse_data::codec::EventEncoder>) {
-        if let Some(b) = batch {
-            self.events
-                .entry((pid, tid))
-                .or_default()
-                .extend(b.events());
+    /// Writes what the streams still hold, the tables and the footer.
+    fn finish(mut self, data: &DataFile, file: &Path, spill: &Path) -> io::Result<RecoverOutcome> {
+        let as_io = |e: RecordError| io::Error::other(e.to_string());
+        let rest: Vec<_> = self
+            .asm
+            .threads
+            .streams_mut()
+            .filter_map(|s| s.take_batch(true).map(|b| (s.pid, s.tid, b)))
+            .collect();
+        for (pid, tid, b) in rest {
+            self.out.events(pid, tid, &b).map_err(as_io)?;
         }
-    }
-
-    /// Writes the intact part of `file`, then everything recovered, to `tmp`.
-    fn write(
-        mut self,
-        data: &DataFile,
-        file: &Path,
-        tmp: File,
-        spill: &Path,
-    ) -> io::Result<RecoverOutcome> {
-        let keys: Vec<(u32, u32)> = self.threads.streams().map(|s| (s.pid, s.tid)).collect();
-        for (pid, tid) in keys {
-            let rest = self.threads.stream(pid, tid).take_batch(true);
-            self.keep(pid, tid, rest);
-        }
-        let intact = data
-            .damage
-            .first()
-            .map_or(data.file_len, |d| d.offset)
-            .max(format::FILE_HEADER_LEN as u64);
-        let original = std::fs::read(file)?;
-        let mut out = BufWriter::new(tmp);
-        out.write_all(&original[..intact as usize])?;
-        let mut w = DataWriter::new(SkipHeader {
-            inner: out,
-            skip: format::FILE_HEADER_LEN,
-        })?;
-        for r in self.book.take_pending() {
-            w.write_record(&r)?;
-        }
-        let mut recovered = 0u64;
-        let mut last: HashMap<(u32, u32), Timestamp> = HashMap::new();
-        for (&(pid, tid), events) in &self.events {
-            for batch in events.chunks(super::threads::BATCH_EVENTS) {
-                w.write_events(pid, tid, batch)?;
-            }
-            recovered += events.len() as u64;
-            if let Some(e) = events.last() {
-                last.insert((pid, tid), e.ts);
-            }
-        }
-        let new_functions = function_table(&self.book, data.functions.len(), None);
+        self.asm.write_book(&mut self.out).map_err(as_io)?;
+        let recovered = self.out.events;
+        // Each recovered thread's last event.
+        let last: HashMap<(u32, u32), Timestamp> = self
+            .asm
+            .threads
+            .streams()
+            .map(|s| ((s.pid, s.tid), s.last_ts()))
+            .collect();
+        let w = &mut self.out.w;
+        let new_functions = function_table(&self.asm.book, data.functions.len(), None);
         if !new_functions.is_empty() {
             w.write_record(&Record::Functions(new_functions))?;
         }
         let lost = self.lost_events(data);
-        self.write_tables(&mut w, data, &last)?;
+        self.write_tables(data, &last)?;
+        let w = &mut self.out.w;
         let end = last.values().max().copied();
         let mut session = data.session.clone();
         let lost_note = if lost > 0 {
@@ -296,7 +326,7 @@ impl Merge {
             ..old
         }))?;
         w.flush()?;
-        let out = w.into_inner().inner;
+        let out = self.out.w.into_inner().inner;
         out.into_inner()
             .map_err(io::IntoInnerError::into_error)?
             .sync_all()?;
@@ -318,7 +348,7 @@ impl Merge {
         for c in &data.event_chunks {
             *in_file.entry((c.pid, c.tid)).or_default() += u64::from(c.count);
         }
-        let mut lost = self.threads.lost_events;
+        let mut lost = self.asm.threads.lost_events;
         for (key, &first) in &self.first_index {
             // The stream began at index 0, so it counted the first index as lost.
             lost = lost.saturating_sub(first);
@@ -328,9 +358,8 @@ impl Merge {
     }
 
     /// Thread ends (their last event) and the processes that began after the break.
-    fn write_tables<W: Write>(
-        &self,
-        w: &mut DataWriter<W>,
+    fn write_tables(
+        &mut self,
         data: &DataFile,
         last: &HashMap<(u32, u32), Timestamp>,
     ) -> io::Result<()> {
@@ -344,6 +373,7 @@ impl Merge {
                     return info.command.clone();
                 }
                 p = self
+                    .asm
                     .procs
                     .get(&q)
                     .and_then(|s| s.ppid)
@@ -361,8 +391,8 @@ impl Merge {
                 .filter(|(k, _)| k.0 == pid)
                 .map(|(_, &t)| t)
                 .max();
-            let sp = self.procs.get(&pid);
-            w.write_record(&Record::Process(ProcessInfo {
+            let sp = self.asm.procs.get(&pid);
+            self.out.w.write_record(&Record::Process(ProcessInfo {
                 pid,
                 ppid: if known { None } else { sp.and_then(|p| p.ppid) },
                 command: if known { Vec::new() } else { command_of(pid) },
@@ -386,10 +416,10 @@ impl Merge {
             };
             let start = match known {
                 Some(t) => t.start,
-                None if pid == tid => self.procs.get(&pid).and_then(|p| p.start),
+                None if pid == tid => self.asm.procs.get(&pid).and_then(|p| p.start),
                 None => None,
             };
-            w.write_record(&Record::Thread(ThreadInfo {
+            self.out.w.write_record(&Record::Thread(ThreadInfo {
                 pid,
                 tid,
                 name,
@@ -427,17 +457,42 @@ impl<W: Write> Write for SkipHeader<W> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn spill_datagrams_are_split_and_a_torn_tail_dropped() {
+    fn frames(parts: &[&[u8]]) -> Vec<u8> {
         let mut b = Vec::new();
-        for d in [&b"abc"[..], b"de"] {
+        for d in parts {
             b.extend_from_slice(&(d.len() as u32).to_ne_bytes());
             b.extend_from_slice(d);
         }
+        b
+    }
+
+    fn read(bytes: Vec<u8>) -> Vec<Vec<u8>> {
+        let mut r = SpillReader::new(std::io::Cursor::new(bytes));
+        let mut got = Vec::new();
+        while let Some(d) = r.next().unwrap() {
+            got.push(d.to_vec());
+        }
+        got
+    }
+
+    #[test]
+    fn spill_datagrams_are_split_and_a_torn_tail_dropped() {
+        let mut b = frames(&[b"abc", b"de"]);
         b.extend_from_slice(&9u32.to_ne_bytes());
         b.extend_from_slice(b"xy");
-        let got: Vec<&[u8]> = datagrams(&b).collect();
-        assert_eq!(got, vec![&b"abc"[..], b"de"]);
+        assert_eq!(read(b), [b"abc".to_vec(), b"de".to_vec()]);
+        // a torn length
+        let mut b = frames(&[b"abc"]);
+        b.extend_from_slice(&[1, 0]);
+        assert_eq!(read(b), [b"abc".to_vec()]);
+    }
+
+    #[test]
+    fn a_length_no_runtime_writes_ends_the_spill_without_allocating_it() {
+        let mut b = frames(&[b"abc"]);
+        b.extend_from_slice(&u32::MAX.to_ne_bytes());
+        b.extend_from_slice(&[0; 64]);
+        assert_eq!(read(b), [b"abc".to_vec()]);
     }
 
     #[test]

@@ -9,15 +9,19 @@ use lapse_rt::protocol::{self, Batch, Msg, Sender, MAX_DATAGRAM};
 
 use super::address::AddressBook;
 use super::arena::Arena;
+use super::assemble::{Assembler, Proc, Took};
 use super::ipc::{wait_readable, Conn, Listener, Recv};
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
 use super::session_dir::SessionDir;
-use super::threads::Threads;
 use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
-use crate::{RecordError, RecordOptions, RecordOutcome};
+use crate::linux::proc_scan::{hostname, read_cmdline};
+use crate::{OsEventSource, RecordError, RecordOptions, RecordOutcome};
 
+/// A probe-cost calibration whose trials spread wider than this (90th over
+/// 10th percentile, in percent) ran on a machine too busy to trust it.
+const UNRELIABLE_SPREAD_PCT: u32 = 400;
 /// How long to wait for the runtime's first hello before writing the header anyway.
 const HELLO_WAIT: Duration = Duration::from_millis(500);
 /// After the target exited, how long descendants may keep the session open silently.
@@ -31,26 +35,15 @@ const ARENA_GRACE: Duration = Duration::from_millis(200);
 /// Datagrams read from one connection before looking at the others.
 const READ_BURST: usize = 256;
 
-#[derive(Default)]
-pub(super) struct Proc {
-    pub(super) command: Vec<String>,
-    pub(super) ppid: Option<u32>,
-    pub(super) start: Option<Timestamp>,
-    pub(super) exec_at: Option<Timestamp>,
-    pub(super) said_hello: bool,
-}
-
+/// The recorder's side of a recording: sockets, perf rings and the loop
+/// around the [`Assembler`], which turns what arrives into records.
 pub(super) struct Session {
     pub(super) out: Output,
-    pub(super) book: AddressBook,
-    pub(super) threads: Threads,
+    pub(super) asm: Assembler,
     pub(super) os: OsCollector,
-    pub(super) clock: TickClock,
     pub(super) listener: Listener,
     pub(super) conns: Vec<(Conn, bool)>,
     pub(super) buf: Vec<u8>,
-    pub(super) procs: HashMap<u32, Proc>,
-    pub(super) probe_cost_ns: Option<f64>,
     pub(super) last_data: Instant,
     pub(super) bad_datagrams: u64,
     pub(super) root: u32,
@@ -62,6 +55,8 @@ pub(super) struct Session {
     pub(super) announced: HashSet<(u32, u32)>,
     /// Shared arenas by (connection id, pid).
     pub(super) arenas: HashMap<(u64, u32), Arena>,
+    /// Counts the functions named at the end, for a progress display.
+    pub(super) progress: Option<std::sync::Arc<crate::SymbolProgress>>,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -107,13 +102,16 @@ pub fn record(
         // The runtime takes itself and its variables out of what children get.
         env.push((protocol::ENV_NO_INHERIT.to_owned(), "1".to_owned()));
     }
+    if !opts.libcalls {
+        env.push((protocol::ENV_NO_LIBCALLS.to_owned(), "1".to_owned()));
+    }
     let mut child =
         launch::spawn_held(program, argv, &env).map_err(|source| RecordError::Spawn {
             command: argv.join(" "),
             source,
         })?;
-    let faults = opts.os_events.iter().any(|e| e == "fault");
-    let syscalls = opts.os_events.iter().any(|e| e == "syscall");
+    let faults = opts.os_events.contains(&OsEventSource::Fault);
+    let syscalls = opts.os_events.contains(&OsEventSource::Syscall);
     let os = match OsCollector::open(child.pid, faults, syscalls, opts.inherit) {
         Ok(os) => os,
         Err(e) => {
@@ -125,15 +123,11 @@ pub fn record(
     launch::catch_termination_signals();
     let mut s = Session {
         out,
-        book: AddressBook::default(),
-        threads: Threads::default(),
+        asm: Assembler::new(AddressBook::default(), clock),
         os,
-        clock,
         listener,
         conns: Vec::new(),
         buf: Vec::new(),
-        procs: HashMap::new(),
-        probe_cost_ns: None,
         last_data: Instant::now(),
         bad_datagrams: 0,
         root: child.pid as u32,
@@ -143,10 +137,11 @@ pub fn record(
         announced_functions: 0,
         announced: HashSet::new(),
         arenas: HashMap::new(),
+        progress: opts.symbol_progress.clone(),
     };
     let start = clock::monotonic_now();
     let start_unix_ns = clock::realtime_unix_ns();
-    s.procs.insert(
+    s.asm.procs.insert(
         s.root,
         Proc {
             command: argv.to_vec(),
@@ -165,6 +160,21 @@ pub fn record(
     run
 }
 
+/// Where a recording is.
+#[derive(Clone, Copy)]
+enum Phase {
+    /// Until the first runtime says hello (its probe cost goes into the
+    /// header), at most HELLO_WAIT or until the target exits.
+    AwaitHello { deadline: Instant },
+    /// The header is written; the target runs.
+    Running,
+    /// The target exited at `since`; descendants may still send (LINGER).
+    Lingering { since: Instant },
+    /// Whatever is still queued, left in arenas or in the kernel's rings is
+    /// taken; then the tables and the footer.
+    Draining,
+}
+
 impl Session {
     fn run(
         &mut self,
@@ -175,36 +185,136 @@ impl Session {
         faults: bool,
     ) -> Result<RecordOutcome, RecordError> {
         let mut exit_status = None;
-        // The header carries the probe cost the runtime measures at start-up.
-        let hello_deadline = Instant::now() + HELLO_WAIT;
-        while self.probe_cost_ns.is_none()
-            && Instant::now() < hello_deadline
-            && exit_status.is_none()
+        let mut phase = Phase::AwaitHello {
+            deadline: Instant::now() + HELLO_WAIT,
+        };
+        loop {
+            phase = match phase {
+                Phase::AwaitHello { deadline } => {
+                    let exited = exit_status.is_some();
+                    if self.asm.probe_cost_ns.is_some() || Instant::now() >= deadline || exited {
+                        // A target that ended this fast may still have its
+                        // hello queued: read up to it.
+                        if self.asm.probe_cost_ns.is_none() && exited {
+                            self.accept()?;
+                            for i in 0..self.conns.len() {
+                                while self.asm.probe_cost_ns.is_none() && self.read_conn(i, 1)? {}
+                            }
+                        }
+                        self.write_header(opts, start, start_unix_ns, faults)?;
+                        match exited {
+                            true => Phase::Lingering {
+                                since: Instant::now(),
+                            },
+                            false => Phase::Running,
+                        }
+                    } else {
+                        self.accept()?;
+                        let first = self.conns.first().map(|c| c.0.raw_fd());
+                        let got = first.is_some() && self.read_conn(0, 1)?;
+                        if !got {
+                            let fds: Vec<i32> =
+                                first.into_iter().chain([self.listener.raw_fd()]).collect();
+                            wait_readable(&fds, 5);
+                        }
+                        exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
+                        phase
+                    }
+                }
+                Phase::Running | Phase::Lingering { .. } => {
+                    let lingering = matches!(phase, Phase::Lingering { .. });
+                    if launch::forward_pending_signal(child.pid) && lingering {
+                        // interrupted while descendants linger: finish the file now
+                        phase = Phase::Draining;
+                        continue;
+                    }
+                    let busy = self.pump()?;
+                    if exit_status.is_none() {
+                        exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
+                    }
+                    let next = match phase {
+                        Phase::Running if exit_status.is_some() => Phase::Lingering {
+                            since: Instant::now(),
+                        },
+                        Phase::Lingering { since } if self.lingered(since)? => Phase::Draining,
+                        other => other,
+                    };
+                    if !busy && !matches!(next, Phase::Draining) {
+                        let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
+                        fds.push(self.listener.raw_fd());
+                        fds.extend(self.os.wake_fds());
+                        wait_readable(&fds, 20);
+                    }
+                    next
+                }
+                Phase::Draining => {
+                    // Whatever is still queued on open connections, then
+                    // what processes that died left in their arenas.
+                    for i in 0..self.conns.len() {
+                        self.read_conn(i, usize::MAX)?;
+                    }
+                    self.salvage(|_| true)?;
+                    self.poll_os(true)?;
+                    self.flush_periodic(true)?;
+                    return self.finish(exit_status);
+                }
+            };
+        }
+    }
+
+    /// One round of the running loop: new connections, up to a burst of
+    /// datagrams from each, the kernel's records, the periodic flush. True
+    /// if any datagram came.
+    fn pump(&mut self) -> Result<bool, RecordError> {
+        self.accept()?;
+        let mut busy = false;
+        for i in 0..self.conns.len() {
+            busy |= self.read_conn(i, READ_BURST)?;
+        }
+        self.conns.retain(|c| !c.1);
+        self.poll_os(false)?;
+        self.flush_periodic(false)?;
+        Ok(busy)
+    }
+
+    /// After the target exited at `since`: true once nothing is connected,
+    /// or descendants have been silent (and the target gone) for LINGER.
+    fn lingered(&mut self, since: Instant) -> Result<bool, RecordError> {
+        if self.conns.is_empty() || (self.last_data.elapsed() > LINGER && since.elapsed() > LINGER)
         {
             self.accept()?;
-            let first = self.conns.first().map(|c| c.0.raw_fd());
-            let got = first.is_some() && self.read_conn(0, 1)?;
-            if !got {
-                let fds: Vec<i32> = first.into_iter().chain([self.listener.raw_fd()]).collect();
-                wait_readable(&fds, 5);
-            }
-            exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
+            return Ok(self.conns.is_empty() || since.elapsed() > LINGER);
         }
-        // A target that ended this fast may still have its hello (with the
-        // probe cost the header needs) queued: read up to it.
-        if self.probe_cost_ns.is_none() && exit_status.is_some() {
-            self.accept()?;
-            for i in 0..self.conns.len() {
-                while self.probe_cost_ns.is_none() && self.read_conn(i, 1)? {}
-            }
-        }
-        let mut os_events = vec!["switch".to_owned()];
+        Ok(false)
+    }
+
+    /// The session header: written once the first runtime said hello (its
+    /// probe cost) or the wait for it ended.
+    fn write_header(
+        &mut self,
+        opts: &RecordOptions,
+        start: Timestamp,
+        start_unix_ns: u64,
+        faults: bool,
+    ) -> Result<(), RecordError> {
+        let mut os_events = vec![OsEventSource::Switch.name().to_owned()];
         if faults {
-            os_events.push("fault".to_owned());
+            os_events.push(OsEventSource::Fault.name().to_owned());
         }
         let mut notes = Vec::new();
+        if self.asm.probe_spread_pct > 0 {
+            notes.push(format!(
+                "probe cost: the 10th percentile of 301 short trials at start-up (their 90th percentile: {:.2}x that)",
+                f64::from(self.asm.probe_spread_pct) / 100.0
+            ));
+            if self.asm.probe_spread_pct > UNRELIABLE_SPREAD_PCT {
+                let why = "the machine was very busy while lapse measured its probe cost at start-up, so probe-cost compensation may be off (lapse report --no-compensation shows raw times)";
+                eprintln!("lapse: warning: {why}");
+                notes.push(format!("warning: {why}"));
+            }
+        }
         if self.os.has_syscalls() {
-            os_events.push("syscall".to_owned());
+            os_events.push(OsEventSource::Syscall.name().to_owned());
         }
         if let Some(why) = &self.os.syscalls_refused {
             // One line now (the run goes on), and the same in the header.
@@ -223,64 +333,18 @@ impl Session {
             clock: "monotonic".into(),
             host: hostname(),
             method: Method::Instrumentation,
-            probe_cost_ns: self.probe_cost_ns.unwrap_or(0.0),
+            probe_cost_ns: self.asm.probe_cost_ns.unwrap_or(0.0),
             os_events,
             sample_event: None,
             sample_period: None,
             sample_period_is_time: false,
             lapse_version: env!("CARGO_PKG_VERSION").into(),
             notes,
-            tsc: Some(self.clock.calibration()),
+            tsc: Some(self.asm.clock.calibration()),
         };
         self.out.record(&Record::Session(header.clone()))?;
         self.header = Some(header);
-        // The datagram read above (if any) was handled; go on until the end.
-        // The target may have finished while we waited for its hello.
-        let mut exited_at: Option<Instant> = exit_status.map(|_| Instant::now());
-        loop {
-            if launch::forward_pending_signal(child.pid) && exited_at.is_some() {
-                break; // interrupted while descendants linger: finish the file now
-            }
-            self.accept()?;
-            let mut busy = false;
-            for i in 0..self.conns.len() {
-                busy |= self.read_conn(i, READ_BURST)?;
-            }
-            self.conns.retain(|c| !c.1);
-            self.poll_os(false)?;
-            self.flush_periodic(false)?;
-            if exit_status.is_none() {
-                exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
-                if exit_status.is_some() {
-                    exited_at = Some(Instant::now());
-                }
-            }
-            if let Some(t) = exited_at {
-                if self.conns.is_empty()
-                    || (self.last_data.elapsed() > LINGER && t.elapsed() > LINGER)
-                {
-                    self.accept()?;
-                    if self.conns.is_empty() || t.elapsed() > LINGER {
-                        break;
-                    }
-                }
-            }
-            if !busy {
-                let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
-                fds.push(self.listener.raw_fd());
-                fds.extend(self.os.wake_fds());
-                wait_readable(&fds, 20);
-            }
-        }
-        // Whatever is still queued on open connections, then what processes
-        // that died left in their arenas.
-        for i in 0..self.conns.len() {
-            self.read_conn(i, usize::MAX)?;
-        }
-        self.salvage(|_| true)?;
-        self.poll_os(true)?;
-        self.flush_periodic(true)?;
-        self.finish(exit_status)
+        Ok(())
     }
 
     fn accept(&mut self) -> Result<(), RecordError> {
@@ -354,22 +418,8 @@ impl Session {
         }
         // Mappings and execs the kernel reported must be known before the
         // addresses in this datagram are looked up.
-        self.os.drain(&mut self.book);
+        self.os.drain(&mut self.asm.book);
         match msg {
-            Msg::Hello {
-                probe_cost_x1024,
-                ticks,
-                ppid,
-                ..
-            } => {
-                let at = self.clock.to_timestamp(ticks);
-                self.hello(conn, from.pid, probe_cost_x1024, ppid, at)?
-            }
-            Msg::Events { batch, .. } => {
-                if !batch.discard {
-                    self.add_events(from, &batch, protocol::events(datagram))?;
-                }
-            }
             Msg::Arena {
                 bytes,
                 bufs,
@@ -390,11 +440,7 @@ impl Session {
                 let id = self.conns[conn].0.id;
                 if let Some(arena) = self.arenas.remove(&(id, from.pid)) {
                     let (buf, count) = (buf as usize, batch.count as usize);
-                    let r = if !batch.discard {
-                        self.add_events(from, &batch, arena.events(buf, count))
-                    } else {
-                        Ok(())
-                    };
+                    let r = self.add_events(from, &batch, arena.events(buf, count));
                     arena.release(buf);
                     self.arenas.insert((id, from.pid), arena);
                     r?;
@@ -402,38 +448,29 @@ impl Session {
                     self.bad_datagrams += 1;
                 }
             }
-            Msg::Fork { ticks, .. } => self.threads.fork(from.pid, from.tid, ticks),
-            Msg::Child {
-                fork_ticks, ppid, ..
-            } => {
-                let at = self.clock.to_timestamp(fork_ticks);
-                self.book.fork(ppid, from.pid);
-                self.threads
-                    .set_gen(from.pid, self.book.gen_at(from.pid, at));
-                self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
-                let p = self.procs.entry(from.pid).or_default();
-                p.ppid = Some(ppid);
-                p.start.get_or_insert(at);
-                p.said_hello = true;
-                let parent_cmd = self
-                    .procs
-                    .get(&ppid)
-                    .map(|p| p.command.clone())
-                    .unwrap_or_default();
-                let p = self.procs.entry(from.pid).or_default();
-                if p.command.is_empty() {
-                    p.command = parent_cmd;
+            _ => {
+                let hello = matches!(msg, Msg::Hello { .. });
+                if hello && self.asm.is_exec(from.pid) {
+                    // The old image's last datagrams are on its own (now
+                    // closed) connection: take them before its calls close.
+                    for j in 0..self.conns.len() {
+                        if j != conn && self.conns[j].0.pids.contains(&from.pid) {
+                            self.read_conn(j, usize::MAX)?;
+                        }
+                    }
+                }
+                let took = self
+                    .asm
+                    .message(msg, protocol::events(datagram), &mut self.out)?;
+                if let Took::ThreadEnded { pid, tid, at } = took {
+                    self.os.threads.entry((pid, tid)).or_default().end = Some(at);
+                }
+                if hello {
+                    if let Some(cmd) = read_cmdline(from.pid) {
+                        self.asm.procs.entry(from.pid).or_default().command = cmd;
+                    }
                 }
                 self.note_pid(conn, from.pid);
-            }
-            Msg::Exec { ticks, .. } => {
-                let at = self.clock.to_timestamp(ticks);
-                self.procs.entry(from.pid).or_default().exec_at = Some(at);
-                if from.tid != from.pid {
-                    // exec from another thread: it goes on as the main
-                    // thread (pid/pid); under its own tid it ends here
-                    self.os.threads.entry((from.pid, from.tid)).or_default().end = Some(at);
-                }
             }
         }
         Ok(())
@@ -446,20 +483,7 @@ impl Session {
         batch: &Batch,
         events: impl Iterator<Item = protocol::RawEvent>,
     ) -> Result<(), RecordError> {
-        let encoded = self.threads.add_events(
-            from.pid,
-            from.tid,
-            batch.first_index,
-            batch.stalled_ticks,
-            events,
-            &mut self.book,
-            &self.clock,
-        );
-        self.write_book()?;
-        if let Some(b) = encoded {
-            self.out.events(from.pid, from.tid, &b)?;
-        }
-        Ok(())
+        self.asm.events(from, batch, events, &mut self.out)
     }
 
     /// Takes the events in arena buffers their threads never handed over
@@ -482,7 +506,7 @@ impl Session {
                     count: s.events.len() as u32,
                     discard: false,
                 };
-                self.os.drain(&mut self.book);
+                self.os.drain(&mut self.asm.book);
                 self.add_events(from, &batch, s.events.into_iter())?;
             }
         }
@@ -530,63 +554,14 @@ impl Session {
         }
     }
 
-    /// A process image starts: a new process, or `pid` after an exec.
-    fn hello(
-        &mut self,
-        conn: usize,
-        pid: u32,
-        probe_cost_x1024: u64,
-        ppid: u32,
-        at: Timestamp,
-    ) -> Result<(), RecordError> {
-        if self.probe_cost_ns.is_none() && probe_cost_x1024 > 0 {
-            self.probe_cost_ns = Some(self.clock.ticks_to_ns(probe_cost_x1024 as f64 / 1024.0));
-        }
-        let exec = self.procs.get(&pid).is_some_and(|p| p.said_hello);
-        if exec {
-            // The old image's last datagrams are on its own (now closed)
-            // connection: take them before closing its calls.
-            for j in 0..self.conns.len() {
-                if j != conn && self.conns[j].0.pids.contains(&pid) {
-                    self.read_conn(j, usize::MAX)?;
-                }
-            }
-            let end = self.procs.get(&pid).and_then(|p| p.exec_at).unwrap_or(at);
-            for (tid, batch) in self.threads.exec(pid, end) {
-                self.out.events(pid, tid, &batch)?;
-            }
-        }
-        // (the kernel's exec record already started a new mapping generation)
-        self.threads.set_gen(pid, self.book.gen_at(pid, at));
-        let p = self.procs.entry(pid).or_default();
-        p.said_hello = true;
-        p.exec_at = None;
-        p.start.get_or_insert(at);
-        if p.ppid.is_none() {
-            p.ppid = Some(ppid);
-        }
-        if let Some(cmd) = read_cmdline(pid) {
-            p.command = cmd;
-        }
-        self.note_pid(conn, pid);
-        Ok(())
-    }
-
-    fn write_book(&mut self) -> Result<(), RecordError> {
-        for r in self.book.take_pending() {
-            self.out.record(&r)?;
-        }
-        Ok(())
-    }
-
     fn poll_os(&mut self, all: bool) -> Result<(), RecordError> {
         let upto = if all {
             u64::MAX
         } else {
             clock::monotonic_now().as_nanos()
         };
-        self.os.poll(upto, &mut self.book);
-        self.write_book()
+        self.os.poll(upto, &mut self.asm.book);
+        self.asm.write_book(&mut self.out)
     }
 
     /// Every 100 ms (or at the end): partial batches and OS events go out and
@@ -596,6 +571,7 @@ impl Session {
             return Ok(());
         }
         let batches: Vec<_> = self
+            .asm
             .threads
             .streams_mut()
             .filter_map(|s| s.take_batch(true).map(|b| (s.pid, s.tid, b)))
@@ -605,12 +581,13 @@ impl Session {
         }
         // OS events of threads with a timeline wait until the cuts before them are known.
         for block in self.os.take_blocks(force) {
-            match self.threads.get_mut(block.pid, block.tid) {
+            match self.asm.threads.get_mut(block.pid, block.tid) {
                 Some(s) => s.stalls.add_os(block.events),
                 None => self.out.record(&Record::OsEvents(block))?,
             }
         }
         let released: Vec<OsEventBlock> = self
+            .asm
             .threads
             .streams_mut()
             .map(|s| OsEventBlock {
@@ -632,20 +609,4 @@ impl Session {
         }
         self.out.flush(true)
     }
-}
-
-fn read_cmdline(pid: u32) -> Option<Vec<String>> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<String> = raw
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    (!args.is_empty()).then_some(args)
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_default()
 }

@@ -2,12 +2,19 @@
 //! addresses become function ids, and each thread's call stack is followed
 //! so that a fork child can start with the stack it inherited and an exec can
 //! close the calls the old image left open.
+//!
+//! Dead frames: every event says where its frame is on the stack (`sp`).
+//! A call still open whose `sp` lies at or below that of a new entry is
+//! gone (a longjmp, an exception through code without exit probes), and so
+//! is one below the target of an unwind marker (the runtime's longjmp and
+//! catch wrappers): the stream gets an [`EventKind::Unwind`] for it then,
+//! so the analysis closes it there, not when an outer function returns.
 
 use std::collections::HashMap;
 
 use lapse_data::codec::EventEncoder;
 use lapse_data::{EventKind, FunctionId, OsEvent, Timestamp};
-use lapse_rt::protocol::{RawEvent, HOLE_FN};
+use lapse_rt::protocol::{RawEvent, HOLE_FN, MARK_LIMIT, MARK_UNTRACED, MARK_UNWIND};
 
 use super::address::AddressBook;
 use super::stalls::StallTimeline;
@@ -19,12 +26,20 @@ pub const BATCH_EVENTS: usize = 16384;
 const MAX_TRACKED_DEPTH: usize = 1 << 16;
 const CACHE_SLOTS: usize = 512;
 
+/// An open call as the recorder follows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenCall {
+    pub function: FunctionId,
+    /// Where its frame is on the stack (the runtime's `sp`).
+    pub sp: u64,
+}
+
 pub struct ThreadStream {
     pub pid: u32,
     pub tid: u32,
     /// Events not written yet, already encoded as the file holds them.
     pending: EventEncoder,
-    stack: Vec<FunctionId>,
+    stack: Vec<OpenCall>,
     /// Index of the next event the runtime will send for this thread.
     next_index: u64,
     last_ts: Timestamp,
@@ -36,14 +51,18 @@ pub struct ThreadStream {
 /// not the hash maps. One per process, not per thread, so that thousands of
 /// threads cost the recorder little (8 KiB each would be 40 MB for 5,000).
 struct FnCache {
+    /// The image and the version of its mappings the slots were filled
+    /// from (see [`AddressBook::version`]).
     gen: u32,
+    version: u64,
     slots: Box<[(u64, FunctionId); CACHE_SLOTS]>,
 }
 
 impl FnCache {
-    fn new(gen: u32) -> FnCache {
+    fn new(gen: u32, version: u64) -> FnCache {
         FnCache {
             gen,
+            version,
             slots: Box::new([(u64::MAX, FunctionId(0)); CACHE_SLOTS]),
         }
     }
@@ -67,7 +86,7 @@ impl ThreadStream {
     }
 
     #[inline]
-    fn push(&mut self, ts: Timestamp, kind: EventKind, function: FunctionId) {
+    fn push(&mut self, ts: Timestamp, kind: EventKind, call: OpenCall) {
         let mut last_ts = self.last_ts;
         append(
             &mut last_ts,
@@ -75,7 +94,7 @@ impl ThreadStream {
             &mut self.pending,
             ts,
             kind,
-            function,
+            call,
         );
         self.last_ts = last_ts;
     }
@@ -102,44 +121,80 @@ impl ThreadStream {
     }
 }
 
+/// Events appended to a stream (the calls it closes count too).
+type Added = u64;
+
 /// Appends one event to a thread's stream (parts passed apart, so the
-/// recorder's hot loop can keep them in locals).
+/// recorder's hot loop can keep them in locals); an entry first closes the
+/// calls it proves gone. Returns the events appended.
 #[inline(always)]
 fn append(
     last_ts: &mut Timestamp,
-    stack: &mut Vec<FunctionId>,
+    stack: &mut Vec<OpenCall>,
     pending: &mut EventEncoder,
     ts: Timestamp,
     kind: EventKind,
-    function: FunctionId,
-) {
+    call: OpenCall,
+) -> Added {
     // Ticks can step back by a few ns across CPUs: keep the stream ordered.
     let ts = ts.max(*last_ts);
     *last_ts = ts;
-    follow_stack(stack, kind, function);
-    pending.push(ts, kind, function);
-}
-
-/// Keeps a thread's call stack in step with its events (for fork and exec).
-#[inline(always)]
-fn follow_stack(stack: &mut Vec<FunctionId>, kind: EventKind, function: FunctionId) {
+    let mut added = 1;
     match kind {
         EventKind::Enter => {
+            // A frame at or below this one's place on the stack is gone.
+            while let Some(&top) = stack.last() {
+                if top.sp > call.sp {
+                    break;
+                }
+                stack.pop();
+                pending.push(ts, EventKind::Unwind, top.function);
+                added += 1;
+            }
             if stack.len() < MAX_TRACKED_DEPTH {
-                stack.push(function);
+                stack.push(call);
             }
         }
         EventKind::Exit => match stack.last() {
-            Some(&top) if top == function => {
+            Some(top) if top.function == call.function => {
                 stack.pop();
             }
             _ => {
-                if let Some(at) = stack.iter().rposition(|&f| f == function) {
+                if let Some(at) = stack.iter().rposition(|f| f.function == call.function) {
                     stack.truncate(at);
                 }
             }
         },
+        EventKind::Unwind => {
+            if let Some(at) = stack.iter().rposition(|f| f.function == call.function) {
+                stack.truncate(at);
+            }
+        }
     }
+    pending.push(ts, kind, call.function);
+    added
+}
+
+/// An unwind marker: every open call whose frame lies below `floor` is gone.
+fn unwind_below(
+    last_ts: &mut Timestamp,
+    stack: &mut Vec<OpenCall>,
+    pending: &mut EventEncoder,
+    ts: Timestamp,
+    floor: u64,
+) -> Added {
+    let ts = ts.max(*last_ts);
+    *last_ts = ts;
+    let mut added = 0;
+    while let Some(&top) = stack.last() {
+        if top.sp >= floor {
+            break;
+        }
+        stack.pop();
+        pending.push(ts, EventKind::Unwind, top.function);
+        added += 1;
+    }
+    added
 }
 
 /// What is kept of a thread whose stream was let go (it ended long ago).
@@ -158,7 +213,7 @@ pub struct Threads {
     /// Ended threads whose streams were dropped to keep memory bounded.
     pub retired: HashMap<(u32, u32), Retired>,
     /// (parent pid, fork ticks) → the forking thread's stack then.
-    fork_stacks: HashMap<(u32, u64), Vec<FunctionId>>,
+    fork_stacks: HashMap<(u32, u64), Vec<OpenCall>>,
     /// pid → image generation its events resolve in (see AddressBook).
     gens: HashMap<u32, u32>,
     /// pid → its address cache.
@@ -166,6 +221,8 @@ pub struct Threads {
     /// Events the runtime's indices say never arrived.
     pub lost_events: u64,
     pub events: u64,
+    /// Threads that stopped installing return trampolines (too deep).
+    pub untraced_threads: u64,
 }
 
 impl Threads {
@@ -238,9 +295,13 @@ impl Threads {
         clock: &TickClock,
     ) -> Option<EventEncoder> {
         let gen = self.gens.get(&pid).copied().unwrap_or(0);
-        let cache = self.caches.entry(pid).or_insert_with(|| FnCache::new(gen));
-        if cache.gen != gen {
-            *cache = FnCache::new(gen);
+        let version = book.version(pid, gen);
+        let cache = self
+            .caches
+            .entry(pid)
+            .or_insert_with(|| FnCache::new(gen, version));
+        if (cache.gen, cache.version) != (gen, version) {
+            *cache = FnCache::new(gen, version);
         }
         let s = self
             .streams
@@ -276,11 +337,30 @@ impl Threads {
         let mut last_ts = s.last_ts;
         let mut last_real = Timestamp::default();
         let mut added = 0u64;
+        let mut appended = 0u64;
+        let mut untraced = 0u64;
+        let mut version = cache.version;
         let (cache, stack, pending) = (&mut *cache.slots, &mut s.stack, &mut s.pending);
-        let mut step = |e: RawEvent| {
-            if e.function == HOLE_FN {
-                holes += 1;
-                return;
+        // One plain loop over the events with its state in locals (a
+        // closure called per event kept reloading it from memory).
+        for e in std::iter::once(first).chain(raw) {
+            if e.function < MARK_LIMIT {
+                match e.function {
+                    HOLE_FN => holes += 1,
+                    MARK_UNWIND => {
+                        let real = seg.to_timestamp(e.ticks);
+                        last_real = real;
+                        let ts = Timestamp::from_nanos(real.as_nanos().saturating_sub(offset));
+                        appended += unwind_below(&mut last_ts, stack, pending, ts, e.sp);
+                        added += 1;
+                    }
+                    MARK_UNTRACED => {
+                        untraced += 1;
+                        added += 1;
+                    }
+                    _ => added += 1, // (a marker this recorder does not know)
+                }
+                continue;
             }
             let real = seg.to_timestamp(e.ticks);
             last_real = real;
@@ -288,8 +368,17 @@ impl Threads {
             let f = if cache[slot].0 == e.function {
                 cache[slot].1
             } else {
-                let f = book.resolve(pid, gen, e.function, last_ts);
-                cache[slot] = (e.function, f);
+                // (resolved at the event's own time: mappings have lifetimes)
+                let (f, always) = book.resolve(pid, gen, e.function, real);
+                let now = book.version(pid, gen);
+                if now != version {
+                    // (a mapping read from /proc replaced one)
+                    cache.fill((u64::MAX, FunctionId(0)));
+                    version = now;
+                }
+                if always {
+                    cache[slot] = (e.function, f);
+                }
                 f
             };
             let kind = if e.is_exit {
@@ -298,17 +387,23 @@ impl Threads {
                 EventKind::Enter
             };
             let ts = Timestamp::from_nanos(real.as_nanos().saturating_sub(offset));
-            append(&mut last_ts, stack, pending, ts, kind, f);
+            let call = OpenCall {
+                function: f,
+                sp: e.sp,
+            };
+            appended += append(&mut last_ts, stack, pending, ts, kind, call);
             added += 1;
-        };
-        step(first);
-        raw.for_each(&mut step);
+        }
+        if let Some(c) = self.caches.get_mut(&pid) {
+            c.version = version;
+        }
         s.last_ts = last_ts;
         s.next_index += added + holes;
         s.stalls.seen_until(last_real);
         let batch = s.take_batch(false);
         self.lost_events = self.lost_events.saturating_add(lost.saturating_add(holes));
-        self.events += added;
+        self.events += appended;
+        self.untraced_threads += untraced;
         batch
     }
 
@@ -319,17 +414,20 @@ impl Threads {
     }
 
     /// A fork child's first message: it starts inside the calls its parent
-    /// thread had open, entered at the moment of the fork.
-    pub fn child(&mut self, pid: u32, tid: u32, ppid: u32, fork_ticks: u64, at: Timestamp) {
+    /// thread had open, entered at the moment of the fork. Returns how many
+    /// (those enters are inherited frames, not calls: the file says so).
+    pub fn child(&mut self, pid: u32, tid: u32, ppid: u32, fork_ticks: u64, at: Timestamp) -> u32 {
         let stack = self
             .fork_stacks
             .remove(&(ppid, fork_ticks))
             .unwrap_or_default();
+        let frames = stack.len() as u32;
         let s = self.stream(pid, tid);
         for f in stack {
             s.push(at, EventKind::Enter, f);
         }
         self.events += s.pending.len() as u64;
+        frames
     }
 
     /// An exec replaced process `pid`: its threads' open calls end at `at`,
@@ -357,12 +455,24 @@ mod tests {
     use super::*;
     use crate::linux::clock::TickClock;
 
+    /// An event of a frame at the top of an (imaginary) stack at 0x7000.
     fn raw(function: u64, ticks: u64, is_exit: bool) -> RawEvent {
+        at(function, ticks, is_exit, 0x7000)
+    }
+
+    fn at(function: u64, ticks: u64, is_exit: bool, sp: u64) -> RawEvent {
         RawEvent {
             function,
             ticks,
             is_exit,
+            sp,
         }
+    }
+
+    /// (kind, function) of what a thread's stream holds so far.
+    fn stream_of(t: &mut Threads, pid: u32, tid: u32) -> Vec<(EventKind, FunctionId)> {
+        let b = t.stream(pid, tid).take_batch(true).unwrap_or_default();
+        b.events().iter().map(|e| (e.kind, e.function)).collect()
     }
 
     #[test]
@@ -370,13 +480,13 @@ mod tests {
         let clock = TickClock::calibrate(None);
         let mut book = AddressBook::default();
         let mut t = Threads::default();
-        let evs = [raw(0x10, 100, false), raw(0x10, 200, true)];
+        let evs = [raw(0x4010, 100, false), raw(0x4010, 200, true)];
         t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
         // the same buffer again (sent by an exit-time flush), plus one more
         let again = [
-            raw(0x10, 100, false),
-            raw(0x10, 200, true),
-            raw(0x20, 300, false),
+            raw(0x4010, 100, false),
+            raw(0x4010, 200, true),
+            raw(0x4020, 300, false),
         ];
         t.add_events(1, 1, 0, 0, again.into_iter(), &mut book, &clock);
         assert_eq!(t.events, 3);
@@ -385,7 +495,7 @@ mod tests {
             1,
             10,
             0,
-            [raw(0x20, 400, true)].into_iter(),
+            [raw(0x4020, 400, true)].into_iter(),
             &mut book,
             &clock,
         );
@@ -399,14 +509,14 @@ mod tests {
         let mut t = Threads::default();
         let evs = [
             raw(HOLE_FN, 0, false),
-            raw(0x10, 100, false),
+            raw(0x4010, 100, false),
             raw(HOLE_FN, 0, false),
-            raw(0x10, 200, true),
+            raw(0x4010, 200, true),
         ];
         t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
         assert_eq!((t.events, t.lost_events), (2, 2));
         // the next batch starts at index 4: no gap
-        let next = [raw(0x20, 300, false)];
+        let next = [raw(0x4020, 300, false)];
         t.add_events(1, 1, 4, 0, next.into_iter(), &mut book, &clock);
         assert_eq!((t.events, t.lost_events), (3, 2));
         // a batch of holes only
@@ -427,15 +537,100 @@ mod tests {
         let clock = TickClock::calibrate(None);
         let mut book = AddressBook::default();
         let mut t = Threads::default();
-        let evs = [raw(0x10, 100, false), raw(0x20, 200, false)];
+        let evs = [
+            at(0x4010, 100, false, 0x7000),
+            at(0x4020, 200, false, 0x6f00),
+        ];
         t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
         t.fork(1, 1, 250);
         t.child(2, 2, 1, 250, Timestamp::from_nanos(5));
         let child = t.stream(2, 2).take_batch(true).unwrap_or_default().events();
         let kinds: Vec<_> = child.iter().map(|e| (e.kind, e.function)).collect();
-        let parent_ids: Vec<_> = t.stream(1, 1).stack.clone();
+        let parent_ids: Vec<_> = t.stream(1, 1).stack.iter().map(|c| c.function).collect();
         assert_eq!(kinds.len(), 2);
         assert_eq!(kinds.iter().map(|k| k.1).collect::<Vec<_>>(), parent_ids);
         assert!(kinds.iter().all(|k| k.0 == EventKind::Enter));
+        // (the child's frames are where the parent's were)
+        let parent = t.stream(1, 1).stack.clone();
+        assert_eq!(t.stream(2, 2).stack, parent);
+    }
+
+    #[test]
+    fn an_entry_closes_the_calls_its_frame_proves_gone() {
+        // main > foo; foo longjmps back to main, which calls bar: bar's frame
+        // is where foo's was, so foo is gone before bar starts.
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let evs = [
+            at(0x4010, 100, false, 0x7000), // main
+            at(0x4020, 200, false, 0x6f00), // foo
+            at(0x4040, 250, false, 0x6e00), // foo > helper
+            at(0x4030, 300, false, 0x6f00), // bar, from main
+            at(0x4030, 400, true, 0x6f00),
+            at(0x4010, 500, true, 0x7000),
+        ];
+        t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
+        let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
+        let (main, foo, helper, bar) = (id(0x4010), id(0x4020), id(0x4040), id(0x4030));
+        use EventKind::*;
+        assert_eq!(
+            stream_of(&mut t, 1, 1),
+            [
+                (Enter, main),
+                (Enter, foo),
+                (Enter, helper),
+                (Unwind, helper),
+                (Unwind, foo),
+                (Enter, bar),
+                (Exit, bar),
+                (Exit, main)
+            ]
+        );
+        assert_eq!(t.events, 8, "the closing events are events of the file");
+    }
+
+    #[test]
+    fn an_unwind_marker_closes_the_calls_below_its_target() {
+        // main (setjmp) > a > b, then longjmp to main's frame: a and b are
+        // gone at the jump; main, whose stack pointer is the target's, stays.
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let evs = [
+            at(0x4010, 100, false, 0x7000),
+            at(0x4020, 200, false, 0x6f00),
+            at(0x4030, 300, false, 0x6e00),
+            at(MARK_UNWIND, 400, false, 0x7000),
+            at(MARK_UNTRACED, 450, false, 0x7000),
+            at(0x4010, 500, true, 0x7000),
+        ];
+        t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
+        let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
+        let (main, a, b) = (id(0x4010), id(0x4020), id(0x4030));
+        use EventKind::*;
+        assert_eq!(
+            stream_of(&mut t, 1, 1),
+            [
+                (Enter, main),
+                (Enter, a),
+                (Enter, b),
+                (Unwind, b),
+                (Unwind, a),
+                (Exit, main)
+            ]
+        );
+        assert_eq!((t.untraced_threads, t.lost_events), (1, 0));
+        // the markers kept their place in the thread's numbering
+        t.add_events(
+            1,
+            1,
+            6,
+            0,
+            [raw(0x4050, 600, false)].into_iter(),
+            &mut book,
+            &clock,
+        );
+        assert_eq!(t.lost_events, 0);
     }
 }

@@ -25,15 +25,18 @@ impl Session {
             .processes
             .get(&self.root)
             .is_some_and(|p| p.end.is_some());
-        let progress = root_exited.then(crate::symbol_progress).flatten();
-        let new_functions =
-            function_table(&self.book, self.announced_functions, progress.as_deref());
+        let progress = root_exited.then(|| self.progress.clone()).flatten();
+        let new_functions = function_table(
+            &self.asm.book,
+            self.announced_functions,
+            progress.as_deref(),
+        );
         if !new_functions.is_empty() {
             self.announced_functions += new_functions.len();
             self.out.record(&Record::Functions(new_functions))?;
         }
         let mut procs = Vec::new();
-        for (&pid, p) in &self.procs {
+        for (&pid, p) in &self.asm.procs {
             if p.said_hello && self.announced.insert((pid, 0)) {
                 procs.push(ProcessInfo {
                     pid,
@@ -46,7 +49,7 @@ impl Session {
             }
         }
         let mut threads = Vec::new();
-        let keys: Vec<(u32, u32)> = self.threads.streams().map(|s| (s.pid, s.tid)).collect();
+        let keys: Vec<(u32, u32)> = self.asm.threads.streams().map(|s| (s.pid, s.tid)).collect();
         for (pid, tid) in keys {
             // (pid, 0) stands for the process itself: tids are never 0
             if self.announced.insert((pid, tid)) {
@@ -61,7 +64,7 @@ impl Session {
                     tid,
                     name: life.name.unwrap_or_default(),
                     start: life.start.or(if pid == tid {
-                        self.procs.get(&pid).and_then(|p| p.start)
+                        self.asm.procs.get(&pid).and_then(|p| p.start)
                     } else {
                         None
                     }),
@@ -84,6 +87,7 @@ impl Session {
     pub(super) fn retire_ended_threads(&mut self) -> Result<(), RecordError> {
         let now = clock::monotonic_now();
         let ended: Vec<(u32, u32, Timestamp)> = self
+            .asm
             .threads
             .streams()
             .filter_map(|s| {
@@ -92,7 +96,7 @@ impl Session {
             })
             .collect();
         for (pid, tid, end) in ended {
-            if let Some((events, os)) = self.threads.retire(pid, tid, end) {
+            if let Some((events, os)) = self.asm.threads.retire(pid, tid, end) {
                 self.out.events(pid, tid, &events)?;
                 if !os.is_empty() {
                     self.out.record(&Record::OsEvents(OsEventBlock {
@@ -126,10 +130,10 @@ impl Session {
             });
         }
         let mut last_ts: HashMap<(u32, u32), Timestamp> = HashMap::new();
-        for s in self.threads.streams() {
+        for s in self.asm.threads.streams() {
             last_ts.insert((s.pid, s.tid), s.last_ts());
         }
-        for (&key, r) in &self.threads.retired {
+        for (&key, r) in &self.asm.threads.retired {
             last_ts.insert(key, r.last_ts);
         }
         let mut keys: Vec<(u32, u32)> = last_ts.keys().copied().collect();
@@ -137,14 +141,14 @@ impl Session {
         keys.sort_unstable();
         keys.dedup();
         let mut pids: Vec<u32> = keys.iter().map(|k| k.0).collect();
-        pids.extend(self.procs.keys().copied());
+        pids.extend(self.asm.procs.keys().copied());
         pids.sort_unstable();
         pids.dedup();
         if !self.inherit {
             pids.retain(|&p| p == self.root);
         }
         for &pid in &pids {
-            let p = self.procs.remove(&pid).unwrap_or_default();
+            let p = self.asm.procs.remove(&pid).unwrap_or_default();
             let life = self.os.processes.get(&pid).cloned().unwrap_or_default();
             let mut threads = Vec::new();
             for &(_, tid) in keys.iter().filter(|k| k.0 == pid) {
@@ -154,10 +158,10 @@ impl Session {
                     .get(&(pid, tid))
                     .cloned()
                     .unwrap_or_default();
-                let stream = self.threads.get(pid, tid);
+                let stream = self.asm.threads.get(pid, tid);
                 // Ends are real times: put them on the thread's timeline.
                 let real_end = t.end.or(life.end).unwrap_or(end);
-                let retired = self.threads.retired.get(&(pid, tid));
+                let retired = self.asm.threads.retired.get(&(pid, tid));
                 let mut end_ts = match (stream, retired) {
                     (Some(s), _) => s.stalls.map(real_end),
                     (None, Some(r)) => r.end,
@@ -185,39 +189,57 @@ impl Session {
             }
             let proc_end = threads.iter().filter_map(|t| t.end).max().or(life.end);
             let is_root = pid == self.root;
-            self.out.record(&Record::Process(ProcessInfo {
+            // What the runtime said, then what the kernel saw over it.
+            let mut info = ProcessInfo {
                 pid,
-                ppid: life.ppid.or(p.ppid),
+                ppid: p.ppid,
                 command: p.command.clone(),
-                start: life.start.or(p.start),
+                start: p.start,
                 end: proc_end,
                 exit_status: if is_root { exit_status } else { None },
-            }))?;
+            };
+            info.merge(ProcessInfo {
+                pid,
+                ppid: life.ppid,
+                command: Vec::new(),
+                start: life.start,
+                end: None,
+                exit_status: None,
+            });
+            self.out.record(&Record::Process(info))?;
             for t in threads {
                 self.out.record(&Record::Thread(t))?;
             }
         }
         let removed_ns: u64 = self
+            .asm
             .threads
             .streams()
             .map(|s| s.stalls.removed_ns())
             .sum::<u64>()
             + self
+                .asm
                 .threads
                 .retired
                 .values()
                 .map(|r| r.removed_ns)
                 .sum::<u64>();
         self.out.record(&Record::Functions(function_table(
-            &self.book,
+            &self.asm.book,
             self.announced_functions,
-            crate::symbol_progress().as_deref(),
+            self.progress.as_deref(),
         )))?;
         if let Some(mut header) = self.header.take() {
             if removed_ns > 0 {
                 header.notes.push(format!(
                     "{:.3} ms of waiting for the recorder (buffer hand-overs) removed from thread timelines",
                     removed_ns as f64 / 1e6
+                ));
+            }
+            if self.asm.threads.untraced_threads > 0 {
+                header.notes.push(format!(
+                    "{} thread(s) went too deep for the return trampoline: their deeper calls through -pg, -mfentry or library-call probes were not recorded",
+                    self.asm.threads.untraced_threads
                 ));
             }
             if let Some(kib) = peak_rss_kib() {
@@ -231,7 +253,7 @@ impl Session {
         }
         let footer = Footer {
             end,
-            lost_events: self.threads.lost_events + self.os.lost_records,
+            lost_events: self.asm.threads.lost_events + self.os.lost_records,
             discarded_samples: 0,
             target_exit_status: exit_status,
             events: self.out.events,

@@ -27,9 +27,10 @@ use lapse_data::{Method, SessionHeader, Timestamp};
 
 use super::attr::STACK_COPY_BYTES;
 use super::rings::{Plan, Rings};
-use super::session::{read_cmdline, SampleSession};
+use super::session::SampleSession;
 use crate::linux::clock::{monotonic_now, realtime_unix_ns};
 use crate::linux::launch;
+use crate::linux::proc_scan::{hostname, read_cmdline};
 use crate::{RecordError, RecordOptions, RecordOutcome, Target};
 
 /// How long the driver sleeps between drains when the rings stay quiet.
@@ -66,9 +67,7 @@ fn header(plan: &Plan, command: Vec<String>, start: Timestamp) -> SessionHeader 
         start_unix_ns: realtime_unix_ns(),
         start,
         clock: "monotonic".into(),
-        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .unwrap_or_default(),
+        host: hostname(),
         method: Method::Sampling,
         probe_cost_ns: 0.0,
         // Off-CPU periods are switches, as instrumentation's OS events are.

@@ -277,7 +277,8 @@ impl<W: Write> SampleSession<W> {
                 if exec {
                     self.awaiting_exec.remove(&pid);
                     self.spaces.exec(pid);
-                    let command = read_cmdline(pid).unwrap_or_else(|| vec![name.clone()]);
+                    let command = crate::linux::proc_scan::read_cmdline(pid)
+                        .unwrap_or_else(|| vec![name.clone()]);
                     if let Some(p) = self.processes.get_mut(&pid) {
                         p.command = command;
                         let p = p.clone();
@@ -596,17 +597,6 @@ impl<W: Write> SampleSession<W> {
         self.writer.flush()?;
         Ok(self.writer.bytes_written())
     }
-}
-
-/// The command line of a live process, from `/proc/PID/cmdline`.
-pub(crate) fn read_cmdline(pid: u32) -> Option<Vec<String>> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<String> = raw
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    (!args.is_empty()).then_some(args)
 }
 
 #[cfg(test)]

@@ -71,6 +71,10 @@ fn every_header_constant_matches() {
     let numbers: &[(&str, u64)] = &[
         ("MAGIC", u64::from(MAGIC)),
         ("BUF_EVENTS", BUF_EVENTS as u64),
+        ("BUF_BYTES", BUF_BYTES as u64),
+        ("MARK_UNWIND", MARK_UNWIND),
+        ("MARK_UNTRACED", MARK_UNTRACED),
+        ("MARK_LIMIT", MARK_LIMIT),
         ("FLAG_DISCARD", u64::from(FLAG_DISCARD)),
         ("HOLE_FN", HOLE_FN),
         ("MSG_HELLO", u64::from(kind::HELLO)),
@@ -95,6 +99,8 @@ fn every_header_constant_matches() {
         ("ENV_NO_ARENA", ENV_NO_ARENA),
         ("ENV_FLUSH_TICKS", ENV_FLUSH_TICKS),
         ("ENV_NO_INHERIT", ENV_NO_INHERIT),
+        ("ENV_SPILL_MAX", ENV_SPILL_MAX),
+        ("ENV_NO_LIBCALLS", ENV_NO_LIBCALLS),
     ];
     let mut header = defines();
     for (name, want) in numbers {
@@ -126,6 +132,7 @@ fn every_header_offset_matches() {
         ("lapse_msg.u.hello.probe_cost", at::HELLO_PROBE_COST),
         ("lapse_msg.u.hello.ticks", at::HELLO_TICKS),
         ("lapse_msg.u.hello.ppid", at::HELLO_PPID),
+        ("lapse_msg.u.hello.probe_spread", at::HELLO_PROBE_SPREAD),
         ("lapse_msg.u.events.first", at::EVENTS_FIRST),
         ("lapse_msg.u.events.stalled", at::EVENTS_STALLED),
         ("lapse_msg.u.events.count", at::EVENTS_COUNT),
@@ -140,6 +147,7 @@ fn every_header_offset_matches() {
         ("lapse_msg.u.arena.buf_events", at::ARENA_BUF_EVENTS),
         ("lapse_event.fn", at::EVENT_FN),
         ("lapse_event.stamp", at::EVENT_STAMP),
+        ("lapse_event.sp", at::EVENT_SP),
         ("lapse_slot.state", arena::SLOT_STATE),
         ("lapse_slot.tid", arena::SLOT_TID),
         ("lapse_slot.flags", arena::SLOT_FLAGS),
@@ -188,6 +196,7 @@ fn events_datagram_round_trips() {
     let mut d = header(kind::EVENTS, 1);
     d.extend_from_slice(&0x1234u64.to_ne_bytes());
     d.extend_from_slice(&((99u64 << 1) | 1).to_ne_bytes());
+    d.extend_from_slice(&0x7ffd_0000_1000u64.to_ne_bytes());
     let want = Msg::Events {
         from: Sender { pid: 7, tid: 8 },
         batch: Batch {
@@ -204,7 +213,8 @@ fn events_datagram_round_trips() {
         vec![RawEvent {
             function: 0x1234,
             ticks: 99,
-            is_exit: true
+            is_exit: true,
+            sp: 0x7ffd_0000_1000,
         }]
     );
 }
@@ -227,6 +237,7 @@ fn fields_are_named_by_kind() {
         Ok(Msg::Hello {
             from: Sender { pid: 7, tid: 8 },
             probe_cost_x1024: 1,
+            probe_spread_pct: 0,
             ticks: 2,
             ppid: 5
         })

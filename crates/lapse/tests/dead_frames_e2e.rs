@@ -1,0 +1,176 @@
+//! End to end: calls whose exit never comes (SPEC 8, "stacks stay balanced
+//! through longjmp and C++ exceptions"), with every probe source. The
+//! recorder closes such a call as soon as a later event proves its frame
+//! gone (its stack pointer lies below the next entry's, or below a longjmp's
+//! or a catch's target), not when an outer function happens to return: so
+//! the next call nests where it really is, and a loop of jumps or throws
+//! keeps the recorded stack at the real depth.
+
+use lapse_testkit::compile;
+use serde_json::Value;
+
+mod probe_sources;
+use probe_sources::*;
+
+/// The calltree's roots (all threads).
+fn roots(r: &Run) -> Vec<Value> {
+    report(r, "calltree", &[])["roots"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn children(node: &Value) -> &[Value] {
+    node["children"].as_array().map_or(&[], Vec::as_slice)
+}
+
+fn child<'a>(node: &'a Value, name: &str) -> Option<&'a Value> {
+    children(node).iter().find(|c| c["function"] == name)
+}
+
+/// The deepest path of the tree under `node`, in calls (node = 1).
+fn depth(node: &Value) -> usize {
+    let mut deepest = 0;
+    let mut todo = vec![(node, 1)];
+    while let Some((n, d)) = todo.pop() {
+        deepest = deepest.max(d);
+        todo.extend(children(n).iter().map(|c| (c, d + 1)));
+    }
+    deepest
+}
+
+/// No damage beyond the repairs this is about: nothing lost, no exit
+/// without its entry, no call left open.
+fn assert_clean(r: &Run) {
+    let i = info(r);
+    for key in ["lost:", "unmatched:", "open calls:"] {
+        assert_eq!(info_count(&i, key), 0, "{:?}: {key}\n{i}", r.source);
+    }
+}
+
+#[test]
+fn after_a_longjmp_the_next_call_nests_under_the_caller() {
+    let body = r#"
+static jmp_buf jb;
+NOIPA void foo(void) { leaf(1); longjmp(jb, 1); }
+NOIPA void bar(void) { sink = spin(5.0); }
+int main(void) {
+    if (setjmp(jb) == 0) foo();
+    bar();
+    printf("done\n");
+    return 0;
+}
+"#;
+    for source in [Cyg, Pg, Fentry] {
+        let Some(r) = run("after_longjmp", "gcc", source, body, &[]) else {
+            return;
+        };
+        let roots = roots(&r);
+        let main = roots
+            .iter()
+            .find(|n| n["function"] == "main")
+            .expect("main is a root");
+        let foo = child(main, "foo").expect("main > foo");
+        assert!(
+            child(foo, "bar").is_none(),
+            "{source:?}: bar nests under foo, which was gone"
+        );
+        assert!(child(main, "bar").is_some(), "{source:?}: main > bar");
+        // foo's call ended at the jump: it does not hold bar's 5 ms
+        let v = report(&r, "functions", &[]);
+        assert!(
+            ms(row(&v, "foo"), "elapsed_inclusive_ns") < 2.0,
+            "{source:?}: foo's inclusive time {:.2} ms",
+            ms(row(&v, "foo"), "elapsed_inclusive_ns")
+        );
+        assert_calls(&r, &v, &[("main", 1), ("foo", 1), ("bar", 1)]);
+        assert_clean(&r);
+    }
+}
+
+#[test]
+fn many_longjmps_keep_the_nesting_at_the_real_depth() {
+    // 300 rounds: main > jumper(4) > ... > jumper(0), which longjmps back to
+    // main. The real stack is never deeper than main + 5 jumpers (+ leaf).
+    let body = r#"
+static jmp_buf jb;
+NOIPA void jumper(int d) { leaf(d); if (d == 0) longjmp(jb, 1); jumper(d - 1); leaf(d); }
+int main(void) {
+    long n = 0;
+    for (int r = 0; r < 300; r++) { if (setjmp(jb) == 0) jumper(4); else n++; leaf(r); }
+    printf("%ld\n", n);
+    return 0;
+}
+"#;
+    for source in [Cyg, Pg, Fentry] {
+        let Some(r) = run("many_longjmps", "gcc", source, body, &[]) else {
+            return;
+        };
+        let deepest = roots(&r).iter().map(depth).max().unwrap_or(0);
+        assert!(
+            (6..=7).contains(&deepest),
+            "{source:?}: recorded nesting {deepest} deep"
+        );
+        let v = report(&r, "functions", &[]);
+        assert_calls(&r, &v, &[("main", 1), ("jumper", 1500), ("leaf", 1800)]);
+        assert_inclusive_within_threads(&r, &v);
+        assert_clean(&r);
+    }
+}
+
+#[test]
+fn exceptions_through_c_without_exceptions_keep_the_stack_bounded() {
+    // C code built without -fexceptions has no exit probes on the unwinding
+    // path: C++ throws through it, 1000 times, and catches in main.
+    let c_part = r#"
+#define NOIPA __attribute__((noipa))
+void cb(int);
+static volatile long c_sink;
+NOIPA long c_leaf(long x) { c_sink += x; return x; }
+NOIPA void c_middle(int d) { c_leaf(d); if (d == 0) cb(d); else c_middle(d - 1); c_leaf(d); }
+"#;
+    let cpp_main = r#"
+extern "C" void c_middle(int d);
+extern "C" NOIPA void cb(int d) { leaf(d); throw d + 1; }
+NOIPA long after(long x) { return leaf(x); }
+int main() {
+    long n = 0;
+    for (int r = 0; r < 1000; r++) { try { c_middle(4); } catch (int v) { n += v; } n += after(r) & 1; }
+    printf("%ld\n", n);
+    return 0;
+}
+"#;
+    for source in [Cyg, Pg, Fentry] {
+        let dir = lapse_testkit::WorkDir::new(
+            env!("CARGO_TARGET_TMPDIR"),
+            &format!("dead_frames_e2e-cpart-{}", source.tag()),
+        );
+        let mut flags = vec!["-O2", "-c", "-fno-exceptions"];
+        flags.extend_from_slice(source.flags());
+        let Some(obj) = compile(&dir, "gcc", "c_part.o", c_part, &flags) else {
+            return;
+        };
+        let obj = obj.to_str().expect("utf-8 path").to_owned();
+        let Some(r) = run("through_c", "g++", source, cpp_main, &[&obj]) else {
+            return;
+        };
+        let deepest = roots(&r).iter().map(depth).max().unwrap_or(0);
+        assert!(
+            deepest <= 9,
+            "{source:?}: recorded nesting {deepest} deep (real: main > c_middle x5 > cb > leaf)"
+        );
+        let v = report(&r, "functions", &[]);
+        assert_calls(
+            &r,
+            &v,
+            &[
+                ("main", 1),
+                ("c_middle", 5000),
+                ("cb", 1000),
+                ("after(long)", 1000),
+            ],
+        );
+        assert_inclusive_within_threads(&r, &v);
+        assert_clean(&r);
+    }
+}

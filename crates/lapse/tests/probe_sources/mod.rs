@@ -1,0 +1,236 @@
+//! What the end-to-end tests of probe sources share: building a program
+//! with a given source's probes, running it as built and under `lapse
+//! record` (same output, same exit status), and reading the recording.
+
+#![allow(dead_code)] // (each test file uses its own part)
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+use serde_json::Value;
+
+/// How a test program gets its probes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `-finstrument-functions`: entry and exit compiled in.
+    Cyg,
+    /// `-pg`: mcount at entry, the trampoline at exit.
+    Pg,
+    /// `-pg -mfentry`: __fentry__ at entry, the trampoline at exit.
+    Fentry,
+}
+
+pub use Source::{Cyg, Fentry, Pg};
+
+/// The sources whose exits are the trampoline's.
+pub const TRAMPOLINED: [Source; 2] = [Pg, Fentry];
+
+impl Source {
+    pub fn flags(self) -> &'static [&'static str] {
+        match self {
+            Cyg => &["-finstrument-functions"],
+            Pg => &["-pg"],
+            Fentry => &["-pg", "-mfentry"],
+        }
+    }
+
+    pub fn tag(self) -> &'static str {
+        match self {
+            Cyg => "cyg",
+            Pg => "pg",
+            Fentry => "fentry",
+        }
+    }
+}
+
+/// C and C++ helpers shared by the programs. NOIPA keeps gcc from inlining
+/// or cloning a function, so every call in the source is a call.
+pub const PRELUDE: &str = r#"
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#define NOIPA __attribute__((noipa))
+static volatile uint64_t sink;
+NOIPA double cpu_ms(void) {
+    struct timespec ts; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+NOIPA uint64_t spin(double ms) {
+    uint64_t x = 88172645463325252ULL; double end = cpu_ms() + ms;
+    while (cpu_ms() < end) for (int i = 0; i < 20000; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; }
+    return x;
+}
+NOIPA long leaf(long x) { sink += (uint64_t)x; return x + 1; }
+"#;
+
+/// A program run as built and under `lapse record`.
+pub struct Run {
+    pub dir: WorkDir,
+    pub data: PathBuf,
+    pub source: Source,
+}
+
+/// Builds `body` with `source`'s probes (`compiler` is gcc or g++, `extra`
+/// more flags), runs it as built and under `lapse record`, and checks that
+/// both print the same and exit the same. `None` means skip.
+pub fn run(name: &str, compiler: &str, source: Source, body: &str, extra: &[&str]) -> Option<Run> {
+    run_with(name, compiler, source, body, extra, &[])
+}
+
+/// [`run`], with `options` for `lapse record`.
+pub fn run_with(
+    name: &str,
+    compiler: &str,
+    source: Source,
+    body: &str,
+    extra: &[&str],
+    options: &[&str],
+) -> Option<Run> {
+    let name = format!("{name}-{}", source.tag());
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), &format!("probes-{name}"));
+    let mut flags = vec!["-O2", "-g", "-pthread"];
+    flags.extend_from_slice(source.flags());
+    flags.extend_from_slice(extra);
+    let exe = compile(&dir, compiler, &name, &format!("{PRELUDE}\n{body}"), &flags)?;
+    let native = Command::new(&exe)
+        .current_dir(&dir)
+        .output()
+        .expect("run the program");
+    let data = dir.join("out.lapse");
+    let traced = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("record")
+        .args(options)
+        .arg("-o")
+        .arg(&data)
+        .arg("--")
+        .arg(&exe)
+        .current_dir(&dir)
+        .output()
+        .expect("run lapse record");
+    let stderr = String::from_utf8_lossy(&traced.stderr);
+    if perf_refused(&stderr) && !data.exists() {
+        return skip(format!("{name}: perf events are not available: {stderr}"));
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&traced.stdout),
+        String::from_utf8_lossy(&native.stdout),
+        "{name}: the program printed something else under lapse (lapse said: {stderr})"
+    );
+    assert_eq!(
+        traced.status.code(),
+        native.status.code(),
+        "{name}: the program exited otherwise under lapse ({stderr})"
+    );
+    assert!(data.exists(), "{name}: no data file; lapse said: {stderr}");
+    Some(Run { dir, data, source })
+}
+
+pub fn report(r: &Run, view: &str, filter: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("report")
+        .arg(&r.data)
+        .args(["--view", view, "--format", "json"])
+        .args(filter)
+        .current_dir(&r.dir)
+        .output()
+        .expect("run lapse report");
+    assert!(
+        out.status.success(),
+        "lapse report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("report is JSON")
+}
+
+pub fn rows(v: &Value) -> &[Value] {
+    v["rows"].as_array().map_or(&[], Vec::as_slice)
+}
+
+/// Calls of `name` (0 when it has no row).
+pub fn calls(v: &Value, name: &str) -> u64 {
+    rows(v)
+        .iter()
+        .find(|r| r["function"] == name)
+        .map_or(0, |r| r["calls"].as_u64().unwrap_or(0))
+}
+
+/// Every function's call count is `expected` (name, calls).
+pub fn assert_calls(r: &Run, v: &Value, expected: &[(&str, u64)]) {
+    for &(name, n) in expected {
+        assert_eq!(
+            calls(v, name),
+            n,
+            "{:?}: calls of {name} in {}",
+            r.source,
+            r.data.display()
+        );
+    }
+}
+
+/// No function's inclusive time exceeds the time of all threads together,
+/// and in a one-thread process, that thread's.
+pub fn assert_inclusive_within_threads(r: &Run, functions: &Value) {
+    let threads = report(r, "threads", &[]);
+    let total: f64 = rows(&threads)
+        .iter()
+        .map(|t| t["elapsed_inclusive_ns"].as_f64().unwrap_or(0.0))
+        .sum();
+    for f in rows(functions) {
+        let inc = f["elapsed_inclusive_ns"].as_f64().unwrap_or(0.0);
+        assert!(
+            inc <= total,
+            "{:?}: {} inclusive {inc} ns > all threads' {total} ns",
+            r.source,
+            f["function"]
+        );
+    }
+}
+
+pub fn info(r: &Run) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("info")
+        .arg(&r.data)
+        .output()
+        .expect("run lapse info");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The number `lapse info` gives on the line starting with `key`.
+pub fn info_count(info: &str, key: &str) -> u64 {
+    info.lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l[key.len()..].split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {info}"))
+}
+
+pub fn ms(row: &Value, key: &str) -> f64 {
+    row[key].as_f64().unwrap_or(0.0) / 1e6
+}
+
+/// The row of `name` in module `module` (a file name), if any.
+pub fn row_in<'a>(v: &'a Value, name: &str, module: &str) -> Option<&'a Value> {
+    rows(v)
+        .iter()
+        .find(|r| r["function"] == name && r["module"] == module)
+}
+
+pub fn row<'a>(v: &'a Value, name: &str) -> &'a Value {
+    rows(v)
+        .iter()
+        .find(|r| r["function"] == name)
+        .unwrap_or_else(|| panic!("no row for {name}"))
+}
