@@ -1,41 +1,99 @@
-//! SPEC section 2.2: samples to inclusive/exclusive counts.
+//! SPEC section 2.2: samples to inclusive/exclusive counts, and off-CPU
+//! periods (`--off-cpu`) to inclusive/exclusive off-CPU nanoseconds.
 //!
 //! Samples are first counted per distinct stack; each distinct stack is then
 //! expanded once (frames to their inline chains) and its count added to every
 //! distinct function, line, address and module on it (inclusive) and to its
-//! top (exclusive). The cost is O(samples) + O(distinct stacks × depth).
+//! top (exclusive). Off-CPU periods go the same way, weighing their length
+//! instead of 1. The cost is O(samples + periods) + O(distinct stacks × depth).
 
 use std::collections::{HashMap, HashSet};
 
-use lapse_data::{FrameId, FrameInfo, FunctionId, ModuleId, Sample, StackId, StackNode};
+use lapse_data::{
+    FrameId, FrameInfo, FunctionId, ModuleId, OffCpuPeriod, Sample, StackId, StackNode, Timestamp,
+};
 
 use crate::tree::{CallTree, FrameKey, NodeId, Weight};
 
-/// Inclusive and exclusive sample counts of one row.
+/// Inclusive and exclusive nanoseconds of one row.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counts {
+pub struct Nanos {
     pub inclusive: u64,
     pub exclusive: u64,
 }
 
+impl Nanos {
+    fn add(&mut self, o: &Nanos) {
+        self.inclusive += o.inclusive;
+        self.exclusive += o.exclusive;
+    }
+}
+
+/// The values of one sampling row: inclusive and exclusive sample counts,
+/// and with `--off-cpu` the time off the CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub inclusive: u64,
+    pub exclusive: u64,
+    /// Nanoseconds the row's stacks spent switched out (`--off-cpu`).
+    pub off_cpu: Nanos,
+    /// When the recording has off-CPU periods: wall-clock nanoseconds, the
+    /// on-CPU estimate (samples × period) plus the off-CPU time; zero
+    /// otherwise. It orders call trees then (see [`Weight`]), so a path
+    /// that only waits is not taken for an empty one.
+    pub wall: Nanos,
+}
+
+impl Counts {
+    /// Sets [`Counts::wall`] for samples of `period_ns` nanoseconds each.
+    pub fn set_wall(&mut self, period_ns: u64) {
+        self.wall = Nanos {
+            inclusive: self.inclusive.saturating_mul(period_ns) + self.off_cpu.inclusive,
+            exclusive: self.exclusive.saturating_mul(period_ns) + self.off_cpu.exclusive,
+        };
+    }
+}
+
+/// A tree of counts weighs its nodes by samples, or by wall-clock time when
+/// the recording has off-CPU periods (every node with a sample or an
+/// off-CPU period then has a non-zero wall time, so one tree never mixes
+/// the two units).
 impl Weight for Counts {
     fn merge(&mut self, o: &Self) {
         self.inclusive += o.inclusive;
         self.exclusive += o.exclusive;
+        self.off_cpu.add(&o.off_cpu);
+        self.wall.add(&o.wall);
     }
 
     fn inclusive(&self) -> u64 {
-        self.inclusive
+        if self.wall.inclusive > 0 {
+            self.wall.inclusive
+        } else {
+            self.inclusive
+        }
     }
 
     fn exclusive(&self) -> u64 {
-        self.exclusive
+        if self.wall.inclusive > 0 {
+            self.wall.exclusive
+        } else {
+            self.exclusive
+        }
     }
 
     fn nested(&self) -> Self {
         Counts {
             inclusive: 0,
             exclusive: self.exclusive,
+            off_cpu: Nanos {
+                inclusive: 0,
+                exclusive: self.off_cpu.exclusive,
+            },
+            wall: Nanos {
+                inclusive: 0,
+                exclusive: self.wall.exclusive,
+            },
         }
     }
 }
@@ -119,27 +177,58 @@ pub fn frame_keys(stacks: &[StackNode], frames: &[FrameInfo], stack: StackId) ->
 pub struct SampleAnalysis {
     pub functions: HashMap<FunctionId, Counts>,
     pub lines: HashMap<LineKey, Counts>,
+    /// The lines row of no line: samples (and off-CPU time) with a frame
+    /// that has no line information on the stack (inclusive) or on top
+    /// (exclusive), as if "no line" were one more line.
+    pub no_line: Counts,
     pub instructions: HashMap<FrameId, Counts>,
     pub modules: HashMap<ModuleId, Counts>,
-    /// (pid, tid) → (all samples, samples with no resolvable frame).
+    /// (pid, tid) → (all samples, samples with no resolvable frame), and
+    /// the same for off-CPU time.
     pub threads: HashMap<(u32, u32), Counts>,
     pub samples: u64,
     pub weight: u64,
     /// Samples per (stack, pid, tid), kept for call trees.
     pub per_stack: HashMap<(StackId, u32, u32), u64>,
+    /// Off-CPU nanoseconds per (stack, pid, tid) (`--off-cpu`).
+    pub off_cpu_per_stack: HashMap<(StackId, u32, u32), u64>,
+    /// All off-CPU nanoseconds counted, and the periods they came from.
+    pub off_cpu_ns: u64,
+    pub off_cpu_periods: u64,
+    /// Nanoseconds one sample stands for, when the recording has off-CPU
+    /// periods: rows and tree nodes then get their wall time
+    /// ([`Counts::wall`]). Set before [`SampleAnalysis::finish`].
+    pub wall_period_ns: Option<u64>,
+}
+
+/// Which value of a row an amount goes to.
+#[derive(Clone, Copy)]
+enum Value {
+    Samples,
+    OffCpu,
+}
+
+impl Value {
+    fn of(self, c: &mut Counts) -> (&mut u64, &mut u64) {
+        match self {
+            Value::Samples => (&mut c.inclusive, &mut c.exclusive),
+            Value::OffCpu => (&mut c.off_cpu.inclusive, &mut c.off_cpu.exclusive),
+        }
+    }
 }
 
 fn bump<K: std::hash::Hash + Eq>(
     map: &mut HashMap<K, Counts>,
     keys: HashSet<K>,
     top: Option<K>,
+    value: Value,
     n: u64,
 ) {
     for k in keys {
-        map.entry(k).or_default().inclusive += n;
+        *value.of(map.entry(k).or_default()).0 += n;
     }
     if let Some(t) = top {
-        map.entry(t).or_default().exclusive += n;
+        *value.of(map.entry(t).or_default()).1 += n;
     }
 }
 
@@ -152,6 +241,31 @@ impl SampleAnalysis {
         match s.stack {
             Some(stack) => *self.per_stack.entry((stack, s.pid, s.tid)).or_default() += 1,
             None => thread.exclusive += 1,
+        }
+    }
+
+    /// Adds an off-CPU period, or the part of it inside `window` (from, to).
+    pub fn add_off_cpu(&mut self, p: &OffCpuPeriod, window: Option<(Timestamp, Timestamp)>) {
+        let (from, to) = match window {
+            Some((a, b)) => (p.from.max(a), p.to.min(b)),
+            None => (p.from, p.to),
+        };
+        let ns = to.since(from);
+        if ns == 0 {
+            return;
+        }
+        self.off_cpu_ns += ns;
+        self.off_cpu_periods += 1;
+        let thread = self.threads.entry((p.pid, p.tid)).or_default();
+        thread.off_cpu.inclusive += ns;
+        match p.stack {
+            Some(stack) => {
+                *self
+                    .off_cpu_per_stack
+                    .entry((stack, p.pid, p.tid))
+                    .or_default() += ns
+            }
+            None => thread.off_cpu.exclusive += ns,
         }
     }
 
@@ -172,17 +286,26 @@ impl SampleAnalysis {
             .filter(|((_, pid, tid), _)| want(*pid, *tid))
             .collect();
         per.sort_by_key(|(k, _)| **k);
-        for (&(stack, _, _), &n) in per {
-            let keys = frame_keys(stacks, frames, stack);
-            if keys.is_empty() {
-                continue; // counted with the thread's unresolved samples below
+        let mut off: Vec<_> = self
+            .off_cpu_per_stack
+            .iter()
+            .filter(|((_, pid, tid), _)| want(*pid, *tid))
+            .collect();
+        off.sort_by_key(|(k, _)| **k);
+        let runs = [(Value::Samples, per), (Value::OffCpu, off)];
+        for (value, per) in runs {
+            for (&(stack, _, _), &n) in per {
+                let keys = frame_keys(stacks, frames, stack);
+                if keys.is_empty() {
+                    continue; // counted with the thread's unresolved part below
+                }
+                let mut node = NodeId::ROOT;
+                for k in keys {
+                    node = t.child(node, k);
+                    *value.of(t.weight_mut(node)).0 += n;
+                }
+                *value.of(t.weight_mut(node)).1 += n;
             }
-            let mut node = NodeId::ROOT;
-            for k in keys {
-                node = t.child(node, k);
-                t.weight_mut(node).inclusive += n;
-            }
-            t.weight_mut(node).exclusive += n;
         }
         let mut threads: Vec<_> = self
             .threads
@@ -190,32 +313,74 @@ impl SampleAnalysis {
             .filter(|((p, t), _)| want(*p, *t))
             .collect();
         threads.sort_by_key(|(k, _)| **k);
-        let mut total = 0;
+        let mut total = Counts::default();
         for (_, c) in threads {
-            total += c.inclusive;
-            if c.exclusive > 0 {
+            total.inclusive += c.inclusive;
+            total.off_cpu.inclusive += c.off_cpu.inclusive;
+            if c.exclusive > 0 || c.off_cpu.exclusive > 0 {
                 let node = t.child(NodeId::ROOT, FrameKey::Unknown);
                 let w = t.weight_mut(node);
                 w.inclusive += c.exclusive;
                 w.exclusive += c.exclusive;
+                w.off_cpu.inclusive += c.off_cpu.exclusive;
+                w.off_cpu.exclusive += c.off_cpu.exclusive;
             }
         }
-        t.weight_mut(NodeId::ROOT).inclusive = total;
+        *t.weight_mut(NodeId::ROOT) = total;
+        if let Some(period) = self.wall_period_ns {
+            for node in t.nodes() {
+                t.weight_mut(node).set_wall(period);
+            }
+        }
         t
     }
 
-    /// Expands the counted stacks. Samples whose stack expands to nothing
-    /// count as having no resolvable frame (thread exclusive).
+    /// Expands the counted stacks. Samples (and off-CPU time) whose stack
+    /// expands to nothing count as having no resolvable frame (thread
+    /// exclusive).
     pub fn finish(&mut self, stacks: &[StackNode], frames: &[FrameInfo]) {
+        let per_stack = std::mem::take(&mut self.per_stack);
+        let off_cpu_per_stack = std::mem::take(&mut self.off_cpu_per_stack);
+        for (value, per) in [
+            (Value::Samples, &per_stack),
+            (Value::OffCpu, &off_cpu_per_stack),
+        ] {
+            self.count(stacks, frames, value, per);
+        }
+        self.per_stack = per_stack;
+        self.off_cpu_per_stack = off_cpu_per_stack;
+        if let Some(period) = self.wall_period_ns {
+            let rows = self
+                .functions
+                .values_mut()
+                .chain(self.lines.values_mut())
+                .chain(self.instructions.values_mut())
+                .chain(self.modules.values_mut())
+                .chain(self.threads.values_mut())
+                .chain(std::iter::once(&mut self.no_line));
+            for c in rows {
+                c.set_wall(period);
+            }
+        }
+    }
+
+    /// Adds the amounts of `per` (by stack) to every row of SPEC 2.2/2.3.
+    fn count(
+        &mut self,
+        stacks: &[StackNode],
+        frames: &[FrameInfo],
+        value: Value,
+        per: &HashMap<(StackId, u32, u32), u64>,
+    ) {
         let mut by_stack: HashMap<StackId, u64> = HashMap::new();
-        for (&(stack, pid, tid), &n) in &self.per_stack {
+        for (&(stack, pid, tid), &n) in per {
             if frames_of(stacks, stack)
                 .iter()
                 .any(|f| (f.0 as usize) < frames.len())
             {
                 *by_stack.entry(stack).or_default() += n;
             } else {
-                self.threads.entry((pid, tid)).or_default().exclusive += n;
+                *value.of(self.threads.entry((pid, tid)).or_default()).1 += n;
             }
         }
         for (stack, n) in by_stack {
@@ -225,24 +390,35 @@ impl SampleAnalysis {
                 &mut self.functions,
                 e.iter().filter_map(|f| f.function).collect(),
                 top.function,
+                value,
                 n,
             );
             bump(
                 &mut self.lines,
                 e.iter().filter_map(|f| f.line.clone()).collect(),
                 top.line.clone(),
+                value,
                 n,
             );
+            let (incl, excl) = value.of(&mut self.no_line);
+            if e.iter().any(|f| f.line.is_none()) {
+                *incl += n;
+            }
+            if top.line.is_none() {
+                *excl += n;
+            }
             bump(
                 &mut self.instructions,
                 e.iter().map(|f| f.frame).collect(),
                 Some(top.frame),
+                value,
                 n,
             );
             bump(
                 &mut self.modules,
                 e.iter().map(|f| f.module).collect(),
                 Some(top.module),
+                value,
                 n,
             );
         }

@@ -765,4 +765,83 @@ mod sampling {
             (5, 1)
         );
     }
+
+    fn period(from: u64, to: u64, stack: Option<u32>) -> OffCpuPeriod {
+        OffCpuPeriod {
+            pid: 1,
+            tid: 1,
+            from: Timestamp::from_nanos(from),
+            to: Timestamp::from_nanos(to),
+            stack: stack.map(StackId),
+            preempted: false,
+        }
+    }
+
+    #[test]
+    fn off_cpu_time_goes_to_every_distinct_function_and_the_top() {
+        // main (fn 0) → fib (fn 1) → fib (fn 1): a recursive stack waits 100 ns,
+        // main alone waits 30 ns, and 7 ns wait with no stack.
+        let frames = vec![frame(0, 0, &[(0, 10)]), frame(1, 0, &[(1, 20)])];
+        let stacks = vec![node(0, None, 0), node(1, Some(0), 1), node(2, Some(1), 1)];
+        let mut a = SampleAnalysis {
+            wall_period_ns: Some(1000),
+            ..SampleAnalysis::default()
+        };
+        a.add(&sample(Some(1)));
+        a.add_off_cpu(&period(100, 200, Some(2)), None);
+        a.add_off_cpu(&period(300, 330, Some(0)), None);
+        a.add_off_cpu(&period(400, 407, None), None);
+        // Only the part inside the window counts.
+        a.add_off_cpu(&period(500, 600, Some(0)), Some((t(0), t(550))));
+        a.finish(&stacks, &frames);
+        let main = a.functions[&FunctionId(0)];
+        let fib = a.functions[&FunctionId(1)];
+        assert_eq!((main.off_cpu.inclusive, main.off_cpu.exclusive), (180, 80));
+        // Recursion counts once.
+        assert_eq!((fib.off_cpu.inclusive, fib.off_cpu.exclusive), (100, 100));
+        let thread = a.threads[&(1, 1)];
+        assert_eq!(
+            (thread.off_cpu.inclusive, thread.off_cpu.exclusive),
+            (187, 7)
+        );
+        assert_eq!(a.off_cpu_ns, 187);
+        // Wall time: one sample of 1000 ns on fib's stack, plus the waits.
+        assert_eq!((fib.wall.inclusive, fib.wall.exclusive), (1100, 1100));
+        assert_eq!((main.wall.inclusive, main.wall.exclusive), (1180, 80));
+        // The call tree: paths weigh wall time; the stackless wait is [unknown].
+        let mut tree = a.call_tree(&stacks, &frames, |_, _| true);
+        let nodes = tree.len();
+        use lapse_analysis::tree::{FrameKey, NodeId, Weight};
+        assert_eq!(tree.weight(NodeId::ROOT).inclusive(), 1187);
+        let inner = tree.path_node([
+            FrameKey::Function(FunctionId(0)),
+            FrameKey::Function(FunctionId(1)),
+            FrameKey::Function(FunctionId(1)),
+        ]);
+        assert_eq!(tree.weight(inner).off_cpu.exclusive, 100);
+        let unknown = tree.path_node([FrameKey::Unknown]);
+        assert_eq!(tree.weight(unknown).off_cpu.exclusive, 7);
+        assert_eq!(tree.len(), nodes, "both paths were in the tree");
+    }
+
+    fn t(ns: u64) -> Timestamp {
+        Timestamp::from_nanos(ns)
+    }
+
+    #[test]
+    fn samples_without_line_information_have_a_row() {
+        // main has a line; its callee, in a stripped library, has none.
+        let mut frames = vec![frame(0, 0, &[(0, 10)]), frame(1, 1, &[(1, 0)])];
+        frames[1].functions[0].line = None;
+        frames[1].functions[0].source_file = None;
+        let stacks = vec![node(0, None, 0), node(1, Some(0), 1)];
+        let mut a = SampleAnalysis::default();
+        for s in [Some(0), Some(1), Some(1)] {
+            a.add(&sample(s));
+        }
+        a.finish(&stacks, &frames);
+        assert_eq!((a.no_line.inclusive, a.no_line.exclusive), (2, 2));
+        let main = a.lines[&("a.c".to_string(), 10)];
+        assert_eq!((main.inclusive, main.exclusive), (3, 1));
+    }
 }

@@ -293,6 +293,30 @@ pub struct Sample {
     pub weight: u64,
 }
 
+/// Sampling with `--off-cpu`: a period a thread spent switched out, with
+/// its user stack at the moment it was switched out. The period's length is
+/// that stack's off-CPU time (SPEC 2.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffCpuPeriod {
+    pub pid: u32,
+    pub tid: u32,
+    /// Switched out (the stack is the one it had then) ...
+    pub from: Timestamp,
+    /// ... and switched back in.
+    pub to: Timestamp,
+    /// The innermost node of the stack; `None` when nothing unwound.
+    pub stack: Option<StackId>,
+    /// Switched out while still runnable (preempted), not blocked.
+    pub preempted: bool,
+}
+
+impl OffCpuPeriod {
+    /// Nanoseconds off the CPU.
+    pub fn len_ns(&self) -> u64 {
+        self.to.since(self.from)
+    }
+}
+
 /// Counters the recorder knows only at the end; absent when the recording
 /// did not finish (the file is then reported as incomplete).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -320,6 +344,10 @@ pub enum Record {
     Frames(Vec<FrameInfo>),
     Stacks(Vec<StackNode>),
     Footer(Footer),
+    /// Sampling, `--off-cpu`: periods off the CPU with their stacks, in the
+    /// order they ended. (Last, so that files written before it existed
+    /// read as they did; older readers skip it as an unknown record.)
+    OffCpu(Vec<OffCpuPeriod>),
     /// A thread whose first events enter calls it inherited (a fork child
     /// starts inside the calls its parent thread had open): those enters
     /// are frames, not calls. (Added after the first format; older files

@@ -73,6 +73,9 @@ pub struct DataFile {
     pub stacks: Vec<StackNode>,
     /// Off-CPU periods per (pid, tid), in time order.
     pub os_events: HashMap<(u32, u32), Vec<OsEvent>>,
+    /// Sampling with `--off-cpu`: the periods threads spent switched out,
+    /// each with its stack, in the order they ended (empty otherwise).
+    pub off_cpu: Vec<OffCpuPeriod>,
     /// Threads whose first enters are inherited frames (see
     /// [`InheritedFrames`](crate::InheritedFrames)), with how many.
     pub inherited: HashMap<(u32, u32), u32>,
@@ -198,6 +201,7 @@ impl DataFile {
             frames: scan.frames.items,
             stacks: scan.stacks.items,
             os_events: scan.os_events,
+            off_cpu: scan.off_cpu,
             inherited: scan.inherited,
             footer: scan.footer,
             chunks_of_thread: index_threads(&scan.event_chunks),

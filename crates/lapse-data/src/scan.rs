@@ -71,6 +71,7 @@ pub(crate) struct Scan {
     pub frames: Table<FrameInfo>,
     pub stacks: Table<StackNode>,
     pub os_events: HashMap<(u32, u32), Vec<OsEvent>>,
+    pub off_cpu: Vec<OffCpuPeriod>,
     pub inherited: HashMap<(u32, u32), u32>,
     pub footer: Option<Footer>,
     pub event_chunks: Vec<EventChunkRef>,
@@ -274,6 +275,7 @@ impl Scan {
                 }
             }
             Record::Footer(f) => self.footer = Some(f),
+            Record::OffCpu(periods) => self.off_cpu.extend(periods),
             Record::Inherited(i) => {
                 self.inherited.insert((i.pid, i.tid), i.frames);
             }

@@ -203,6 +203,10 @@ fn split(record: &Record) -> Option<(Record, Record)> {
             };
             (part(a), part(b))
         }
+        Record::OffCpu(v) => {
+            let (a, b) = halves(v)?;
+            (Record::OffCpu(a), Record::OffCpu(b))
+        }
         _ => return None,
     })
 }

@@ -137,6 +137,31 @@ fn missing_file_names_the_path() {
 }
 
 #[test]
+fn off_cpu_periods_round_trip_and_files_without_them_have_none() {
+    assert!(open(sample_file()).unwrap().off_cpu.is_empty());
+    let period = |i: u64| OffCpuPeriod {
+        pid: 1,
+        tid: 2 + (i % 3) as u32,
+        from: Timestamp::from_nanos(1_000 + i * 100),
+        to: Timestamp::from_nanos(1_050 + i * 100),
+        stack: i.is_multiple_of(2).then_some(StackId(i as u32)),
+        preempted: i.is_multiple_of(5),
+    };
+    let mut w = DataWriter::new(Vec::new()).unwrap();
+    w.write_record(&Record::Session(session())).unwrap();
+    let first: Vec<OffCpuPeriod> = (0..10).map(period).collect();
+    // A batch larger than one record may be: the writer splits it.
+    let second: Vec<OffCpuPeriod> = (10..1_500_010).map(period).collect();
+    w.write_record(&Record::OffCpu(first.clone())).unwrap();
+    w.write_record(&Record::OffCpu(second.clone())).unwrap();
+    let f = open(w.into_inner()).unwrap();
+    assert_eq!(f.off_cpu.len(), first.len() + second.len());
+    assert_eq!(&f.off_cpu[..10], &first[..]);
+    assert_eq!(f.off_cpu.last(), second.last());
+    assert_eq!(f.off_cpu[0].len_ns(), 50);
+}
+
+#[test]
 fn later_records_of_a_process_or_thread_fill_in_what_they_know() {
     // Announced early (command, start), completed at the end (end, exit
     // status; command unknown to that record): one process, both halves.

@@ -12,7 +12,8 @@
 //!   calls along that edge.
 //! - sampling: one event type, `Samples`; self cost = exclusive samples,
 //!   call cost = samples with the edge on the stack, and `calls=` repeats
-//!   that count (sampling does not count calls).
+//!   that count (sampling does not count calls). With off-CPU periods, a
+//!   second event, `OffCPU` (ns), costed the same way.
 //!
 //! **Recursion** is split by level, as Valgrind's `--separate-recs` does:
 //! the outermost frame of a function on a call path is `fib`, the next one
@@ -76,15 +77,16 @@ impl Costs for FunctionStats {
     }
 }
 
+/// Samples, then off-CPU nanoseconds (written only when there are any).
 impl Costs for Counts {
     fn calls(&self) -> u64 {
         self.inclusive
     }
     fn own(&self) -> Vec<u64> {
-        vec![self.exclusive]
+        vec![self.exclusive, self.off_cpu.exclusive]
     }
     fn inclusive_costs(&self) -> Vec<u64> {
-        vec![self.inclusive]
+        vec![self.inclusive, self.off_cpu.inclusive]
     }
 }
 
@@ -155,7 +157,14 @@ pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Resul
             ],
             blocks(t),
         ),
-        Tree::Samples(t) => (&[("Samples", "Samples")], blocks(t)),
+        Tree::Samples(t) if file.off_cpu.is_empty() => (&[("Samples", "Samples")], blocks(t)),
+        Tree::Samples(t) => (
+            &[
+                ("Samples", "Samples"),
+                ("OffCPU", "Time switched out, off the CPU (ns)"),
+            ],
+            blocks(t),
+        ),
     };
     let n = events.len();
     let mut text = String::new();

@@ -8,10 +8,16 @@ use lapse_data::{DataFile, Method};
 use lapse_report::Analysis;
 
 use crate::collapsed;
-use crate::{ExportError, Format};
+use crate::{ExportError, Format, SampleWeight};
 
-/// Renders the flame graph of the folded `lines` into `out`.
-pub fn svg(file: &DataFile, lines: &[String], out: &mut dyn Write) -> Result<(), ExportError> {
+/// Renders the flame graph of the folded `lines` (of a sampling recording,
+/// weighed as `weight` says) into `out`.
+pub fn svg(
+    file: &DataFile,
+    lines: &[String],
+    weight: SampleWeight,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
     if lines.is_empty() {
         return Err(ExportError::Unsupported {
             format: Format::Flamegraph.name(),
@@ -25,20 +31,41 @@ pub fn svg(file: &DataFile, lines: &[String], out: &mut dyn Write) -> Result<(),
         Method::Instrumentation => {
             "instrumentation: a frame's width is its elapsed inclusive time".into()
         }
-        Method::Sampling => format!(
-            "sampling: a frame's width is its inclusive samples of {}",
-            file.session.sample_event.as_deref().unwrap_or("?")
-        ),
+        Method::Sampling => match weight {
+            SampleWeight::Cpu => format!(
+                "sampling: a frame's width is its inclusive samples of {}",
+                file.session.sample_event.as_deref().unwrap_or("?")
+            ),
+            SampleWeight::OffCpu => {
+                "off-CPU: a frame's width is the time its stacks were switched out".into()
+            }
+            SampleWeight::Both => format!(
+                "on and off the CPU: a frame's width is its time, estimated from {} samples, plus its time switched out ({})",
+                file.session.sample_event.as_deref().unwrap_or("?"),
+                crate::OFF_CPU_FRAME
+            ),
+        },
     });
-    opts.count_name = match file.session.method {
-        Method::Instrumentation => "ns".into(),
-        Method::Sampling => "samples".into(),
+    if weight == SampleWeight::OffCpu {
+        // Blue, as off-CPU flame graphs usually are.
+        opts.colors = inferno::flamegraph::color::Palette::Basic(
+            inferno::flamegraph::color::BasicPalette::Io,
+        );
+    }
+    opts.count_name = match (file.session.method, weight) {
+        (Method::Sampling, SampleWeight::Cpu) => "samples".into(),
+        _ => "ns".into(),
     };
     flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)
         .map_err(ExportError::write(Format::Flamegraph))
 }
 
-pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
-    let lines = collapsed::tree_lines(file, analysis, Format::Flamegraph)?;
-    svg(file, &lines, out)
+pub fn write(
+    file: &DataFile,
+    analysis: &Analysis,
+    weight: SampleWeight,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    let lines = collapsed::tree_lines(file, analysis, Format::Flamegraph, weight)?;
+    svg(file, &lines, weight, out)
 }

@@ -78,6 +78,45 @@ impl Format {
     }
 }
 
+/// What a sampling export weighs its call paths by (`lapse export
+/// --weight`): CPU samples, off-CPU time (`record --off-cpu`), or both as
+/// wall-clock nanoseconds, the off-CPU part under an `[off-cpu]` frame at
+/// the end of its path. Collapsed stacks, flame graphs and speedscope
+/// follow it; pprof and callgrind always carry every value (sample types,
+/// events) and let their viewer choose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SampleWeight {
+    #[default]
+    Cpu,
+    OffCpu,
+    Both,
+}
+
+impl SampleWeight {
+    pub const ALL: [(&'static str, SampleWeight); 3] = [
+        ("cpu", SampleWeight::Cpu),
+        ("off-cpu", SampleWeight::OffCpu),
+        ("both", SampleWeight::Both),
+    ];
+
+    pub fn name(self) -> &'static str {
+        SampleWeight::ALL
+            .iter()
+            .find(|(_, w)| *w == self)
+            .map_or("?", |(n, _)| n)
+    }
+}
+
+/// The frame that ends the path of off-CPU time when on- and off-CPU time
+/// are shown together ([`SampleWeight::Both`]).
+pub const OFF_CPU_FRAME: &str = "[off-cpu]";
+
+/// How an export is made, beyond its format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExportOptions {
+    pub weight: SampleWeight,
+}
+
 /// Everything that can stop an export.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -152,10 +191,24 @@ pub fn export(
     format: Format,
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
+    export_with(file, analysis, format, ExportOptions::default(), out)
+}
+
+/// [`export`], made as `opts` says. A weight other than CPU samples needs
+/// a sampling recording with off-CPU time.
+pub fn export_with(
+    file: &DataFile,
+    analysis: &Analysis,
+    format: Format,
+    opts: ExportOptions,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    check_weight(file, format, opts.weight)?;
+    let weight = opts.weight;
     match format {
-        Format::Collapsed => collapsed::write(file, analysis, out),
-        Format::Flamegraph => flamegraph::write(file, analysis, out),
-        Format::Speedscope => speedscope::write(file, analysis, out),
+        Format::Collapsed => collapsed::write(file, analysis, weight, out),
+        Format::Flamegraph => flamegraph::write(file, analysis, weight, out),
+        Format::Speedscope => speedscope::write(file, analysis, weight, out),
         Format::Chrome => chrome::write(file, analysis, out),
         Format::Pprof => pprof::write(file, analysis, out),
         Format::Callgrind => callgrind::write(file, analysis, out),
@@ -164,4 +217,30 @@ pub fn export(
         Format::Perfetto => perfetto::write(file, analysis, out),
     }?;
     out.flush().map_err(ExportError::write(format))
+}
+
+/// `--weight off-cpu|both` only means something for a sampling recording
+/// with off-CPU periods.
+fn check_weight(file: &DataFile, format: Format, weight: SampleWeight) -> Result<(), ExportError> {
+    if weight == SampleWeight::Cpu {
+        return Ok(());
+    }
+    let what = if file.session.method != lapse_data::Method::Sampling {
+        "is for sampling recordings (instrumentation weighs by time already)"
+    } else if file.off_cpu.is_empty() {
+        "needs off-CPU time, and this recording has none (record with --off-cpu)"
+    } else {
+        return Ok(());
+    };
+    Err(ExportError::Unsupported {
+        format: format.name(),
+        what: format!("--weight {} {what}", weight.name()),
+    })
+}
+
+/// Nanoseconds one sample stands for: the period of a time-based event.
+pub(crate) fn period_ns(file: &DataFile) -> Option<u64> {
+    file.session
+        .sample_period
+        .filter(|&p| file.session.sample_period_is_time && p > 0)
 }

@@ -10,9 +10,10 @@
 //!   `application/nanoseconds`; one sample per call path; flat and cum of the
 //!   two times are the four times of the report. One location per function.
 //! - sampling: `samples/count` (and `cpu/nanoseconds` when the period is a
-//!   time); one sample per distinct stack and thread, labelled with pid, tid
-//!   and thread name; one location per unwound address, inline frames as
-//!   several lines of one location.
+//!   time, and `off_cpu/nanoseconds` with off-CPU periods, `cpu` staying the
+//!   default type); one sample per distinct stack and thread, labelled with
+//!   pid, tid and thread name; one location per unwound address, inline
+//!   frames as several lines of one location.
 //!
 //! Addresses: each module gets one mapping, from the recording's mappings
 //! when it has them (absolute address = module-relative + bias), otherwise a
@@ -291,19 +292,29 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
     };
     let period = file.session.sample_period.unwrap_or(0) as i64;
     let timed = file.session.sample_period_is_time && period > 0;
+    let off_cpu = !file.off_cpu.is_empty();
     b.p.sample_type = vec![b.value_type("samples", "count")];
     if timed {
         let cpu = b.value_type("cpu", "nanoseconds");
         b.p.sample_type.push(cpu);
     }
+    if off_cpu {
+        let off = b.value_type("off_cpu", "nanoseconds");
+        b.p.sample_type.push(off);
+        // (pprof shows the last type unless told otherwise)
+        b.p.default_sample_type = b.string(if timed { "cpu" } else { "samples" });
+    }
     let event = file.session.sample_event.as_deref().unwrap_or("samples");
     let unit = if timed { "nanoseconds" } else { "count" };
     b.p.period_type = Some(b.value_type(event, unit));
     b.p.period = period;
-    let values = |n: u64| {
+    let values = |n: u64, off: u64| {
         let mut v = vec![n as i64];
         if timed {
             v.push(n as i64 * period);
+        }
+        if off_cpu {
+            v.push(off as i64);
         }
         v
     };
@@ -331,11 +342,19 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
             },
         ]
     };
-    let mut per_thread: HashMap<(u32, u32), u64> = HashMap::new();
-    let mut stacks: Vec<_> = r.analysis.per_stack.iter().collect();
-    stacks.sort_by_key(|(k, _)| **k);
-    for (&(stack, pid, tid), &n) in stacks {
-        *per_thread.entry((pid, tid)).or_default() += n;
+    // Samples and off-CPU time per (stack, pid, tid).
+    let mut stacks: std::collections::BTreeMap<_, (u64, u64)> = std::collections::BTreeMap::new();
+    for (&k, &n) in &r.analysis.per_stack {
+        stacks.entry(k).or_default().0 += n;
+    }
+    for (&k, &ns) in &r.analysis.off_cpu_per_stack {
+        stacks.entry(k).or_default().1 += ns;
+    }
+    let mut per_thread: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
+    for (&(stack, pid, tid), &(n, off)) in &stacks {
+        let t = per_thread.entry((pid, tid)).or_default();
+        t.0 += n;
+        t.1 += off;
         let frames = frames_of(&file.stacks, stack);
         let kept: Vec<FrameId> = frames
             .iter()
@@ -350,7 +369,7 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
         let label = labels(b, pid, tid);
         b.p.sample.push(Sample {
             location_id,
-            value: values(n),
+            value: values(n, off),
             label,
         });
     }
@@ -358,15 +377,15 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
     let mut threads: Vec<_> = r.analysis.threads.iter().collect();
     threads.sort_by_key(|(k, _)| **k);
     for (&(pid, tid), c) in threads {
-        let rest = c
-            .inclusive
-            .saturating_sub(per_thread.get(&(pid, tid)).copied().unwrap_or(0));
-        if rest > 0 {
+        let (n, off) = per_thread.get(&(pid, tid)).copied().unwrap_or((0, 0));
+        let rest = c.inclusive.saturating_sub(n);
+        let off_rest = c.off_cpu.inclusive.saturating_sub(off);
+        if rest > 0 || off_rest > 0 {
             let location_id = vec![b.location(LocKey::Unknown)];
             let label = labels(b, pid, tid);
             b.p.sample.push(Sample {
                 location_id,
-                value: values(rest),
+                value: values(rest, off_rest),
                 label,
             });
         }

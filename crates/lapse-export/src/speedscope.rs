@@ -8,13 +8,17 @@
 //! give elapsed times.
 //!
 //! Sampling: one "sampled" profile per thread, its samples in time order,
-//! each weighing one sample (unit "none"), so totals are sample counts.
+//! each weighing its period in nanoseconds for a time-based event (one
+//! sample otherwise). With off-CPU time, `--weight` chooses: the off-CPU
+//! periods instead of the samples (each weighing its length), or both in
+//! time order, the periods' stacks ending in `[off-cpu]`, so that the
+//! "time order" view is the thread's wall-clock time.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io::{self, Write};
 
-use lapse_data::{DataFile, Method, StackId};
+use lapse_data::{DataFile, Method, OffCpuPeriod, StackId, Timestamp};
 use lapse_report::Analysis;
 use serde_json::{json, Value};
 
@@ -23,7 +27,7 @@ use lapse_analysis::tree::FrameKey;
 
 use crate::sample_keys;
 use crate::timeline::{self, SampleIndex, Step};
-use crate::{ExportError, Format};
+use crate::{ExportError, Format, SampleWeight, OFF_CPU_FRAME};
 
 pub const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
 
@@ -118,25 +122,93 @@ fn instrumentation(
     out.write_all(tail.as_bytes()).map_err(w)
 }
 
-fn sampling(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
+/// One entry of a thread's sampled profile: when, which stack (and whether
+/// it is off the CPU, shown with an `[off-cpu]` frame) and its weight.
+struct Entry {
+    at: Timestamp,
+    stack: Option<StackId>,
+    off_cpu_frame: bool,
+    weight: u64,
+}
+
+/// A thread's entries in time order: its samples, its off-CPU periods, or
+/// both, as `weight` says.
+fn entries(
+    samples: &[lapse_data::Sample],
+    periods: &[&OffCpuPeriod],
+    weight: SampleWeight,
+    per_sample: u64,
+) -> Vec<Entry> {
+    let mut out = Vec::new();
+    if weight != SampleWeight::OffCpu {
+        out.extend(samples.iter().map(|s| Entry {
+            at: s.ts,
+            stack: s.stack,
+            off_cpu_frame: false,
+            weight: per_sample,
+        }));
+    }
+    if weight != SampleWeight::Cpu {
+        out.extend(periods.iter().map(|p| Entry {
+            at: p.from,
+            stack: p.stack,
+            off_cpu_frame: weight == SampleWeight::Both,
+            weight: p.len_ns(),
+        }));
+        // Stable: samples before periods at equal times.
+        out.sort_by_key(|e| e.at);
+    }
+    out
+}
+
+fn sampling(file: &DataFile, weight: SampleWeight, out: &mut dyn Write) -> Result<(), ExportError> {
     let w = ExportError::write(Format::Speedscope);
     // The frames come first in the document, numbered in the order the
     // samples first use them: a first pass over the threads finds them (and
     // each stack's frame list), the second writes the profiles. Each pass
     // holds one thread's samples at a time.
     let index = SampleIndex::new(file);
-    let order: Vec<(u32, u32)> = index.threads().collect();
-    let mut frame_index: HashMap<FrameKey, usize> = HashMap::new();
+    let mut periods: HashMap<(u32, u32), Vec<&OffCpuPeriod>> = HashMap::new();
+    if weight != SampleWeight::Cpu {
+        for p in &file.off_cpu {
+            periods.entry((p.pid, p.tid)).or_default().push(p);
+        }
+    }
+    let mut order: Vec<(u32, u32)> = index.threads().collect();
+    if weight != SampleWeight::Cpu {
+        order.extend(periods.keys().copied());
+        order.sort_unstable();
+        order.dedup();
+    }
+    let periods_of = |pid: u32, tid: u32| periods.get(&(pid, tid)).map_or(&[][..], Vec::as_slice);
+    // A time-based event weighs each sample by its period in nanoseconds,
+    // so speedscope shows time; other events count samples. Off-CPU time
+    // is in nanoseconds.
+    let period = crate::period_ns(file);
+    let (unit, per_sample) = match (period, weight) {
+        (Some(p), _) => ("nanoseconds", p),
+        (None, SampleWeight::Cpu) => ("none", 1),
+        (None, _) => ("nanoseconds", 1),
+    };
+    let mut frame_index: HashMap<Option<FrameKey>, usize> = HashMap::new();
     let mut frames: Vec<Value> = Vec::new();
-    let mut stacks: HashMap<Option<StackId>, String> = HashMap::new();
-    let Ok(()) = index.for_each_thread(file, &order, |_, _, run| -> Result<(), Infallible> {
-        for s in run {
-            stacks.entry(s.stack).or_insert_with(|| {
-                let ids: Vec<String> = sample_keys(file, s.stack)
+    let mut stacks: HashMap<(Option<StackId>, bool), String> = HashMap::new();
+    let Ok(()) = index.for_each_thread(file, &order, |pid, tid, run| -> Result<(), Infallible> {
+        for e in entries(run, periods_of(pid, tid), weight, per_sample) {
+            stacks.entry((e.stack, e.off_cpu_frame)).or_insert_with(|| {
+                let mut keys: Vec<Option<FrameKey>> =
+                    sample_keys(file, e.stack).into_iter().map(Some).collect();
+                if e.off_cpu_frame {
+                    keys.push(None);
+                }
+                let ids: Vec<String> = keys
                     .into_iter()
                     .map(|k| {
                         let id = *frame_index.entry(k).or_insert_with(|| {
-                            frames.push(frame_json(file, k));
+                            frames.push(match k {
+                                Some(k) => frame_json(file, k),
+                                None => json!({ "name": OFF_CPU_FRAME }),
+                            });
                             frames.len() - 1
                         });
                         id.to_string()
@@ -149,19 +221,10 @@ fn sampling(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
     });
     let (head, tail) = frame_header(file, &frames);
     out.write_all(head.as_bytes()).map_err(w)?;
-    // A time-based event weighs each sample by its period in nanoseconds,
-    // so speedscope shows time; other events count samples.
-    let period = file
-        .session
-        .sample_period
-        .filter(|&p| file.session.sample_period_is_time && p > 0);
-    let (unit, weight) = match period {
-        Some(p) => ("nanoseconds", p),
-        None => ("none", 1),
-    };
     let mut first_profile = true;
     index
         .for_each_thread(file, &order, |pid, tid, run| -> io::Result<()> {
+            let run = entries(run, periods_of(pid, tid), weight, per_sample);
             if !first_profile {
                 out.write_all(b",\n")?;
             }
@@ -170,23 +233,25 @@ fn sampling(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
             write!(
                 out,
                 "{{\"endValue\":{},\"name\":{},\"samples\":[",
-                run.len() as u64 * weight,
+                run.iter().map(|e| e.weight).sum::<u64>(),
                 quote(&thread_name(file, pid, tid))
             )?;
-            for (i, s) in run.iter().enumerate() {
+            for (i, e) in run.iter().enumerate() {
                 if i > 0 {
                     out.write_all(b",")?;
                 }
-                let ids = stacks.get(&s.stack).map_or("[]", String::as_str);
+                let ids = stacks
+                    .get(&(e.stack, e.off_cpu_frame))
+                    .map_or("[]", String::as_str);
                 out.write_all(ids.as_bytes())?;
             }
             write!(
                 out,
                 r#"],"startValue":0,"type":"sampled","unit":"{unit}","weights":["#
             )?;
-            for i in 0..run.len() {
+            for (i, e) in run.iter().enumerate() {
                 let sep = if i > 0 { "," } else { "" };
-                write!(out, "{sep}{weight}")?;
+                write!(out, "{sep}{}", e.weight)?;
             }
             out.write_all(b"]}")
         })
@@ -194,9 +259,14 @@ fn sampling(file: &DataFile, out: &mut dyn Write) -> Result<(), ExportError> {
     out.write_all(tail.as_bytes()).map_err(w)
 }
 
-pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
+pub fn write(
+    file: &DataFile,
+    analysis: &Analysis,
+    weight: SampleWeight,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
     match file.session.method {
         Method::Instrumentation => instrumentation(file, timeline::Timing::of(file, analysis), out),
-        Method::Sampling => sampling(file, out),
+        Method::Sampling => sampling(file, weight, out),
     }
 }

@@ -19,6 +19,7 @@ fn main() {
         event: None,
         call_graph: CallGraph::FramePointer,
         os_events: vec![OsEventSource::Switch],
+        off_cpu: false,
         inherit: true,
         libcalls: true,
         output: PathBuf::from(&args[0]),

@@ -2,11 +2,13 @@
 //! runtime's probe buffers and the kernel's perf events, and writes the data
 //! file as data arrives.
 //!
-//! Layout: [`linux`] holds the OS layer any method builds on (perf events and
-//! their ring buffers, record parsing, launching a held target, clocks);
-//! `instrument` is the instrumentation method (runtime transport, event
-//! streams, off-CPU periods, symbols at the end); [`method`] decides what
-//! `--method auto` means for a given binary.
+//! Layout: [`linux`] holds the OS layer both methods build on (perf events and
+//! their ring buffers, record parsing, tracepoints, launching a held target,
+//! clocks, `/proc`); `instrument` is the instrumentation method (runtime
+//! transport, event streams, off-CPU periods, symbols at the end); `sample`
+//! is the sampling method (perf sampling event, unwinding, stack tables,
+//! symbols at the end); [`method`] decides what `--method auto` means for a
+//! given binary.
 //!
 //! Constraints: memory stays bounded whatever the run length and the number
 //! of threads (events are written in batches as they arrive; the runtime
@@ -27,6 +29,7 @@ mod instrument;
 pub mod linux;
 pub mod method;
 mod output_file;
+mod sample;
 
 pub use error::RecordError;
 pub use instrument::{recover, spill_path, RecoverOutcome};
@@ -112,6 +115,9 @@ pub struct RecordOptions {
     pub call_graph: CallGraph,
     /// OS event kinds: `switch` (always), `fault`, `syscall`.
     pub os_events: Vec<OsEventSource>,
+    /// Sampling: also capture each thread's stack when it is switched out,
+    /// and the time until it runs again (`--off-cpu`).
+    pub off_cpu: bool,
     pub inherit: bool,
     /// Instrumentation: calls from instrumented modules into other shared
     /// libraries are functions of their library (`--no-libcalls`: not traced).
@@ -213,6 +219,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     };
     match method {
         Method::Instrumentation => {
+            if opts.off_cpu {
+                return Err(RecordError::Unsupported(
+                    "--off-cpu is for sampling (instrumentation always records when threads are off the CPU: elapsed vs application time); add --method sample".into(),
+                ));
+            }
             if method::is_static(&program) {
                 return Err(RecordError::Unsupported(format!(
                     "{} is statically linked: the lapse runtime cannot be preloaded into it, so it cannot be recorded by instrumentation; link it dynamically, or record it with --method sample",
@@ -236,7 +247,7 @@ fn record_sampling(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     drop(file); // (the sampling session opens it by name)
     let mut temp_opts = opts.clone();
     temp_opts.output = pending.temp_path().to_owned();
-    let mut outcome = linux::sample::record(&temp_opts)?;
+    let mut outcome = sample::record(&temp_opts)?;
     pending.commit().map_err(err)?;
     outcome.output = opts.output.clone();
     Ok(outcome)

@@ -10,12 +10,14 @@ use lapse_data::DataFile;
 use crate::load::Analysis;
 use crate::table::{col, shown, shown_unless, Cell, Column, Kind};
 
-/// What cells need besides the row: the session's totals (percentages) and
-/// the sampling period when it is a time (estimated nanoseconds).
+/// What cells need besides the row: the session's totals (percentages),
+/// the sampling period when it is a time (estimated nanoseconds) and
+/// whether off-CPU time was recorded.
 #[derive(Clone, Copy, Debug)]
 pub struct Ctx<'a> {
     pub session: &'a SessionTotals,
     pub period_ns: Option<u64>,
+    pub off_cpu: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -24,8 +26,16 @@ impl<'a> Ctx<'a> {
         Ctx {
             session: a.session(),
             period_ns: s.sample_period.filter(|_| s.sample_period_is_time),
+            off_cpu: off_cpu_recorded(file),
         }
     }
+}
+
+/// True for a sampling recording with off-CPU periods (`--off-cpu`; its
+/// header also lists `switch` among its OS events, but a recording in
+/// which no thread was ever switched out has nothing to show).
+pub fn off_cpu_recorded(file: &DataFile) -> bool {
+    file.session.method == lapse_data::Method::Sampling && !file.off_cpu.is_empty()
 }
 
 /// A row's values, as columns and cells.
@@ -68,14 +78,22 @@ const PER_CALL: [Column; 12] = [
 const OVERHEAD: Column = shown_unless("probe_overhead_ns", Kind::Nanos, "probe cost", 12);
 const OPEN_CALLS: Column = col("open_calls", Kind::Int);
 
-const SAMPLES: [Column; 6] = [
+/// On-CPU (estimated from the samples) and off-CPU time side by side; the
+/// off-CPU columns only for recordings that have them (see [`OFF_CPU_KEYS`]).
+const SAMPLES: [Column; 8] = [
     shown("inclusive_samples", Kind::Int, "incl samples"),
     shown("exclusive_samples", Kind::Int, "excl samples"),
     shown_unless("inclusive_pct", Kind::Percent, "incl %", 2),
     shown_unless("exclusive_pct", Kind::Percent, "excl %", 1),
     shown_unless("estimated_inclusive_ns", Kind::Nanos, "est incl", 4),
     shown_unless("estimated_exclusive_ns", Kind::Nanos, "est excl", 3),
+    shown_unless("off_cpu_inclusive_ns", Kind::Nanos, "off-cpu incl", 4),
+    shown_unless("off_cpu_exclusive_ns", Kind::Nanos, "off-cpu excl", 3),
 ];
+
+/// The columns of off-CPU time, which a view leaves out when the recording
+/// has none (SPEC 5: "with `--off-cpu` also ...").
+pub const OFF_CPU_KEYS: [&str; 2] = ["off_cpu_inclusive_ns", "off_cpu_exclusive_ns"];
 
 /// calls, the four times, the four percentages.
 fn time_cells(calls: u64, t: &TimeValues, ctx: &Ctx<'_>) -> Vec<Cell> {
@@ -146,6 +164,8 @@ impl Values for Counts {
             Cell::Float(e),
             est(self.inclusive),
             est(self.exclusive),
+            Cell::Int(self.off_cpu.inclusive),
+            Cell::Int(self.off_cpu.exclusive),
         ]
     }
 }

@@ -77,7 +77,8 @@ pub struct InstrResult {
 }
 
 pub struct SampleResult {
-    pub analysis: SampleAnalysis,
+    /// (Boxed: it is the larger of the two methods' results by far.)
+    pub analysis: Box<SampleAnalysis>,
     pub session: SessionTotals,
     /// The selected threads' call tree, when the query asked for one.
     pub tree: Option<CallTree<Counts>>,
@@ -294,6 +295,17 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
             }
         }
     }
+    if crate::columns::off_cpu_recorded(file) {
+        for p in &file.off_cpu {
+            if query.wants_thread(p.pid, p.tid) {
+                analysis.add_off_cpu(p, window);
+            }
+        }
+        analysis.wall_period_ns = file
+            .session
+            .sample_period
+            .filter(|_| file.session.sample_period_is_time);
+    }
     analysis.finish(&file.stacks, &file.frames);
     let session = SessionTotals {
         samples: analysis.samples,
@@ -303,7 +315,7 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
         .call_tree
         .then(|| analysis.call_tree(&file.stacks, &file.frames, |_, _| true));
     SampleResult {
-        analysis,
+        analysis: Box::new(analysis),
         session,
         tree,
         bad_chunks,

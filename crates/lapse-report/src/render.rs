@@ -61,6 +61,27 @@ pub fn sort_rows(
         (_, false) => "elapsed_exclusive_ns",
         (_, true) => "exclusive_samples",
     };
+    // With off-CPU time, rows go by time, running or waiting: the on-CPU
+    // estimate plus the off-CPU time, when no --sort says otherwise.
+    let position = |k: &str| columns.iter().position(|c| c.key == k);
+    let by_time = match (view, is_sampling, sort) {
+        (View::Threads | View::Processes, _, _) | (_, false, _) | (_, _, Some(_)) => None,
+        (View::Modules, true, None) => {
+            position("estimated_inclusive_ns").zip(position("off_cpu_inclusive_ns"))
+        }
+        (_, true, None) => position("estimated_exclusive_ns").zip(position("off_cpu_exclusive_ns")),
+    };
+    if let Some((on, off)) = by_time {
+        let time = |r: &[Cell]| {
+            r.get(on).and_then(Cell::as_f64).unwrap_or(0.0)
+                + r.get(off).and_then(Cell::as_f64).unwrap_or(0.0)
+        };
+        rows.sort_by(|a, b| time(b).total_cmp(&time(a)).then_with(|| row_order(a, b)));
+        if let Some(n) = limit {
+            rows.truncate(n);
+        }
+        return Ok(());
+    }
     let key = sort.unwrap_or(default);
     let Some(i) = columns.iter().position(|c| c.key == key) else {
         if sort.is_none() {
@@ -83,26 +104,28 @@ pub fn sort_rows(
                 .total_cmp(&y.as_f64().unwrap_or(f64::MIN)),
         };
         let ord = if ascending { ord } else { ord.reverse() };
-        // Ties in the sort column are ordered by the whole row, left to
-        // right, so the output never depends on hash or thread order.
-        ord.then_with(|| {
-            a.iter()
-                .zip(b.iter())
-                .map(|(x, y)| match (x, y) {
-                    (Cell::Text(x), Cell::Text(y)) => x.cmp(y),
-                    (x, y) => x
-                        .as_f64()
-                        .unwrap_or(f64::MIN)
-                        .total_cmp(&y.as_f64().unwrap_or(f64::MIN)),
-                })
-                .find(|o| o.is_ne())
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })
+        ord.then_with(|| row_order(a, b))
     });
     if let Some(n) = limit {
         rows.truncate(n);
     }
     Ok(())
+}
+
+/// Ties in the sort column are ordered by the whole row, left to right, so
+/// the output never depends on hash or thread order.
+fn row_order(a: &[Cell], b: &[Cell]) -> std::cmp::Ordering {
+    a.iter()
+        .zip(b.iter())
+        .map(|(x, y)| match (x, y) {
+            (Cell::Text(x), Cell::Text(y)) => x.cmp(y),
+            (x, y) => x
+                .as_f64()
+                .unwrap_or(f64::MIN)
+                .total_cmp(&y.as_f64().unwrap_or(f64::MIN)),
+        })
+        .find(|o| o.is_ne())
+        .unwrap_or(std::cmp::Ordering::Equal)
 }
 
 fn session_json(file: &DataFile, a: &Analysis) -> Value {
@@ -136,7 +159,7 @@ fn session_json(file: &DataFile, a: &Analysis) -> Value {
     };
     let footer = file.footer.clone().unwrap_or_default();
     let recorder_wait_ns = recorder_wait_ns(file);
-    json!({
+    let mut session = json!({
         "command": s.command,
         "duration_ns": duration,
         "processes": pids.len(),
@@ -153,7 +176,15 @@ fn session_json(file: &DataFile, a: &Analysis) -> Value {
         "complete": file.is_complete(),
         "application_rule": a.application_rule().map(|r| r.name()),
         "recorder_wait_ns": recorder_wait_ns,
-    })
+    });
+    // `--off-cpu`: the selected threads' time off the CPU and its periods.
+    if let Analysis::Sample(r) = a {
+        if crate::columns::off_cpu_recorded(file) {
+            session["off_cpu_ns"] = json!(r.analysis.off_cpu_ns);
+            session["off_cpu_periods"] = json!(r.analysis.off_cpu_periods);
+        }
+    }
+    session
 }
 
 /// The time the recorder made the target wait (buffer hand-overs), which

@@ -119,10 +119,27 @@ fn header(
                     n("lost_events")
                 ),
             )?;
+            if let Some(off) = session["off_cpu_ns"].as_u64() {
+                line(
+                    out,
+                    w,
+                    &format!(
+                        "off-CPU:  {} in {} periods switched out, summed over threads (on-CPU: est columns)",
+                        units::duration(off),
+                        n("off_cpu_periods")
+                    ),
+                )?;
+            }
         }
     }
     if !file.is_complete() {
         line(out, w, "warning:  the data file is incomplete (recording interrupted or file damaged); showing what is intact")?;
+    }
+    // What the recorder warned about (e.g. one-frame stacks with --call-graph fp).
+    for note in &s.notes {
+        if let Some(warning) = note.strip_prefix("warning: ") {
+            line(out, w, &format!("warning:  {warning}"))?;
+        }
     }
     writeln!(out)
 }
@@ -306,6 +323,8 @@ pub fn table(
             "top functions by exclusive {}:",
             if matches!(a, Analysis::Instr(_)) {
                 "time"
+            } else if session["off_cpu_ns"].is_u64() {
+                "time, on the CPU (estimated) and off it"
             } else {
                 "samples"
             }

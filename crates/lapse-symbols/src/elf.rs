@@ -8,6 +8,7 @@ use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
 
 use crate::bytes::SectionData;
 use crate::dwarf::DwarfInfo;
+use crate::ranges::{CodeRanges, RangeSource};
 use crate::symtab::{FunctionSymbol, SymbolTable};
 use crate::{debugfile, demangle, SymbolError};
 
@@ -75,6 +76,13 @@ pub struct ElfModule {
     dwarf: OnceCell<Option<DwarfInfo>>,
     unwind: UnwindSections,
     debug_file: Option<PathBuf>,
+    /// The ELF entry point (module-relative), its byte order and address size.
+    entry: u64,
+    little_endian: bool,
+    address_size: u8,
+    /// Functions of code no symbol names, from the unwind table; parsed on
+    /// the first lookup that needs them.
+    ranges: OnceCell<CodeRanges>,
 }
 
 impl ElfModule {
@@ -130,6 +138,10 @@ impl ElfModule {
             dwarf: OnceCell::new(),
             unwind: unwind_sections(&file, &data),
             debug_file: None,
+            entry: file.entry(),
+            little_endian: file.is_little_endian(),
+            address_size: if file.is_64() { 8 } else { 4 },
+            ranges: OnceCell::new(),
         };
         Ok((module, debuglink))
     }
@@ -173,6 +185,11 @@ impl ElfModule {
 
     pub fn build_id(&self) -> Option<&[u8]> {
         self.build_id.as_deref()
+    }
+
+    /// The ELF entry point (module-relative; 0 when there is none).
+    pub fn entry_point(&self) -> u64 {
+        self.entry
     }
 
     pub fn segments(&self) -> &[LoadSegment] {
@@ -227,9 +244,45 @@ impl ElfModule {
         mapping_start.wrapping_sub(file_offset).wrapping_sub(shift)
     }
 
-    /// The symbol-table function holding `addr`.
+    /// The symbol-table function holding `addr` (PLT stubs included, as
+    /// `foo@plt`).
     pub fn function_at(&self, addr: u64) -> Option<&FunctionSymbol> {
         self.symbols.lookup(addr)
+    }
+
+    /// The function holding `addr` when no symbol does: the unwind table's
+    /// (`.eh_frame` FDE) range around it, named `module+0xSTART`, or
+    /// `_start` at the module's entry point.
+    pub fn unwind_function_at(&self, addr: u64) -> Option<FunctionSymbol> {
+        let ranges = self.ranges.get_or_init(|| {
+            CodeRanges::new(&RangeSource {
+                eh_frame: self.unwind.eh_frame.as_ref(),
+                text_svma: self.unwind.text_svma.as_ref().map(|r| r.start),
+                little_endian: self.little_endian,
+                address_size: self.address_size,
+                entry: self.entry,
+                segments: &self.segments,
+                symbols: &self.symbols,
+            })
+        });
+        let (start, size, entry) = ranges.lookup(addr)?;
+        let name = if entry {
+            "_start".to_owned()
+        } else {
+            let file = self
+                .path
+                .file_name()
+                .map_or_else(|| self.path.to_string_lossy(), |n| n.to_string_lossy());
+            format!("{file}+{start:#x}")
+        };
+        Some(FunctionSymbol { start, size, name })
+    }
+
+    /// The function holding `addr`: its symbol, else its unwind-table range.
+    pub fn function_or_range_at(&self, addr: u64) -> Option<FunctionSymbol> {
+        self.function_at(addr)
+            .cloned()
+            .or_else(|| self.unwind_function_at(addr))
     }
 
     /// Source file and line of `addr` from the line table (no inline chain).
@@ -243,9 +296,10 @@ impl ElfModule {
     /// Function names (with inline chain) and source positions for `addr`.
     /// The outermost function is named from the symbol table when it has an
     /// entry (so `foo.constprop.0` stays distinct, as in `perf`), from DWARF
-    /// otherwise.
+    /// otherwise, and from the unwind table when neither knows it (see
+    /// [`ElfModule::unwind_function_at`]; `symbol` is then that range).
     pub fn symbolize(&self, addr: u64) -> Symbolized {
-        let symbol = self.symbols.lookup(addr).cloned();
+        let mut symbol = self.symbols.lookup(addr).cloned();
         let mut dwarf_frames = match self.dwarf() {
             Some(d) => d.frames(addr),
             None => Vec::new(),
@@ -253,10 +307,14 @@ impl ElfModule {
         dwarf_frames.reverse();
         let mut frames = Vec::with_capacity(dwarf_frames.len().max(1));
         let outermost = dwarf_frames.first();
-        let outer_name = symbol
+        let mut outer_name = symbol
             .as_ref()
             .map(|s| s.name.clone())
             .or_else(|| outermost.and_then(|f| f.name.as_deref()).map(demangle));
+        if outer_name.is_none() {
+            symbol = self.unwind_function_at(addr);
+            outer_name = symbol.as_ref().map(|s| s.name.clone());
+        }
         if let Some(name) = outer_name {
             let (file, line) = match outermost {
                 Some(f) => (f.file.clone(), f.line),

@@ -3,7 +3,10 @@
 //!
 //! This crate owns reading ELF modules: build-ids, `PT_LOAD` layout (to turn
 //! an absolute address in a mapping into a module-relative one), the
-//! `.symtab`/`.dynsym` function symbols, DWARF lines and inline frames (via
+//! `.symtab`/`.dynsym` function symbols (and PLT stubs, `foo@plt`), the
+//! functions of code no symbol names (from `.eh_frame`), JIT code's perf
+//! maps (`/tmp/perf-PID.map`, parsed from text), DWARF lines and inline
+//! frames (via
 //! `addr2line`/`gimli`/`object`), demangling (Rust and C++), separate debug
 //! files, and handing out the unwind sections (`.eh_frame`, ...) an unwinder
 //! needs.
@@ -27,6 +30,9 @@ mod demangle;
 mod dwarf;
 mod elf;
 mod error;
+mod perfmap;
+mod plt;
+mod ranges;
 mod symtab;
 
 pub use bytes::SectionData;
@@ -34,4 +40,5 @@ pub use cache::SymbolCache;
 pub use demangle::demangle;
 pub use elf::{ElfModule, LoadSegment, Section, SymbolFrame, Symbolized, UnwindSections};
 pub use error::SymbolError;
+pub use perfmap::PerfMap;
 pub use symtab::FunctionSymbol;

@@ -1,7 +1,8 @@
 //! The ELF symbol table as a sorted list of sized function symbols.
 //!
 //! `.symtab` and `.dynsym` are merged (stripped libraries only have the
-//! latter); when both name the same address the `.symtab` entry wins.
+//! latter); when both name the same address the `.symtab` entry wins. PLT
+//! stubs, which no table names, are added as `foo@plt` (see [`crate::plt`]).
 //! A name is demangled the first time a lookup lands on it and kept: a
 //! module with 100k C++ symbols opens in milliseconds, and only the handful
 //! of functions a profile hits pay for demangling.
@@ -30,6 +31,8 @@ struct Entry {
     start: u64,
     size: u64,
     raw: Box<str>,
+    /// Appended after demangling (`@plt` for PLT stubs).
+    suffix: &'static str,
     resolved: OnceCell<FunctionSymbol>,
 }
 
@@ -42,7 +45,7 @@ impl Entry {
         self.resolved.get_or_init(|| FunctionSymbol {
             start: self.start,
             size: self.size,
-            name: crate::demangle(&self.raw),
+            name: crate::demangle(&self.raw) + self.suffix,
         })
     }
 }
@@ -91,16 +94,42 @@ impl SymbolTable {
                 .then(underscores(a.4).cmp(&underscores(b.4)))
         });
         raw.dedup_by_key(|s| s.0);
-        let symbols = raw
+        let mut symbols: Vec<Entry> = raw
             .into_iter()
             .map(|(start, size, _, _, name)| Entry {
                 start,
                 size,
                 raw: name.into(),
+                suffix: "",
                 resolved: OnceCell::new(),
             })
             .collect();
+        // PLT stubs where no symbol starts (a symbol of the table wins).
+        let named: std::collections::HashSet<u64> = symbols.iter().map(|e| e.start).collect();
+        for stub in crate::plt::stubs(file) {
+            if named.contains(&stub.start) {
+                continue;
+            }
+            let (raw, suffix) = match stub.target {
+                Some(name) => (name.into_boxed_str(), "@plt"),
+                None => (format!("[{}]", stub.section).into_boxed_str(), ""),
+            };
+            symbols.push(Entry {
+                start: stub.start,
+                size: stub.size,
+                raw,
+                suffix,
+                resolved: OnceCell::new(),
+            });
+        }
+        symbols.sort_by_key(|e| e.start);
         SymbolTable { symbols }
+    }
+
+    /// The start of the first symbol after `addr`, if any.
+    pub(crate) fn next_start_after(&self, addr: u64) -> Option<u64> {
+        let i = self.symbols.partition_point(|s| s.start <= addr);
+        self.symbols.get(i).map(|s| s.start)
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -107,6 +107,100 @@ fn stripped_module_falls_back_to_symbols() {
     assert_eq!(s.frames[0].line, None);
 }
 
+/// The functions of an -O2 program, by name, from its symbol table.
+fn functions_of(m: &ElfModule, names: &[&str]) -> Vec<lapse_symbols::FunctionSymbol> {
+    names
+        .iter()
+        .map(|name| {
+            (0..0x10_0000u64)
+                .find_map(|a| m.function_at(a).filter(|s| s.name == *name).cloned())
+                .unwrap_or_else(|| panic!("{name} in the symbol table"))
+        })
+        .collect()
+}
+
+#[test]
+fn stripped_code_is_grouped_by_the_unwind_table() {
+    let Some(exe) = build("tostrip", SOURCE, &["-O2"]) else {
+        return;
+    };
+    let stripped = exe.with_file_name("stripped");
+    let ok = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&exe)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        lapse_testkit::skip::<()>("strip not available");
+        return;
+    }
+    let full = module(&exe);
+    let bare = module(&stripped);
+    for f in functions_of(&full, &["outer", "main"]) {
+        assert!(
+            bare.function_at(f.start).is_none(),
+            "{} has no symbol",
+            f.name
+        );
+        // Every address of the function is in one range, named by its start.
+        let names: std::collections::BTreeSet<String> = (f.start..f.start + f.size)
+            .map(|a| bare.function_or_range_at(a).expect("a range").name)
+            .collect();
+        assert_eq!(
+            names.into_iter().collect::<Vec<_>>(),
+            [format!("stripped+{:#x}", f.start)],
+            "{}",
+            f.name
+        );
+        let s = bare.symbolize(f.start + 1);
+        assert_eq!(s.frames.len(), 1);
+        assert_eq!(s.frames[0].name, format!("stripped+{:#x}", f.start));
+        assert_eq!(s.symbol.map(|s| s.start), Some(f.start));
+    }
+    // The entry point is _start, stripped or not.
+    let entry = bare.entry_point();
+    assert_eq!(
+        bare.function_or_range_at(entry).map(|s| s.name).as_deref(),
+        Some("_start")
+    );
+}
+
+#[test]
+fn plt_stubs_are_named_after_their_target() {
+    let src = "#include <stdio.h>\n#include <stdlib.h>\nint main(int c, char **v) { puts(v[0]); return rand() & c; }\n";
+    let Some(exe) = build("plt", src, &["-O2"]) else {
+        return;
+    };
+    let m = module(&exe);
+    let names: std::collections::BTreeSet<String> = (0..0x10_0000u64)
+        .filter_map(|a| m.function_at(a).map(|s| s.name.clone()))
+        .filter(|n| n.ends_with("@plt"))
+        .collect();
+    assert!(
+        names.contains("puts@plt") && names.contains("rand@plt"),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn the_dynamic_loaders_start_is_named() {
+    let Some(ld) = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+    else {
+        lapse_testkit::skip::<()>("no dynamic loader at the usual paths");
+        return;
+    };
+    let m = module(ld);
+    let start = m
+        .function_or_range_at(m.entry_point())
+        .expect("a function at the entry");
+    assert_eq!(start.name, "_start", "{}", ld.display());
+    assert!(start.size > 0);
+}
+
 #[test]
 fn bias_maps_every_load_segment_to_its_vaddr() {
     let lib_src = "int hot(int x) { return x * 7; }\n";

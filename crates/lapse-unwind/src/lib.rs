@@ -11,7 +11,9 @@
 //! - No I/O: modules come in as [`lapse_symbols::UnwindSections`] (views of
 //!   already mapped files), the stack as bytes the kernel copied.
 //! - Never panics and always terminates: reads outside the stack copy fail,
-//!   depth is capped at [`MAX_FRAMES`], a broken chain just ends the stack.
+//!   depth is capped at [`MAX_FRAMES`], a broken chain just ends the stack;
+//!   the caller learns which ([`StackEnd`]), so a stack cut at the end of
+//!   its copy can be marked as such.
 //! - Output addresses are absolute *lookup* addresses: the instruction
 //!   pointer for the innermost frame, return address − 1 for callers (inside
 //!   the call instruction, where the call-site line and inline chain are).
@@ -20,7 +22,7 @@ mod process;
 mod sigframe;
 mod stack;
 
-pub use process::ProcessUnwinder;
+pub use process::{ProcessUnwinder, StackEnd};
 pub use stack::{StackCopy, UserRegs};
 
 /// Deepest stack kept; deeper stacks are cut at the outermost end.

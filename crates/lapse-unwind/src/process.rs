@@ -119,12 +119,19 @@ impl ProcessUnwinder {
 
     /// Unwinds one sample into `out` (cleared first): absolute lookup
     /// addresses, innermost first. Stops at the root, at the end of the
-    /// stack copy, at the first address it cannot unwind, or at [`MAX_FRAMES`].
-    pub fn unwind(&mut self, regs: &UserRegs, stack: &StackCopy<'_>, out: &mut Vec<u64>) {
+    /// stack copy, at the first address it cannot unwind, or at
+    /// [`MAX_FRAMES`]; says which.
+    pub fn unwind(
+        &mut self,
+        regs: &UserRegs,
+        stack: &StackCopy<'_>,
+        out: &mut Vec<u64>,
+    ) -> StackEnd {
         out.clear();
         if regs.ip == 0 {
-            return;
+            return StackEnd::Root;
         }
+        let copy_end = stack.start.saturating_add(stack.bytes.len() as u64);
         let mut read = |addr: u64| stack.read_u64(addr).ok_or(());
         let mut regs_now = native_regs(regs);
         let mut address = FrameAddress::from_instruction_pointer(regs.ip);
@@ -136,17 +143,21 @@ impl ProcessUnwinder {
                     .unwind_frame(address, &mut regs_now, &mut self.cache, &mut read)
                 {
                     Ok(Some(next)) => next,
+                    // The stack goes on beyond the bytes the kernel copied.
+                    Err(framehop::Error::CouldNotReadStack(at)) if at >= copy_end => {
+                        return StackEnd::CopyEnd
+                    }
                     // `Err` is also how a stack whose root was not recognised ends.
-                    Ok(None) | Err(_) => break,
+                    Ok(None) | Err(_) => return StackEnd::Root,
                 };
             if self.is_sigreturn(next) {
                 // The handler returns into the trampoline: the interrupted
                 // code continues the stack, at its exact instruction.
                 let Some(interrupted) = sigframe::interrupted_regs(regs_now.sp(), stack) else {
-                    break;
+                    return StackEnd::Root;
                 };
                 if interrupted.ip == 0 {
-                    break;
+                    return StackEnd::Root;
                 }
                 regs_now = native_regs(&interrupted);
                 address = FrameAddress::from_instruction_pointer(interrupted.ip);
@@ -154,12 +165,25 @@ impl ProcessUnwinder {
                 continue;
             }
             let Some(ret) = FrameAddress::from_return_address(next) else {
-                break;
+                return StackEnd::Root;
             };
             address = ret;
             out.push(ret.address_for_lookup());
         }
+        StackEnd::DepthLimit
     }
+}
+
+/// Why [`ProcessUnwinder::unwind`] stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackEnd {
+    /// At the outermost frame, or at a frame it could not unwind.
+    Root,
+    /// At a read beyond the end of the stack copy: when the kernel copied
+    /// all it was asked for, the stack was cut there.
+    CopyEnd,
+    /// At [`MAX_FRAMES`].
+    DepthLimit,
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use lapse_symbols::ElfModule;
-use lapse_unwind::{ProcessUnwinder, StackCopy, UserRegs};
+use lapse_unwind::{ProcessUnwinder, StackCopy, StackEnd, UserRegs};
 
 const PROGRAM: &str = r#"
 #include <stdio.h>
@@ -116,6 +116,12 @@ fn executable_mappings(maps: &str) -> Vec<Mapping> {
 /// Builds and runs the capture program with `defines`, unwinds its copy
 /// and names every frame; `None` when gcc is missing.
 fn unwound_names(name: &str, defines: &[&str]) -> Option<Vec<String>> {
+    unwound(name, defines, usize::MAX).map(|(names, _)| names)
+}
+
+/// [`unwound_names`] with the stack copy cut to `keep` bytes, and why the
+/// unwinding stopped.
+fn unwound(name: &str, defines: &[&str], keep: usize) -> Option<(Vec<String>, StackEnd)> {
     let dir = std::env::temp_dir().join(format!("lapse-unwind-{}-{name}", std::process::id()));
     let dump = build_and_run(&dir, defines)?;
     let word = |i: usize| u64::from_le_bytes(dump[i * 8..i * 8 + 8].try_into().unwrap());
@@ -125,7 +131,7 @@ fn unwound_names(name: &str, defines: &[&str]) -> Option<Vec<String>> {
         fp: word(2),
         lr: 0,
     };
-    let stack = &dump[24..24 + STACK_BYTES];
+    let stack = &dump[24..24 + STACK_BYTES.min(keep)];
     let maps = String::from_utf8_lossy(&dump[24 + STACK_BYTES..]).into_owned();
 
     let mut unwinder = ProcessUnwinder::new();
@@ -141,7 +147,7 @@ fn unwound_names(name: &str, defines: &[&str]) -> Option<Vec<String>> {
     }
 
     let mut frames = Vec::new();
-    unwinder.unwind(
+    let end = unwinder.unwind(
         &regs,
         &StackCopy {
             start: regs.sp,
@@ -165,9 +171,26 @@ fn unwound_names(name: &str, defines: &[&str]) -> Option<Vec<String>> {
                 .unwrap_or_else(|| format!("{addr:#x}"))
         })
         .collect();
-    eprintln!("unwound ({name}): {names:?}");
+    eprintln!("unwound ({name}): {names:?} ({end:?})");
     let _ = std::fs::remove_dir_all(&dir);
-    Some(names)
+    Some((names, end))
+}
+
+#[test]
+fn a_stack_cut_by_its_copy_says_so() {
+    let Some((whole, end)) = unwound("whole", &[], usize::MAX) else {
+        lapse_testkit::skip::<()>("gcc not available");
+        return;
+    };
+    assert_eq!(end, StackEnd::Root, "{whole:?}");
+    // 48 bytes hold level_c's and level_b's frames at most: the unwinding
+    // needs what lies beyond.
+    let Some((cut, end)) = unwound("cut", &[], 48) else {
+        return;
+    };
+    assert_eq!(end, StackEnd::CopyEnd, "{cut:?}");
+    assert!(cut.len() < whole.len(), "{cut:?} / {whole:?}");
+    assert_eq!(cut[0], "level_c");
 }
 
 #[test]

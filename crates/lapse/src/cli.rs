@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use lapse_export::Format as ExportFormat;
+use lapse_export::{Format as ExportFormat, SampleWeight};
 use lapse_record::{CallGraph, MethodChoice, OsEventSource};
 use lapse_report::{ApplicationRule, Format, View};
 
@@ -79,6 +79,15 @@ fn export_help(name: &str) -> &'static str {
     }
 }
 
+fn weight_help(name: &str) -> &'static str {
+    match name {
+        "cpu" => "CPU samples",
+        "off-cpu" => "time switched out (recorded with --off-cpu)",
+        "both" => "time on the CPU (estimated) and off it, in ns; off-CPU under [off-cpu]",
+        _ => "",
+    }
+}
+
 fn method_help(name: &str) -> &'static str {
     match name {
         "auto" => "instrumentation when the program carries probes, else sampling",
@@ -141,6 +150,8 @@ Sampling columns:
   exclusive_samples        samples with the function executing
   inclusive_pct, exclusive_pct
   estimated_inclusive_ns, estimated_exclusive_ns   samples x period, for time-based events
+  off_cpu_inclusive_ns, off_cpu_exclusive_ns       recorded with --off-cpu: time switched out
+                           with the function on the stack / executing when it was switched out
 
 Tables fit the terminal (or COLUMNS): long names are cut in the middle,
 lower-priority columns drop first; --columns picks columns by name.";
@@ -216,6 +227,10 @@ pub struct RecordArgs {
     /// How sampling unwinds the user stack.
     #[arg(long, value_parser = one_of(&CallGraph::ALL, call_graph_help), default_value = "dwarf")]
     pub call_graph: CallGraph,
+    /// Sampling: also record where threads wait: each thread's stack when it
+    /// is switched out, weighed by the time until it runs again.
+    #[arg(long)]
+    pub off_cpu: bool,
     /// OS events for instrumentation (comma-separated).
     #[arg(long, value_delimiter = ',', value_parser = one_of(&OsEventSource::ALL, os_event_help), default_value = "switch")]
     pub os_events: Vec<OsEventSource>,
@@ -305,6 +320,10 @@ pub struct ExportArgs {
     /// Output file (`-` for standard output).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Sampling: what collapsed stacks, flame graphs and speedscope weigh
+    /// paths by (pprof and callgrind carry both).
+    #[arg(long, value_parser = one_of(&SampleWeight::ALL, weight_help), default_value = "cpu")]
+    pub weight: SampleWeight,
     /// Raw times, without subtracting the measured probe cost.
     #[arg(long)]
     pub no_compensation: bool,

@@ -106,6 +106,7 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         event: a.event,
         call_graph: a.call_graph,
         os_events: a.os_events,
+        off_cpu: a.off_cpu,
         inherit: !a.no_inherit,
         libcalls: !a.no_libcalls,
         output: a.output,
@@ -329,6 +330,16 @@ fn info(path: &Path) -> Result<u8> {
         file.frames.len(),
         file.stacks.len()
     )?;
+    if !file.off_cpu.is_empty() {
+        let ns: u64 = file.off_cpu.iter().map(|p| p.len_ns()).sum();
+        let preempted = file.off_cpu.iter().filter(|p| p.preempted).count();
+        writeln!(
+            o,
+            "off-CPU:     {} periods ({preempted} preempted), {:.3} s summed over threads",
+            file.off_cpu.len(),
+            ns as f64 / 1e9
+        )?;
+    }
     if let Some(f) = &file.footer {
         writeln!(o, "lost:        {} events", f.lost_events)?;
         writeln!(o, "discarded:   {} samples", f.discarded_samples)?;

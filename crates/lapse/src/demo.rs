@@ -35,6 +35,7 @@ pub fn run() -> Result<u8> {
         period: None,
         event: None,
         call_graph: CallGraph::Dwarf,
+        off_cpu: false,
         os_events: vec![OsEventSource::Switch],
         no_inherit: false,
         no_libcalls: false,

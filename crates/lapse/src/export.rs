@@ -23,23 +23,25 @@ pub fn export(a: ExportArgs) -> Result<u8> {
     };
     let (analysis, _) = analyze_with_progress(&file, query)?;
     let format = a.format;
+    let opts = lapse_export::ExportOptions { weight: a.weight };
     if a.output == Path::new("-") {
         let mut w = BufWriter::new(io::stdout().lock());
-        lapse_export::export(&file, &analysis, format, &mut w)?;
+        lapse_export::export_with(&file, &analysis, format, opts, &mut w)?;
         return Ok(0);
     }
     let out = File::create(&a.output)
         .with_context(|| format!("{}: cannot create", a.output.display()))?;
     let mut w = BufWriter::new(out);
-    let written = lapse_export::export(&file, &analysis, format, &mut w).and_then(|()| {
-        w.into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|f| f.sync_all())
-            .map_err(|source| lapse_export::ExportError::Write {
-                format: format.name(),
-                source,
-            })
-    });
+    let written =
+        lapse_export::export_with(&file, &analysis, format, opts, &mut w).and_then(|()| {
+            w.into_inner()
+                .map_err(|e| e.into_error())
+                .and_then(|f| f.sync_all())
+                .map_err(|source| lapse_export::ExportError::Write {
+                    format: format.name(),
+                    source,
+                })
+        });
     if let Err(e) = written {
         // Leave no half-written export behind.
         let _ = std::fs::remove_file(&a.output);

@@ -94,6 +94,25 @@ const SAMPLE_CASES: &[Case] = &[
     ),
 ];
 
+const OFF_CPU_CASES: &[Case] = &[
+    ("summary", &["--view", "summary"]),
+    ("functions", &["--view", "functions"]),
+    ("calltree", &["--view", "calltree"]),
+    (
+        "calltree-threshold",
+        &["--view", "calltree", "--threshold", "10"],
+    ),
+    ("callers-read", &["--view", "callers", "--function", "read"]),
+    ("modules", &["--view", "modules"]),
+    ("threads", &["--view", "threads"]),
+    ("lines", &["--view", "lines"]),
+    // Periods are cut at the window's edges.
+    (
+        "window",
+        &["--view", "functions", "--from", "0.05", "--to", "0.1"],
+    ),
+];
+
 const FORMATS: [&str; 3] = ["table", "csv", "json"];
 
 fn data(name: &str) -> PathBuf {
@@ -184,6 +203,9 @@ fn rechunk(src: &Path, dst: &Path, events: usize, samples: usize) {
     }
     for chunk in all.chunks(samples) {
         w.write_samples(chunk).unwrap();
+    }
+    for chunk in f.off_cpu.chunks(samples) {
+        w.write_record(&Record::OffCpu(chunk.to_vec())).unwrap();
     }
     if let Some(footer) = &f.footer {
         w.write_record(&Record::Footer(footer.clone())).unwrap();
@@ -291,7 +313,12 @@ fn tables_fit_a_100_column_terminal_even_with_long_names() {
         .output()
         .expect("run lapse import");
     assert!(out.status.success());
-    let files = [file, data("instr.lapse"), data("sample.lapse")];
+    let files = [
+        file,
+        data("instr.lapse"),
+        data("sample.lapse"),
+        data("offcpu.lapse"),
+    ];
     for f in &files {
         for (view, _) in lapse_report::View::ALL {
             let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
@@ -347,4 +374,9 @@ fn instrumentation_recording() {
 #[test]
 fn sampling_recording() {
     check("sample", &data("sample.lapse"), SAMPLE_CASES);
+}
+
+#[test]
+fn sampling_recording_with_off_cpu() {
+    check("offcpu", &data("offcpu.lapse"), OFF_CPU_CASES);
 }

@@ -69,6 +69,11 @@ fn lapse(args: &[&str]) -> Output {
 
 /// Records `argv` by sampling into DIR/out.lapse; `None` means skip.
 fn record(dir: &Path, extra: &[&str], argv: &[&str]) -> Option<PathBuf> {
+    record_with_stderr(dir, extra, argv).map(|(data, _)| data)
+}
+
+/// [`record`], with what lapse said on stderr.
+fn record_with_stderr(dir: &Path, extra: &[&str], argv: &[&str]) -> Option<(PathBuf, String)> {
     let data = dir.join("out.lapse");
     let data_s = data.to_str().expect("utf-8 path");
     let mut args = vec!["record", "--method", "sample", "-o", data_s];
@@ -76,12 +81,12 @@ fn record(dir: &Path, extra: &[&str], argv: &[&str]) -> Option<PathBuf> {
     args.push("--");
     args.extend_from_slice(argv);
     let out = lapse(&args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if perf_refused(&stderr) {
         return skip(stderr);
     }
     assert!(out.status.success(), "lapse record failed: {stderr}");
-    Some(data)
+    Some((data, stderr))
 }
 
 fn report(data: &Path, view: &str) -> Value {
@@ -275,13 +280,14 @@ fn frame_pointer_call_graph() {
     let Some(exe) = build_split(&dir, true) else {
         return;
     };
-    let Some(data) = record(
+    let Some((data, stderr)) = record_with_stderr(
         &dir,
         &["--call-graph", "fp"],
         &[exe.to_str().expect("utf-8"), UNIT],
     ) else {
         return;
     };
+    assert!(!stderr.contains("single frame"), "{stderr}");
     let f = report(&data, "functions");
     assert_near(
         "work_a exclusive",
@@ -290,6 +296,95 @@ fn frame_pointer_call_graph() {
         4.0,
     );
     assert!(pct(row(&f, "main"), "inclusive_pct") >= 95.0);
+}
+
+/// `--call-graph fp` on code without frame pointers gives one-frame stacks:
+/// lapse says so on stderr and in the header, rather than let the call
+/// tree pass for flat code.
+#[test]
+fn frame_pointers_asked_for_code_without_them_is_a_warning() {
+    let dir = work_dir("fp-without");
+    let Some(exe) = build_split(&dir, false) else {
+        return;
+    };
+    let Some((data, stderr)) = record_with_stderr(
+        &dir,
+        &["--call-graph", "fp"],
+        &[exe.to_str().expect("utf-8"), UNIT],
+    ) else {
+        return;
+    };
+    assert!(
+        stderr.contains("warning") && stderr.contains("single frame"),
+        "{stderr}"
+    );
+    let info = lapse(&["info", data.to_str().expect("utf-8")]);
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("single frame"), "{info}");
+    let table = lapse(&["report", data.to_str().expect("utf-8")]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("warning:") && l.contains("single frame")),
+        "{table}"
+    );
+}
+
+/// A stack deeper than the 16 KiB the kernel copies: its partial paths hang
+/// under one `[truncated]` root, not as roots of their own.
+#[test]
+fn stacks_cut_at_the_copy_limit_are_marked_truncated() {
+    let dir = work_dir("truncated");
+    let src = r#"
+NOINLINE uint64_t leaf(uint64_t n) { LOOP(n); }
+/* 512 bytes a level: 100 levels are 50 KiB of stack. */
+NOINLINE uint64_t deep(int d, uint64_t n) {
+    volatile char pad[512];
+    pad[0] = (char)d;
+    if (d == 0) return leaf(n) + pad[0];
+    return deep(d - 1, n) + pad[0];
+}
+NOINLINE uint64_t shallow(uint64_t n) { return leaf(n) + 1; }
+int main(int argc, char **argv) {
+    uint64_t u = unit(argc, argv);
+    for (int i = 0; i < 100; i++) { sink += deep(100, u); sink += shallow(u); }
+    return 0;
+}
+"#;
+    let Some(exe) = gcc(&dir, "deep", src, &[]) else {
+        return;
+    };
+    let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let t = report(&data, "calltree");
+    let roots: Vec<(&str, f64)> = t["roots"]
+        .as_array()
+        .expect("roots")
+        .iter()
+        .map(|r| {
+            (
+                r["function"].as_str().unwrap_or(""),
+                pct(r, "inclusive_pct"),
+            )
+        })
+        .collect();
+    let share = |name: &str| roots.iter().find(|r| r.0 == name).map_or(0.0, |r| r.1);
+    // Half the time is in the deep recursion, whose stacks do not fit.
+    assert_near("[truncated]", share("[truncated]"), 50.0, 8.0);
+    assert_near("_start", share("_start"), 50.0, 8.0);
+    assert!(
+        roots.iter().all(|r| r.0 != "deep" && r.0 != "leaf"),
+        "partial paths are not roots: {roots:?}"
+    );
+    let f = report(&data, "functions");
+    assert_near(
+        "leaf exclusive",
+        pct(row(&f, "leaf"), "exclusive_pct"),
+        100.0,
+        3.0,
+    );
 }
 
 #[test]
@@ -543,4 +638,152 @@ fn hardware_events_work_or_fail_in_one_clear_line() {
         "{stderr}"
     );
     assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+}
+
+/// A stripped copy of an -O2 program: no symbols, no DWARF, only the unwind
+/// table. Its hottest function is one row (`module+0xSTART`, the start its
+/// symbol has in the unstripped program) with its whole share, as in the
+/// unstripped run; the lines view says how much has no line information.
+#[test]
+fn stripped_code_is_grouped_into_functions() {
+    let dir = work_dir("stripped");
+    let Some(exe) = build_split(&dir, false) else {
+        return;
+    };
+    let stripped = dir.join("split-stripped");
+    let ok = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&exe)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return skip("strip is not available").unwrap_or(());
+    }
+    let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let full = report(&data, "functions");
+    let work_a = row(&full, "work_a");
+    let address = work_a["address"].as_str().expect("work_a's address");
+    let share = pct(work_a, "exclusive_pct");
+    let Some(data) = record(&dir, &[], &[stripped.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let bare = report(&data, "functions");
+    let name = format!("split-stripped+{address}");
+    let grouped = row(&bare, &name);
+    assert_near(
+        "the stripped work_a's exclusive share",
+        pct(grouped, "exclusive_pct"),
+        share,
+        4.0,
+    );
+    // A handful of functions from the stripped module, not one per address.
+    let rows_of_module = rows(&bare)
+        .iter()
+        .filter(|r| r["module"] == "split-stripped")
+        .count();
+    assert!(rows_of_module <= 12, "{rows_of_module} rows: {bare:#}");
+    // main is not in .dynsym either: its range is on every stack.
+    assert!(
+        rows(&bare)
+            .iter()
+            .any(|r| r["module"] == "split-stripped" && pct(r, "inclusive_pct") >= 97.0),
+        "{bare:#}"
+    );
+    // The lines view: the stripped 90 % has no line information.
+    let lines = report(&data, "lines");
+    let no_line = rows(&lines)
+        .iter()
+        .find(|r| r["source_file"].is_null() && r["line"].is_null())
+        .expect("a row of no line");
+    assert_near(
+        "no line, exclusive",
+        pct(no_line, "exclusive_pct"),
+        90.0,
+        4.0,
+    );
+}
+
+/// JIT code: a program copies machine code into anonymous memory, makes it
+/// executable, writes a perf map for it (`/tmp/perf-PID.map`) and runs it.
+/// The code is named by the map, in a module called after it, and stacks
+/// go on through it by frame pointers (the generated code keeps them, as
+/// JITs do for profilers).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn jit_code_is_named_by_its_perf_map() {
+    let dir = work_dir("jit");
+    let src = r#"
+#include <string.h>
+#include <sys/mman.h>
+NOINLINE uint64_t native_spin(uint64_t n) { LOOP(n); }
+/* push %rbp; mov %rsp,%rbp; mov %rdi,%rax; 1: dec %rax; jnz 1b; pop %rbp; ret */
+static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0x48, 0x89, 0xf8,
+                                     0x48, 0xff, 0xc8, 0x75, 0xfb, 0x5d, 0xc3};
+int main(int argc, char **argv) {
+    uint64_t u = unit(argc, argv);
+    unsigned char *mem = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return 1;
+    memcpy(mem, code, sizeof code);
+    if (mprotect(mem, 4096, PROT_READ | PROT_EXEC) != 0) return 2;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+    FILE *f = fopen(path, "w");
+    if (!f) return 3;
+    fprintf(f, "%lx %zx jitted_countdown\n", (unsigned long)mem, sizeof code);
+    fclose(f);
+    printf("pid %d\n", getpid());
+    fflush(stdout);
+    uint64_t (*jitted)(uint64_t) = (uint64_t (*)(uint64_t))mem;
+    for (int i = 0; i < 100; i++) {
+        sink += jitted(3 * u);
+        sink += native_spin(u);
+    }
+    return 0;
+}
+"#;
+    let Some(exe) = gcc(&dir, "jit", src, &["-fno-omit-frame-pointer"]) else {
+        return;
+    };
+    let data = dir.join("out.lapse");
+    let out = lapse(&[
+        "record",
+        "--method",
+        "sample",
+        "-o",
+        data.to_str().expect("utf-8"),
+        "--",
+        exe.to_str().expect("utf-8"),
+        UNIT,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pid = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pid "))
+        .map(|p| p.trim().to_owned());
+    if let Some(pid) = &pid {
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if perf_refused(&stderr) {
+        return skip(stderr).unwrap_or(());
+    }
+    assert!(out.status.success(), "lapse record failed: {stderr}");
+    let pid = pid.expect("the program printed its pid");
+    let f = report(&data, "functions");
+    let jitted = row(&f, "jitted_countdown");
+    assert_eq!(jitted["module"], format!("perf-{pid}.map"), "{jitted}");
+    assert!(pct(jitted, "exclusive_pct") >= 20.0, "{jitted}");
+    // Through the generated code by frame pointers, into main.
+    assert!(pct(row(&f, "main"), "inclusive_pct") >= 95.0, "{f:#}");
+    // No address of the generated code is left without a name.
+    for r in rows(&f) {
+        let name = r["function"].as_str().unwrap_or("");
+        assert!(
+            !(name.starts_with("0x") && pct(r, "exclusive_pct") > 2.0),
+            "{r}"
+        );
+    }
 }

@@ -188,6 +188,12 @@ pub fn instr_file_costing(probe_cost_ns: f64) -> DataFile {
 
 /// The sampling recording described at the top.
 pub fn sample_file() -> DataFile {
+    sample_file_with(&[])
+}
+
+/// The sampling recording described at the top, with these off-CPU periods
+/// (`record --off-cpu`).
+pub fn sample_file_with(off_cpu: &[OffCpuPeriod]) -> DataFile {
     let mut bytes = Vec::new();
     let mut w = DataWriter::new(&mut bytes).unwrap();
     common(&mut w, Method::Sampling, &[(1, 0, 100), (2, 0, 100)]);
@@ -260,6 +266,9 @@ pub fn sample_file() -> DataFile {
     add(Some(5), 2, 2);
     add(None, 1, 1);
     w.write_samples(&samples).unwrap();
+    if !off_cpu.is_empty() {
+        w.write_record(&Record::OffCpu(off_cpu.to_vec())).unwrap();
+    }
     footer(&mut w);
     drop(w);
     DataFile::from_bytes(Path::new("sample.data"), bytes).unwrap()

@@ -21,6 +21,8 @@ use std::path::Path;
 use lapse_data::{FunctionId, MappingInfo, ModuleId, ModuleInfo, Record, Timestamp};
 use lapse_symbols::ElfModule;
 
+use crate::linux::proc_scan::{parse_maps_line, ProcMapping};
+
 /// One executable mapping of a module into a process.
 #[derive(Clone, Copy, Debug)]
 struct Mapping {
@@ -377,12 +379,18 @@ impl AddressBook {
             return;
         };
         for line in text.lines() {
-            if let Some((start, end, pgoff, path)) = parse_maps_line(line) {
+            if let Some(ProcMapping {
+                start,
+                end,
+                offset: pgoff,
+                path,
+            }) = parse_maps_line(line)
+            {
                 let key = (pid, self.latest_gen(pid));
                 if self.lookup(key, start, now).is_some_and(|(m, _)| {
                     m.start == start
                         && m.end == end
-                        && self.modules[m.module.0 as usize].path == path
+                        && self.modules[m.module.0 as usize].path == *path
                 }) {
                     continue;
                 }
@@ -391,7 +399,7 @@ impl AddressBook {
                     start,
                     len: end - start,
                     pgoff,
-                    path,
+                    path: &path,
                     build_id: None,
                     time: now,
                 });
@@ -400,38 +408,9 @@ impl AddressBook {
     }
 }
 
-/// `start-end perms offset dev inode path` → executable mappings only.
-fn parse_maps_line(line: &str) -> Option<(u64, u64, u64, &str)> {
-    let mut fields = line.splitn(6, ' ');
-    let range = fields.next()?;
-    let perms = fields.next()?;
-    let offset = fields.next()?;
-    let _dev = fields.next()?;
-    let _inode = fields.next()?;
-    let path = fields.next().unwrap_or("").trim_start();
-    if perms.as_bytes().get(2) != Some(&b'x') {
-        return None;
-    }
-    let (a, b) = range.split_once('-')?;
-    let start = u64::from_str_radix(a, 16).ok()?;
-    let end = u64::from_str_radix(b, 16).ok()?;
-    let pgoff = u64::from_str_radix(offset, 16).ok()?;
-    (end > start).then_some((start, end, pgoff, path))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn maps_lines_keep_executable_ones() {
-        let l = "5581a000-5581b000 r-xp 00001000 08:01 1234   /usr/bin/demo";
-        assert_eq!(
-            parse_maps_line(l),
-            Some((0x5581a000, 0x5581b000, 0x1000, "/usr/bin/demo"))
-        );
-        assert_eq!(parse_maps_line("1000-2000 rw-p 00000000 00:00 0"), None);
-    }
 
     fn map(book: &mut AddressBook, path: &str, start: u64, time: u64) {
         book.add_mapping(NewMapping {

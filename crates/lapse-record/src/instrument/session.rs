@@ -16,7 +16,7 @@ use super::output::{Output, FLUSH_EVERY};
 use super::session_dir::SessionDir;
 use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
-use crate::linux::proc_info::{hostname, read_cmdline};
+use crate::linux::proc_scan::{hostname, read_cmdline};
 use crate::{OsEventSource, RecordError, RecordOptions, RecordOutcome};
 
 /// A probe-cost calibration whose trials spread wider than this (90th over

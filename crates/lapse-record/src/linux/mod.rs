@@ -1,19 +1,10 @@
-//! Linux-specific collection: perf events, launching targets, clocks.
+//! Linux-specific collection that both methods build on: perf events and
+//! their records, tracepoints, launching a held target, clocks, and what a
+//! running process already has (`/proc`).
 
 pub mod clock;
 pub mod launch;
 pub mod perf;
+pub(crate) mod proc_scan;
 pub mod records;
 pub mod tracepoint;
-
-// Sampling (`--method sample`, `--pid`).
-pub(crate) mod proc_info;
-mod proc_scan;
-pub(crate) mod sample;
-mod sample_attr;
-mod sample_parse;
-mod sample_rings;
-mod sample_session;
-mod sample_symbols;
-mod stack_table;
-mod unwind_glue;

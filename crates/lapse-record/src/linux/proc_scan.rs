@@ -1,8 +1,28 @@
-//! Sampling, attach: what a running process already has (threads and
-//! executable mappings) read from `/proc`, since the kernel reports only
-//! what happens after the events are opened.
+//! What `/proc` says about the machine and running processes: the host
+//! name, a process's command line, its threads and executable mappings (a
+//! process recorded from the middle of its life already has them; the
+//! kernel reports only what happens after the events are opened).
 
-/// An executable file mapping from `/proc/PID/maps`.
+/// The machine's host name ("" when unreadable).
+pub(crate) fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// The command line of a live process, from `/proc/PID/cmdline` (`None`
+/// when it is gone or has none, as a kernel thread).
+pub(crate) fn read_cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    (!args.is_empty()).then_some(args)
+}
+
+/// An executable mapping from `/proc/PID/maps`.
 pub(crate) struct ProcMapping {
     pub(crate) start: u64,
     pub(crate) end: u64,
@@ -32,10 +52,15 @@ pub(crate) fn threads(pid: u32) -> Option<Vec<(u32, String)>> {
 /// Executable mappings of `pid` (file-backed and `[vdso]`).
 pub(crate) fn executable_mappings(pid: u32) -> Vec<ProcMapping> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    text.lines().filter_map(parse_maps_line).collect()
+    text.lines()
+        .filter_map(parse_maps_line)
+        .filter(|m| m.path.starts_with('/') || m.path == "[vdso]")
+        .collect()
 }
 
-fn parse_maps_line(line: &str) -> Option<ProcMapping> {
+/// `start-end perms offset dev inode path`: an executable mapping (of any
+/// path, anonymous ones with an empty one), or `None`.
+pub(crate) fn parse_maps_line(line: &str) -> Option<ProcMapping> {
     let mut fields = line.splitn(6, ' ');
     let range = fields.next()?;
     let perms = fields.next()?;
@@ -43,16 +68,17 @@ fn parse_maps_line(line: &str) -> Option<ProcMapping> {
     let _dev = fields.next()?;
     let _inode = fields.next()?;
     let path = fields.next().unwrap_or("").trim_start();
-    if !perms.contains('x') || !(path.starts_with('/') || path == "[vdso]") {
+    if perms.as_bytes().get(2) != Some(&b'x') {
         return None;
     }
     let (start, end) = range.split_once('-')?;
-    Some(ProcMapping {
+    let m = ProcMapping {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
         offset: u64::from_str_radix(offset, 16).ok()?,
         path: path.to_owned(),
-    })
+    };
+    (m.end > m.start).then_some(m)
 }
 
 #[cfg(test)]
@@ -71,6 +97,9 @@ mod tests {
         );
         assert_eq!(m.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
         assert!(parse_maps_line("7f00-7f10 rw-p 00000000 00:00 0 ").is_none());
+        assert!(parse_maps_line("7f10-7f00 r-xp 00000000 00:00 0 /x").is_none());
+        let anon = parse_maps_line("7f00-7f10 r-xp 00000000 00:00 0 ").expect("JIT code");
+        assert_eq!(anon.path, "");
         assert!(parse_maps_line("7fff-8000 r-xp 00000000 00:00 0 [vdso]").is_some());
         assert!(parse_maps_line("garbage").is_none());
     }
@@ -80,5 +109,13 @@ mod tests {
         let me = std::process::id();
         assert!(super::threads(me).is_some_and(|t| t[0].0 == me));
         assert!(!super::executable_mappings(me).is_empty());
+    }
+
+    #[test]
+    fn own_command_line_and_host() {
+        let me = super::read_cmdline(std::process::id()).expect("our own cmdline");
+        assert_eq!(me[0], std::env::args().next().unwrap());
+        assert_eq!(super::read_cmdline(0), None);
+        assert!(!super::hostname().contains('\n'));
     }
 }

@@ -30,15 +30,11 @@ pub fn view(file: &DataFile, a: &Analysis, q: &Query, ctx: &Ctx<'_>, threshold: 
         }
         Analysis::Sample(r) => {
             let empty = CallTree::new();
-            let total = r.session.samples;
-            rows(
-                file,
-                q,
-                ctx,
-                r.tree.as_ref().unwrap_or(&empty),
-                total,
-                threshold,
-            )
+            // The root holds every selected sample (and, with off-CPU
+            // periods, their wall time): in the unit the tree weighs by.
+            let tree = r.tree.as_ref().unwrap_or(&empty);
+            let total = tree.weight(NodeId::ROOT).inclusive();
+            rows(file, q, ctx, tree, total, threshold)
         }
     }
 }

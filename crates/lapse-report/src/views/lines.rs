@@ -37,25 +37,42 @@ pub fn view(file: &DataFile, a: &Analysis, q: &Query, ctx: &Ctx<'_>) -> ViewOutp
                     }
                 }
             }
-            rows(ctx, by_line.iter().map(|(&(src, line), f)| (src, line, f)))
+            rows(
+                ctx,
+                by_line
+                    .iter()
+                    .map(|(&(src, line), f)| (Some((src, line)), f)),
+            )
         }
-        Analysis::Sample(r) => rows(
-            ctx,
-            r.analysis
-                .lines
-                .iter()
-                .map(|((src, line), c)| (src.as_str(), *line, c)),
-        ),
+        Analysis::Sample(r) => {
+            // One more row, of no line (no source file, no line): samples
+            // whose frame has no line information, so that the lines shown
+            // are not taken for the whole story.
+            let no_line = &r.analysis.no_line;
+            let no_line =
+                (no_line.inclusive > 0 || no_line.off_cpu.inclusive > 0).then_some((None, no_line));
+            rows(
+                ctx,
+                r.analysis
+                    .lines
+                    .iter()
+                    .map(|((src, line), c)| (Some((src.as_str(), *line)), c))
+                    .chain(no_line),
+            )
+        }
     }
 }
 
 fn rows<'v, V: Values + 'v>(
     ctx: &Ctx<'_>,
-    lines: impl Iterator<Item = (&'v str, u32, &'v V)>,
+    lines: impl Iterator<Item = (Option<(&'v str, u32)>, &'v V)>,
 ) -> ViewOutput {
     let rows = lines
-        .map(|(src, line, v)| {
-            let mut row = vec![Cell::Text(src.to_owned()), Cell::Int(u64::from(line))];
+        .map(|(at, v)| {
+            let mut row = match at {
+                Some((src, line)) => vec![Cell::Text(src.to_owned()), Cell::Int(u64::from(line))],
+                None => vec![Cell::Null, Cell::Null],
+            };
             row.extend(v.cells(ctx));
             row
         })

@@ -12,7 +12,7 @@ mod threads;
 use lapse_analysis::tree::FrameKey;
 use lapse_data::{DataFile, FunctionId};
 
-use crate::columns::{Ctx, Values};
+use crate::columns::{Ctx, Values, OFF_CPU_KEYS};
 use crate::load::{Analysis, Query, ReportError};
 use crate::table::{col, shown, shown_unless, Cell, Column, Kind, TreeRow};
 
@@ -77,6 +77,20 @@ pub struct ViewOutput {
 }
 
 impl ViewOutput {
+    /// Leaves out the columns named in `keys`.
+    pub fn without(&mut self, keys: &[&str]) {
+        let keep: Vec<String> = self
+            .columns
+            .iter()
+            .filter(|c| !keys.contains(&c.key))
+            .map(|c| c.key.to_owned())
+            .collect();
+        if keep.len() < self.columns.len() {
+            // (every kept key names a column)
+            let _ = self.select(&keep);
+        }
+    }
+
     /// Keeps only the columns named in `keys`, in that order (`--columns`).
     pub fn select(&mut self, keys: &[String]) -> Result<(), ReportError> {
         let idx: Vec<usize> = keys
@@ -204,7 +218,7 @@ pub fn build_view(
     threshold: f64,
 ) -> Result<ViewOutput, ReportError> {
     let ctx = Ctx::of(file, a);
-    Ok(match view {
+    let mut out = match view {
         View::Functions => functions::view(file, a, q, &ctx),
         View::Summary => {
             let mut out = functions::view(file, a, q, &ctx);
@@ -218,5 +232,9 @@ pub fn build_view(
         View::Instructions => lines::instructions(file, a, q, &ctx)?,
         View::Calltree => calltree::view(file, a, q, &ctx, threshold),
         View::Callers | View::Callees => focus::view(file, a, q, &ctx, focus)?,
-    })
+    };
+    if matches!(a, Analysis::Sample(_)) && !ctx.off_cpu {
+        out.without(&OFF_CPU_KEYS);
+    }
+    Ok(out)
 }

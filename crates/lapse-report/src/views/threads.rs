@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use lapse_analysis::sample::Counts;
+use lapse_analysis::tree::Weight;
 use lapse_analysis::values::ModuleStats;
 use lapse_data::DataFile;
 
@@ -42,9 +43,7 @@ pub fn view(file: &DataFile, a: &Analysis, ctx: &Ctx<'_>, processes: bool) -> Vi
         Analysis::Sample(r) => {
             let mut rows: BTreeMap<(u32, u32), Counts> = BTreeMap::new();
             for (&(pid, tid), c) in &r.analysis.threads {
-                let row = rows.entry(key(pid, tid)).or_default();
-                row.inclusive += c.inclusive;
-                row.exclusive += c.exclusive;
+                rows.entry(key(pid, tid)).or_default().merge(c);
             }
             table(file, ctx, processes, rows)
         }

@@ -8,29 +8,53 @@
 //! named from symbol tables, stack nodes, then the samples that use them);
 //! [`SampleSession::finish`] resolves every frame in full (inline chains,
 //! lines), rewrites the frame and function tables and ends with the footer.
+//!
+//! With `--off-cpu`, a second event samples each target thread as it is
+//! switched out (its samples carry that event's id); its stack is kept
+//! until the kernel's switch-in record for the thread, and the two make an
+//! off-CPU period ([`OffCpuPeriod`]) written beside the samples.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
 use lapse_data::{
-    DataWriter, Footer, FrameId, ProcessInfo, Record, Sample, SessionHeader, ThreadInfo, Timestamp,
+    DataWriter, Footer, FrameId, OffCpuPeriod, ProcessInfo, Record, Sample, SessionHeader, StackId,
+    ThreadInfo, Timestamp,
 };
-use lapse_unwind::StackCopy;
+use lapse_unwind::{StackCopy, StackEnd};
 
-use super::records::{self, PerfRecord, SampleIdLayout};
-use super::sample_parse::{self, SampleLayout};
-use super::sample_symbols::FrameSymbols;
+use super::attr::CALLCHAIN_MAX;
+use super::parse::{self, RawSample, SampleLayout};
 use super::stack_table::StackTable;
+use super::symbols::FrameSymbols;
 use super::unwind_glue::{AddressSpaces, NewMapping};
+use crate::linux::records::{self, PerfRecord, SampleIdLayout};
 use crate::SymbolProgress;
 
 /// Samples buffered before they are written as one chunk.
 const SAMPLE_BATCH: usize = 4096;
 /// Frames per `Record::Frames` at the end (keeps records moderate in size).
 const FRAME_BATCH: usize = 8192;
+/// The frame at the root of a stack cut at the copy limit.
+pub(crate) const TRUNCATED: &str = "[truncated]";
+/// `--call-graph fp`: warn when more than half of at least this many
+/// stacks have a single frame.
+const SHORT_STACKS_MIN: u64 = 50;
+
+/// A thread switched out and not back in yet (`--off-cpu`).
+#[derive(Clone, Copy, Debug)]
+struct SwitchedOut {
+    from: Timestamp,
+    stack: Option<StackId>,
+    preempted: bool,
+    /// The kernel's switch-out record was seen (after the sample, which
+    /// comes first); a second one means the switch-in between was lost.
+    recorded: bool,
+}
 
 pub(crate) struct SampleSession<W: Write> {
     writer: DataWriter<W>,
+    header: SessionHeader,
     layout: SampleLayout,
     id_layout: SampleIdLayout,
     spaces: AddressSpaces,
@@ -48,6 +72,24 @@ pub(crate) struct SampleSession<W: Write> {
     discarded: u64,
     lost: u64,
     last_time: Timestamp,
+    /// Ids of the off-CPU events (`--off-cpu`): their samples are switch-outs.
+    off_cpu_ids: Vec<u64>,
+    switched_out: HashMap<(u32, u32), SwitchedOut>,
+    /// Off-CPU periods not written yet.
+    off_cpu: Vec<OffCpuPeriod>,
+    /// Launched targets not yet through their exec: their samples are of
+    /// lapse's own image (a CPU-wide event sees them), discarded.
+    awaiting_exec: HashSet<u32>,
+    /// The header gained notes since it was written.
+    header_changed: bool,
+    /// The `[truncated]` frame, once a stack needed it.
+    truncated: Option<FrameId>,
+    /// Modules made while recording that are still to be written.
+    new_modules: Vec<lapse_data::ModuleInfo>,
+    /// Stacks with frames, and those with just one (`--call-graph fp`
+    /// on code without frame pointers gives one-frame stacks).
+    stacks_seen: u64,
+    one_frame_stacks: u64,
 }
 
 impl<W: Write> SampleSession<W> {
@@ -60,9 +102,10 @@ impl<W: Write> SampleSession<W> {
     ) -> io::Result<Self> {
         let start = header.start;
         let mut writer = DataWriter::new(out)?;
-        writer.write_record(&Record::Session(header))?;
+        writer.write_record(&Record::Session(header.clone()))?;
         Ok(SampleSession {
             writer,
+            header,
             layout,
             id_layout,
             spaces: AddressSpaces::default(),
@@ -78,7 +121,26 @@ impl<W: Write> SampleSession<W> {
             discarded: 0,
             lost: 0,
             last_time: start,
+            off_cpu_ids: Vec::new(),
+            switched_out: HashMap::new(),
+            off_cpu: Vec::new(),
+            awaiting_exec: HashSet::new(),
+            header_changed: false,
+            truncated: None,
+            new_modules: Vec::new(),
+            stacks_seen: 0,
+            one_frame_stacks: 0,
         })
+    }
+
+    /// `pid` was launched and has not exec'd the command yet.
+    pub(crate) fn await_exec(&mut self, pid: u32) {
+        self.awaiting_exec.insert(pid);
+    }
+
+    /// Samples of the events with these ids are switch-outs (`--off-cpu`).
+    pub(crate) fn set_off_cpu_ids(&mut self, ids: Vec<u64>) {
+        self.off_cpu_ids = ids;
     }
 
     pub(crate) fn samples(&self) -> u64 {
@@ -138,6 +200,17 @@ impl<W: Write> SampleSession<W> {
         };
         match parsed {
             PerfRecord::Sample { body, .. } => self.sample(body)?,
+            PerfRecord::Switch { out, preempted, id }
+                if !self.off_cpu_ids.is_empty() && self.targets.contains(&id.pid) =>
+            {
+                self.switch(
+                    id.pid,
+                    id.tid,
+                    out,
+                    preempted,
+                    Timestamp::from_nanos(id.time),
+                );
+            }
             PerfRecord::Mmap2 {
                 pid,
                 addr,
@@ -181,6 +254,7 @@ impl<W: Write> SampleSession<W> {
             }
             PerfRecord::Exit { pid, tid, time, .. } => {
                 let time = Timestamp::from_nanos(time);
+                self.switched_out.remove(&(pid, tid));
                 if let Some(t) = self.threads.get_mut(&(pid, tid)) {
                     t.end = Some(time);
                 }
@@ -201,8 +275,10 @@ impl<W: Write> SampleSession<W> {
                     return Ok(());
                 }
                 if exec {
+                    self.awaiting_exec.remove(&pid);
                     self.spaces.exec(pid);
-                    let command = read_cmdline(pid).unwrap_or_else(|| vec![name.clone()]);
+                    let command = crate::linux::proc_scan::read_cmdline(pid)
+                        .unwrap_or_else(|| vec![name.clone()]);
                     if let Some(p) = self.processes.get_mut(&pid) {
                         p.command = command;
                         let p = p.clone();
@@ -251,11 +327,14 @@ impl<W: Write> SampleSession<W> {
     }
 
     fn sample(&mut self, body: &[u8]) -> io::Result<()> {
-        let Some(s) = sample_parse::parse(self.layout, body) else {
+        let Some(s) = parse::parse(self.layout, body) else {
             return Ok(());
         };
-        if !self.targets.contains(&s.pid) {
-            self.discarded += 1;
+        let switch_out = !self.off_cpu_ids.is_empty() && self.off_cpu_ids.contains(&s.id);
+        if !self.targets.contains(&s.pid) || self.awaiting_exec.contains(&s.pid) {
+            if !switch_out {
+                self.discarded += 1;
+            }
             return Ok(());
         }
         let ts = Timestamp::from_nanos(s.time);
@@ -263,34 +342,20 @@ impl<W: Write> SampleSession<W> {
         if !self.threads.contains_key(&(s.pid, s.tid)) {
             self.thread_started(s.pid, s.tid, None, ts)?;
         }
-        // Innermost first, as lookup addresses (caller frames: return address - 1).
-        if self.layout.callchain {
-            self.addresses.clear();
-            for (i, &a) in s.user_callchain.iter().enumerate() {
-                self.addresses
-                    .push(if i == 0 { a } else { a.saturating_sub(1) });
-            }
-        } else if let Some(regs) = &s.regs {
-            let stack = StackCopy {
-                start: regs.sp,
-                bytes: s.stack,
-            };
-            self.spaces.unwind(s.pid, regs, &stack, &mut self.addresses);
-        } else {
-            self.addresses.clear();
+        let stack = self.unwind(&s);
+        if switch_out {
+            // The thread goes off the CPU here; its switch-in ends the period.
+            self.switched_out.insert(
+                (s.pid, s.tid),
+                SwitchedOut {
+                    from: ts,
+                    stack,
+                    preempted: false,
+                    recorded: false,
+                },
+            );
+            return Ok(());
         }
-        // The stack ends at the first address in no executable mapping: for
-        // a caller that is stack garbage taken for a return address; for the
-        // sampled IP it is the previous image's (a fault taken while the
-        // kernel runs exec), so such a sample has no resolvable frame.
-        self.frame_ids.clear();
-        for &addr in &self.addresses {
-            let Some((module, rel)) = self.spaces.resolve(s.pid, addr) else {
-                break;
-            };
-            self.frame_ids.push(self.stacks.frame(module, rel));
-        }
-        let stack = self.stacks.stack(self.frame_ids.iter().rev().copied());
         self.pending.push(Sample {
             pid: s.pid,
             tid: s.tid,
@@ -306,8 +371,131 @@ impl<W: Write> SampleSession<W> {
         Ok(())
     }
 
+    /// Unwinds a sample and interns its stack; `None` when no frame
+    /// resolves. A stack cut at the copy limit gets `[truncated]` at its
+    /// root, so that its partial paths are one branch, not roots of their
+    /// own.
+    fn unwind(&mut self, s: &RawSample<'_>) -> Option<StackId> {
+        // Innermost first, as lookup addresses (caller frames: return address - 1).
+        let mut cut = false;
+        if self.layout.callchain {
+            self.addresses.clear();
+            for (i, &a) in s.user_callchain.iter().enumerate() {
+                self.addresses
+                    .push(if i == 0 { a } else { a.saturating_sub(1) });
+            }
+            // (the chain's entries include one context marker)
+            cut = s.user_callchain.len() + 1 >= usize::from(CALLCHAIN_MAX);
+        } else if let Some(regs) = &s.regs {
+            let stack = StackCopy {
+                start: regs.sp,
+                bytes: s.stack,
+            };
+            cut = match self.spaces.unwind(s.pid, regs, &stack, &mut self.addresses) {
+                StackEnd::Root => false,
+                StackEnd::CopyEnd => s.stack_full,
+                StackEnd::DepthLimit => true,
+            };
+        } else {
+            self.addresses.clear();
+        }
+        // The stack ends at the first address in no executable mapping: for
+        // a caller that is stack garbage taken for a return address; for the
+        // sampled IP it is the previous image's (a fault taken while the
+        // kernel runs exec), so such a sample has no resolvable frame.
+        self.frame_ids.clear();
+        for &addr in &self.addresses {
+            let Some((module, rel)) = self.spaces.resolve(s.pid, addr) else {
+                // (an address in no mapping ends the stack, whatever the
+                // unwinder said: that is not the copy's limit)
+                cut = false;
+                break;
+            };
+            self.frame_ids.push(self.stacks.frame(module, rel));
+        }
+        if !self.frame_ids.is_empty() {
+            self.stacks_seen += 1;
+            if self.frame_ids.len() == 1 {
+                self.one_frame_stacks += 1;
+            }
+            if cut {
+                let marker = self.truncated_frame();
+                self.frame_ids.push(marker);
+            }
+        }
+        self.stacks.stack(self.frame_ids.iter().rev().copied())
+    }
+
+    /// The `[truncated]` frame (its pseudo module written with the next batch).
+    fn truncated_frame(&mut self) -> FrameId {
+        if let Some(f) = self.truncated {
+            return f;
+        }
+        let (module, info) = self.spaces.modules.intern_marker(TRUNCATED);
+        self.new_modules.extend(info);
+        let f = self.stacks.frame(module, 0);
+        self.truncated = Some(f);
+        f
+    }
+
+    /// `--call-graph fp` gave mostly one-frame stacks: what to tell the
+    /// user (the code likely has no frame pointers).
+    pub(crate) fn short_stacks_warning(&self) -> Option<String> {
+        if !self.layout.callchain || self.stacks_seen < SHORT_STACKS_MIN {
+            return None;
+        }
+        let share = 100.0 * self.one_frame_stacks as f64 / self.stacks_seen as f64;
+        (share > 50.0).then(|| {
+            format!(
+                "{share:.0} % of the stacks have a single frame: --call-graph fp needs code built with frame pointers (-fno-omit-frame-pointer); --call-graph dwarf (the default) does not"
+            )
+        })
+    }
+
+    /// A switch record of a target thread (`--off-cpu`). A switch-out
+    /// follows the thread's off-CPU sample and says whether it was
+    /// preempted; without that sample (lost) the period still counts, with
+    /// no stack. A switch-in ends the period.
+    fn switch(&mut self, pid: u32, tid: u32, out: bool, preempted: bool, time: Timestamp) {
+        self.last_time = self.last_time.max(time);
+        if out {
+            let fresh = SwitchedOut {
+                from: time,
+                stack: None,
+                preempted,
+                recorded: true,
+            };
+            let entry = self.switched_out.entry((pid, tid)).or_insert(fresh);
+            if entry.recorded {
+                *entry = fresh; // the sample of this switch was lost, or the last switch-in
+            } else {
+                entry.preempted = preempted;
+                entry.recorded = true;
+            }
+        } else if let Some(o) = self.switched_out.remove(&(pid, tid)) {
+            self.close_off_cpu(pid, tid, o, time);
+        }
+    }
+
+    fn close_off_cpu(&mut self, pid: u32, tid: u32, o: SwitchedOut, to: Timestamp) {
+        if to < o.from {
+            return;
+        }
+        self.off_cpu.push(OffCpuPeriod {
+            pid,
+            tid,
+            from: o.from,
+            to,
+            stack: o.stack,
+            preempted: o.preempted,
+        });
+    }
+
     /// Writes new frames and stack nodes, then the samples that refer to them.
     fn write_pending(&mut self) -> io::Result<()> {
+        for module in std::mem::take(&mut self.new_modules) {
+            self.writer.write_record(&Record::Module(module))?;
+        }
         let (mut frames, nodes) = self.stacks.take_new();
         if !frames.is_empty() {
             self.symbols.quick(&mut frames, &self.spaces.modules);
@@ -322,6 +510,10 @@ impl<W: Write> SampleSession<W> {
         }
         self.writer.write_samples(&self.pending)?;
         self.pending.clear();
+        if !self.off_cpu.is_empty() {
+            let periods = std::mem::take(&mut self.off_cpu);
+            self.writer.write_record(&Record::OffCpu(periods))?;
+        }
         Ok(())
     }
 
@@ -340,8 +532,30 @@ impl<W: Write> SampleSession<W> {
         end: Timestamp,
         progress: Option<&SymbolProgress>,
     ) -> io::Result<u64> {
-        self.write_pending()?;
         let end = end.max(self.last_time);
+        // Threads still switched out (attach: the recording ended first)
+        // were off the CPU until the end, as far as the recording knows.
+        let mut still_out: Vec<_> = self.switched_out.drain().collect();
+        still_out.sort_by_key(|&(k, _)| k);
+        for ((pid, tid), o) in still_out {
+            let ended = self
+                .threads
+                .get(&(pid, tid))
+                .is_some_and(|t| t.end.is_some());
+            if !ended {
+                self.close_off_cpu(pid, tid, o, end);
+            }
+        }
+        self.write_pending()?;
+        if let Some(warning) = self.short_stacks_warning() {
+            self.header.notes.push(format!("warning: {warning}"));
+            self.header_changed = true;
+        }
+        if self.header_changed {
+            // A later session record replaces the first.
+            self.writer
+                .write_record(&Record::Session(self.header.clone()))?;
+        }
         if let Some((pid, status)) = exit {
             if let Some(p) = self.processes.get_mut(&pid) {
                 p.exit_status = Some(status);
@@ -356,6 +570,11 @@ impl<W: Write> SampleSession<W> {
             let mut t = t.clone();
             t.end = t.end.or(Some(end));
             self.writer.write_record(&Record::Thread(t))?;
+        }
+        // JIT code is named by the perf maps its processes wrote by now;
+        // such a module is then called after its map.
+        for module in self.spaces.modules.load_perf_maps() {
+            self.writer.write_record(&Record::Module(module))?;
         }
         let frames = self
             .symbols
@@ -380,17 +599,6 @@ impl<W: Write> SampleSession<W> {
     }
 }
 
-/// The command line of a live process, from `/proc/PID/cmdline`.
-pub(crate) fn read_cmdline(pid: u32) -> Option<Vec<String>> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<String> = raw
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    (!args.is_empty()).then_some(args)
-}
-
 #[cfg(test)]
-#[path = "sample_session_tests.rs"]
+#[path = "session_tests.rs"]
 mod tests;

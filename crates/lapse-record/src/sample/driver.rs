@@ -13,7 +13,7 @@
 //!   1e9 / Hz ns, so every sample stands for the same time; count events use
 //!   the kernel's frequency mode and each sample weighs its period.
 //! - A stack ends at the first address in no executable mapping (see
-//!   `sample_session`); functions are named from the symbol table first, so
+//!   `session`); functions are named from the symbol table first, so
 //!   `foo.constprop.0` stays its own function, as in `perf`.
 //! - Attach samples the process' threads as they are when it starts and
 //!   every thread or child they create afterwards; the existing mappings come
@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 
 use lapse_data::{Method, SessionHeader, Timestamp};
 
-use super::clock::{monotonic_now, realtime_unix_ns};
-use super::launch;
-use super::sample_attr::STACK_COPY_BYTES;
-use super::sample_rings::{Plan, Rings};
-use super::sample_session::{read_cmdline, SampleSession};
+use super::attr::STACK_COPY_BYTES;
+use super::rings::{Plan, Rings};
+use super::session::SampleSession;
+use crate::linux::clock::{monotonic_now, realtime_unix_ns};
+use crate::linux::launch;
+use crate::linux::proc_scan::{hostname, read_cmdline};
 use crate::{RecordError, RecordOptions, RecordOutcome, Target};
 
 /// How long the driver sleeps between drains when the rings stay quiet.
@@ -48,18 +49,33 @@ fn header(plan: &Plan, command: Vec<String>, start: Timestamp) -> SessionHeader 
     if plan.exclude_kernel {
         notes.push("kernel-mode time not sampled (perf_event_paranoid forbids it)".to_owned());
     }
+    if plan.off_cpu {
+        notes.push(
+            "off-CPU: the user stack at every switch-out, weighed by the time until the switch-in"
+                .to_owned(),
+        );
+        notes.push(if plan.cpu_wide {
+            "CPU samples: one event per CPU for every task, other processes' samples discarded"
+                .to_owned()
+        } else {
+            "CPU samples: one event per thread (watching every task is not allowed here), which costs the target more at each context switch".to_owned()
+        });
+    }
     let period = plan.rate.fixed_period();
     SessionHeader {
         command,
         start_unix_ns: realtime_unix_ns(),
         start,
         clock: "monotonic".into(),
-        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .unwrap_or_default(),
+        host: hostname(),
         method: Method::Sampling,
         probe_cost_ns: 0.0,
-        os_events: Vec::new(),
+        // Off-CPU periods are switches, as instrumentation's OS events are.
+        os_events: if plan.off_cpu {
+            vec!["switch".to_owned()]
+        } else {
+            Vec::new()
+        },
         sample_event: Some(plan.event.name.to_owned()),
         sample_period: period,
         sample_period_is_time: plan.event.time_based && period.is_some(),
@@ -116,9 +132,12 @@ pub(crate) fn record_command(
         id_layout,
     )
     .map_err(io_error(opts))?;
+    session.set_off_cpu_ids(rings.off_cpu_ids.clone());
     session
         .add_target(pid, command.to_vec(), start)
         .map_err(io_error(opts))?;
+    // (a CPU-wide event sees the held child before its exec)
+    session.await_exec(pid);
     session
         .add_thread(pid, pid, short_name(program_name), start)
         .map_err(io_error(opts))?;
@@ -140,6 +159,9 @@ pub(crate) fn record_command(
         .pump(&mut session, &id_layout, true)
         .map_err(io_error(opts))?;
     let samples = session.samples();
+    if let Some(warning) = session.short_stacks_warning() {
+        eprintln!("lapse: warning: {warning}");
+    }
     let bytes = session
         .finish(
             Some((pid, status)),
@@ -176,7 +198,7 @@ pub(crate) fn record_pid(
     duration: Option<Duration>,
 ) -> Result<RecordOutcome, RecordError> {
     let mut plan = Plan::from_options(opts)?;
-    let threads = super::proc_scan::threads(pid)
+    let threads = crate::linux::proc_scan::threads(pid)
         .ok_or_else(|| RecordError::Unsupported(format!("no process with pid {pid}")))?;
     let file = create_output(opts)?;
     raise_fd_limit();
@@ -196,6 +218,7 @@ pub(crate) fn record_pid(
         id_layout,
     )
     .map_err(io_error(opts))?;
+    session.set_off_cpu_ids(rings.off_cpu_ids.clone());
     session
         .add_target(pid, command, start)
         .map_err(io_error(opts))?;
@@ -204,7 +227,7 @@ pub(crate) fn record_pid(
             .add_thread(pid, tid, name, start)
             .map_err(io_error(opts))?;
     }
-    for m in super::proc_scan::executable_mappings(pid) {
+    for m in crate::linux::proc_scan::executable_mappings(pid) {
         session
             .add_mapping(pid, m.start, m.end - m.start, m.offset, &m.path, start)
             .map_err(io_error(opts))?;
@@ -230,6 +253,9 @@ pub(crate) fn record_pid(
         .pump(&mut session, &id_layout, true)
         .map_err(io_error(opts))?;
     let samples = session.samples();
+    if let Some(warning) = session.short_stacks_warning() {
+        eprintln!("lapse: warning: {warning}");
+    }
     let bytes = session
         .finish(None, monotonic_now(), opts.symbol_progress.as_deref())
         .map_err(io_error(opts))?;

@@ -1,6 +1,6 @@
 //! Sampling: decoding the body of a `PERF_RECORD_SAMPLE` for the sample
-//! layout lapse asks for (IP, TID, TIME, CPU, PERIOD, optional CALLCHAIN,
-//! REGS_USER, STACK_USER — in the kernel's fixed field order).
+//! layout lapse asks for (IP, TID, TIME, optional ID, CPU, PERIOD, optional
+//! CALLCHAIN, REGS_USER, STACK_USER — in the kernel's fixed field order).
 
 use lapse_unwind::UserRegs;
 
@@ -45,6 +45,9 @@ pub(crate) mod regs {
 pub(crate) struct SampleLayout {
     pub(crate) callchain: bool,
     pub(crate) user_state: bool,
+    /// Samples carry their event's id (`--off-cpu`: which of the two events
+    /// a sample comes from).
+    pub(crate) id: bool,
 }
 
 /// One decoded sample; slices borrow from the record.
@@ -53,6 +56,8 @@ pub(crate) struct RawSample<'a> {
     pub(crate) pid: u32,
     pub(crate) tid: u32,
     pub(crate) time: u64,
+    /// The event's id (0 unless the layout has `id`).
+    pub(crate) id: u64,
     pub(crate) cpu: u32,
     pub(crate) period: u64,
     /// User part of the kernel's callchain (`--call-graph fp`), raw words.
@@ -61,6 +66,9 @@ pub(crate) struct RawSample<'a> {
     pub(crate) regs: Option<UserRegs>,
     /// The copied user stack, starting at `regs.sp`.
     pub(crate) stack: &'a [u8],
+    /// The kernel copied all the stack it was asked for (so the stack may
+    /// go on beyond the copy).
+    pub(crate) stack_full: bool,
 }
 
 struct Cursor<'a> {
@@ -96,6 +104,7 @@ pub(crate) fn parse(layout: SampleLayout, body: &[u8]) -> Option<RawSample<'_>> 
     let _ip = c.u64()?;
     let (pid, tid) = c.u32_pair()?;
     let time = c.u64()?;
+    let id = if layout.id { c.u64()? } else { 0 };
     let (cpu, _) = c.u32_pair()?;
     let period = c.u64()?;
     let mut user_callchain = Vec::new();
@@ -114,6 +123,7 @@ pub(crate) fn parse(layout: SampleLayout, body: &[u8]) -> Option<RawSample<'_>> 
     }
     let mut regs = None;
     let mut stack: &[u8] = &[];
+    let mut stack_full = false;
     if layout.user_state {
         let abi = c.u64()?;
         if abi != 0 {
@@ -128,17 +138,20 @@ pub(crate) fn parse(layout: SampleLayout, body: &[u8]) -> Option<RawSample<'_>> 
             let data = c.bytes(size)?;
             let dyn_size = usize::try_from(c.u64()?).ok()?;
             stack = &data[..dyn_size.min(size)];
+            stack_full = dyn_size >= size;
         }
     }
     Some(RawSample {
         pid,
         tid,
         time,
+        id,
         cpu,
         period,
         user_callchain,
         regs,
         stack,
+        stack_full,
     })
 }
 
@@ -159,6 +172,7 @@ mod tests {
         let layout = SampleLayout {
             callchain: false,
             user_state: true,
+            id: false,
         };
         let s = parse(layout, &body).expect("well-formed sample");
         assert_eq!(
@@ -186,8 +200,23 @@ mod tests {
         let layout = SampleLayout {
             callchain: true,
             user_state: false,
+            id: false,
         };
         let s = parse(layout, &body).expect("well-formed sample");
         assert_eq!(s.user_callchain, vec![0x401000, 0x401234]);
+    }
+
+    #[test]
+    fn the_id_comes_after_the_time() {
+        let mut body = words(&[0x10, 1 | (2 << 32), 5, 77, 3, 1]);
+        body.extend(words(&[2, CONTEXT_USER, 0x401000]));
+        let layout = SampleLayout {
+            callchain: true,
+            user_state: false,
+            id: true,
+        };
+        let s = parse(layout, &body).expect("well-formed sample");
+        assert_eq!((s.time, s.id, s.cpu, s.period), (5, 77, 3, 1));
+        assert_eq!(s.user_callchain, vec![0x401000]);
     }
 }

@@ -6,8 +6,11 @@
 //! names its functions. At the end every frame is resolved in full
 //! ([`FrameSymbols::full`]: inline chain, source lines) and rewritten;
 //! records with the same id replace the earlier ones. Every distinct
-//! (module, function name) is one function; a frame nothing is known about
-//! becomes a function named by its address (`0x1234`), as the model says.
+//! (module, function name) is one function. Code no symbol names is grouped
+//! by the unwind table into functions named `module+0xSTART` (the module's
+//! entry point: `_start`); JIT code by its process' perf map, read at the
+//! end; a frame nothing at all is known about becomes a function named by
+//! its address (`0x1234`), as the model says.
 
 use std::collections::HashMap;
 
@@ -44,6 +47,15 @@ impl FrameSymbols {
         id
     }
 
+    /// The one function of a pseudo module's frames (`[truncated]`).
+    fn marker(&mut self, module: ModuleId, name: &str) -> FrameFunction {
+        FrameFunction {
+            function: self.intern(module, name, None),
+            source_file: None,
+            line: None,
+        }
+    }
+
     /// The function of a frame nothing is known about: named by its address.
     fn anonymous(&mut self, module: ModuleId, address: u64) -> FrameFunction {
         FrameFunction {
@@ -57,8 +69,13 @@ impl FrameSymbols {
     /// the target does.
     pub(crate) fn quick(&mut self, frames: &mut [FrameInfo], modules: &ModuleTable) {
         for frame in frames {
-            let elf = modules.get(frame.module).and_then(|m| m.elf.as_ref());
-            let f = match elf.and_then(|e| e.function_at(frame.address)) {
+            let loaded = modules.get(frame.module);
+            if let Some(name) = loaded.and_then(|m| m.marker) {
+                frame.functions = vec![self.marker(frame.module, name)];
+                continue;
+            }
+            let elf = loaded.and_then(|m| m.elf.as_ref());
+            let f = match elf.and_then(|e| e.function_or_range_at(frame.address)) {
                 Some(sym) => FrameFunction {
                     function: self.intern(frame.module, &sym.name, Some(sym.start)),
                     source_file: None,
@@ -98,6 +115,43 @@ impl FrameSymbols {
         let mut frames: Vec<Option<FrameInfo>> = vec![None; order.len()];
         for group in order.chunk_by(|a, b| a.1 == b.1) {
             let module = group[0].1;
+            if let Some(name) = modules.get(module).and_then(|m| m.marker) {
+                for &(id, _, address) in group {
+                    advance();
+                    let f = self.marker(module, name);
+                    frames[id.0 as usize] = Some(FrameInfo {
+                        id,
+                        module,
+                        address,
+                        functions: vec![f],
+                    });
+                }
+                continue;
+            }
+            let jit_map = modules
+                .get(module)
+                .and_then(|m| m.jit.as_ref())
+                .and_then(|j| j.map.as_ref());
+            if let Some(map) = jit_map {
+                for &(id, _, address) in group {
+                    advance();
+                    let f = match map.lookup(address) {
+                        Some((start, _, name)) => FrameFunction {
+                            function: self.intern(module, name, Some(start)),
+                            source_file: None,
+                            line: None,
+                        },
+                        None => self.anonymous(module, address),
+                    };
+                    frames[id.0 as usize] = Some(FrameInfo {
+                        id,
+                        module,
+                        address,
+                        functions: vec![f],
+                    });
+                }
+                continue;
+            }
             let Some(elf) = modules.get_mut(module).and_then(|m| m.elf.as_mut()) else {
                 for &(id, _, address) in group {
                     advance();

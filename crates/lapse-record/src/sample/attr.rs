@@ -3,12 +3,16 @@
 
 use perf_event_open_sys::bindings as sys;
 
-use super::sample_parse::regs;
+use super::parse::regs;
 
 /// Bytes of user stack the kernel copies per sample. 16 KiB (perf's default
 /// is 8 KiB) keeps deep optimised stacks whole at a cost the benchmark shows
 /// to be small at 1 kHz.
 pub(crate) const STACK_COPY_BYTES: u32 = 16 * 1024;
+
+/// Most entries of a kernel callchain (`--call-graph fp`), context markers
+/// included; a user chain this long was cut.
+pub(crate) const CALLCHAIN_MAX: u16 = 127;
 
 /// A sampling event by its `perf` name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,7 +137,7 @@ pub(crate) fn attr(
     if callchain {
         sample_type |= sys::PERF_SAMPLE_CALLCHAIN;
         a.set_exclude_callchain_kernel(1);
-        a.sample_max_stack = 127;
+        a.sample_max_stack = CALLCHAIN_MAX;
     } else {
         sample_type |= sys::PERF_SAMPLE_REGS_USER | sys::PERF_SAMPLE_STACK_USER;
         a.sample_regs_user = regs::MASK;
@@ -152,11 +156,7 @@ pub(crate) fn attr(
     a.set_inherit(u64::from(inherit));
     a.set_exclude_kernel(u64::from(exclude_kernel));
     a.set_exclude_hv(1);
-    a.set_mmap(1);
-    a.set_mmap2(1);
-    a.set_comm(1);
-    a.set_comm_exec(1);
-    a.set_task(1);
+    with_side_records(&mut a);
     a.set_sample_id_all(1);
     a.set_use_clockid(1);
     a.clockid = libc::CLOCK_MONOTONIC;
@@ -164,6 +164,60 @@ pub(crate) fn attr(
     a.set_watermark(1);
     a.__bindgen_anon_2.wakeup_watermark = 256 * 1024;
     a
+}
+
+/// Asks for the side records that keep processes, threads and modules
+/// right: executable mappings, names (and exec), forks and exits.
+pub(crate) fn with_side_records(a: &mut sys::perf_event_attr) {
+    a.set_mmap(1);
+    a.set_mmap2(1);
+    a.set_comm(1);
+    a.set_comm_exec(1);
+    a.set_task(1);
+}
+
+/// The opposite of [`with_side_records`]: another event of the recording
+/// already asks for them.
+pub(crate) fn without_side_records(a: &mut sys::perf_event_attr) {
+    a.set_mmap(0);
+    a.set_mmap2(0);
+    a.set_comm(0);
+    a.set_comm_exec(0);
+    a.set_task(0);
+}
+
+/// The off-CPU event (`--off-cpu`) beside a sampling event `sampling`: a
+/// sample at every context switch of the target's threads, taken as the
+/// thread is switched out, with the same sample layout (so the same user
+/// stack capture and `sample_id` trailer), plus the kernel's switch records
+/// (`context_switch`), whose switch-in ends each period. The side records
+/// (mmap, comm, fork/exit) come from the per-thread sampling event, unless
+/// that one is CPU-wide (see `rings`).
+///
+/// The `context-switches` software event fires in the scheduler, in kernel
+/// mode: it needs kernel-mode events allowed (`exclude_kernel` off).
+pub(crate) fn off_cpu_attr(sampling: &sys::perf_event_attr) -> sys::perf_event_attr {
+    let mut a = *sampling;
+    a.type_ = sys::PERF_TYPE_SOFTWARE;
+    a.config = u64::from(sys::PERF_COUNT_SW_CONTEXT_SWITCHES);
+    a.set_freq(0);
+    a.__bindgen_anon_1.sample_period = 1;
+    without_side_records(&mut a);
+    a.set_context_switch(1);
+    a
+}
+
+/// One line saying why `--off-cpu` cannot be had here and what to change.
+pub(crate) fn off_cpu_refused(errno: i32) -> String {
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    format!(
+        "--off-cpu: perf_event_open was refused ({}; kernel.perf_event_paranoid = {paranoid}): \
+         off-CPU stacks are taken in the kernel's scheduler, which needs kernel-mode events: \
+         run `sysctl kernel.perf_event_paranoid=1`, give lapse CAP_PERFMON, or record without --off-cpu",
+        if errno == libc::EACCES { "EACCES" } else { "EPERM" }
+    )
 }
 
 /// One line saying why `perf_event_open` failed for `event` and what to change.
@@ -242,5 +296,18 @@ mod tests {
         assert_eq!(fp.sample_type, base | sys::PERF_SAMPLE_CALLCHAIN as u64);
         assert_eq!((fp.freq(), fp.inherit(), fp.exclude_kernel()), (1, 0, 1));
         assert_eq!((fp.enable_on_exec(), fp.disabled()), (0, 0));
+
+        // The off-CPU event: every switch, the same layout, switch records,
+        // no side records of its own.
+        let off = off_cpu_attr(&dwarf);
+        assert_eq!(off.type_, sys::PERF_TYPE_SOFTWARE);
+        assert_eq!(off.config, sys::PERF_COUNT_SW_CONTEXT_SWITCHES as u64);
+        // SAFETY: reading the union member this attribute was built with.
+        assert_eq!(unsafe { off.__bindgen_anon_1.sample_period }, 1);
+        assert_eq!((off.freq(), off.context_switch()), (0, 1));
+        assert_eq!((off.mmap2(), off.comm(), off.task()), (0, 0, 0));
+        assert_eq!(off.sample_type, dwarf.sample_type);
+        assert_eq!(off.sample_stack_user, dwarf.sample_stack_user);
+        assert_eq!((off.inherit(), off.enable_on_exec()), (1, 1));
     }
 }

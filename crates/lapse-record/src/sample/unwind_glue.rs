@@ -5,17 +5,57 @@
 //! module serves unwinding during recording (its `.eh_frame`) and
 //! symbolization at the end. Only executable mappings are tracked: those are
 //! the only ones code addresses can fall in.
+//!
+//! Anonymous executable memory (JIT code) is one module per process,
+//! `[anon:PID]`, whose addresses are absolute (bias 0): that is how a JIT's
+//! perf map (`/tmp/perf-PID.map`) names them, read at the end of the
+//! recording ([`ModuleTable::load_perf_maps`]). Unwinding goes through such
+//! code by frame pointers (the unwinder's rule for code in no module).
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use lapse_data::{MappingInfo, ModuleId, ModuleInfo, Timestamp};
-use lapse_symbols::ElfModule;
-use lapse_unwind::{ProcessUnwinder, StackCopy, UserRegs};
+use lapse_symbols::{ElfModule, PerfMap};
+use lapse_unwind::{ProcessUnwinder, StackCopy, StackEnd, UserRegs};
+
+/// Largest perf map read (Node's can reach tens of MB).
+const PERF_MAP_MAX_BYTES: u64 = 256 << 20;
 
 pub(crate) struct LoadedModule {
     /// `None` when the file could not be read (deleted, anonymous, foreign).
     pub(crate) elf: Option<ElfModule>,
+    /// Anonymous executable memory of one process: its perf map, if any.
+    pub(crate) jit: Option<Jit>,
+    /// A pseudo module whose every frame is this one function
+    /// (`[truncated]`).
+    pub(crate) marker: Option<&'static str>,
+}
+
+/// The anonymous executable memory of process `pid`.
+pub(crate) struct Jit {
+    pid: u32,
+    /// The process' owner, whose perf map file is trusted.
+    uid: Option<u32>,
+    /// Read at the end of the recording.
+    pub(crate) map: Option<PerfMap>,
+}
+
+/// A mapping with no ELF file behind it: anonymous memory and its kin
+/// (named anonymous memory, memfd, shared zero pages).
+fn is_anonymous(path: &str) -> bool {
+    path.is_empty()
+        || path == "//anon"
+        || [
+            "[anon",
+            "[heap]",
+            "[stack",
+            "/memfd:",
+            "/dev/zero",
+            "/anon_hugepage",
+        ]
+        .iter()
+        .any(|p| path.starts_with(p))
 }
 
 /// Every module seen in the session, by path; ids are dense in order of appearance.
@@ -39,8 +79,89 @@ impl ModuleTable {
             build_id: elf.as_ref().and_then(|e| e.build_id()).map(<[u8]>::to_vec),
         };
         self.by_path.insert(path.to_owned(), id);
-        self.modules.push(LoadedModule { elf });
+        self.modules.push(LoadedModule {
+            elf,
+            jit: None,
+            marker: None,
+        });
         (id, Some(info))
+    }
+
+    /// A pseudo module named `name` whose frames are all the function
+    /// `name` (`[truncated]`, at the root of stacks cut short).
+    pub(crate) fn intern_marker(&mut self, name: &'static str) -> (ModuleId, Option<ModuleInfo>) {
+        if let Some(&id) = self.by_path.get(name) {
+            return (id, None);
+        }
+        let id = ModuleId(self.modules.len() as u32);
+        self.by_path.insert(name.to_owned(), id);
+        self.modules.push(LoadedModule {
+            elf: None,
+            jit: None,
+            marker: Some(name),
+        });
+        let info = ModuleInfo {
+            id,
+            path: name.to_owned(),
+            build_id: None,
+        };
+        (id, Some(info))
+    }
+
+    /// The module of `pid`'s anonymous executable memory (`[anon:PID]`).
+    pub(crate) fn intern_anonymous(&mut self, pid: u32) -> (ModuleId, Option<ModuleInfo>) {
+        let path = format!("[anon:{pid}]");
+        if let Some(&id) = self.by_path.get(&path) {
+            return (id, None);
+        }
+        let id = ModuleId(self.modules.len() as u32);
+        let uid = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(format!("/proc/{pid}"))
+                .ok()
+                .map(|m| m.uid())
+        };
+        self.by_path.insert(path.clone(), id);
+        self.modules.push(LoadedModule {
+            elf: None,
+            jit: Some(Jit {
+                pid,
+                uid,
+                map: None,
+            }),
+            marker: None,
+        });
+        let info = ModuleInfo {
+            id,
+            path,
+            build_id: None,
+        };
+        (id, Some(info))
+    }
+
+    /// Reads the perf map of every process with anonymous executable
+    /// memory; returns the module records to write again, renamed after the
+    /// map file, for those that have one.
+    pub(crate) fn load_perf_maps(&mut self) -> Vec<ModuleInfo> {
+        let mut renamed = Vec::new();
+        for (i, m) in self.modules.iter_mut().enumerate() {
+            let Some(jit) = &mut m.jit else { continue };
+            let path = format!("/tmp/perf-{}.map", jit.pid);
+            let Some(text) = read_perf_map(Path::new(&path), jit.uid) else {
+                continue;
+            };
+            let map = PerfMap::parse(&text);
+            if map.is_empty() {
+                continue;
+            }
+            jit.map = Some(map);
+            renamed.push(ModuleInfo {
+                id: ModuleId(i as u32),
+                path,
+                build_id: None,
+            });
+        }
+        renamed
     }
 
     pub(crate) fn get(&self, id: ModuleId) -> Option<&LoadedModule> {
@@ -50,6 +171,31 @@ impl ModuleTable {
     pub(crate) fn get_mut(&mut self, id: ModuleId) -> Option<&mut LoadedModule> {
         self.modules.get_mut(id.0 as usize)
     }
+}
+
+/// A perf map's text, if it is a regular file (not through a symlink) of
+/// reasonable size owned by root, by lapse's user or by the process' owner
+/// (perf trusts the first two).
+fn read_perf_map(path: &Path, owner: Option<u32>) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let trusted = meta.uid() == 0 || meta.uid() == me || Some(meta.uid()) == owner;
+    if !meta.is_file() || !trusted || meta.len() > PERF_MAP_MAX_BYTES {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(PERF_MAP_MAX_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
 }
 
 /// Opens the ELF behind a mapping's path; `[vdso]` is read from lapse's own
@@ -126,11 +272,18 @@ impl AddressSpaces {
         time: Timestamp,
     ) -> NewMapping {
         let end = start.saturating_add(len);
-        let (module, new_module) = self.modules.intern(path);
+        let anonymous = is_anonymous(path);
+        let (module, new_module) = if anonymous {
+            self.modules.intern_anonymous(pid)
+        } else {
+            self.modules.intern(path)
+        };
         let loaded = self.modules.get(module);
         let elf = loaded.and_then(|m| m.elf.as_ref());
         let bias = match elf {
             Some(e) => e.bias(start, file_offset),
+            // Anonymous memory: module-relative is absolute (as perf maps say).
+            None if anonymous => 0,
             None => start.wrapping_sub(file_offset),
         };
         let space = self.processes.entry(pid).or_default();
@@ -196,14 +349,15 @@ impl AddressSpaces {
         Some((m.module, addr.wrapping_sub(m.bias)))
     }
 
-    /// Unwinds one sample of `pid` into absolute lookup addresses, innermost first.
+    /// Unwinds one sample of `pid` into absolute lookup addresses,
+    /// innermost first; says why it stopped.
     pub(crate) fn unwind(
         &mut self,
         pid: u32,
         regs: &UserRegs,
         stack: &StackCopy<'_>,
         out: &mut Vec<u64>,
-    ) {
+    ) -> StackEnd {
         match self.processes.get_mut(&pid) {
             Some(space) => space.unwinder.unwind(regs, stack, out),
             None => {
@@ -211,6 +365,7 @@ impl AddressSpaces {
                 if regs.ip != 0 {
                     out.push(regs.ip);
                 }
+                StackEnd::Root
             }
         }
     }
@@ -259,5 +414,45 @@ mod tests {
             spaces.resolve(1, 0x5000_1800).map(|r| r.0),
             Some(other.mapping.module)
         );
+    }
+
+    #[test]
+    fn anonymous_code_is_one_module_per_process_named_by_its_perf_map() {
+        let t = Timestamp::from_nanos(1);
+        // A pid no process has: its perf map is this test's alone.
+        let pid = u32::MAX - 7;
+        let mut spaces = AddressSpaces::default();
+        let a = spaces.map(pid, 0x7000_0000, 0x1000, 0x7000_0000, "//anon", t);
+        let b = spaces.map(pid, 0x7100_0000, 0x1000, 0x7100_0000, "[anon:jit]", t);
+        assert_eq!(
+            a.module.as_ref().map(|m| m.path.as_str()),
+            Some(&*format!("[anon:{pid}]"))
+        );
+        assert!(b.module.is_none(), "one module per process");
+        assert_eq!(a.mapping.bias, 0);
+        assert_eq!(
+            spaces.resolve(pid, 0x7100_0010),
+            Some((a.mapping.module, 0x7100_0010)),
+            "addresses stay absolute"
+        );
+        let other = spaces.map(pid - 1, 0x7000_0000, 0x1000, 0, "//anon", t);
+        assert_ne!(other.mapping.module, a.mapping.module);
+
+        let path = format!("/tmp/perf-{pid}.map");
+        std::fs::write(&path, "71000000 e hot_loop\n").expect("write the map");
+        let renamed = spaces.modules.load_perf_maps();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(renamed.len(), 1);
+        assert_eq!(
+            (renamed[0].id, renamed[0].path.as_str()),
+            (a.mapping.module, &*path)
+        );
+        let map = spaces
+            .modules
+            .get(a.mapping.module)
+            .and_then(|m| m.jit.as_ref())
+            .and_then(|j| j.map.as_ref())
+            .expect("the map was read");
+        assert_eq!(map.lookup(0x7100_000d).map(|e| e.2), Some("hot_loop"));
     }
 }

@@ -2,15 +2,24 @@
 //! CPU, other threads' events redirected into it) and draining the rings
 //! into one time-ordered batch, so that an mmap seen on one CPU is applied
 //! before a sample taken just after it on another.
+//!
+//! With `--off-cpu`, where the kernel allows it (CAP_PERFMON, root,
+//! `perf_event_paranoid` ≤ 0), the CPU samples come from one event per CPU
+//! for every task rather than one per thread of the target: a per-thread
+//! timer event is stopped and restarted at each of the thread's context
+//! switches, which at 10,000 switches a second costs the target more than
+//! the off-CPU samples themselves (BENCHMARKS.md). Samples of other
+//! processes are discarded (and counted, as SPEC 1.2 says); the side
+//! records then come from the per-thread off-CPU events.
 
 use perf_event_open_sys::bindings as sys;
 
-use super::clock::monotonic_now;
-use super::perf::{online_cpus, PerfError, PerfEvent};
-use super::records::SampleIdLayout;
-use super::sample_attr::{self, Rate, SampleEvent};
-use super::sample_parse::SampleLayout;
-use super::sample_session::SampleSession;
+use super::attr::{self, Rate, SampleEvent};
+use super::parse::SampleLayout;
+use super::session::SampleSession;
+use crate::linux::clock::monotonic_now;
+use crate::linux::perf::{online_cpus, PerfError, PerfEvent};
+use crate::linux::records::SampleIdLayout;
 use crate::{CallGraph, RecordError, RecordOptions};
 
 /// Ring size per CPU: 4 MiB holds about 250 samples with 16 KiB stacks, a
@@ -19,6 +28,9 @@ pub(crate) const RING_PAGES: usize = 1024;
 /// The rings of one recording and the merged, time-ordered record batch.
 pub(crate) struct Rings {
     pub(crate) events: Vec<PerfEvent>,
+    /// The ids of the off-CPU events (`--off-cpu`), which tell their
+    /// samples from the sampling event's.
+    pub(crate) off_cpu_ids: Vec<u64>,
     arena: Vec<u8>,
     index: Vec<(u64, usize, usize)>,
     scratch: Vec<u8>,
@@ -33,30 +45,75 @@ pub(crate) struct Plan {
     pub(crate) callchain: bool,
     pub(crate) inherit: bool,
     pub(crate) exclude_kernel: bool,
+    /// Also sample every switch-out (`--off-cpu`).
+    pub(crate) off_cpu: bool,
+    /// CPU samples from one event per CPU for every task (see the top).
+    pub(crate) cpu_wide: bool,
 }
 
 impl Plan {
     pub(crate) fn from_options(opts: &RecordOptions) -> Result<Plan, RecordError> {
         let event =
             SampleEvent::by_name(opts.event.as_deref()).map_err(RecordError::Unsupported)?;
+        if opts.off_cpu && !event.time_based {
+            return Err(RecordError::Unsupported(format!(
+                "--off-cpu adds time off the CPU to time on it: it needs a time-based event \
+                 (cpu-clock or task-clock), not `{}`",
+                event.name
+            )));
+        }
         Ok(Plan {
             event,
             rate: Rate::choose(event, opts.frequency, opts.period),
             callchain: opts.call_graph == CallGraph::FramePointer,
             inherit: opts.inherit,
             exclude_kernel: false,
+            off_cpu: opts.off_cpu,
+            cpu_wide: opts.off_cpu,
         })
     }
 
+    /// The per-thread sampling event's attributes; with `--off-cpu` its
+    /// samples carry the event id, as the off-CPU event's do.
     pub(crate) fn attr(&self, enable_on_exec: bool) -> sys::perf_event_attr {
-        sample_attr::attr(
+        let mut a = attr::attr(
             self.event,
             self.rate,
             self.callchain,
             self.inherit,
             self.exclude_kernel,
             enable_on_exec,
-        )
+        );
+        if self.off_cpu {
+            a.sample_type |= u64::from(sys::PERF_SAMPLE_ID);
+        }
+        a
+    }
+
+    /// The sampling event as opened: per thread, or (`cpu_wide`) one per
+    /// CPU for every task, enabled at once, without side records, idle time
+    /// left out.
+    fn sampling_attr(&self, enable_on_exec: bool) -> sys::perf_event_attr {
+        let mut a = self.attr(enable_on_exec);
+        if self.cpu_wide {
+            a.set_inherit(0);
+            a.set_enable_on_exec(0);
+            a.set_disabled(0);
+            a.set_exclude_idle(1);
+            attr::without_side_records(&mut a);
+        }
+        a
+    }
+
+    /// The off-CPU event (`--off-cpu`), with the side records when the
+    /// sampling event is CPU-wide.
+    fn off_cpu_attr(&self, enable_on_exec: bool) -> sys::perf_event_attr {
+        let task = self.attr(enable_on_exec);
+        let mut a = attr::off_cpu_attr(&task);
+        if self.cpu_wide {
+            attr::with_side_records(&mut a);
+        }
+        a
     }
 
     pub(crate) fn layouts(&self) -> (SampleLayout, SampleIdLayout) {
@@ -65,6 +122,7 @@ impl Plan {
             SampleLayout {
                 callchain: self.callchain,
                 user_state: !self.callchain,
+                id: self.off_cpu,
             },
             SampleIdLayout::new(a.sample_type),
         )
@@ -82,50 +140,81 @@ fn errno_of(e: &PerfError) -> i32 {
 
 impl Rings {
     /// One ring-owning event per CPU for `tids[0]`, the other threads'
-    /// events redirected into it. Kernel-mode sampling is tried first; when
-    /// refused, user-mode only.
+    /// events (and with `--off-cpu` every thread's off-CPU event)
+    /// redirected into it. Kernel-mode sampling is tried first; when
+    /// refused, user-mode only (which `--off-cpu` cannot do with: its
+    /// samples are taken in the scheduler).
     pub(crate) fn open(
         plan: &mut Plan,
         tids: &[i32],
         enable_on_exec: bool,
     ) -> Result<Rings, RecordError> {
-        match Rings::open_once(plan, tids, enable_on_exec) {
+        let mut first = Rings::open_once(plan, tids, enable_on_exec);
+        if plan.cpu_wide {
+            if let Err(e) = &first {
+                if matches!(errno_of(e), libc::EACCES | libc::EPERM) {
+                    // Not allowed to watch every task: per-thread CPU samples.
+                    plan.cpu_wide = false;
+                    first = Rings::open_once(plan, tids, enable_on_exec);
+                }
+            }
+        }
+        match first {
+            Err(e) if matches!(errno_of(&e), libc::EACCES | libc::EPERM) && plan.off_cpu => Err(
+                RecordError::Unsupported(attr::off_cpu_refused(errno_of(&e))),
+            ),
             Err(e)
                 if matches!(errno_of(&e), libc::EACCES | libc::EPERM) && !plan.exclude_kernel =>
             {
                 plan.exclude_kernel = true;
-                Rings::open_once(plan, tids, enable_on_exec)
+                Rings::open_once(plan, tids, enable_on_exec).map_err(|e| {
+                    RecordError::Unsupported(attr::open_error(plan.event, errno_of(&e)))
+                })
             }
-            other => other,
+            other => other
+                .map_err(|e| RecordError::Unsupported(attr::open_error(plan.event, errno_of(&e)))),
         }
-        .map_err(|e| RecordError::Unsupported(sample_attr::open_error(plan.event, errno_of(&e))))
     }
 
     fn open_once(plan: &Plan, tids: &[i32], enable_on_exec: bool) -> Result<Rings, PerfError> {
         let mut events = Vec::new();
+        let mut off_cpu_ids = Vec::new();
         for cpu in online_cpus() {
-            let mut attr = plan.attr(enable_on_exec);
-            let Some((&first, rest)) = tids.split_first() else {
+            let mut attr = plan.sampling_attr(enable_on_exec);
+            let Some(&first) = tids.first() else {
                 break;
             };
-            let leader = PerfEvent::open(&mut attr, first, cpu, RING_PAGES)?;
-            for &tid in rest {
-                let mut attr = plan.attr(enable_on_exec);
-                match PerfEvent::open(&mut attr, tid, cpu, 0) {
-                    Ok(e) => {
-                        e.set_output(&leader)?;
-                        events.push(e);
+            let owner = if plan.cpu_wide { -1 } else { first };
+            let leader = PerfEvent::open(&mut attr, owner, cpu, RING_PAGES)?;
+            for (i, &tid) in tids.iter().enumerate() {
+                let mut attrs = Vec::with_capacity(2);
+                if i > 0 && !plan.cpu_wide {
+                    attrs.push(plan.sampling_attr(enable_on_exec));
+                }
+                if plan.off_cpu {
+                    attrs.push(plan.off_cpu_attr(enable_on_exec));
+                }
+                for mut attr in attrs {
+                    match PerfEvent::open(&mut attr, tid, cpu, 0) {
+                        Ok(e) => {
+                            e.set_output(&leader)?;
+                            if attr.context_switch() != 0 {
+                                off_cpu_ids.push(e.id()?);
+                            }
+                            events.push(e);
+                        }
+                        // The thread ended meanwhile.
+                        Err(PerfError::Open { source, .. })
+                            if source.raw_os_error() == Some(libc::ESRCH) => {}
+                        Err(e) => return Err(e),
                     }
-                    // The thread ended meanwhile.
-                    Err(PerfError::Open { source, .. })
-                        if source.raw_os_error() == Some(libc::ESRCH) => {}
-                    Err(e) => return Err(e),
                 }
             }
             events.push(leader);
         }
         Ok(Rings {
             events,
+            off_cpu_ids,
             arena: Vec::new(),
             index: Vec::new(),
             scratch: Vec::new(),

@@ -1,0 +1,361 @@
+//! The session fed with hand-made perf records, read back from the bytes it
+//! wrote: what a sample of the target, of another process, a fork and a
+//! thread name become in the data file.
+
+use lapse_data::{DataFile, Method, SessionHeader, Timestamp};
+use perf_event_open_sys::bindings as sys;
+
+use super::SampleSession;
+use crate::linux::proc_scan;
+use crate::linux::records::SampleIdLayout;
+use crate::sample::parse::{regs, SampleLayout};
+
+const SAMPLE_TYPE: u64 = (sys::PERF_SAMPLE_IP
+    | sys::PERF_SAMPLE_TID
+    | sys::PERF_SAMPLE_TIME
+    | sys::PERF_SAMPLE_CPU
+    | sys::PERF_SAMPLE_PERIOD
+    | sys::PERF_SAMPLE_REGS_USER
+    | sys::PERF_SAMPLE_STACK_USER) as u64;
+
+/// A record: header, body, then the sample_id trailer (pid, tid, time, cpu).
+fn record(kind: u32, misc: u16, body: &[u8], trailer: Option<(u32, u32, u64)>) -> Vec<u8> {
+    let mut rest = body.to_vec();
+    if let Some((pid, tid, time)) = trailer {
+        rest.extend_from_slice(&pid.to_ne_bytes());
+        rest.extend_from_slice(&tid.to_ne_bytes());
+        rest.extend_from_slice(&time.to_ne_bytes());
+        rest.extend_from_slice(&[0u8; 8]);
+    }
+    let mut r = Vec::new();
+    r.extend_from_slice(&kind.to_ne_bytes());
+    r.extend_from_slice(&misc.to_ne_bytes());
+    r.extend_from_slice(&((8 + rest.len()) as u16).to_ne_bytes());
+    r.extend_from_slice(&rest);
+    r
+}
+
+fn words(ws: &[u64]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+fn pid_tid(pid: u32, tid: u32) -> u64 {
+    u64::from(pid) | (u64::from(tid) << 32)
+}
+
+/// A user-mode sample at `ip` with no stack copy (unwinds to just the IP).
+fn sample(pid: u32, tid: u32, time: u64, ip: u64) -> Vec<u8> {
+    let mut body = words(&[ip, pid_tid(pid, tid), time, 0, 1_000_000]);
+    let mut user = [0u64; regs::COUNT];
+    user[regs::COUNT - 1] = ip; // the IP is the highest-numbered register requested
+    body.extend(words(&[2]));
+    body.extend(words(&user));
+    body.extend(words(&[0])); // no stack bytes
+    record(sys::PERF_RECORD_SAMPLE, 0, &body, None)
+}
+
+fn header() -> SessionHeader {
+    SessionHeader {
+        command: vec!["test".into()],
+        start_unix_ns: 0,
+        start: Timestamp::from_nanos(1),
+        clock: "monotonic".into(),
+        host: String::new(),
+        method: Method::Sampling,
+        probe_cost_ns: 0.0,
+        os_events: Vec::new(),
+        sample_event: Some("cpu-clock".into()),
+        sample_period: Some(1_000_000),
+        sample_period_is_time: true,
+        lapse_version: String::new(),
+        notes: Vec::new(),
+        tsc: None,
+    }
+}
+
+#[inline(never)]
+fn profiled_marker() -> usize {
+    std::hint::black_box(42)
+}
+
+#[test]
+fn samples_forks_and_thread_names_end_up_in_the_file() {
+    let dir = std::env::temp_dir().join(format!("lapse-sample-session-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("s.lapse");
+    let file = std::fs::File::create(&path).expect("create");
+    let layout = SampleLayout {
+        callchain: false,
+        user_state: true,
+        id: false,
+    };
+    let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(SAMPLE_TYPE))
+        .expect("write");
+    let (pid, child, stranger) = (100, 101, 999);
+    let t0 = Timestamp::from_nanos(10);
+    session
+        .add_target(pid, vec!["prog".into()], t0)
+        .expect("write");
+    session
+        .add_thread(pid, pid, "prog".into(), t0)
+        .expect("write");
+    // This test binary's own code mappings stand in for the target's.
+    let ip = profiled_marker as *const () as u64 + 1;
+    for m in proc_scan::executable_mappings(std::process::id()) {
+        session
+            .add_mapping(pid, m.start, m.end - m.start, m.offset, &m.path, t0)
+            .expect("write");
+    }
+    let fork = [child, pid, child, pid].map(|v| v.to_ne_bytes()).concat();
+    let fork = [fork, 20u64.to_ne_bytes().to_vec()].concat();
+    let fork = record(sys::PERF_RECORD_FORK, 0, &fork, Some((child, child, 20)));
+    let comm = [pid.to_ne_bytes(), (pid + 5).to_ne_bytes()].concat();
+    let comm = [comm, b"worker\0\0".to_vec()].concat();
+    let comm = record(sys::PERF_RECORD_COMM, 0, &comm, Some((pid, pid + 5, 25)));
+    for rec in [
+        sample(pid, pid, 30, ip),
+        fork,
+        comm,
+        sample(pid, pid + 5, 40, ip),
+        sample(child, child, 50, ip),
+        sample(stranger, stranger, 60, ip), // not the target: discarded
+        sample(pid, pid, 70, 0x10),         // in no mapping: no resolvable frame
+    ] {
+        session.handle(&rec).expect("write");
+    }
+    let progress = crate::SymbolProgress::default();
+    session
+        .finish(Some((pid, 3)), Timestamp::from_nanos(100), Some(&progress))
+        .expect("finish");
+
+    let f = DataFile::open(&path).expect("read back");
+    assert!(f.is_complete());
+    let footer = f.footer.clone().expect("footer");
+    assert_eq!((footer.samples, footer.discarded_samples), (4, 1));
+    assert_eq!(footer.target_exit_status, Some(3));
+    let mut samples = Vec::new();
+    for c in &f.sample_chunks {
+        let mut v = Vec::new();
+        f.read_samples(c, &mut v).expect("samples decode");
+        samples.extend(v);
+    }
+    assert_eq!(samples.len(), 4);
+    assert!(
+        samples[3].stack.is_none(),
+        "an IP in no mapping has no frame"
+    );
+    let stack = samples[0].stack.expect("a resolved frame");
+    let frame = &f.frames[f.stacks[stack.0 as usize].frame.0 as usize];
+    let names: Vec<&str> = frame
+        .functions
+        .iter()
+        .map(|ff| f.functions[ff.function.0 as usize].name.as_str())
+        .collect();
+    assert!(
+        names.last().is_some_and(|n| n.ends_with("profiled_marker")),
+        "frame names {names:?}"
+    );
+    assert_eq!(samples[2].pid, child);
+    assert_eq!(
+        samples[2].stack, samples[0].stack,
+        "the child inherits the mappings"
+    );
+    let mut pids: Vec<u32> = f.processes.iter().map(|p| p.pid).collect();
+    pids.sort();
+    assert_eq!(pids, vec![pid, child]);
+    let worker = f.threads.iter().find(|t| t.tid == pid + 5).expect("thread");
+    assert_eq!(worker.name, "worker");
+    // Every frame resolved at the end was counted, as announced.
+    assert_eq!(progress.total(), f.frames.len() as u64);
+    assert_eq!(progress.done(), progress.total());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--off-cpu`: a sample of the off-CPU event at each switch-out, then the
+/// kernel's switch records; the samples carry their event's id.
+#[test]
+fn switch_outs_and_switch_ins_make_off_cpu_periods() {
+    const OFF: u64 = 7;
+    const ON: u64 = 8;
+    let sample_type = SAMPLE_TYPE | u64::from(sys::PERF_SAMPLE_ID);
+    // Header, body, then the trailer: pid/tid, time, id, cpu.
+    let rec = |kind: u32, misc: u16, body: &[u8], pid: u32, time: u64, id: Option<u64>| {
+        let mut rest = body.to_vec();
+        if let Some(id) = id {
+            rest.extend(words(&[pid_tid(pid, pid), time, id, 0]));
+        }
+        let mut r = Vec::new();
+        r.extend_from_slice(&kind.to_ne_bytes());
+        r.extend_from_slice(&misc.to_ne_bytes());
+        r.extend_from_slice(&((8 + rest.len()) as u16).to_ne_bytes());
+        r.extend_from_slice(&rest);
+        r
+    };
+    let ip = profiled_marker as *const () as u64 + 1;
+    let sample = |pid: u32, time: u64, id: u64| {
+        let mut body = words(&[ip, pid_tid(pid, pid), time, id, 0, 1]);
+        let mut user = [0u64; regs::COUNT];
+        user[regs::COUNT - 1] = ip;
+        body.extend(words(&[2]));
+        body.extend(words(&user));
+        body.extend(words(&[0]));
+        rec(sys::PERF_RECORD_SAMPLE, 0, &body, pid, time, None)
+    };
+    let out = sys::PERF_RECORD_MISC_SWITCH_OUT as u16;
+    let preempt =
+        (sys::PERF_RECORD_MISC_SWITCH_OUT | sys::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) as u16;
+    let switch = |misc: u16, pid: u32, time: u64| {
+        rec(sys::PERF_RECORD_SWITCH, misc, &[], pid, time, Some(OFF))
+    };
+
+    let dir = std::env::temp_dir().join(format!("lapse-off-cpu-session-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("s.lapse");
+    let file = std::fs::File::create(&path).expect("create");
+    let layout = SampleLayout {
+        callchain: false,
+        user_state: true,
+        id: true,
+    };
+    let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(sample_type))
+        .expect("write");
+    session.set_off_cpu_ids(vec![OFF]);
+    let (pid, stranger) = (100, 999);
+    let t0 = Timestamp::from_nanos(10);
+    session
+        .add_target(pid, vec!["prog".into()], t0)
+        .expect("write");
+    session
+        .add_thread(pid, pid, "prog".into(), t0)
+        .expect("write");
+    for m in proc_scan::executable_mappings(std::process::id()) {
+        session
+            .add_mapping(pid, m.start, m.end - m.start, m.offset, &m.path, t0)
+            .expect("write");
+    }
+    for r in [
+        // Blocked from 100 to 300, with a stack.
+        sample(pid, 100, OFF),
+        switch(out, pid, 101),
+        switch(0, pid, 300),
+        // The switch-out record lost: the sample alone starts the period.
+        sample(pid, 400, OFF),
+        switch(0, pid, 450),
+        // The sample lost: preempted from 500 to 520, no stack.
+        switch(preempt, pid, 500),
+        switch(0, pid, 520),
+        // An on-CPU sample, and another process' switches: not periods.
+        sample(pid, 600, ON),
+        switch(out, stranger, 610),
+        switch(0, stranger, 620),
+        // Still off the CPU when the recording ends at 1000.
+        sample(pid, 700, OFF),
+        switch(out, pid, 701),
+    ] {
+        session.handle(&r).expect("write");
+    }
+    session
+        .finish(None, Timestamp::from_nanos(1000), None)
+        .expect("finish");
+
+    let f = DataFile::open(&path).expect("read back");
+    assert_eq!(f.footer.as_ref().map(|f| f.samples), Some(1));
+    let got: Vec<(u64, u64, bool, bool)> = f
+        .off_cpu
+        .iter()
+        .map(|p| {
+            (
+                p.from.as_nanos(),
+                p.to.as_nanos(),
+                p.stack.is_some(),
+                p.preempted,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (100, 300, true, false),
+            (400, 450, true, false),
+            (500, 520, false, true),
+            (700, 1000, true, false),
+        ]
+    );
+    assert!(f.off_cpu.iter().all(|p| (p.pid, p.tid) == (pid, pid)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--call-graph fp`: a user callchain as long as the kernel gives is cut,
+/// and gets `[truncated]` at its root; a short one does not.
+#[test]
+fn a_callchain_at_the_limit_is_marked_truncated() {
+    let sample_type = (sys::PERF_SAMPLE_IP
+        | sys::PERF_SAMPLE_TID
+        | sys::PERF_SAMPLE_TIME
+        | sys::PERF_SAMPLE_CPU
+        | sys::PERF_SAMPLE_PERIOD
+        | sys::PERF_SAMPLE_CALLCHAIN) as u64;
+    let ip = profiled_marker as *const () as u64 + 1;
+    let chain_sample = |time: u64, depth: usize| {
+        let mut body = words(&[ip, pid_tid(100, 100), time, 0, 1_000_000]);
+        body.extend(words(&[depth as u64 + 1, (-512i64) as u64])); // PERF_CONTEXT_USER
+        body.extend(words(&vec![ip; depth]));
+        record(sys::PERF_RECORD_SAMPLE, 0, &body, None)
+    };
+    let dir = std::env::temp_dir().join(format!("lapse-truncated-session-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("s.lapse");
+    let file = std::fs::File::create(&path).expect("create");
+    let layout = SampleLayout {
+        callchain: true,
+        user_state: false,
+        id: false,
+    };
+    let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(sample_type))
+        .expect("write");
+    let t0 = Timestamp::from_nanos(10);
+    session
+        .add_target(100, vec!["prog".into()], t0)
+        .expect("write");
+    for m in proc_scan::executable_mappings(std::process::id()) {
+        session
+            .add_mapping(100, m.start, m.end - m.start, m.offset, &m.path, t0)
+            .expect("write");
+    }
+    session.handle(&chain_sample(20, 3)).expect("write");
+    session.handle(&chain_sample(30, 126)).expect("write");
+    session
+        .finish(None, Timestamp::from_nanos(100), None)
+        .expect("finish");
+    let f = DataFile::open(&path).expect("read back");
+    let mut samples = Vec::new();
+    for c in &f.sample_chunks {
+        let mut v = Vec::new();
+        f.read_samples(c, &mut v).expect("samples decode");
+        samples.extend(v);
+    }
+    let root_name = |stack: Option<lapse_data::StackId>| {
+        let frames = frames_outermost_first(&f, stack.expect("a stack"));
+        let root = &f.frames[frames[0] as usize];
+        f.functions[root.functions[0].function.0 as usize]
+            .name
+            .clone()
+    };
+    assert_ne!(root_name(samples[0].stack), "[truncated]");
+    assert_eq!(root_name(samples[1].stack), "[truncated]");
+    assert!(f.modules.iter().any(|m| m.path == "[truncated]"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Frame ids of `stack`, outermost first.
+fn frames_outermost_first(f: &DataFile, stack: lapse_data::StackId) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut cur = Some(stack);
+    while let Some(id) = cur {
+        let node = f.stacks[id.0 as usize];
+        out.push(node.frame.0);
+        cur = node.parent;
+    }
+    out.reverse();
+    out
+}
