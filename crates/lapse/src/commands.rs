@@ -367,7 +367,7 @@ fn info(path: &Path) -> Result<u8> {
             };
             writeln!(
                 o,
-                "repaired:    {} exits closed by a later exit (longjmp, lost exits)",
+                "repaired:    {} calls closed without their own exit (longjmp, exceptions, lost exits)",
                 sum(|t| t.repaired_exits)
             )?;
             writeln!(

@@ -280,6 +280,12 @@ impl OsCollector {
             .collect()
     }
 
+    /// Frees what reading the rings needed (the recording is over).
+    pub fn release_buffers(&mut self) {
+        self.queue = Vec::new();
+        self.scratch = Vec::new();
+    }
+
     /// Drains the rings, then applies the queued records older than `upto_ns`.
     pub fn poll(&mut self, upto_ns: u64, book: &mut AddressBook) {
         self.drain(book);
@@ -290,6 +296,12 @@ impl OsCollector {
         let now: Vec<(u64, Queued)> = self.queue.drain(..ready).collect();
         for (time, q) in now {
             self.apply(time, q, book);
+        }
+        // A burst (thousands of threads switching at once) does not keep
+        // its memory for the rest of the recording.
+        let keep = self.queue.len().max(4096);
+        if self.queue.capacity() > 4 * keep {
+            self.queue.shrink_to(keep);
         }
     }
 

@@ -224,6 +224,11 @@ impl Session {
                 .values()
                 .map(|r| r.removed_ns)
                 .sum::<u64>();
+        // Naming reads symbol and line tables (a library's can take tens of
+        // MiB): what the recording needed is let go first, so the peak
+        // stays near the larger of the two, not their sum.
+        self.arenas.clear();
+        self.os.release_buffers();
         self.out.record(&Record::Functions(function_table(
             &self.asm.book,
             self.announced_functions,
