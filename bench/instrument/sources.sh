@@ -5,7 +5,7 @@
 #   - calls.c built with -finstrument-functions, -pg and -pg -mfentry
 #     (57,049,156 calls each; -pg's exits come from lapse's return
 #     trampoline), against the plain -O2 build;
-#   - libcalls.c: 20,000,000 calls from an instrumented module into libc's
+#   - libcalls.c: 60,000,000 calls from an instrumented module into libc's
 #     labs() (a library call: stub + trampoline), against the same program
 #     run without any profiler.
 # Per call = (profiled wall - native wall) / calls. For each source: lapse's
@@ -39,13 +39,13 @@ gcc -O2 -finstrument-functions -o calls_cyg "$WL/calls.c"
 gcc -O2 -pg -o calls_pg "$WL/calls.c"
 gcc -O2 -pg -mfentry -o calls_fentry "$WL/calls.c"
 cat >libcalls.c <<'EOF'
-/* 20,000,000 calls into libc (labs, through the PLT) from an instrumented
+/* 60,000,000 calls into libc (labs, through the PLT) from an instrumented
  * module; main is the one instrumented function. */
 #include <stdio.h>
 #include <stdlib.h>
 int main(int argc, char **argv)
 {
-    long n = argc > 1 ? atol(argv[1]) : 20000000L, sum = 0;
+    long n = argc > 1 ? atol(argv[1]) : 60000000L, sum = 0;
     for (long i = 0; i < n; i++)
         sum += labs(i - n / 2);
     printf("%ld\n", sum);
@@ -55,7 +55,7 @@ EOF
 gcc -O2 -fno-builtin -finstrument-functions -o libcalls libcalls.c
 gcc -O2 "$HERE/tsc_pair.c" -o tsc_pair
 CALLS=57049156 # calls.c defaults: 2*fib(33)-1 + 50,000,000 tiny() + main
-LIBCALLS=20000000
+LIBCALLS=60000000 # (as many as calls.c makes: the fixed cost of a recording, naming the C library's functions included, weighs the same)
 
 now() { date +%s.%N; }
 wall() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1 || true; t1=$(now); echo "$t1 - $t0" | bc -l; }
@@ -96,7 +96,7 @@ for src in cyg pg fentry lib; do
         cyg) name='-finstrument-functions (calls.c)'; nat=native; n=$CALLS ;;
         pg) name='-pg (calls.c; exits by the trampoline)'; nat=native; n=$CALLS ;;
         fentry) name='-pg -mfentry (calls.c; exits by the trampoline)'; nat=native; n=$CALLS ;;
-        lib) name='library calls (labs() x 20 M, stub + trampoline)'; nat=lcnative; n=$LIBCALLS ;;
+        lib) name='library calls (labs() x 60 M, stub + trampoline)'; nat=lcnative; n=$LIBCALLS ;;
     esac
     rt=$(per "rt_$src" $nat $n)
     rec=$(per "rec_$src" $nat $n)

@@ -174,3 +174,39 @@ int main() {
         assert_clean(&r);
     }
 }
+
+#[test]
+fn a_function_inlined_into_another_does_not_close_it() {
+    // With -finstrument-functions, gcc keeps the probes of a function it
+    // inlines: they run in its caller's frame, at the caller's stack
+    // pointer. That proves nothing gone (before, `outer` was closed by its
+    // inlined helper's first entry and reported with 1 ns).
+    let body = r#"
+static inline __attribute__((always_inline)) double now_ms(void) { return cpu_ms(); }
+NOIPA uint64_t outer(double ms) {
+    uint64_t x = 1; double end = now_ms() + ms;
+    while (now_ms() < end) for (int i = 0; i < 20000; i++) x = x * 6364136223846793005ULL + 1;
+    return x;
+}
+int main(void) { sink = outer(20.0); printf("done\n"); return 0; }
+"#;
+    let Some(r) = run("inlined", "gcc", Cyg, body, &["-O2"]) else {
+        return;
+    };
+    let roots = roots(&r);
+    let main = roots
+        .iter()
+        .find(|n| n["function"] == "main")
+        .expect("main is a root");
+    let outer = child(main, "outer").expect("main > outer");
+    let helper = child(outer, "now_ms").expect("outer > now_ms (inlined, with its probes)");
+    assert!(child(helper, "cpu_ms").is_some(), "outer > now_ms > cpu_ms");
+    let v = report(&r, "functions", &[]);
+    let outer_ms = ms(row(&v, "outer"), "elapsed_inclusive_ns");
+    assert!(
+        outer_ms >= 19.0,
+        "outer spins 20 ms of CPU time; lapse says {outer_ms:.3} ms"
+    );
+    assert_eq!(info_count(&info(&r), "repaired:"), 0);
+    assert_clean(&r);
+}

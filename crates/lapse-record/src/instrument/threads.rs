@@ -142,10 +142,14 @@ fn append(
     let mut added = 1;
     match kind {
         EventKind::Enter => {
-            // A frame at or below this one's place on the stack is gone
-            // (a stack pointer of 0 is unknown: it proves nothing).
+            // A frame below this one's place on the stack is gone. Not one
+            // at the same place: a function inlined into another keeps its
+            // probes and shares its frame (a sibling after a longjmp or a
+            // catch at the same place is closed by the runtime's unwind
+            // marker instead). A stack pointer of 0 is unknown: it proves
+            // nothing.
             while let Some(&top) = stack.last() {
-                if top.sp > call.sp || call.sp == 0 || top.sp == 0 {
+                if top.sp >= call.sp || call.sp == 0 || top.sp == 0 {
                     break;
                 }
                 stack.pop();
@@ -558,8 +562,11 @@ mod tests {
 
     #[test]
     fn an_entry_closes_the_calls_its_frame_proves_gone() {
-        // main > foo; foo longjmps back to main, which calls bar: bar's frame
-        // is where foo's was, so foo is gone before bar starts.
+        // main > foo > helper > inl, where inl is inlined into helper (its
+        // probes share helper's frame); then main, its frame deeper now
+        // than before, calls bar above where foo was: foo, helper and inl
+        // are gone before bar starts. Only a frame strictly below proves
+        // anything: inl did not close helper.
         let clock = TickClock::calibrate(None);
         let mut book = AddressBook::default();
         let mut t = Threads::default();
@@ -567,13 +574,15 @@ mod tests {
             at(0x4010, 100, false, 0x7000), // main
             at(0x4020, 200, false, 0x6f00), // foo
             at(0x4040, 250, false, 0x6e00), // foo > helper
-            at(0x4030, 300, false, 0x6f00), // bar, from main
-            at(0x4030, 400, true, 0x6f00),
+            at(0x4050, 260, false, 0x6e00), // helper > inl (inlined)
+            at(0x4030, 300, false, 0x6f80), // bar, from main
+            at(0x4030, 400, true, 0x6f80),
             at(0x4010, 500, true, 0x7000),
         ];
         t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
         let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
-        let (main, foo, helper, bar) = (id(0x4010), id(0x4020), id(0x4040), id(0x4030));
+        let (main, foo, helper, inl, bar) =
+            (id(0x4010), id(0x4020), id(0x4040), id(0x4050), id(0x4030));
         use EventKind::*;
         assert_eq!(
             stream_of(&mut t, 1, 1),
@@ -581,6 +590,8 @@ mod tests {
                 (Enter, main),
                 (Enter, foo),
                 (Enter, helper),
+                (Enter, inl),
+                (Unwind, inl),
                 (Unwind, helper),
                 (Unwind, foo),
                 (Enter, bar),
@@ -588,7 +599,7 @@ mod tests {
                 (Exit, main)
             ]
         );
-        assert_eq!(t.events, 8, "the closing events are events of the file");
+        assert_eq!(t.events, 10, "the closing events are events of the file");
     }
 
     #[test]
