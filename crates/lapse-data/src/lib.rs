@@ -11,7 +11,7 @@
 //!   yields every complete chunk before the cut.
 //! - No field of a file makes the reader allocate or work beyond what the
 //!   file's contents justify: each chunk's size and event or sample count is
-//!   bounded by what the writer produces (see [`format`]), a compressed chunk
+//!   bounded by what the writer produces (see [`mod@format`]), a compressed chunk
 //!   may expand only so many times (so what a file holds is bounded by its
 //!   size), and a table is as long as the entries the file holds (ids are not
 //!   trusted).

@@ -77,7 +77,7 @@ pub struct DataFile {
     /// each with its stack, in the order they ended (empty otherwise).
     pub off_cpu: Vec<OffCpuPeriod>,
     /// Threads whose first enters are inherited frames (see
-    /// [`InheritedFrames`](crate::InheritedFrames)), with how many.
+    /// [`InheritedFrames`]), with how many.
     pub inherited: HashMap<(u32, u32), u32>,
     pub footer: Option<Footer>,
     /// Event chunks in file order (as read: [`DataFile::thread_chunks`] relies on it).

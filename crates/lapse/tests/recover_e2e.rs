@@ -109,6 +109,17 @@ fn events_after_a_killed_recorder_are_recovered_exactly() {
     // However this test ends, the target must not outlive it: it would hold
     // the test harness's output open and keep a CI run waiting.
     let _target = KillOnDrop(pid.parse().expect("pid file holds a pid"));
+    // Killed once it has written something (on a loaded machine the first
+    // write can take longer than any fixed pause): the file is then one
+    // that `info` reads and finds unfinished.
+    let start = Instant::now();
+    while std::fs::metadata(dir.join("out.lapse")).map_or(0, |m| m.len()) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the recorder wrote nothing"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::thread::sleep(Duration::from_millis(700));
     let _ = recorder.kill(); // SIGKILL: the recorder cannot finish anything
     let _ = recorder.wait();
