@@ -356,8 +356,14 @@ fn recorder_peak_mib(info: &str) -> f64 {
         .unwrap_or_else(|| panic!("no recorder peak memory note in: {info}"))
 }
 
+/// Held by the two tests that run thousands of threads.
+static THOUSANDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn five_thousand_threads_at_once_run_as_natively_and_the_recorder_stays_small() {
+    // (not beside the other test of thousands of threads: 2,000 threads
+    // spinning leave a recorder next to them too little CPU to lose nothing)
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // Before the fix, threads that found no free arena buffer waited for the
     // recorder without bound, all woken at once for every buffer it freed:
     // 2,000 short threads took 19 s (0.1 s natively), 5,000 ran for minutes,
@@ -433,6 +439,9 @@ int main(int argc, char **argv) {
 
 #[test]
 fn ctrl_c_stops_thousands_of_busy_threads_and_the_file_is_finished() {
+    // (not beside the other test of thousands of threads: 2,000 threads
+    // spinning leave a recorder next to them too little CPU to lose nothing)
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // 2,000 threads call traced code until the program is interrupted.
     let Some(run) = build(
         "ctrl_c_threads",
