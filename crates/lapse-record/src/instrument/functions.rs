@@ -9,11 +9,17 @@ use crate::SymbolProgress;
 /// One [`FunctionInfo`] per function id from `from` on, named `0x<addr>`
 /// when no symbol holds it. Symbols are read while the modules are still
 /// there, so names survive a rebuild or a recorder that is killed later.
-/// `progress` counts the functions named.
+/// `progress` counts the functions named. With `lines`, each gets its
+/// source position from the module's line table; without, only names from
+/// the symbol table: reading a large library's debug information (the C
+/// library's, for its library calls) takes a debug build a quarter of a
+/// second, during which a running recording would let the kernel's
+/// context-switch records overflow.
 pub fn function_table(
     book: &AddressBook,
     from: usize,
     progress: Option<&SymbolProgress>,
+    lines: bool,
 ) -> Vec<FunctionInfo> {
     let functions = book.functions();
     if let Some(p) = progress {
@@ -27,7 +33,7 @@ pub fn function_table(
             let elf = book.elf(module);
             let symbol = elf.and_then(|e| e.function_at(address));
             let (source_file, line) = match (elf, symbol) {
-                (Some(e), Some(s)) => e.location(s.start),
+                (Some(e), Some(s)) if lines => e.location(s.start),
                 _ => (None, None),
             };
             if let Some(p) = progress {

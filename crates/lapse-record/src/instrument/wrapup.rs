@@ -26,10 +26,13 @@ impl Session {
             .get(&self.root)
             .is_some_and(|p| p.end.is_some());
         let progress = root_exited.then(|| self.progress.clone()).flatten();
+        // (names only while the program runs; wrap-up writes every
+        // function again with its source line, and the reader keeps the last)
         let new_functions = function_table(
             &self.asm.book,
             self.announced_functions,
             progress.as_deref(),
+            false,
         );
         if !new_functions.is_empty() {
             self.announced_functions += new_functions.len();
@@ -231,8 +234,9 @@ impl Session {
         self.os.release_buffers();
         self.out.record(&Record::Functions(function_table(
             &self.asm.book,
-            self.announced_functions,
+            0,
             self.progress.as_deref(),
+            true,
         )))?;
         if let Some(mut header) = self.header.take() {
             if removed_ns > 0 {
