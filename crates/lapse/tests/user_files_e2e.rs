@@ -273,6 +273,10 @@ int main(void) {
         let _ = recorder.wait();
         remove_session_dirs_of(recorder.id());
         if plant_spill_link {
+            // (the runtime may have found the recorder gone and opened its
+            // spill already: its writes then go to that file, not the name,
+            // and the link planted in its place must still not be followed)
+            let _ = std::fs::remove_file(dir.join("out.lapse.spill"));
             std::os::unix::fs::symlink(&victim, dir.join("out.lapse.spill")).expect("plant");
         }
         std::fs::write(dir.join("go"), b"").expect("go");
