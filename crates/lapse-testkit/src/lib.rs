@@ -136,3 +136,33 @@ pub fn ok(out: Output) -> Output {
     );
     out
 }
+
+/// How long an end-to-end test waits for something that must happen (a
+/// file to appear, a process to end) before it calls it a hang. Generous on
+/// purpose: it guards against hangs, it measures nothing, and a busy CI
+/// machine may take many times as long as a quiet one.
+pub const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Polls `done` every 20 ms until it is true; panics naming `what` after
+/// [`HANG_GUARD`].
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "{what}: still waiting after {HANG_GUARD:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// True once process `pid` is gone (or a zombie nobody reaps).
+pub fn ended(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}

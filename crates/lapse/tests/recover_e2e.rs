@@ -7,9 +7,9 @@
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use lapse_testkit::{compile, skip, WorkDir};
+use lapse_testkit::{compile, ended, skip, wait_until, WorkDir};
 use serde_json::Value;
 
 /// Phase 1 ticks until the test creates `go` (after killing the recorder);
@@ -57,29 +57,15 @@ fn calls(v: &Value, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Waits until the file `name` appears in `dir`; its contents.
-fn wait_for(dir: &Path, name: &str, within: Duration) -> String {
-    let start = Instant::now();
-    loop {
-        if let Ok(s) = std::fs::read_to_string(dir.join(name)) {
-            if !s.is_empty() {
-                return s;
-            }
-        }
-        assert!(start.elapsed() < within, "{name} did not appear");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// True once process `pid` is gone (or a zombie nobody reaps).
-fn ended(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => true,
-    }
+/// Waits until the file `name` appears in `dir` with something in it; its
+/// contents.
+fn wait_for(dir: &Path, name: &str) -> String {
+    let mut text = String::new();
+    wait_until(name, || {
+        text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        !text.is_empty()
+    });
+    text
 }
 
 #[test]
@@ -104,7 +90,7 @@ fn events_after_a_killed_recorder_are_recovered_exactly() {
         .stderr(std::fs::File::create(dir.join("record.err")).expect("stderr file"))
         .spawn()
         .expect("start lapse record");
-    let pid = wait_for(&dir, "pid", Duration::from_secs(10));
+    let pid = wait_for(&dir, "pid");
     let pid = pid.trim().to_owned();
     // However this test ends, the target must not outlive it: it would hold
     // the test harness's output open and keep a CI run waiting.
@@ -112,14 +98,9 @@ fn events_after_a_killed_recorder_are_recovered_exactly() {
     // Killed once it has written something (on a loaded machine the first
     // write can take longer than any fixed pause): the file is then one
     // that `info` reads and finds unfinished.
-    let start = Instant::now();
-    while std::fs::metadata(dir.join("out.lapse")).map_or(0, |m| m.len()) == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "the recorder wrote nothing"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the recorder's first write", || {
+        std::fs::metadata(dir.join("out.lapse")).map_or(0, |m| m.len()) > 0
+    });
     std::thread::sleep(Duration::from_millis(700));
     let _ = recorder.kill(); // SIGKILL: the recorder cannot finish anything
     let _ = recorder.wait();
@@ -138,15 +119,8 @@ fn events_after_a_killed_recorder_are_recovered_exactly() {
     );
     // Everything from here on happens without a recorder.
     std::fs::write(dir.join("go"), b"").expect("create go");
-    let ticks: f64 = wait_for(&dir, "ticks", Duration::from_secs(60))
-        .trim()
-        .parse()
-        .expect("tick count");
-    let start = Instant::now();
-    while !ended(&pid) {
-        assert!(start.elapsed() < Duration::from_secs(30), "target ended");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let ticks: f64 = wait_for(&dir, "ticks").trim().parse().expect("tick count");
+    wait_until("the target's end", || ended(&pid));
     assert!(dir.join("out.lapse.spill").exists(), "the runtime spilled");
 
     let info = lapse(&dir, &["info", "out.lapse"]);
@@ -345,12 +319,8 @@ int main(void) {
         skip::<()>(format!("perf events are not available here: {stderr}"));
         return;
     }
-    let pid = wait_for(&dir, "done", Duration::from_secs(60));
-    let start = Instant::now();
-    while !ended(pid.trim()) {
-        assert!(start.elapsed() < Duration::from_secs(30), "target ended");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let pid = wait_for(&dir, "done");
+    wait_until("the target's end", || ended(pid.trim()));
     remove_session_dirs_of(recorder_pid);
     let spill = std::fs::read(dir.join("out.lapse.spill")).expect("the runtime spilled");
     let batches = spilled_batches(&spill);
@@ -439,15 +409,11 @@ int main(void) {
         skip::<()>(format!("perf events are not available here: {stderr}"));
         return;
     }
-    let done = wait_for(&dir, "done", Duration::from_secs(60));
+    let done = wait_for(&dir, "done");
     let (pid, sum) = done.trim().split_once(' ').expect("pid and sum");
     // (the sum of 0..1,000,000: what the program computes without lapse)
     assert_eq!(sum, "499999500000", "the program's result");
-    let start = Instant::now();
-    while !ended(pid) {
-        assert!(start.elapsed() < Duration::from_secs(30), "target ended");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the target's end", || ended(pid));
     remove_session_dirs_of(recorder_pid);
     let size = std::fs::metadata(dir.join("out.lapse.spill"))
         .expect("the runtime spilled")

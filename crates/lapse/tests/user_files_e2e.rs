@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+use lapse_testkit::{compile, ended, perf_refused, skip, wait_until, WorkDir, HANG_GUARD};
 
 fn lapse(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lapse"))
@@ -46,7 +46,7 @@ fn wait_for(path: &Path, recorder: &mut std::process::Child) -> Option<()> {
             panic!("lapse record ended ({status}) first: {err}");
         }
         assert!(
-            start.elapsed() < Duration::from_secs(120),
+            start.elapsed() < HANG_GUARD,
             "{} did not appear",
             path.display()
         );
@@ -78,17 +78,6 @@ fn session_dirs_of(pid: u32) -> Vec<PathBuf> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// True once process `pid` is gone (or a zombie nobody reaps).
-fn ended(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => true,
-    }
 }
 
 #[test]
@@ -266,9 +255,7 @@ int main(void) {
         let target = std::fs::read_to_string(dir.join("pid")).expect("pid");
         // Wait until the first calls are in the data file, then kill the
         // recorder: the rest of the run goes to the spill.
-        while !dir.join("out.lapse").exists() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until("the data file", || dir.join("out.lapse").exists());
         let _ = recorder.kill();
         let _ = recorder.wait();
         remove_session_dirs_of(recorder.id());
@@ -280,14 +267,7 @@ int main(void) {
             std::os::unix::fs::symlink(&victim, dir.join("out.lapse.spill")).expect("plant");
         }
         std::fs::write(dir.join("go"), b"").expect("go");
-        let start = Instant::now();
-        while !ended(target.trim()) {
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "the target ended"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until("the target's end", || ended(&target));
         assert!(dir.join("done").exists(), "the target ran to its end");
         Some(())
     };
