@@ -1,5 +1,5 @@
 //! Writes the seed corpus under `corpus/<target>/`: the fixed recordings of
-//! `crates/lapse/tests/data`, small synthetic files and traces, and spill
+//! `crates/lapse-cli/tests/data`, small synthetic files and traces, and spill
 //! datagrams. Run from `fuzz/`: `cargo run --example seeds`.
 //!
 //! Data-file seeds start with the target's mode byte (0: checksums repaired,
@@ -14,7 +14,7 @@ use lapse_data::*;
 use lapse_rt::protocol;
 
 fn main() {
-    let data = Path::new("../crates/lapse/tests/data");
+    let data = Path::new("../crates/lapse-cli/tests/data");
     let trace = fs::read(data.join("trace.json")).expect("tests/data/trace.json");
     let mut files: Vec<(&str, Vec<u8>)> = vec![
         (

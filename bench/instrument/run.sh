@@ -28,7 +28,7 @@ if ! command -v uftrace >/dev/null; then
 fi
 
 echo "building lapse (release)..." >&2
-(cd "$ROOT" && cargo build --release -q -p lapse)
+(cd "$ROOT" && cargo build --release -q -p lapse-cli)
 LAPSE=$ROOT/target/release/lapse
 RT=$(ls -t "$ROOT"/target/release/build/lapse-rt-*/out/liblapse_rt.so | head -1)
 

@@ -28,7 +28,7 @@ log() { echo "$@" >&2; }
 
 if [[ -z "${LAPSE:-}" ]]; then
     log "building lapse (release)..."
-    (cd "$ROOT" && cargo build --release -q -p lapse)
+    (cd "$ROOT" && cargo build --release -q -p lapse-cli)
     LAPSE="$ROOT/target/release/lapse"
 fi
 command -v perf >/dev/null || { log "perf not found (apt-get install linux-perf)"; exit 1; }
