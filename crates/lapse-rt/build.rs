@@ -6,7 +6,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 12] = [
+const SOURCES: [&str; 13] = [
     "csrc/probe.c",
     "csrc/calibrate.c",
     "csrc/trampoline.c",
@@ -19,7 +19,12 @@ const SOURCES: [&str; 12] = [
     "csrc/lifecycle.c",
     "csrc/env.c",
     "csrc/exec.c",
+    "csrc/sancov.c",
 ];
+
+/// The object `lapse build` links into the programs it builds (sanitizer
+/// coverage's two functions, empty unless the runtime is loaded).
+const STUB: &str = "csrc/sancov_stub.c";
 
 fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -35,7 +40,7 @@ fn main() {
     for src in SOURCES
         .iter()
         .chain(asm)
-        .chain(["csrc/lapse_rt.h", "csrc/rt.h", "csrc/stubs.h"].iter())
+        .chain(["csrc/lapse_rt.h", "csrc/rt.h", "csrc/stubs.h", STUB].iter())
     {
         println!("cargo:rerun-if-changed={src}");
     }
@@ -69,4 +74,14 @@ fn main() {
         .status()
         .expect("running the C compiler for liblapse_rt.so");
     assert!(status.success(), "building liblapse_rt.so failed: {cmd:?}");
+
+    // The stub: one object, position independent (it is linked into
+    // executables and shared libraries alike).
+    let stub = out_dir.join("lapse_sancov_stub.o");
+    let mut cmd: Command = compiler.to_command();
+    cmd.args(["-c", "-fPIC", "-O2", "-std=gnu11", "-Wall", "-Wextra", "-o"])
+        .arg(&stub)
+        .arg(STUB);
+    let status = cmd.status().expect("running the C compiler for the stub");
+    assert!(status.success(), "building the sancov stub failed: {cmd:?}");
 }

@@ -195,6 +195,9 @@ pub enum Command {
         #[arg(short, long, default_value = DEFAULT_FILE)]
         output: PathBuf,
     },
+    /// Build a cargo project with a probe at every function, into target/lapse/.
+    #[command(after_long_help = BUILD_HELP)]
+    Build(BuildArgs),
     /// Record and report a bundled example program.
     Demo,
     /// Write a recording in another tool's format (flame graph, pprof, Chrome trace, ...).
@@ -208,6 +211,37 @@ pub enum Command {
     },
     /// Print the manual page (roff) on standard output.
     Man,
+}
+
+const BUILD_HELP: &str = "\
+Runs `cargo build` with LLVM's sanitizer coverage at every function entry of
+every crate cargo compiles (the standard library is precompiled and has no
+probes), into its own target directory (target/lapse/), so ordinary builds
+stay cached. Exits come from lapse's return trampoline. The binaries run
+normally without lapse: their probes are an empty function then.
+
+  lapse build --release && lapse record -- target/lapse/release/app
+  lapse build --release --bin server --features fast
+  lapse build -p worker --example load
+
+C and C++ built with clang use the same probes:
+
+  clang -O2 -fsanitize-coverage=func,trace-pc-guard -o app app.c $(lapse build --stub-object)";
+
+/// `lapse build`: cargo build with probes.
+#[derive(Args, Debug)]
+pub struct BuildArgs {
+    /// Write the object that programs built with clang's
+    /// -fsanitize-coverage=func,trace-pc-guard link, print its path, and build nothing.
+    #[arg(long)]
+    pub stub_object: bool,
+    /// Arguments for `cargo build` (--release, --bin, --example, -p, --features, ...).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CARGO BUILD ARGS"
+    )]
+    pub cargo_args: Vec<String>,
 }
 
 #[derive(Args, Debug)]

@@ -21,6 +21,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Info { file } => info(&file),
         Command::Recover { file } => recover(&file),
         Command::Import { trace, output } => import(&trace, &output),
+        Command::Build(a) => crate::cargo_build::run(a),
         Command::Demo => crate::demo::run(),
         Command::Export(a) => crate::export::export(a),
         Command::Diff(a) => crate::export::diff(a),

@@ -2,6 +2,7 @@
 //! `main` prints one error line and returns an exit code; a closed stdout
 //! pipe (`lapse report | head`) is success.
 
+mod cargo_build;
 mod cli;
 mod commands;
 mod demo;

@@ -16,6 +16,10 @@ pub enum Probes {
     CygProfile,
     /// `-pg` (`mcount`, `_mcount`) or `-pg -mfentry` (`__fentry__`).
     Mcount,
+    /// LLVM's sanitizer coverage (`lapse build`, clang's
+    /// `-fsanitize-coverage=func,trace-pc-guard`): a `__sancov_guards`
+    /// section, or the `__sanitizer_cov_trace_pc_guard` hook.
+    Sancov,
     /// Linked with the lapse runtime itself.
     LapseRuntime,
     None,
@@ -45,6 +49,9 @@ fn probes_in(data: &[u8], imports_only: bool) -> Probes {
         return Probes::None;
     };
     let mut found = Probes::None;
+    if file.section_by_name("__sancov_guards").is_some() {
+        found = Probes::Sancov;
+    }
     for sym in file.symbols().chain(file.dynamic_symbols()) {
         if imports_only && !sym.is_undefined() {
             continue;
@@ -54,6 +61,7 @@ fn probes_in(data: &[u8], imports_only: bool) -> Probes {
         match name {
             "__cyg_profile_func_enter" | "__cyg_profile_func_exit" => return Probes::CygProfile,
             "mcount" | "_mcount" | "__fentry__" => found = Probes::Mcount,
+            "__sanitizer_cov_trace_pc_guard" => found = Probes::Sancov,
             n if n.starts_with("lapse_rt_") => found = Probes::LapseRuntime,
             _ => {}
         }

@@ -152,6 +152,22 @@ EXPORT void *__cxa_begin_catch(void *exc)
     return next_ ? next_(exc) : exc;
 }
 
+/* Rust's catch_unwind has no __cxa_begin_catch: the caught panic's
+ * exception is deleted from the catching frame (std's panic cleanup), and
+ * that is where the frames below it are known to be gone, as at a catch.
+ * (C++ deletes foreign exceptions from __cxa_end_catch: the same holds.) */
+typedef void (*delete_fn)(struct _Unwind_Exception *);
+
+EXPORT void _Unwind_DeleteException(struct _Unwind_Exception *exc)
+{
+    NEXT(delete_fn, "_Unwind_DeleteException");
+    uintptr_t sp = (uintptr_t)__builtin_dwarf_cfa();
+    lapse_rehook_above(&lapse_t, sp);
+    lapse_mark(LAPSE_MARK_UNWIND, sp);
+    if (next_)
+        next_(exc);
+}
+
 /* pthread_cancel: the cancelled thread unwinds through glibc's own handle
  * on libgcc, which cannot be wrapped, from inside a cancellation point -
  * often a hooked library call. So before the cancellation is asked for, the

@@ -188,6 +188,26 @@ lapse_libcall_entry:
     .cfi_endproc
     .size lapse_libcall_entry, .-lapse_libcall_entry
 
+/* ---- sanitizer coverage (sancov.c) ----
+ * Reached by a jump from the program's __sanitizer_cov_trace_pc_guard
+ * (sancov_stub.c), so the return address on the stack is the one into the
+ * instrumented function, and %rsp + 8 its stack pointer at the call. A
+ * plain call for that function: the C half may use any register the ABI
+ * lets a callee use, and returns to it directly. */
+    .hidden lapse_sancov_entry
+    .globl lapse_sancov_entry
+    .type lapse_sancov_entry, @function
+    .p2align 4
+lapse_sancov_entry:
+    .cfi_startproc
+    endbr64
+    movq %rbp, %rdx            /* its frame pointer */
+    leaq 8(%rsp), %rsi         /* its stack pointer at the call */
+    movq (%rsp), %rcx          /* the hook's return address */
+    jmp lapse_sancov_hook
+    .cfi_endproc
+    .size lapse_sancov_entry, .-lapse_sancov_entry
+
 /* ---- the return trampoline ----
  * A hooked function's `ret` lands here with %rsp just above the slot that
  * held this address. The slot becomes this frame's own return address: the

@@ -29,3 +29,8 @@ pub static RUNTIME_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/liblaps
 
 /// File name under which the recorder writes [`RUNTIME_SO`].
 pub const RUNTIME_FILE_NAME: &str = "liblapse_rt.so";
+
+/// The object `lapse build` links into every program it builds with
+/// sanitizer coverage: `__sanitizer_cov_trace_pc_guard` and its `_init`,
+/// which do nothing unless the runtime is loaded (`csrc/sancov_stub.c`).
+pub static SANCOV_STUB_O: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lapse_sancov_stub.o"));

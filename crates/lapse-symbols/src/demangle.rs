@@ -5,7 +5,7 @@
 /// samply show them.
 pub fn demangle(name: &str) -> String {
     if let Ok(d) = rustc_demangle::try_demangle(name) {
-        return format!("{d:#}");
+        return inherent_path(format!("{d:#}"));
     }
     if name.starts_with("_Z") {
         if let Ok(sym) = cpp_demangle::Symbol::new(name) {
@@ -17,9 +17,53 @@ pub fn demangle(name: &str) -> String {
     name.to_owned()
 }
 
+/// v0 names an inherent method `<app::Counter>::bump` and legacy names it
+/// `app::Counter::bump`: the brackets around a leading type that is not a
+/// trait impl (`<T as Trait>::f` keeps them) go, so that both manglings give
+/// one path, the one people write (and `--function` matches).
+fn inherent_path(name: String) -> String {
+    if !name.starts_with('<') {
+        return name;
+    }
+    let mut depth = 0usize;
+    for (i, c) in name.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => {
+                depth -= 1;
+                if depth == 0 {
+                    let inner = &name[1..i];
+                    let rest = &name[i + 1..];
+                    if !rest.starts_with("::") || top_level_as(inner) {
+                        return name;
+                    }
+                    return format!("{inner}{rest}");
+                }
+            }
+            _ => {}
+        }
+    }
+    name
+}
+
+/// True when `s` holds ` as ` outside any brackets.
+fn top_level_as(s: &str) -> bool {
+    let mut depth = 0usize;
+    let b = s.as_bytes();
+    for i in 0..b.len() {
+        match b[i] {
+            b'<' | b'(' | b'[' => depth += 1,
+            b'>' | b')' | b']' => depth = depth.saturating_sub(1),
+            b' ' if depth == 0 && b[i..].starts_with(b" as ") => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
-    use super::demangle;
+    use super::{demangle, inherent_path};
 
     #[test]
     fn rust_legacy_without_hash() {
@@ -27,6 +71,58 @@ mod tests {
             demangle("_ZN4core3fmt5write17h0123456789abcdefE"),
             "core::fmt::write"
         );
+    }
+
+    #[test]
+    fn rust_v0_generics_closures_and_impls() {
+        // (names rustc 1.95 wrote with -C symbol-mangling-version=v0)
+        let cases = [
+            ("_RINvCskIUTY6XvPpZ_2rp7generichEB2_", "rp::generic::<u8>"),
+            ("_RINvCskIUTY6XvPpZ_2rp7genericReEB2_", "rp::generic::<&str>"),
+            ("_RNvMCskIUTY6XvPpZ_2rpNtB2_7Counter4bump", "rp::Counter::bump"),
+            (
+                "_RINvNtNtCsjrHSEGnQ3l9_3std3sys9backtrace28___rust_begin_short_backtraceNCNvCskIUTY6XvPpZ_2rp4main0yEB1b_",
+                "std::sys::backtrace::__rust_begin_short_backtrace::<rp::main::{closure#0}, u64>",
+            ),
+        ];
+        for (mangled, want) in cases {
+            assert_eq!(demangle(mangled), want);
+        }
+    }
+
+    #[test]
+    fn rust_legacy_closures_and_trait_impls() {
+        assert_eq!(
+            demangle("_ZN2rp4main28_$u7b$$u7b$closure$u7d$$u7d$17h0123456789abcdefE"),
+            "rp::main::{{closure}}"
+        );
+        assert_eq!(
+            demangle("_ZN36_$LT$rp..Sq$u20$as$u20$rp..Shape$GT$4area17h0123456789abcdefE"),
+            "<rp::Sq as rp::Shape>::area"
+        );
+    }
+
+    #[test]
+    fn inherent_impls_read_as_paths_and_trait_impls_keep_their_brackets() {
+        assert_eq!(
+            inherent_path("<app::Counter>::bump".into()),
+            "app::Counter::bump"
+        );
+        assert_eq!(
+            inherent_path("<std::JoinInner<u64>>::join".into()),
+            "std::JoinInner<u64>::join"
+        );
+        assert_eq!(
+            inherent_path("<app::Sq as app::Shape>::area".into()),
+            "<app::Sq as app::Shape>::area"
+        );
+        assert_eq!(
+            inherent_path("<alloc::Vec<(u8, u8)> as core::Clone>::clone".into()),
+            "<alloc::Vec<(u8, u8)> as core::Clone>::clone"
+        );
+        assert_eq!(inherent_path("<u8>".into()), "<u8>");
+        assert_eq!(inherent_path("<<unbalanced".into()), "<<unbalanced");
+        assert_eq!(inherent_path("app::f".into()), "app::f");
     }
 
     #[test]
