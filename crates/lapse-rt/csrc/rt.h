@@ -98,6 +98,8 @@ struct lapse_tls {
     uintptr_t rescan_at; /* dlopen called with its return address here: look
                             for new modules at the next hook above it */
     uint32_t shadow_off; /* set: this thread's hooks install no trampoline */
+    uint32_t unwound;    /* set: an unwinder ran with every frame unhooked
+                            (unwind.c); the next hook rehooks its callers */
     uint64_t self;       /* pthread_self(), for pthread_cancel (unwind.c) */
 };
 

@@ -289,7 +289,7 @@ INLINE int hook_enter_at(struct lapse_tls *t, struct lapse_hook *h, int slow)
 {
     if (t->shadow_off || t->state == LAPSE_T_OFF)
         return HOOK_DONE; /* not recorded: no trampoline either */
-    if (!slow && (!t->shadow || !recording(t) || !room_for(t, 2)))
+    if (!slow && (!t->shadow || !recording(t) || !room_for(t, 2) || t->unwound))
         return HOOK_REDO;
     if (!t->shadow)
         return HOOK_DONE; /* (the slow variant could not get one) */
@@ -299,6 +299,8 @@ INLINE int hook_enter_at(struct lapse_tls *t, struct lapse_hook *h, int slow)
     uintptr_t lo = sp_now(), hi = (uintptr_t)slot;
     struct lapse_shadow_entry *E = t->shadow->e;
     int rc = HOOK_DONE;
+    int changed = 0;
+    uintptr_t gone = 0; /* the highest slot of a frame found gone */
     uint64_t w;
     for (;;) {
         w = load_word(&t->shadow_word);
@@ -312,13 +314,21 @@ INLINE int hook_enter_at(struct lapse_tls *t, struct lapse_hook *h, int slow)
                 if (!cas_word(&t->shadow_word, w, w - 1))
                     continue;
                 ret = real;
+                changed = 1;
                 if (recording(t))
                     rc |= put_event(t, h, fn, 1, slow);
                 continue;
             }
             /* Below this call (gone, or on another stack): unhook it. The
              * same slot without the trampoline was written over by this
-             * very call: nothing to write back there. */
+             * very call: nothing to write back there. The recorder is told
+             * (an unwind marker, from the slow variant): a frame left
+             * without returning (a panic caught by catch_unwind, which no
+             * wrapper sees) must not hold this call as its child, and its
+             * own slot is the same when both were called from one place. */
+            if (!slow && !changed)
+                return HOOK_REDO;
+            gone = (uintptr_t)top->slot > gone ? (uintptr_t)top->slot : gone;
             if (top->slot == slot) {
                 if (!cas_word(&t->shadow_word, w, w - 1))
                     continue;
@@ -352,6 +362,14 @@ INLINE int hook_enter_at(struct lapse_tls *t, struct lapse_hook *h, int slow)
         *slot = tramp;
         if (cas_word(&t->shadow_word, w, w + GEN_ONE + 1))
             break;
+    }
+    if (gone && slow && recording(t))
+        lapse_mark(LAPSE_MARK_UNWIND, gone + 1); /* (frames up to `gone` end) */
+    if (t->unwound && slow) {
+        /* an unwinder unhooked every frame and no catch said where it
+         * stopped (unwind.c): the frames left are this call's callers */
+        t->unwound = 0;
+        lapse_rehook_all(t);
     }
     if (recording(t))
         rc |= put_event(t, h, h->fn, 0, slow);
@@ -601,6 +619,7 @@ NOINSTR void lapse_rehook_all(struct lapse_tls *t)
 
 NOINSTR void lapse_rehook_above(struct lapse_tls *t, uintptr_t sp)
 {
+    t->unwound = 0;
     if (!t->shadow)
         return;
     uintptr_t lo = sp_now();

@@ -11,8 +11,10 @@
  * trampoline again: at once after a stack walk (backtrace), in
  * __cxa_begin_catch after an exception (the frames below the catching one
  * are gone). A panic caught without __cxa_begin_catch (Rust's catch_unwind)
- * leaves its frames unhooked: they return normally, their exits are not
- * recorded.
+ * passes no such point: the thread's next hook finds the frames it left
+ * (their slots were written over, the recorder is told) and puts the
+ * trampolines of the live ones back; a live frame that returns before any
+ * hook runs returns normally, its exit not recorded.
  *
  * A catch and a longjmp also record an unwind marker: every frame below the
  * target's stack pointer is gone, whatever its probe source (C compiled
@@ -44,6 +46,17 @@
     if (!next_)                                                                \
         next_ = (type)dlsym(RTLD_NEXT, name);
 
+/* An exception or a panic is about to unwind this thread's stack: every
+ * hooked frame gets its real return address back. Where the unwinding ends
+ * is known at a C++ catch (__cxa_begin_catch); a panic caught by Rust's
+ * catch_unwind passes no such point, so the thread's next hook puts the
+ * trampolines of its live callers back (trampoline.c). */
+NOINSTR static void unwinding(struct lapse_tls *t)
+{
+    lapse_unhook_all(t);
+    t->unwound = 1;
+}
+
 typedef _Unwind_Reason_Code (*raise_fn)(struct _Unwind_Exception *);
 typedef void (*resume_fn)(struct _Unwind_Exception *);
 typedef _Unwind_Reason_Code (*forced_fn)(struct _Unwind_Exception *, _Unwind_Stop_Fn, void *);
@@ -52,21 +65,21 @@ typedef _Unwind_Reason_Code (*backtrace_fn)(_Unwind_Trace_Fn, void *);
 EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exception *e)
 {
     NEXT(raise_fn, "_Unwind_RaiseException");
-    lapse_unhook_all(&lapse_t);
+    unwinding(&lapse_t);
     return next_ ? next_(e) : _URC_FATAL_PHASE1_ERROR;
 }
 
 EXPORT _Unwind_Reason_Code _Unwind_Resume_or_Rethrow(struct _Unwind_Exception *e)
 {
     NEXT(raise_fn, "_Unwind_Resume_or_Rethrow");
-    lapse_unhook_all(&lapse_t);
+    unwinding(&lapse_t);
     return next_ ? next_(e) : _URC_FATAL_PHASE1_ERROR;
 }
 
 EXPORT void _Unwind_Resume(struct _Unwind_Exception *e)
 {
     NEXT(resume_fn, "_Unwind_Resume");
-    lapse_unhook_all(&lapse_t);
+    unwinding(&lapse_t);
     if (next_)
         next_(e);
     abort();
@@ -150,22 +163,6 @@ EXPORT void *__cxa_begin_catch(void *exc)
      * probes (C compiled without -fexceptions has no exit on this path) */
     lapse_mark(LAPSE_MARK_UNWIND, sp);
     return next_ ? next_(exc) : exc;
-}
-
-/* Rust's catch_unwind has no __cxa_begin_catch: the caught panic's
- * exception is deleted from the catching frame (std's panic cleanup), and
- * that is where the frames below it are known to be gone, as at a catch.
- * (C++ deletes foreign exceptions from __cxa_end_catch: the same holds.) */
-typedef void (*delete_fn)(struct _Unwind_Exception *);
-
-EXPORT void _Unwind_DeleteException(struct _Unwind_Exception *exc)
-{
-    NEXT(delete_fn, "_Unwind_DeleteException");
-    uintptr_t sp = (uintptr_t)__builtin_dwarf_cfa();
-    lapse_rehook_above(&lapse_t, sp);
-    lapse_mark(LAPSE_MARK_UNWIND, sp);
-    if (next_)
-        next_(exc);
 }
 
 /* pthread_cancel: the cancelled thread unwinds through glibc's own handle

@@ -19,12 +19,16 @@ pub enum Source {
     Pg,
     /// `-pg -mfentry`: __fentry__ at entry, the trampoline at exit.
     Fentry,
+    /// clang's `-fsanitize-coverage=func,trace-pc-guard` with lapse's stub
+    /// (`lapse build --stub-object`): the hook after the prologue, the
+    /// trampoline at exit. Built by clang/clang++ whatever the test names.
+    Sancov,
 }
 
-pub use Source::{Cyg, Fentry, Pg};
+pub use Source::{Cyg, Fentry, Pg, Sancov};
 
 /// The sources whose exits are the trampoline's.
-pub const TRAMPOLINED: [Source; 2] = [Pg, Fentry];
+pub const TRAMPOLINED: [Source; 3] = [Pg, Fentry, Sancov];
 
 impl Source {
     pub fn flags(self) -> &'static [&'static str] {
@@ -32,6 +36,16 @@ impl Source {
             Cyg => &["-finstrument-functions"],
             Pg => &["-pg"],
             Fentry => &["-pg", "-mfentry"],
+            Sancov => &["-fsanitize-coverage=func,trace-pc-guard"],
+        }
+    }
+
+    /// The compiler for a test that names gcc or g++.
+    pub fn compiler(self, named: &str) -> &str {
+        match (self, named) {
+            (Sancov, "g++") => "clang++",
+            (Sancov, _) => "clang",
+            (_, named) => named,
         }
     }
 
@@ -40,15 +54,20 @@ impl Source {
             Cyg => "cyg",
             Pg => "pg",
             Fentry => "fentry",
+            Sancov => "sancov",
         }
     }
 }
 
-/// C and C++ helpers shared by the programs. NOIPA keeps gcc from inlining
-/// or cloning a function, so every call in the source is a call.
+/// C and C++ helpers shared by the programs. NOIPA keeps gcc (and clang)
+/// from inlining or cloning a function, so every call in the source is a
+/// call.
 pub const PRELUDE: &str = r#"
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
+#ifdef __clang__
+#define noipa noinline, optnone
 #endif
 #include <errno.h>
 #include <pthread.h>
@@ -104,6 +123,11 @@ pub fn run_with(
     let mut flags = vec!["-O2", "-g", "-pthread"];
     flags.extend_from_slice(source.flags());
     flags.extend_from_slice(extra);
+    let stub = (source == Sancov).then(stub_object);
+    if let Some(stub) = &stub {
+        flags.push(stub.to_str().expect("a UTF-8 path"));
+    }
+    let compiler = source.compiler(compiler);
     let exe = compile(&dir, compiler, &name, &format!("{PRELUDE}\n{body}"), &flags)?;
     let native = Command::new(&exe)
         .current_dir(&dir)
@@ -136,6 +160,20 @@ pub fn run_with(
     );
     assert!(data.exists(), "{name}: no data file; lapse said: {stderr}");
     Some(Run { dir, data, source })
+}
+
+/// The stub object clang-built programs link (`lapse build --stub-object`).
+pub fn stub_object() -> PathBuf {
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(["build", "--stub-object"])
+        .output()
+        .expect("run lapse build --stub-object");
+    assert!(
+        out.status.success(),
+        "lapse build --stub-object: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 pub fn report(r: &Run, view: &str, filter: &[&str]) -> Value {
@@ -233,4 +271,31 @@ pub fn row<'a>(v: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|r| r["function"] == name)
         .unwrap_or_else(|| panic!("no row for {name}"))
+}
+
+/// The calltree's roots (all threads).
+pub fn roots(r: &Run) -> Vec<Value> {
+    report(r, "calltree", &[])["roots"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+pub fn children(node: &Value) -> &[Value] {
+    node["children"].as_array().map_or(&[], Vec::as_slice)
+}
+
+pub fn child<'a>(node: &'a Value, name: &str) -> Option<&'a Value> {
+    children(node).iter().find(|c| c["function"] == name)
+}
+
+/// The deepest path of the tree under `node`, in calls (node = 1).
+pub fn depth(node: &Value) -> usize {
+    let mut deepest = 0;
+    let mut todo = vec![(node, 1)];
+    while let Some((n, d)) = todo.pop() {
+        deepest = deepest.max(d);
+        todo.extend(children(n).iter().map(|c| (c, d + 1)));
+    }
+    deepest
 }
