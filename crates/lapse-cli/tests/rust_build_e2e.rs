@@ -102,7 +102,10 @@ fn main() {
 /// binary's path as `lapse build` printed it. `None`: skip.
 fn build(name: &str) -> Option<(WorkDir, PathBuf)> {
     tool("cargo")?;
-    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), &format!("rust_build_e2e-{name}"));
+    let dir = WorkDir::new(
+        env!("CARGO_TARGET_TMPDIR"),
+        &format!("rust_build_e2e-{name}"),
+    );
     std::fs::create_dir_all(dir.join("src")).expect("mkdir src");
     std::fs::write(dir.join("Cargo.toml"), CARGO_TOML).expect("write Cargo.toml");
     std::fs::write(dir.join("src/main.rs"), MAIN_RS).expect("write main.rs");
@@ -133,7 +136,10 @@ fn build(name: &str) -> Option<(WorkDir, PathBuf)> {
 /// The program's exit status and stderr, natively and under `lapse
 /// record` (auto method) into `data`. `None`: skip.
 fn record(dir: &WorkDir, exe: &PathBuf, arg: &str, data: &PathBuf) -> Option<(i32, String)> {
-    let native = Command::new(exe).arg(arg).output().expect("run the program");
+    let native = Command::new(exe)
+        .arg(arg)
+        .output()
+        .expect("run the program");
     let traced = Command::new(env!("CARGO_BIN_EXE_lapse"))
         .args(["record", "-o"])
         .arg(data)
@@ -184,7 +190,10 @@ fn a_rust_program_built_by_lapse_build_is_recorded_whole() {
         source: Sancov,
     };
     let v = report(&r, "functions", &[]);
-    assert_eq!(v["method"], "instrumentation", "--method auto finds the probes");
+    assert_eq!(
+        v["method"], "instrumentation",
+        "--method auto finds the probes"
+    );
     // every call of the program's own functions, exactly
     assert_calls(
         &r,
@@ -235,12 +244,16 @@ fn a_rust_program_built_by_lapse_build_is_recorded_whole() {
     assert!(
         child(main, "app::after_catch").is_some(),
         "main > after_catch: {:?}",
-        children(main).iter().map(|c| &c["function"]).collect::<Vec<_>>()
+        children(main)
+            .iter()
+            .map(|c| &c["function"])
+            .collect::<Vec<_>>()
     );
     let through = row(&v, "app::through");
     assert_eq!(through["open_calls"], 0, "through was closed at the catch");
     assert!(
-        ms(through, "elapsed_inclusive_ns") < ms(row(&v, "app::after_catch"), "elapsed_inclusive_ns"),
+        ms(through, "elapsed_inclusive_ns")
+            < ms(row(&v, "app::after_catch"), "elapsed_inclusive_ns"),
         "through ended at the catch, before after_catch's 5 ms: {through}"
     );
     let i = info(&r);

@@ -17,7 +17,7 @@ pub enum RecordError {
     NoSuchProcess(u32),
     #[error("process {0} is a kernel thread: it has no user space to record")]
     KernelThread(u32),
-    #[error("recorded nothing: {command} exited with status {status} without a single instrumented call (is it built with -finstrument-functions? --method sample needs no probes); {} was left as it was", path.display())]
+    #[error("recorded nothing: {command} exited with status {status} without a single instrumented call (is it built with -finstrument-functions, or by lapse build for Rust? --method sample needs no probes); {} was left as it was", path.display())]
     NothingRecorded {
         command: String,
         status: i32,
