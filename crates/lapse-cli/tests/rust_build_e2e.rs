@@ -101,27 +101,8 @@ fn main() {
 /// The project built by `lapse build --release`: its directory and the
 /// binary's path as `lapse build` printed it. `None`: skip.
 fn build(name: &str) -> Option<(WorkDir, PathBuf)> {
-    tool("cargo")?;
-    let dir = WorkDir::new(
-        env!("CARGO_TARGET_TMPDIR"),
-        &format!("rust_build_e2e-{name}"),
-    );
-    std::fs::create_dir_all(dir.join("src")).expect("mkdir src");
-    std::fs::write(dir.join("Cargo.toml"), CARGO_TOML).expect("write Cargo.toml");
-    std::fs::write(dir.join("src/main.rs"), MAIN_RS).expect("write main.rs");
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(["build", "--release", "--offline"])
-        .current_dir(&dir)
-        // (what the test's own cargo run set must not leak into this build)
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_TARGET_DIR")
-        .env_remove("CARGO_BUILD_TARGET_DIR")
-        .output()
-        .expect("run lapse build");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "lapse build failed: {stderr}");
-    let printed = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let dir = project(name)?;
+    let (printed, stderr) = lapse_build(&dir, &["--release", "--offline"]);
     assert_eq!(
         printed, "target/lapse/release/app",
         "lapse build prints the binary it built ({stderr})"
@@ -131,6 +112,46 @@ fn build(name: &str) -> Option<(WorkDir, PathBuf)> {
     // its own target directory: an ordinary build is not touched
     assert!(!dir.join("target/release").exists());
     Some((dir, exe))
+}
+
+/// The tiny project (with an example too) in a fresh directory.
+fn project(name: &str) -> Option<WorkDir> {
+    tool("cargo")?;
+    let dir = WorkDir::new(
+        env!("CARGO_TARGET_TMPDIR"),
+        &format!("rust_build_e2e-{name}"),
+    );
+    std::fs::create_dir_all(dir.join("src")).expect("mkdir src");
+    std::fs::create_dir_all(dir.join("examples")).expect("mkdir examples");
+    std::fs::write(dir.join("Cargo.toml"), CARGO_TOML).expect("write Cargo.toml");
+    std::fs::write(dir.join("src/main.rs"), MAIN_RS).expect("write main.rs");
+    std::fs::write(
+        dir.join("examples/hello.rs"),
+        "#[inline(never)] fn greet() -> &'static str { \"hello\" }\nfn main() { println!(\"{}\", greet()); }\n",
+    )
+    .expect("write the example");
+    Some(dir)
+}
+
+/// `lapse build ARGS` in `dir`: what it printed on stdout and stderr.
+fn lapse_build(dir: &WorkDir, args: &[&str]) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("build")
+        .args(args)
+        .current_dir(dir)
+        // (what the test's own cargo run set must not leak into this build)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET_DIR")
+        .output()
+        .expect("run lapse build");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "lapse build failed: {stderr}");
+    (
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        stderr,
+    )
 }
 
 /// The program's exit status and stderr, natively and under `lapse
@@ -213,6 +234,9 @@ fn a_rust_program_built_by_lapse_build_is_recorded_whole() {
     for name in ["app::fib", "app::spin", "app::main"] {
         assert_eq!(row(&v, name)["module"], "app", "{name} is the program's");
     }
+    // --function matches the path
+    let fib = report(&r, "functions", &["--function", "^app::fib$"]);
+    assert_eq!(rows(&fib).len(), 1, "{fib}");
     // CPU-time spin: its application time is the time the program measured
     let spin = ms(row(&v, "app::spin"), "application_inclusive_ns");
     let measured = spun_ms(&stderr);
@@ -287,4 +311,35 @@ fn a_panic_nobody_catches_exits_101_and_keeps_what_came_before() {
             ("app::panicky", 8),
         ],
     );
+}
+
+#[test]
+fn cargo_arguments_pass_through_and_the_binaries_run_without_lapse() {
+    let Some(dir) = project("args") else {
+        return;
+    };
+    let (printed, stderr) = lapse_build(&dir, &["--offline", "--example", "hello"]);
+    assert_eq!(printed, "target/lapse/debug/examples/hello", "{stderr}");
+    let out = Command::new(dir.join(&printed))
+        .output()
+        .expect("run the example");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    assert!(out.status.success());
+    let (printed, stderr) = lapse_build(&dir, &["--offline", "-p", "app", "--bin", "app"]);
+    assert_eq!(printed, "target/lapse/debug/app", "{stderr}");
+    // outside a cargo project (not under this workspace either): one line,
+    // cargo's reason
+    let elsewhere = WorkDir::new(
+        std::env::temp_dir().to_str().expect("a UTF-8 temp dir"),
+        "lapse-rust_build_e2e-nowhere",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(["build", "--offline"])
+        .current_dir(&elsewhere)
+        .output()
+        .expect("run lapse build");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("Cargo.toml"), "{stderr}");
 }
