@@ -436,14 +436,19 @@ EXPORT void *lapse_sancov_register(uint32_t *start, uint32_t *stop)
         if (m != MAP_FAILED)
             __atomic_store_n(&g_rules, (struct guard_rule *)m, __ATOMIC_RELEASE);
     }
-    int known = 0;
-    for (uint32_t i = 0; i < g_nsmods; i++)
-        known |= g_smods[i].start == start;
-    if (!known && g_rules && g_nsmods < MAX_SANCOV_MODULES) {
-        struct find_arg a = {(uintptr_t)start, {0, 0, NULL, start}, 0};
+    /* (looked up every time: a module loaded where an unloaded one was has
+     * the same guard addresses, but its own code and unwind table) */
+    struct find_arg a = {(uintptr_t)start, {0, 0, NULL, start}, 0};
+    if (g_rules)
         dl_iterate_phdr(find_module, &a);
-        if (a.found) {
-            a.m.start = start;
+    if (a.found) {
+        a.m.start = start;
+        uint32_t i = 0;
+        while (i < g_nsmods && g_smods[i].start != start)
+            i++;
+        if (i < g_nsmods) {
+            g_smods[i] = a.m;
+        } else if (g_nsmods < MAX_SANCOV_MODULES) {
             g_smods[g_nsmods] = a.m;
             __atomic_store_n(&g_nsmods, g_nsmods + 1, __ATOMIC_RELEASE);
         }
