@@ -85,6 +85,12 @@ pub struct ThreadTree {
     pub tree: CallTree<FunctionStats>,
 }
 
+impl ThreadTree {
+    pub fn key(&self) -> lapse_data::ThreadKey {
+        lapse_data::ThreadKey::new(self.pid, self.tid)
+    }
+}
+
 /// One worker's results: dense per-function and per-module tables plus one
 /// row per thread it processed.
 #[derive(Clone, Debug, Default)]

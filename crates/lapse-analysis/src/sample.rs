@@ -10,7 +10,8 @@
 use std::collections::{HashMap, HashSet};
 
 use lapse_data::{
-    FrameId, FrameInfo, FunctionId, ModuleId, OffCpuPeriod, Sample, StackId, StackNode, Timestamp,
+    FrameId, FrameInfo, FunctionId, ModuleId, OffCpuPeriod, Sample, StackId, StackNode, ThreadKey,
+    Timestamp,
 };
 
 use crate::tree::{CallTree, FrameKey, NodeId, Weight};
@@ -185,7 +186,7 @@ pub struct SampleAnalysis {
     pub modules: HashMap<ModuleId, Counts>,
     /// (pid, tid) → (all samples, samples with no resolvable frame), and
     /// the same for off-CPU time.
-    pub threads: HashMap<(u32, u32), Counts>,
+    pub threads: HashMap<ThreadKey, Counts>,
     pub samples: u64,
     pub weight: u64,
     /// Samples per (stack, pid, tid), kept for call trees.
@@ -236,7 +237,7 @@ impl SampleAnalysis {
     pub fn add(&mut self, s: &Sample) {
         self.samples += 1;
         self.weight += s.weight;
-        let thread = self.threads.entry((s.pid, s.tid)).or_default();
+        let thread = self.threads.entry(s.key()).or_default();
         thread.inclusive += 1;
         match s.stack {
             Some(stack) => *self.per_stack.entry((stack, s.pid, s.tid)).or_default() += 1,
@@ -256,7 +257,7 @@ impl SampleAnalysis {
         }
         self.off_cpu_ns += ns;
         self.off_cpu_periods += 1;
-        let thread = self.threads.entry((p.pid, p.tid)).or_default();
+        let thread = self.threads.entry(p.key()).or_default();
         thread.off_cpu.inclusive += ns;
         match p.stack {
             Some(stack) => {
@@ -310,7 +311,7 @@ impl SampleAnalysis {
         let mut threads: Vec<_> = self
             .threads
             .iter()
-            .filter(|((p, t), _)| want(*p, *t))
+            .filter(|(k, _)| want(k.pid, k.tid))
             .collect();
         threads.sort_by_key(|(k, _)| **k);
         let mut total = Counts::default();
@@ -380,7 +381,9 @@ impl SampleAnalysis {
             {
                 *by_stack.entry(stack).or_default() += n;
             } else {
-                *value.of(self.threads.entry((pid, tid)).or_default()).1 += n;
+                *value
+                    .of(self.threads.entry(ThreadKey::new(pid, tid)).or_default())
+                    .1 += n;
             }
         }
         for (stack, n) in by_stack {

@@ -202,6 +202,12 @@ pub struct ThreadStats {
     pub probe_overhead: Fine,
 }
 
+impl ThreadStats {
+    pub fn key(&self) -> lapse_data::ThreadKey {
+        lapse_data::ThreadKey::new(self.pid, self.tid)
+    }
+}
+
 /// Session totals: the denominators of SPEC 2.4.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionTotals {

@@ -761,7 +761,10 @@ mod sampling {
         );
         // Thread: 5 samples, 1 without a frame (exclusive).
         assert_eq!(
-            (a.threads[&(1, 1)].inclusive, a.threads[&(1, 1)].exclusive),
+            (
+                a.threads[&lapse_data::ThreadKey::new(1, 1)].inclusive,
+                a.threads[&lapse_data::ThreadKey::new(1, 1)].exclusive
+            ),
             (5, 1)
         );
     }
@@ -799,7 +802,7 @@ mod sampling {
         assert_eq!((main.off_cpu.inclusive, main.off_cpu.exclusive), (180, 80));
         // Recursion counts once.
         assert_eq!((fib.off_cpu.inclusive, fib.off_cpu.exclusive), (100, 100));
-        let thread = a.threads[&(1, 1)];
+        let thread = a.threads[&lapse_data::ThreadKey::new(1, 1)];
         assert_eq!(
             (thread.off_cpu.inclusive, thread.off_cpu.exclusive),
             (187, 7)

@@ -177,7 +177,7 @@ fn rechunk(src: &Path, dst: &Path, events: usize, samples: usize) {
     put(Record::Stacks(f.stacks.clone()));
     let mut blocks: Vec<_> = f.os_events.iter().collect();
     blocks.sort_by_key(|(k, _)| **k);
-    for (&(pid, tid), events) in blocks {
+    for (&lapse_data::ThreadKey { pid, tid }, events) in blocks {
         put(Record::OsEvents(lapse_data::OsEventBlock {
             pid,
             tid,

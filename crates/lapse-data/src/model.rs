@@ -149,6 +149,26 @@ fn merge_opt<T>(into: &mut Option<T>, later: Option<T>) {
     }
 }
 
+/// One thread of a recording: its process and its thread id, as the kernel
+/// numbers them. Ordered by process, then thread (the reports' order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadKey {
+    pub pid: u32,
+    pub tid: u32,
+}
+
+impl ThreadKey {
+    pub const fn new(pid: u32, tid: u32) -> ThreadKey {
+        ThreadKey { pid, tid }
+    }
+}
+
+impl std::fmt::Display for ThreadKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.pid, self.tid)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThreadInfo {
     pub pid: u32,
@@ -159,6 +179,26 @@ pub struct ThreadInfo {
     /// When the thread ended; bounds its last interval and closes open calls.
     pub end: Option<Timestamp>,
 }
+
+/// `key()` for the records that belong to one thread.
+macro_rules! thread_keyed {
+    ($($t:ty),*) => {$(
+        impl $t {
+            /// The thread this belongs to.
+            pub fn key(&self) -> ThreadKey {
+                ThreadKey::new(self.pid, self.tid)
+            }
+        }
+    )*};
+}
+
+thread_keyed!(
+    ThreadInfo,
+    OsEventBlock,
+    Sample,
+    OffCpuPeriod,
+    InheritedFrames
+);
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleInfo {

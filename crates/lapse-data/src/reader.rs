@@ -47,6 +47,13 @@ pub struct EventChunkRef {
     pub(crate) compressed: bool,
 }
 
+impl EventChunkRef {
+    /// The thread whose events these are.
+    pub fn key(&self) -> ThreadKey {
+        ThreadKey::new(self.pid, self.tid)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SampleChunkRef {
     pub offset: u64,
@@ -71,20 +78,20 @@ pub struct DataFile {
     pub frames: Vec<FrameInfo>,
     /// Indexed by [`StackId`].
     pub stacks: Vec<StackNode>,
-    /// Off-CPU periods per (pid, tid), in time order.
-    pub os_events: HashMap<(u32, u32), Vec<OsEvent>>,
+    /// Off-CPU periods per thread, in time order.
+    pub os_events: HashMap<ThreadKey, Vec<OsEvent>>,
     /// Sampling with `--off-cpu`: the periods threads spent switched out,
     /// each with its stack, in the order they ended (empty otherwise).
     pub off_cpu: Vec<OffCpuPeriod>,
     /// Threads whose first enters are inherited frames (see
     /// [`InheritedFrames`]), with how many.
-    pub inherited: HashMap<(u32, u32), u32>,
+    pub inherited: HashMap<ThreadKey, u32>,
     pub footer: Option<Footer>,
     /// Event chunks in file order (as read: [`DataFile::thread_chunks`] relies on it).
     pub event_chunks: Vec<EventChunkRef>,
     pub sample_chunks: Vec<SampleChunkRef>,
     /// Positions in `event_chunks` of each thread's chunks.
-    chunks_of_thread: HashMap<(u32, u32), Vec<usize>>,
+    chunks_of_thread: HashMap<ThreadKey, Vec<usize>>,
     /// Damage found while reading (at most one: reading stops at a broken frame).
     pub damage: Option<Damage>,
     /// Chunks skipped because their content did not decode (CRC was fine).
@@ -337,7 +344,7 @@ impl DataFile {
     /// chunk of the file: a file of many threads is not quadratic to read).
     pub fn thread_chunks(&self, pid: u32, tid: u32) -> impl Iterator<Item = &EventChunkRef> {
         self.chunks_of_thread
-            .get(&(pid, tid))
+            .get(&ThreadKey::new(pid, tid))
             .map_or(&[][..], Vec::as_slice)
             .iter()
             .filter_map(|&i| self.event_chunks.get(i))
@@ -348,10 +355,9 @@ impl DataFile {
     /// an empty name and no start/end), ordered by (pid, tid).
     pub fn all_threads(&self) -> Vec<ThreadInfo> {
         let mut out: Vec<ThreadInfo> = self.threads.clone();
-        let mut seen: std::collections::HashSet<(u32, u32)> =
-            out.iter().map(|t| (t.pid, t.tid)).collect();
+        let mut seen: std::collections::HashSet<ThreadKey> = out.iter().map(|t| t.key()).collect();
         for c in &self.event_chunks {
-            if seen.insert((c.pid, c.tid)) {
+            if seen.insert(c.key()) {
                 out.push(ThreadInfo {
                     pid: c.pid,
                     tid: c.tid,
@@ -361,7 +367,7 @@ impl DataFile {
                 });
             }
         }
-        out.sort_by_key(|t| (t.pid, t.tid));
+        out.sort_by_key(|t| t.key());
         out
     }
 
@@ -375,10 +381,10 @@ impl DataFile {
 }
 
 /// Positions of each thread's chunks in `chunks`, in file order.
-fn index_threads(chunks: &[EventChunkRef]) -> HashMap<(u32, u32), Vec<usize>> {
-    let mut index: HashMap<(u32, u32), Vec<usize>> = HashMap::new();
+fn index_threads(chunks: &[EventChunkRef]) -> HashMap<ThreadKey, Vec<usize>> {
+    let mut index: HashMap<ThreadKey, Vec<usize>> = HashMap::new();
     for (i, c) in chunks.iter().enumerate() {
-        index.entry((c.pid, c.tid)).or_default().push(i);
+        index.entry(c.key()).or_default().push(i);
     }
     index
 }

@@ -70,9 +70,9 @@ pub(crate) struct Scan {
     pub functions: Table<FunctionInfo>,
     pub frames: Table<FrameInfo>,
     pub stacks: Table<StackNode>,
-    pub os_events: HashMap<(u32, u32), Vec<OsEvent>>,
+    pub os_events: HashMap<ThreadKey, Vec<OsEvent>>,
     pub off_cpu: Vec<OffCpuPeriod>,
-    pub inherited: HashMap<(u32, u32), u32>,
+    pub inherited: HashMap<ThreadKey, u32>,
     pub footer: Option<Footer>,
     pub event_chunks: Vec<EventChunkRef>,
     pub sample_chunks: Vec<SampleChunkRef>,
@@ -80,7 +80,7 @@ pub(crate) struct Scan {
     /// Where each process and thread is in `processes` and `threads`: a
     /// record for one already seen is merged without a search.
     process_at: HashMap<u32, usize>,
-    thread_at: HashMap<(u32, u32), usize>,
+    thread_at: HashMap<ThreadKey, usize>,
 }
 
 impl Scan {
@@ -219,10 +219,10 @@ impl Scan {
                     self.processes.push(p);
                 }
             },
-            Record::Thread(t) => match self.thread_at.get(&(t.pid, t.tid)) {
+            Record::Thread(t) => match self.thread_at.get(&t.key()) {
                 Some(&i) => self.threads[i].merge(t),
                 None => {
-                    self.thread_at.insert((t.pid, t.tid), self.threads.len());
+                    self.thread_at.insert(t.key(), self.threads.len());
                     self.threads.push(t);
                 }
             },
@@ -250,7 +250,7 @@ impl Scan {
             }
             Record::OsEvents(block) => self
                 .os_events
-                .entry((block.pid, block.tid))
+                .entry(block.key())
                 .or_default()
                 .extend(block.events),
             Record::Frames(fs) => {
@@ -277,7 +277,7 @@ impl Scan {
             Record::Footer(f) => self.footer = Some(f),
             Record::OffCpu(periods) => self.off_cpu.extend(periods),
             Record::Inherited(i) => {
-                self.inherited.insert((i.pid, i.tid), i.frames);
+                self.inherited.insert(i.key(), i.frames);
             }
         }
         Ok(())

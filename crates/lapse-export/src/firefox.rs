@@ -108,11 +108,7 @@ fn instrumentation(
     for (header, i) in headers(file, &threads) {
         let t = &threads[i];
         let mut thread = doc.thread(header)?;
-        if file
-            .os_events
-            .get(&(t.pid, t.tid))
-            .is_some_and(|o| !o.is_empty())
-        {
+        if file.os_events.get(&t.key()).is_some_and(|o| !o.is_empty()) {
             // Named first, as the marker table comes first in the profiler's own writer.
             thread.string(OFF_CPU);
         }

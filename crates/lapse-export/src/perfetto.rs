@@ -213,11 +213,7 @@ fn descriptors(w: &mut Writer<'_>, file: &DataFile, tracks: &Tracks) -> io::Resu
         }
         let track = tracks.thread(t.pid, t.tid);
         w.track(track, Some(Tracks::process(t.pid)), (4, d), None)?;
-        if file
-            .os_events
-            .get(&(t.pid, t.tid))
-            .is_some_and(|o| !o.is_empty())
-        {
+        if file.os_events.get(&t.key()).is_some_and(|o| !o.is_empty()) {
             w.track(
                 tracks.off_cpu(t.pid, t.tid),
                 Some(track),

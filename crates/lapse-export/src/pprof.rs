@@ -376,7 +376,7 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
     // Samples that unwound nothing: the thread's samples not in any stack.
     let mut threads: Vec<_> = r.analysis.threads.iter().collect();
     threads.sort_by_key(|(k, _)| **k);
-    for (&(pid, tid), c) in threads {
+    for (&lapse_data::ThreadKey { pid, tid }, c) in threads {
         let (n, off) = per_thread.get(&(pid, tid)).copied().unwrap_or((0, 0));
         let rest = c.inclusive.saturating_sub(n);
         let off_rest = c.off_cpu.inclusive.saturating_sub(off);

@@ -98,7 +98,7 @@ struct Clock {
 
 impl Clock {
     fn new(file: &DataFile, thread: &ThreadInfo, timing: Timing) -> Clock {
-        let events = file.os_events.get(&(thread.pid, thread.tid));
+        let events = file.os_events.get(&thread.key());
         let off = OffCpu::new(events.map_or(&[][..], Vec::as_slice));
         let boundaries: Vec<Timestamp> = off.periods().iter().flat_map(|&(a, b)| [a, b]).collect();
         Clock {
@@ -286,7 +286,7 @@ pub fn walk<E>(
 /// merged as the analysis reads them ([`lapse_analysis::offcpu::merged`]).
 pub fn off_cpu(file: &DataFile, pid: u32, tid: u32) -> Vec<(Timestamp, Timestamp)> {
     file.os_events
-        .get(&(pid, tid))
+        .get(&lapse_data::ThreadKey::new(pid, tid))
         .map(|v| lapse_analysis::offcpu::merged(v))
         .unwrap_or_default()
 }

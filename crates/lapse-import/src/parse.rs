@@ -34,8 +34,8 @@ pub struct Imported {
     pub threads: Vec<ThreadInfo>,
     pub modules: Vec<ModuleInfo>,
     pub functions: Vec<FunctionInfo>,
-    /// Per thread (pid, tid): events in time order.
-    pub events: Vec<((u32, u32), Vec<Event>)>,
+    /// Per thread: events in time order.
+    pub events: Vec<(ThreadKey, Vec<Event>)>,
     pub os_events: Vec<OsEventBlock>,
     /// Ends (`E`, or an `X`'s end) that matched no open event on their thread.
     pub unmatched_ends: u64,
@@ -64,7 +64,7 @@ impl Imported {
             w.write_record(&Record::OsEvents(b.clone()))?;
         }
         let mut total = 0u64;
-        for ((pid, tid), events) in &self.events {
+        for (ThreadKey { pid, tid }, events) in &self.events {
             for chunk in events.chunks(1 << 16) {
                 w.write_events(*pid, *tid, chunk)?;
             }
@@ -164,10 +164,10 @@ struct Gather {
     /// Event names, and each function's name among them.
     names: HashMap<String, u32>,
     name_of: Vec<u32>,
-    per_thread: HashMap<(u32, u32), Vec<Pending>>,
-    switches: HashMap<(u32, u32), Vec<(u64, bool)>>,
+    per_thread: HashMap<ThreadKey, Vec<Pending>>,
+    switches: HashMap<ThreadKey, Vec<(u64, bool)>>,
     process_names: HashMap<u32, String>,
-    thread_names: HashMap<(u32, u32), String>,
+    thread_names: HashMap<ThreadKey, String>,
     skipped: u64,
     seq: u64,
 }
@@ -210,7 +210,7 @@ impl Gather {
         id
     }
 
-    fn push(&mut self, key: (u32, u32), ts: u64, x_end_of: Option<u64>, what: Step) {
+    fn push(&mut self, key: ThreadKey, ts: u64, x_end_of: Option<u64>, what: Step) {
         self.seq += 1;
         let order = order(x_end_of, self.seq);
         self.per_thread
@@ -240,7 +240,7 @@ impl Gather {
                     self.process_names.insert(pid, n);
                 }
                 (Some("thread_name"), Some(n)) => {
-                    self.thread_names.insert((pid, tid), n);
+                    self.thread_names.insert(ThreadKey::new(pid, tid), n);
                 }
                 _ => self.skipped += 1,
             }
@@ -260,12 +260,12 @@ impl Gather {
             match ev_name {
                 Some("lapse:switch_out") => self
                     .switches
-                    .entry((pid, tid))
+                    .entry(ThreadKey::new(pid, tid))
                     .or_default()
                     .push((ts, true)),
                 Some("lapse:switch_in") => self
                     .switches
-                    .entry((pid, tid))
+                    .entry(ThreadKey::new(pid, tid))
                     .or_default()
                     .push((ts, false)),
                 _ => self.skipped += 1,
@@ -277,7 +277,7 @@ impl Gather {
             .as_deref()
             .filter(|c| !c.is_empty())
             .unwrap_or(file_module);
-        let key = (pid, tid);
+        let key = ThreadKey::new(pid, tid);
         match ph {
             "B" => {
                 let f = self.function(ev_name.unwrap_or("(unnamed)"), category);
@@ -361,7 +361,7 @@ pub fn import_reader(reader: impl Read, name: &str) -> Result<Imported, ImportEr
         });
     }
 
-    let mut keys: Vec<(u32, u32)> = per_thread
+    let mut keys: Vec<ThreadKey> = per_thread
         .keys()
         .copied()
         .chain(switches.keys().copied())
@@ -464,16 +464,16 @@ pub fn import_reader(reader: impl Read, name: &str) -> Result<Imported, ImportEr
             first_ts = first_ts.min(lo.as_nanos());
         }
         threads.push(ThreadInfo {
-            pid: key.0,
-            tid: key.1,
+            pid: key.pid,
+            tid: key.tid,
             name: thread_names.remove(&key).unwrap_or_default(),
             start: lo,
             end: hi,
         });
         if !offs.is_empty() {
             os_events.push(OsEventBlock {
-                pid: key.0,
-                tid: key.1,
+                pid: key.pid,
+                tid: key.tid,
                 events: offs,
             });
         }

@@ -7,7 +7,7 @@ fn events(imp: &Imported, tid: u32) -> Vec<(u64, &'static str, String)> {
     let (_, evs) = imp
         .events
         .iter()
-        .find(|(k, _)| k.1 == tid)
+        .find(|(k, _)| k.tid == tid)
         .expect("thread imported");
     evs.iter()
         .map(|e: &Event| {

@@ -52,10 +52,10 @@ fn main() {
     for t in &file.threads {
         let off: u64 = file
             .os_events
-            .get(&(t.pid, t.tid))
+            .get(&t.key())
             .map_or(0, |v| v.iter().map(|e| e.to.since(e.from)).sum());
         let mut kinds = std::collections::BTreeMap::new();
-        for e in file.os_events.get(&(t.pid, t.tid)).into_iter().flatten() {
+        for e in file.os_events.get(&t.key()).into_iter().flatten() {
             let k = kinds.entry(format!("{:?}", e.kind)).or_insert((0u64, 0u64));
             k.0 += 1;
             k.1 += e.to.since(e.from);

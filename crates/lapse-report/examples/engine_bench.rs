@@ -255,10 +255,7 @@ fn engine_only(file: &DataFile, runs: usize) {
         let t0 = Instant::now();
         let mut acc = Accumulator::new(&module_of, file.modules.len() + 1);
         for (t, events) in threads.iter().zip(&streams) {
-            let off = file
-                .os_events
-                .get(&(t.pid, t.tid))
-                .map_or(&[][..], Vec::as_slice);
+            let off = file.os_events.get(&t.key()).map_or(&[][..], Vec::as_slice);
             let config = Config {
                 probe_cost_ns: file.session.probe_cost_ns,
                 ..Config::default()

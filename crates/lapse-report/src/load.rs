@@ -160,11 +160,8 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
         .par_iter()
         .fold(new_acc, |(mut acc, mut bad), t| {
             let chunks: Vec<&EventChunkRef> = file.thread_chunks(t.pid, t.tid).collect();
-            let off = file
-                .os_events
-                .get(&(t.pid, t.tid))
-                .map_or(&[][..], Vec::as_slice);
-            let inherited = file.inherited.get(&(t.pid, t.tid)).copied().unwrap_or(0);
+            let off = file.os_events.get(&t.key()).map_or(&[][..], Vec::as_slice);
+            let inherited = file.inherited.get(&t.key()).copied().unwrap_or(0);
             let mut run = ThreadRun::new(&mut acc, &module_of, config, t.pid, t.tid, t.start, off)
                 .inherited(inherited);
             bad += feed_pipelined(file, &chunks, &mut run, query.progress.as_deref());
@@ -176,11 +173,11 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
             (a, x + y)
         });
     acc.finish(&module_of);
-    acc.threads.sort_by_key(|t| (t.pid, t.tid));
+    acc.threads.sort_by_key(|t| t.key());
     let session = SessionTotals::of_threads(&acc.threads);
     let tree = query.call_tree.then(|| {
         let mut merged = CallTree::new();
-        acc.trees.sort_by_key(|t| (t.pid, t.tid));
+        acc.trees.sort_by_key(|t| t.key());
         for t in &acc.trees {
             merged.merge(&t.tree);
         }

@@ -359,7 +359,7 @@ pub(crate) fn sampled_threads(
         }
     }
     for (&key, c) in &a.threads {
-        let t = out.entry(key).or_insert_with(new);
+        let t = out.entry((key.pid, key.tid)).or_insert_with(new);
         if c.exclusive > 0 {
             let node = t.tree.child(NodeId::ROOT, FrameKey::Unknown);
             let w = t.tree.weight_mut(node);

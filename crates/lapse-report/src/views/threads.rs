@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use lapse_analysis::sample::Counts;
 use lapse_analysis::tree::Weight;
 use lapse_analysis::values::ModuleStats;
-use lapse_data::DataFile;
+use lapse_data::{DataFile, ThreadKey};
 
 use super::{columns, ViewOutput};
 use crate::columns::{Ctx, Values};
@@ -26,12 +26,18 @@ const PROCESS_ID: [Column; 2] = [
 
 pub fn view(file: &DataFile, a: &Analysis, ctx: &Ctx<'_>, processes: bool) -> ViewOutput {
     // A process row is keyed (pid, 0), so both views share one aggregation.
-    let key = |pid: u32, tid: u32| if processes { (pid, 0) } else { (pid, tid) };
+    let key = |k: ThreadKey| {
+        if processes {
+            ThreadKey::new(k.pid, 0)
+        } else {
+            k
+        }
+    };
     match a {
         Analysis::Instr(r) => {
-            let mut rows: BTreeMap<(u32, u32), ModuleStats> = BTreeMap::new();
+            let mut rows: BTreeMap<ThreadKey, ModuleStats> = BTreeMap::new();
             for t in &r.acc.threads {
-                let row = rows.entry(key(t.pid, t.tid)).or_default();
+                let row = rows.entry(key(t.key())).or_default();
                 row.merge(&ModuleStats {
                     calls: t.calls,
                     time: t.time,
@@ -41,9 +47,9 @@ pub fn view(file: &DataFile, a: &Analysis, ctx: &Ctx<'_>, processes: bool) -> Vi
             table(file, ctx, processes, rows)
         }
         Analysis::Sample(r) => {
-            let mut rows: BTreeMap<(u32, u32), Counts> = BTreeMap::new();
-            for (&(pid, tid), c) in &r.analysis.threads {
-                rows.entry(key(pid, tid)).or_default().merge(c);
+            let mut rows: BTreeMap<ThreadKey, Counts> = BTreeMap::new();
+            for (&k, c) in &r.analysis.threads {
+                rows.entry(key(k)).or_default().merge(c);
             }
             table(file, ctx, processes, rows)
         }
@@ -54,11 +60,11 @@ fn table<V: Values>(
     file: &DataFile,
     ctx: &Ctx<'_>,
     processes: bool,
-    rows: BTreeMap<(u32, u32), V>,
+    rows: BTreeMap<ThreadKey, V>,
 ) -> ViewOutput {
-    let mut names: HashMap<(u32, u32), &str> = HashMap::new();
+    let mut names: HashMap<ThreadKey, &str> = HashMap::new();
     for t in &file.threads {
-        names.entry((t.pid, t.tid)).or_insert(t.name.as_str());
+        names.entry(t.key()).or_insert(t.name.as_str());
     }
     let mut commands: HashMap<u32, String> = HashMap::new();
     for p in &file.processes {
@@ -69,7 +75,7 @@ fn table<V: Values>(
     }
     let rows = rows
         .into_iter()
-        .map(|((pid, tid), v)| {
+        .map(|(ThreadKey { pid, tid }, v)| {
             let mut row = if processes {
                 vec![
                     Cell::Int(u64::from(pid)),
@@ -79,7 +85,7 @@ fn table<V: Values>(
                 vec![
                     Cell::Int(u64::from(pid)),
                     Cell::Int(u64::from(tid)),
-                    Cell::opt_text(names.get(&(pid, tid)).copied()),
+                    Cell::opt_text(names.get(&ThreadKey::new(pid, tid)).copied()),
                 ]
             };
             row.extend(v.cells(ctx));
