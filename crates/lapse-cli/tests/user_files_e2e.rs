@@ -332,8 +332,10 @@ fn session_directories_of_killed_recorders_are_removed_at_start() {
 fn a_full_disk_stops_the_recording_not_the_supervision() {
     // Before the fix the recorder exited with its error at once: the target
     // ran on orphaned, its exit status lost, and an empty spill was
-    // advertised as recoverable. The disk is a 256 KiB tmpfs mounted in a
-    // mount namespace of the test's own (root only; it vanishes with it).
+    // advertised as recoverable (instrumentation; sampling until the fifth
+    // session). The disk is a 256 KiB tmpfs mounted in a mount namespace of
+    // the test's own (root only; it vanishes with it); for sampling, whose
+    // file grows slowly, all but 16 KiB of it are taken first.
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return skip("a full disk is simulated with a tmpfs mount: needs root").unwrap_or(());
@@ -350,8 +352,10 @@ fn a_full_disk_stops_the_recording_not_the_supervision() {
 volatile uint64_t sink;
 NOINLINE void work(long i) { sink ^= (uint64_t)i * 2654435761u; }
 NOINLINE void other(long i) { sink += (uint64_t)i; }
-int main(void) {
-    for (long i = 0; i < 20000000; i++) { if (i % 3) work(i); else other(i); }
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 20000000;
+    for (long i = 0; i < n; i++) { if (i % 3) work(i); else other(i); }
     printf("done\n");
     return 7;
 }
@@ -362,39 +366,53 @@ int main(void) {
     };
     std::fs::create_dir_all(dir.join("disk")).expect("mount point");
     let script = r#"mount -t tmpfs -o size=256k tmpfs disk || exit 99
-"$LAPSE" record -o disk/out.lapse -- "$TARGET"
+test "$FILL" -gt 0 && dd if=/dev/zero of=disk/fill bs=1k count="$FILL" 2>/dev/null
+"$LAPSE" record --method "$METHOD" -F 4000 -o disk/out.lapse -- "$TARGET" "$N"
 rc=$?
 test -e disk/out.lapse.spill && echo "spill left"
+ls -A disk | grep -v -e '^fill$' -e '^out.lapse$' && echo "temporary files left"
 exit $rc"#;
-    let out = Command::new("unshare")
-        .args(["-m", "sh", "-c", script])
-        .env("LAPSE", env!("CARGO_BIN_EXE_lapse"))
-        .env("TARGET", &exe)
-        .current_dir(&dir)
-        .output();
-    let out = match out {
-        Ok(o) if o.status.code() != Some(99) => o,
-        Ok(o) => return skip(format!("cannot mount a tmpfs: {}", stderr(&o))).unwrap_or(()),
-        Err(e) => return skip(format!("unshare is not available: {e}")).unwrap_or(()),
-    };
-    let err = stderr(&out);
-    if perf_refused(&err) {
-        return skip(err).unwrap_or(());
+    for (method, fill, n) in [
+        ("instrument", "0", "20000000"),
+        ("sample", "240", "400000000"),
+    ] {
+        let out = Command::new("unshare")
+            .args(["-m", "sh", "-c", script])
+            .env("LAPSE", env!("CARGO_BIN_EXE_lapse"))
+            .env("TARGET", &exe)
+            .env("METHOD", method)
+            .env("FILL", fill)
+            .env("N", n)
+            .current_dir(&dir)
+            .output();
+        let out = match out {
+            Ok(o) if o.status.code() != Some(99) => o,
+            Ok(o) => return skip(format!("cannot mount a tmpfs: {}", stderr(&o))).unwrap_or(()),
+            Err(e) => return skip(format!("unshare is not available: {e}")).unwrap_or(()),
+        };
+        let err = stderr(&out);
+        if perf_refused(&err) {
+            return skip(err).unwrap_or(());
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{method}: the target's status; lapse said: {err}"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "done\n",
+            "{method}: the target ran to its end, no spill or file left"
+        );
+        assert!(err.contains("No space left on device"), "{method}: {err}");
+        assert!(err.contains("exit status 7"), "{method}: {err}");
+        assert!(
+            err.contains("disk/out.lapse"),
+            "{method}: names the file asked for: {err}"
+        );
+        assert!(
+            !err.contains("lapse recover"),
+            "{method}: nothing to recover is advertised: {err}"
+        );
     }
-    assert_eq!(
-        out.status.code(),
-        Some(7),
-        "the target's status; lapse said: {err}"
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "done\n",
-        "the target ran to its end, no spill left"
-    );
-    assert!(err.contains("No space left on device"), "{err}");
-    assert!(err.contains("exit status 7"), "{err}");
-    assert!(
-        !err.contains("lapse recover"),
-        "nothing to recover is advertised: {err}"
-    );
 }

@@ -247,7 +247,20 @@ fn record_sampling(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     drop(file); // (the sampling session opens it by name)
     let mut temp_opts = opts.clone();
     temp_opts.output = pending.temp_path().to_owned();
-    let mut outcome = sample::record(&temp_opts)?;
+    // (errors name the file the user asked for, not the temporary one)
+    let mut outcome = sample::record(&temp_opts).map_err(|e| match e {
+        RecordError::Output { source, .. } => err(source),
+        RecordError::Stopped {
+            source,
+            exit_status,
+            ..
+        } => RecordError::Stopped {
+            path: opts.output.clone(),
+            source,
+            exit_status,
+        },
+        e => e,
+    })?;
     pending.commit().map_err(err)?;
     outcome.output = opts.output.clone();
     Ok(outcome)

@@ -143,18 +143,39 @@ pub(crate) fn record_command(
         .map_err(io_error(opts))?;
     let mut child = child;
     child.release();
+    // A write that fails (a full disk) stops the recording, not the target:
+    // its events are closed and it is supervised to its end, its exit status
+    // passed on.
+    let mut failed: Option<std::io::Error> = None;
     let status = loop {
-        rings.wait(POLL_MS);
+        if failed.is_none() {
+            rings.wait(POLL_MS);
+        } else {
+            std::thread::sleep(Duration::from_millis(POLL_MS as u64));
+        }
         launch::forward_pending_signal(child.pid);
-        rings
-            .pump(&mut session, &id_layout, false)
-            .map_err(io_error(opts))?;
+        if failed.is_none() {
+            if let Err(e) = rings.pump(&mut session, &id_layout, false) {
+                eprintln!(
+                    "lapse: cannot write the data file: {e}; recording stopped, waiting for the target to end"
+                );
+                rings.events.clear(); // (closes the events: nothing more is sampled)
+                failed = Some(e);
+            }
+        }
         match launch::wait(child.pid, false) {
             Ok(Some(status)) => break status,
             Ok(None) => {}
             Err(e) => return Err(RecordError::Wait(e)),
         }
     };
+    if let Some(source) = failed {
+        return Err(RecordError::Stopped {
+            path: opts.output.clone(),
+            source,
+            exit_status: status,
+        });
+    }
     rings
         .pump(&mut session, &id_layout, true)
         .map_err(io_error(opts))?;
