@@ -189,10 +189,10 @@ pub struct SampleAnalysis {
     pub threads: HashMap<ThreadKey, Counts>,
     pub samples: u64,
     pub weight: u64,
-    /// Samples per (stack, pid, tid), kept for call trees.
-    pub per_stack: HashMap<(StackId, u32, u32), u64>,
-    /// Off-CPU nanoseconds per (stack, pid, tid) (`--off-cpu`).
-    pub off_cpu_per_stack: HashMap<(StackId, u32, u32), u64>,
+    /// Samples per (stack, thread), kept for call trees.
+    pub per_stack: HashMap<(StackId, ThreadKey), u64>,
+    /// Off-CPU nanoseconds per (stack, thread) (`--off-cpu`).
+    pub off_cpu_per_stack: HashMap<(StackId, ThreadKey), u64>,
     /// All off-CPU nanoseconds counted, and the periods they came from.
     pub off_cpu_ns: u64,
     pub off_cpu_periods: u64,
@@ -240,7 +240,7 @@ impl SampleAnalysis {
         let thread = self.threads.entry(s.key()).or_default();
         thread.inclusive += 1;
         match s.stack {
-            Some(stack) => *self.per_stack.entry((stack, s.pid, s.tid)).or_default() += 1,
+            Some(stack) => *self.per_stack.entry((stack, s.key())).or_default() += 1,
             None => thread.exclusive += 1,
         }
     }
@@ -260,12 +260,7 @@ impl SampleAnalysis {
         let thread = self.threads.entry(p.key()).or_default();
         thread.off_cpu.inclusive += ns;
         match p.stack {
-            Some(stack) => {
-                *self
-                    .off_cpu_per_stack
-                    .entry((stack, p.pid, p.tid))
-                    .or_default() += ns
-            }
+            Some(stack) => *self.off_cpu_per_stack.entry((stack, p.key())).or_default() += ns,
             None => thread.off_cpu.exclusive += ns,
         }
     }
@@ -284,18 +279,18 @@ impl SampleAnalysis {
         let mut per: Vec<_> = self
             .per_stack
             .iter()
-            .filter(|((_, pid, tid), _)| want(*pid, *tid))
+            .filter(|((_, t), _)| want(t.pid, t.tid))
             .collect();
         per.sort_by_key(|(k, _)| **k);
         let mut off: Vec<_> = self
             .off_cpu_per_stack
             .iter()
-            .filter(|((_, pid, tid), _)| want(*pid, *tid))
+            .filter(|((_, t), _)| want(t.pid, t.tid))
             .collect();
         off.sort_by_key(|(k, _)| **k);
         let runs = [(Value::Samples, per), (Value::OffCpu, off)];
         for (value, per) in runs {
-            for (&(stack, _, _), &n) in per {
+            for (&(stack, _), &n) in per {
                 let keys = frame_keys(stacks, frames, stack);
                 if keys.is_empty() {
                     continue; // counted with the thread's unresolved part below
@@ -371,19 +366,17 @@ impl SampleAnalysis {
         stacks: &[StackNode],
         frames: &[FrameInfo],
         value: Value,
-        per: &HashMap<(StackId, u32, u32), u64>,
+        per: &HashMap<(StackId, ThreadKey), u64>,
     ) {
         let mut by_stack: HashMap<StackId, u64> = HashMap::new();
-        for (&(stack, pid, tid), &n) in per {
+        for (&(stack, thread), &n) in per {
             if frames_of(stacks, stack)
                 .iter()
                 .any(|f| (f.0 as usize) < frames.len())
             {
                 *by_stack.entry(stack).or_default() += n;
             } else {
-                *value
-                    .of(self.threads.entry(ThreadKey::new(pid, tid)).or_default())
-                    .1 += n;
+                *value.of(self.threads.entry(thread).or_default()).1 += n;
             }
         }
         for (stack, n) in by_stack {

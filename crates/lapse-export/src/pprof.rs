@@ -342,7 +342,7 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
             },
         ]
     };
-    // Samples and off-CPU time per (stack, pid, tid).
+    // Samples and off-CPU time per (stack, thread).
     let mut stacks: std::collections::BTreeMap<_, (u64, u64)> = std::collections::BTreeMap::new();
     for (&k, &n) in &r.analysis.per_stack {
         stacks.entry(k).or_default().0 += n;
@@ -350,9 +350,10 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
     for (&k, &ns) in &r.analysis.off_cpu_per_stack {
         stacks.entry(k).or_default().1 += ns;
     }
-    let mut per_thread: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
-    for (&(stack, pid, tid), &(n, off)) in &stacks {
-        let t = per_thread.entry((pid, tid)).or_default();
+    let mut per_thread: HashMap<lapse_data::ThreadKey, (u64, u64)> = HashMap::new();
+    for (&(stack, thread), &(n, off)) in &stacks {
+        let lapse_data::ThreadKey { pid, tid } = thread;
+        let t = per_thread.entry(thread).or_default();
         t.0 += n;
         t.1 += off;
         let frames = frames_of(&file.stacks, stack);
@@ -376,8 +377,9 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
     // Samples that unwound nothing: the thread's samples not in any stack.
     let mut threads: Vec<_> = r.analysis.threads.iter().collect();
     threads.sort_by_key(|(k, _)| **k);
-    for (&lapse_data::ThreadKey { pid, tid }, c) in threads {
-        let (n, off) = per_thread.get(&(pid, tid)).copied().unwrap_or((0, 0));
+    for (&thread, c) in threads {
+        let lapse_data::ThreadKey { pid, tid } = thread;
+        let (n, off) = per_thread.get(&thread).copied().unwrap_or((0, 0));
         let rest = c.inclusive.saturating_sub(n);
         let off_rest = c.off_cpu.inclusive.saturating_sub(off);
         if rest > 0 || off_rest > 0 {

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use lapse_analysis::sample::Counts;
 use lapse_analysis::tree::{CallTree, NodeId};
 use lapse_analysis::values::{FunctionStats, TimeValue};
-use lapse_data::{DataFile, ThreadInfo};
+use lapse_data::{DataFile, ThreadInfo, ThreadKey};
 use lapse_report::load::{InstrResult, SampleResult};
 use lapse_report::{
     build_view, render, Analysis, Format as ReportFormat, Query, RenderOptions, View,
@@ -125,10 +125,10 @@ type Input<'a, W> = (ThreadInfo, &'a CallTree<W>, W);
 /// Builds the page's data from `analysis` (made as [`crate::needs`] says).
 pub(crate) fn build(file: &DataFile, analysis: &Analysis) -> Result<PageData, ExportError> {
     let session = session(file, analysis)?;
-    let infos: BTreeMap<(u32, u32), ThreadInfo> = file
+    let infos: BTreeMap<ThreadKey, ThreadInfo> = file
         .all_threads()
         .into_iter()
-        .map(|t| ((t.pid, t.tid), t))
+        .map(|t| (t.key(), t))
         .collect();
     let mut frames = Frames::default();
     let mut files = Strings::default();
@@ -179,14 +179,17 @@ fn columns<W: PageWeight>() -> Columns {
     )
 }
 
-fn info(infos: &BTreeMap<(u32, u32), ThreadInfo>, pid: u32, tid: u32) -> ThreadInfo {
-    infos.get(&(pid, tid)).cloned().unwrap_or(ThreadInfo {
-        pid,
-        tid,
-        name: String::new(),
-        start: None,
-        end: None,
-    })
+fn info(infos: &BTreeMap<ThreadKey, ThreadInfo>, pid: u32, tid: u32) -> ThreadInfo {
+    infos
+        .get(&ThreadKey::new(pid, tid))
+        .cloned()
+        .unwrap_or(ThreadInfo {
+            pid,
+            tid,
+            name: String::new(),
+            start: None,
+            end: None,
+        })
 }
 
 /// Instrumentation: the threads the analysis saw, each with its own tree;
@@ -195,22 +198,18 @@ fn instrumented(
     file: &DataFile,
     analysis: &Analysis,
     r: &InstrResult,
-    infos: &BTreeMap<(u32, u32), ThreadInfo>,
+    infos: &BTreeMap<ThreadKey, ThreadInfo>,
     frames: &mut Frames,
 ) -> (Vec<ThreadPage>, Option<Vec<u64>>, Columns) {
     let empty = CallTree::new();
-    let trees: HashMap<(u32, u32), &CallTree<FunctionStats>> = r
-        .acc
-        .trees
-        .iter()
-        .map(|t| ((t.pid, t.tid), &t.tree))
-        .collect();
+    let trees: HashMap<ThreadKey, &CallTree<FunctionStats>> =
+        r.acc.trees.iter().map(|t| (t.key(), &t.tree)).collect();
     let threads: Vec<Input<'_, FunctionStats>> = r
         .acc
         .threads
         .iter()
         .map(|s| {
-            let tree = trees.get(&(s.pid, s.tid)).copied().unwrap_or(&empty);
+            let tree = trees.get(&s.key()).copied().unwrap_or(&empty);
             (info(infos, s.pid, s.tid), tree, model::thread_totals(s))
         })
         .collect();
@@ -254,19 +253,20 @@ fn instrumented(
 fn sampled(
     file: &DataFile,
     r: &SampleResult,
-    infos: &BTreeMap<(u32, u32), ThreadInfo>,
+    infos: &BTreeMap<ThreadKey, ThreadInfo>,
     frames: &mut Frames,
     files: &mut Strings,
 ) -> (Vec<ThreadPage>, Option<Vec<u64>>, Columns) {
     let mut sampled = model::sampled_threads(file, &r.analysis);
-    let mut keys: Vec<(u32, u32)> = infos.keys().chain(sampled.keys()).copied().collect();
+    let mut keys: Vec<ThreadKey> = infos.keys().chain(sampled.keys()).copied().collect();
     keys.sort_unstable();
     keys.dedup();
     let mut owned = Vec::with_capacity(keys.len());
     let mut lines = Vec::with_capacity(keys.len());
-    for &(pid, tid) in &keys {
+    for &key in &keys {
+        let ThreadKey { pid, tid } = key;
         let t = sampled
-            .remove(&(pid, tid))
+            .remove(&key)
             .unwrap_or_else(|| model::SampledThread {
                 tree: CallTree::new(),
                 lines: HashMap::new(),
@@ -282,7 +282,8 @@ fn sampled(
     let n = lod::buckets_per_thread(threads.len());
     let origin = timeline::origin(file);
     let mut at = 0;
-    let _ = SampleIndex::new(file).for_each_thread(file, &keys, |_, _, samples| {
+    let order: Vec<(u32, u32)> = keys.iter().map(|k| (k.pid, k.tid)).collect();
+    let _ = SampleIndex::new(file).for_each_thread(file, &order, |_, _, samples| {
         let (info, tree, _) = &threads[at];
         let lookup = Lookup::new(tree);
         pages[at].0.timeline = lod::sampled(file, info, samples, origin, &lookup, &pages[at].1, n);

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use lapse_analysis::sample::{expand, Counts, SampleAnalysis};
 use lapse_analysis::tree::{CallTree, FrameKey, NodeId, Weight};
 use lapse_analysis::values::{FunctionStats, ThreadStats, TimeValue};
-use lapse_data::{DataFile, FunctionId, StackId};
+use lapse_data::{DataFile, FunctionId, StackId, ThreadKey};
 use serde::Serialize;
 
 /// Most call-tree nodes the page holds, over all threads.
@@ -328,23 +328,23 @@ pub(crate) struct SampledThread {
 pub(crate) fn sampled_threads(
     file: &DataFile,
     a: &SampleAnalysis,
-) -> HashMap<(u32, u32), SampledThread> {
-    let mut per: Vec<(&(StackId, u32, u32), &u64)> = a.per_stack.iter().collect();
+) -> HashMap<ThreadKey, SampledThread> {
+    let mut per: Vec<(&(StackId, ThreadKey), &u64)> = a.per_stack.iter().collect();
     per.sort_by_key(|(k, _)| **k);
     let mut cache: HashMap<StackId, StackInfo> = HashMap::new();
-    let mut out: HashMap<(u32, u32), SampledThread> = HashMap::new();
+    let mut out: HashMap<ThreadKey, SampledThread> = HashMap::new();
     let new = || SampledThread {
         tree: CallTree::new(),
         lines: HashMap::new(),
     };
-    for (&(stack, pid, tid), &n) in per {
+    for (&(stack, thread), &n) in per {
         let info = cache
             .entry(stack)
             .or_insert_with(|| stack_info(file, stack));
         if info.keys.is_empty() {
             continue; // the thread's unresolved samples, added below
         }
-        let t = out.entry((pid, tid)).or_insert_with(new);
+        let t = out.entry(thread).or_insert_with(new);
         let mut node = NodeId::ROOT;
         for &k in &info.keys {
             node = t.tree.child(node, k);
@@ -359,7 +359,7 @@ pub(crate) fn sampled_threads(
         }
     }
     for (&key, c) in &a.threads {
-        let t = out.entry((key.pid, key.tid)).or_insert_with(new);
+        let t = out.entry(key).or_insert_with(new);
         if c.exclusive > 0 {
             let node = t.tree.child(NodeId::ROOT, FrameKey::Unknown);
             let w = t.tree.weight_mut(node);
