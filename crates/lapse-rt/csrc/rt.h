@@ -6,8 +6,10 @@
  * lifecycle.c (start-up, fork, exec, exit, fatal signals), env.c (lapse's
  * environment variables), exec.c (the exec family and posix_spawn,
  * wrapped), trampoline.c (the return trampoline and shadow stack, with the
- * entry points in x86_64.S) and unwind.c (unwinders and stack walks kept
- * away from the trampoline). */
+ * entry points in x86_64.S), unwind.c (unwinders and stack walks kept
+ * away from the trampoline), libcalls.c (calls into shared libraries) and
+ * sancov.c (LLVM's sanitizer coverage hook: `lapse build`, clang; the stub
+ * such programs carry is sancov_stub.c, not part of the runtime). */
 #ifndef LAPSE_RT_INTERNAL_H
 #define LAPSE_RT_INTERNAL_H
 

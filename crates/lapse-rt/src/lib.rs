@@ -1,8 +1,8 @@
 //! The lapse runtime: the code that runs inside the profiled process.
 //!
-//! It owns the probe hooks (`__cyg_profile_func_enter`/`_exit`; `mcount`
-//! and `__fentry__`, whose exits come from the return trampoline and its
-//! per-thread shadow stack), the per-thread event buffers and their
+//! It owns the probe hooks (`__cyg_profile_func_enter`/`_exit`; `mcount`,
+//! `__fentry__`, library calls and LLVM's sanitizer coverage, whose exits
+//! come from the return trampoline and its per-thread shadow stack), the per-thread event buffers and their
 //! hand-off to the recorder, and keeps every event through thread exit,
 //! fork, exec, `exit()` and fatal signals.
 //! The runtime itself is C (`csrc/`), built by `build.rs` into
