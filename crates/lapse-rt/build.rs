@@ -6,8 +6,9 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 12] = [
+const SOURCES: [&str; 13] = [
     "csrc/probe.c",
+    "csrc/scope.c",
     "csrc/calibrate.c",
     "csrc/trampoline.c",
     "csrc/unwind.c",

@@ -2,7 +2,8 @@
 //!
 //! It owns the probe hooks (`__cyg_profile_func_enter`/`_exit`; `mcount`
 //! and `__fentry__`, whose exits come from the return trampoline and its
-//! per-thread shadow stack), the per-thread event buffers and their
+//! per-thread shadow stack; `lapse_scope_enter`/`_exit`, which the `lapse`
+//! crate's guards call), the per-thread event buffers and their
 //! hand-off to the recorder, and keeps every event through thread exit,
 //! fork, exec, `exit()` and fatal signals.
 //! The runtime itself is C (`csrc/`), built by `build.rs` into
