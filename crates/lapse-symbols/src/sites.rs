@@ -98,7 +98,7 @@ mod tests {
         }
         r.extend(name);
         r.extend(file);
-        while r.len() % 4 != 0 {
+        while !r.len().is_multiple_of(4) {
             r.push(0);
         }
         r

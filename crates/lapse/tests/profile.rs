@@ -136,9 +136,9 @@ fn recursion_counts_every_call() {
 }
 
 #[lapse::profile]
-fn generic<T: fmt::Display>(t: T) -> String
+fn generic<T>(t: T) -> String
 where
-    T: Clone,
+    T: fmt::Display + Clone,
 {
     t.to_string()
 }
