@@ -429,3 +429,54 @@ fn modules_qualifiers_and_raw_names() {
         ]
     );
 }
+
+trait Greet {
+    /// A trait's default method: a function of the trait's module.
+    #[lapse::profile]
+    fn greet(&self) -> &'static str {
+        "hello"
+    }
+}
+
+struct Greeter;
+impl Greet for Greeter {}
+
+struct Pair<const N: usize>([u8; N]);
+
+#[lapse::profile]
+impl<'a, const N: usize> IntoIterator for &'a Pair<N> {
+    type Item = &'a u8;
+    type IntoIter = std::slice::Iter<'a, u8>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+#[lapse::profile]
+impl<const N: usize> Pair<N> {
+    pub(crate) fn first(&self) -> Option<u8> {
+        self.0.first().copied()
+    }
+}
+
+#[test]
+fn default_methods_reference_types_and_const_generics() {
+    let t = trace(|| {
+        assert_eq!(Greeter.greet(), "hello");
+        let p = Pair([1, 2]);
+        assert_eq!((&p).into_iter().count(), 2);
+        assert_eq!(p.first(), Some(1));
+    });
+    assert_eq!(
+        t,
+        [
+            ">profile::greet",
+            "<profile::greet",
+            "><&'a Pair<N> as IntoIterator>::into_iter",
+            "<<&'a Pair<N> as IntoIterator>::into_iter",
+            ">profile::Pair<N>::first",
+            "<profile::Pair<N>::first",
+        ]
+    );
+}

@@ -136,7 +136,10 @@ fn misuse_is_a_compile_error_and_correct_use_builds_clean() {
     let out = cargo_build(&dir, "misuses", "2021", MISUSES);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "misuses must not build: {stderr}");
-    assert!(!stderr.contains("panicked"), "the macro never panics: {stderr}");
+    assert!(
+        !stderr.contains("panicked"),
+        "the macro never panics: {stderr}"
+    );
     for (i, line) in MISUSES.lines().enumerate() {
         let Some((_, expected)) = line.split_once("// E: ") else {
             continue;
