@@ -2,8 +2,7 @@
 //!
 //! It owns the probe hooks (`__cyg_profile_func_enter`/`_exit`; `mcount`
 //! and `__fentry__`, whose exits come from the return trampoline and its
-//! per-thread shadow stack; `lapse_scope_enter`/`_exit`, which the `lapse`
-//! crate's guards call), the per-thread event buffers and their
+//! per-thread shadow stack), the per-thread event buffers and their
 //! hand-off to the recorder, and keeps every event through thread exit,
 //! fork, exec, `exit()` and fatal signals.
 //! The runtime itself is C (`csrc/`), built by `build.rs` into
@@ -17,6 +16,9 @@
 //! nothing of the runtime shows up in the profile). The runtime never
 //! writes to or closes a descriptor it does not own, and never holds the
 //! program indefinitely (`csrc/rt.h` lists the files and what each owns).
+//!
+//! The `lapse` crate's guards call `lapse_scope_enter`/`_exit`
+//! (`csrc/scope.c`), which record through the same probe path.
 //!
 //! Why C and not a Rust cdylib: the buffer pointer must sit in initial-exec
 //! TLS (one `%fs` load), which stable Rust cannot ask for, and a cdylib built
