@@ -6,9 +6,11 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 13] = [
+/// The hooks the `lapse` crate's guards call (`lapse_scope_enter`/`_exit`).
+const CRATE_HOOKS: [&str; 1] = ["csrc/scope.c"];
+
+const SOURCES: [&str; 12] = [
     "csrc/probe.c",
-    "csrc/scope.c",
     "csrc/calibrate.c",
     "csrc/trampoline.c",
     "csrc/unwind.c",
@@ -35,6 +37,7 @@ fn main() {
     };
     for src in SOURCES
         .iter()
+        .chain(CRATE_HOOKS.iter())
         .chain(asm)
         .chain(["csrc/lapse_rt.h", "csrc/rt.h", "csrc/stubs.h"].iter())
     {
@@ -64,6 +67,7 @@ fn main() {
     ])
     .arg(&so)
     .args(SOURCES)
+    .args(CRATE_HOOKS)
     .args(asm)
     .args(["-ldl", "-pthread"]);
     let status = cmd
