@@ -6,9 +6,6 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The hooks the `lapse` crate's guards call (`lapse_scope_enter`/`_exit`).
-const CRATE_HOOKS: [&str; 1] = ["csrc/scope.c"];
-
 const SOURCES: [&str; 12] = [
     "csrc/probe.c",
     "csrc/calibrate.c",
@@ -75,3 +72,6 @@ fn main() {
         .expect("running the C compiler for liblapse_rt.so");
     assert!(status.success(), "building liblapse_rt.so failed: {cmd:?}");
 }
+
+/// The hooks the `lapse` crate's guards call (`lapse_scope_enter`/`_exit`).
+const CRATE_HOOKS: [&str; 1] = ["csrc/scope.c"];
