@@ -1,10 +1,10 @@
 /* rt.h - what the runtime's C files share (the wire protocol is lapse_rt.h).
  *
  * The files: probe.c (the probe path), scope.c (the lapse crate's
- * probes), threads.c (threads and the slow
- * path), buffers.c (a thread's buffers), arena.c (the buffer arena shared
- * with the recorder), transport.c (the connection and the spill file),
- * lifecycle.c (start-up, fork, exec, exit, fatal signals), env.c (lapse's
+ * hooks), threads.c (threads and the slow path), buffers.c (a thread's
+ * buffers), arena.c (the buffer arena shared with the recorder),
+ * transport.c (the connection and the spill file), lifecycle.c
+ * (start-up, fork, exec, exit, fatal signals), env.c (lapse's
  * environment variables), exec.c (the exec family and posix_spawn,
  * wrapped), trampoline.c (the return trampoline and shadow stack, with the
  * entry points in x86_64.S) and unwind.c (unwinders and stack walks kept
