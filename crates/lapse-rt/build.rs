@@ -39,6 +39,7 @@ fn main() {
     };
     for src in SOURCES
         .iter()
+        .chain(CRATE_HOOKS.iter())
         .chain(asm)
         .chain(["csrc/lapse_rt.h", "csrc/rt.h", "csrc/stubs.h", STUB].iter())
     {
@@ -68,6 +69,7 @@ fn main() {
     ])
     .arg(&so)
     .args(SOURCES)
+    .args(CRATE_HOOKS)
     .args(asm)
     .args(["-ldl", "-pthread"]);
     let status = cmd
@@ -85,3 +87,6 @@ fn main() {
     let status = cmd.status().expect("running the C compiler for the stub");
     assert!(status.success(), "building the sancov stub failed: {cmd:?}");
 }
+
+/// The hooks the `lapse` crate's guards call (`lapse_scope_enter`/`_exit`).
+const CRATE_HOOKS: [&str; 1] = ["csrc/scope.c"];

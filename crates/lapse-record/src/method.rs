@@ -22,6 +22,9 @@ pub enum Probes {
     Sancov,
     /// Linked with the lapse runtime itself.
     LapseRuntime,
+    /// The `lapse` crate's probes (`#[lapse::profile]`, `lapse::scope!`):
+    /// a `lapse_sites` section of site records.
+    LapseSites,
     None,
 }
 
@@ -66,7 +69,18 @@ fn probes_in(data: &[u8], imports_only: bool) -> Probes {
             _ => {}
         }
     }
+    // (a section, not a symbol: it counts in a needed library too)
+    if found == Probes::None && has_lapse_sites(&file) {
+        found = Probes::LapseSites;
+    }
     found
+}
+
+/// Whether the file has a `lapse_sites` section with records in it.
+fn has_lapse_sites(file: &object::File<'_>) -> bool {
+    use object::ObjectSection;
+    file.section_by_name(lapse_symbols::SITES_SECTION)
+        .is_some_and(|s| s.size() > 0)
 }
 
 /// The probes of `program`, else of the first library it needs (breadth
@@ -234,6 +248,38 @@ mod tests {
     fn dynamic_programs_are_not_static() {
         assert!(!is_static(Path::new("/bin/true")));
         assert!(!is_static(Path::new("/etc/hostname")));
+    }
+
+    /// A site of the `lapse` crate, so that this test's executable has a
+    /// `lapse_sites` section.
+    #[lapse::profile]
+    fn profiled() -> u32 {
+        7
+    }
+
+    #[test]
+    fn a_program_using_the_lapse_crate_carries_probes() {
+        assert_eq!(profiled(), 7);
+        let exe = std::env::current_exe().expect("this test's executable");
+        assert_eq!(detect_probes(&exe), Probes::LapseSites);
+        let found = detect(&exe).expect("probes");
+        assert_eq!((found.probes, found.module), (Probes::LapseSites, exe));
+        // a program whose only probes are in a library it needs
+        let mut data = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(
+            probes_in(&data, true),
+            Probes::LapseSites,
+            "a section counts in a library"
+        );
+        // the same bytes with the section renamed carry none
+        let at: Vec<usize> = (0..data.len().saturating_sub(12))
+            .filter(|&i| &data[i..i + 12] == b"lapse_sites\0")
+            .collect();
+        assert!(!at.is_empty(), "the section's name");
+        for i in at {
+            data[i] = b'X';
+        }
+        assert_eq!(probes_in(&data, false), Probes::None);
     }
 
     #[test]

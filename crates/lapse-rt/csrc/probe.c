@@ -17,25 +17,7 @@ __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
 
 #define EXPORT __attribute__((no_instrument_function, visibility("default")))
 
-static inline __attribute__((always_inline, no_instrument_function)) void
-lapse_probe(void *fn, uint64_t is_exit, uintptr_t sp)
-{
-    struct lapse_tls *t = &lapse_t;
-    /* Claim the slot first, in one instruction: a signal handler that fires
-     * before the write gets the slots after this one, never this one. */
-    struct lapse_event *e = lapse_claim(t);
-    uint64_t now = lapse_ticks();
-    /* past the end (the slot's address says so), or the buffer has waited
-     * long enough (events reach the recorder within ~100 ms even from a
-     * thread that calls little), or the thread is not set up (deadline 0) */
-    if (__builtin_expect(lapse_in_guard(e) || now > t->deadline, 0)) {
-        lapse_slow_path(t, e, fn, is_exit, now, sp);
-        return;
-    }
-    e->fn = (uint64_t)fn;
-    e->stamp = (now << 1) | is_exit;
-    e->sp = sp;
-}
+/* (lapse_probe, the probe itself, is in rt.h: scope.c records with it too) */
 
 /* The stack pointer of the instrumented function at its probe call: the
  * probe's own canonical frame address. */

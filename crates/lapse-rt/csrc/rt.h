@@ -1,9 +1,10 @@
 /* rt.h - what the runtime's C files share (the wire protocol is lapse_rt.h).
  *
- * The files: probe.c (the probe path), threads.c (threads and the slow
- * path), buffers.c (a thread's buffers), arena.c (the buffer arena shared
- * with the recorder), transport.c (the connection and the spill file),
- * lifecycle.c (start-up, fork, exec, exit, fatal signals), env.c (lapse's
+ * The files: probe.c (the probe path), scope.c (the lapse crate's
+ * hooks), threads.c (threads and the slow path), buffers.c (a thread's
+ * buffers), arena.c (the buffer arena shared with the recorder),
+ * transport.c (the connection and the spill file), lifecycle.c
+ * (start-up, fork, exec, exit, fatal signals), env.c (lapse's
  * environment variables), exec.c (the exec family and posix_spawn,
  * wrapped), trampoline.c (the return trampoline and shadow stack, with the
  * entry points in x86_64.S), unwind.c (unwinders and stack walks kept
@@ -325,5 +326,28 @@ void lapse_libcalls_scan(void);
 /* ---- exec.c / lifecycle.c ---- */
 /* Hands every buffer over before the process image is replaced. */
 void lapse_before_exec(void);
+
+/* ---- the probe (probe.c's hooks, scope.c's) ---- */
+/* Records one event of the calling thread: `fn` entered (is_exit 0) or
+ * left, with the stack pointer of the function that made the probe. */
+static inline __attribute__((always_inline, no_instrument_function)) void
+lapse_probe(void *fn, uint64_t is_exit, uintptr_t sp)
+{
+    struct lapse_tls *t = &lapse_t;
+    /* Claim the slot first, in one instruction: a signal handler that fires
+     * before the write gets the slots after this one, never this one. */
+    struct lapse_event *e = lapse_claim(t);
+    uint64_t now = lapse_ticks();
+    /* past the end (the slot's address says so), or the buffer has waited
+     * long enough (events reach the recorder within ~100 ms even from a
+     * thread that calls little), or the thread is not set up (deadline 0) */
+    if (__builtin_expect(lapse_in_guard(e) || now > t->deadline, 0)) {
+        lapse_slow_path(t, e, fn, is_exit, now, sp);
+        return;
+    }
+    e->fn = (uint64_t)fn;
+    e->stamp = (now << 1) | is_exit;
+    e->sp = sp;
+}
 
 #endif

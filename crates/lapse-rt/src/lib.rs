@@ -17,6 +17,9 @@
 //! writes to or closes a descriptor it does not own, and never holds the
 //! program indefinitely (`csrc/rt.h` lists the files and what each owns).
 //!
+//! The `lapse` crate's guards call `lapse_scope_enter`/`_exit`
+//! (`csrc/scope.c`), which record through the same probe path.
+//!
 //! Why C and not a Rust cdylib: the buffer pointer must sit in initial-exec
 //! TLS (one `%fs` load), which stable Rust cannot ask for, and a cdylib built
 //! by cargo cannot be embedded in another crate's binary without a nested

@@ -9,6 +9,7 @@ use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
 use crate::bytes::SectionData;
 use crate::dwarf::DwarfInfo;
 use crate::ranges::{CodeRanges, RangeSource};
+use crate::sites::{self, SiteRecord, SITES_SECTION};
 use crate::symtab::{FunctionSymbol, SymbolTable};
 use crate::{debugfile, demangle, SymbolError};
 
@@ -83,6 +84,8 @@ pub struct ElfModule {
     /// Functions of code no symbol names, from the unwind table; parsed on
     /// the first lookup that needs them.
     ranges: OnceCell<CodeRanges>,
+    /// The `lapse_sites` section (the `lapse` crate's site records).
+    sites: Option<Section>,
 }
 
 impl ElfModule {
@@ -142,6 +145,7 @@ impl ElfModule {
             little_endian: file.is_little_endian(),
             address_size: if file.is_64() { 8 } else { 4 },
             ranges: OnceCell::new(),
+            sites: section(&file, &data, SITES_SECTION),
         };
         Ok((module, debuglink))
     }
@@ -285,6 +289,22 @@ impl ElfModule {
             .or_else(|| self.unwind_function_at(addr))
     }
 
+    /// The module-relative addresses of the `lapse_sites` section: where
+    /// the `lapse` crate's probes have their site records.
+    pub fn sites_range(&self) -> Option<Range<u64>> {
+        let s = self.sites.as_ref()?;
+        Some(s.svma..s.svma.checked_add(s.data.len() as u64)?)
+    }
+
+    /// The `lapse` crate's site record at `addr` (a probe's function
+    /// address): `None` when `addr` is not in the module's `lapse_sites`
+    /// section or no valid record starts there.
+    pub fn site_at(&self, addr: u64) -> Option<SiteRecord> {
+        let s = self.sites.as_ref()?;
+        let offset = addr.checked_sub(s.svma)?;
+        sites::read_site(&s.data, offset, self.little_endian)
+    }
+
     /// Source file and line of `addr` from the line table (no inline chain).
     pub fn location(&self, addr: u64) -> (Option<String>, Option<u32>) {
         match self.dwarf() {
@@ -366,18 +386,22 @@ fn parse_object<'d>(path: &Path, data: &'d [u8]) -> Result<object::File<'d>, Sym
     Ok(file)
 }
 
+/// The bytes of section `name` (none when it is empty or has no bytes in
+/// the file).
+fn section(file: &object::File<'_>, data: &SectionData, name: &str) -> Option<Section> {
+    let s = file.section_by_name(name)?;
+    let raw = s.uncompressed_data().ok()?;
+    if raw.is_empty() {
+        return None;
+    }
+    Some(Section {
+        svma: s.address(),
+        data: data.sub_slice(&raw),
+    })
+}
+
 fn unwind_sections(file: &object::File<'_>, data: &SectionData) -> UnwindSections {
-    let section = |name: &str| -> Option<Section> {
-        let s = file.section_by_name(name)?;
-        let raw = s.uncompressed_data().ok()?;
-        if raw.is_empty() {
-            return None;
-        }
-        Some(Section {
-            svma: s.address(),
-            data: data.sub_slice(&raw),
-        })
-    };
+    let section = |name: &str| section(file, data, name);
     let text = section(".text");
     UnwindSections {
         text_svma: text.as_ref().map(|t| t.svma..t.svma + t.data.len() as u64),

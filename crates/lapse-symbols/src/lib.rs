@@ -5,8 +5,9 @@
 //! an absolute address in a mapping into a module-relative one), the
 //! `.symtab`/`.dynsym` function symbols (and PLT stubs, `foo@plt`), the
 //! functions of code no symbol names (from `.eh_frame`), JIT code's perf
-//! maps (`/tmp/perf-PID.map`, parsed from text), DWARF lines and inline
-//! frames (via
+//! maps (`/tmp/perf-PID.map`, parsed from text), the `lapse` crate's site
+//! records (the names of `#[lapse::profile]` functions and `scope!`
+//! blocks, in a `lapse_sites` section), DWARF lines and inline frames (via
 //! `addr2line`/`gimli`/`object`), demangling (Rust and C++), separate debug
 //! files, and handing out the unwind sections (`.eh_frame`, ...) an unwinder
 //! needs.
@@ -33,6 +34,7 @@ mod error;
 mod perfmap;
 mod plt;
 mod ranges;
+mod sites;
 mod symtab;
 
 pub use bytes::SectionData;
@@ -41,4 +43,5 @@ pub use demangle::demangle;
 pub use elf::{ElfModule, LoadSegment, Section, SymbolFrame, Symbolized, UnwindSections};
 pub use error::SymbolError;
 pub use perfmap::PerfMap;
+pub use sites::{SiteKind, SiteRecord, SITES_SECTION};
 pub use symtab::FunctionSymbol;

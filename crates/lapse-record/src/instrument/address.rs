@@ -14,6 +14,12 @@
 //! their time are known (the recorder drains the kernel's records before
 //! each message), so the newer mapping is often already there when the
 //! older one's events arrive.
+//!
+//! One kind of address is not code: the `lapse` crate's probes name their
+//! site record, a static in the module's `lapse_sites` section (read-only
+//! data, not mapped executable). Every segment of a module shares the code
+//! mapping's bias, so an address no code mapping holds is looked for in the
+//! `lapse_sites` sections of the modules whose code is mapped.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -35,6 +41,9 @@ struct Mapping {
     /// /proc is dated when it was read). It lasts until a newer mapping
     /// over the same addresses.
     from: Timestamp,
+    /// The absolute addresses of the module's `lapse_sites` section, as
+    /// this mapping's bias places it (empty when it has none).
+    sites: (u64, u64),
 }
 
 impl Mapping {
@@ -44,6 +53,10 @@ impl Mapping {
 
     fn holds(&self, addr: u64) -> bool {
         self.start <= addr && addr < self.end
+    }
+
+    fn holds_site(&self, addr: u64) -> bool {
+        self.sites.0 <= addr && addr < self.sites.1
     }
 
     /// Whether `self` and `other` turn an address into the same function.
@@ -98,10 +111,13 @@ impl AddressSpace {
             let at = self.maps.partition_point(|x| x.start < m.start);
             self.maps.insert(at, m);
         }
-        self.functions.retain(|&a, _| a < m.start || a >= m.end);
+        self.functions
+            .retain(|&a, _| !m.holds(a) && !m.holds_site(a));
     }
 
     fn shadow(&mut self, m: Mapping) {
+        // (its sites may mean another module's now)
+        self.functions.retain(|&a, _| !m.holds_site(a));
         self.shadowed.push(m);
         self.version += 1;
         if self.shadowed.len() > SHADOWED_KEEP {
@@ -115,28 +131,48 @@ impl AddressSpace {
     /// the newest mapped by then (or, for an event dated before all of
     /// them, the oldest). Also whether every mapping that held it means the
     /// same code, so the answer holds at any time and may be cached.
+    ///
+    /// An address no code mapping holds may be a site record of the
+    /// `lapse` crate: the same, among the mappings whose module's
+    /// `lapse_sites` section holds it.
     fn lookup(&self, addr: u64, time: Timestamp) -> Option<(Mapping, bool)> {
         let i = self
             .maps
             .partition_point(|m| m.start <= addr)
             .checked_sub(1);
         let front = i.map(|i| self.maps[i]).filter(|m| m.holds(addr));
-        let mut held = front
+        let code = front
             .into_iter()
             .chain(self.shadowed.iter().copied().filter(|m| m.holds(addr)));
-        let first = held.next()?;
-        let (mut at_time, mut oldest, mut always) = (None::<Mapping>, first, true);
-        for m in std::iter::once(first).chain(held) {
-            always &= m.same_code(&first);
-            if m.from <= time && at_time.is_none_or(|a| m.from > a.from) {
-                at_time = Some(m);
-            }
-            if m.from < oldest.from {
-                oldest = m;
-            }
-        }
-        Some((at_time.unwrap_or(oldest), always))
+        pick(code, time).or_else(|| {
+            let sites = self.maps.iter().chain(&self.shadowed);
+            pick(sites.copied().filter(|m| m.holds_site(addr)), time)
+        })
     }
+}
+
+/// Of the mappings that held an address, the one live at `time` (see
+/// [`AddressSpace::lookup`]), and whether they all mean the same code.
+fn pick(mut held: impl Iterator<Item = Mapping>, time: Timestamp) -> Option<(Mapping, bool)> {
+    let first = held.next()?;
+    let (mut at_time, mut oldest, mut always) = (None::<Mapping>, first, true);
+    for m in std::iter::once(first).chain(held) {
+        always &= m.same_code(&first);
+        if m.from <= time && at_time.is_none_or(|a| m.from > a.from) {
+            at_time = Some(m);
+        }
+        if m.from < oldest.from {
+            oldest = m;
+        }
+    }
+    Some((at_time.unwrap_or(oldest), always))
+}
+
+/// Where `elf`'s `lapse_sites` section lies in a mapping with `bias`.
+fn sites_at(elf: Option<&ElfModule>, bias: u64) -> (u64, u64) {
+    elf.and_then(ElfModule::sites_range).map_or((0, 0), |r| {
+        (bias.wrapping_add(r.start), bias.wrapping_add(r.end))
+    })
 }
 
 struct ModuleEntry {
@@ -205,12 +241,14 @@ impl AddressBook {
         let mut by_time: Vec<&MappingInfo> = mappings.iter().collect();
         by_time.sort_by_key(|m| m.time);
         for m in by_time {
+            let sites = sites_at(book.elf(m.module), m.bias);
             book.spaces.entry((m.pid, 0)).or_default().insert(Mapping {
                 start: m.start,
                 end: m.end,
                 module: m.module,
                 bias: m.bias,
                 from: m.time,
+                sites,
             });
         }
         for (i, &f) in functions.iter().enumerate() {
@@ -262,10 +300,12 @@ impl AddressBook {
     pub fn add_mapping(&mut self, m: NewMapping<'_>) {
         let path = if m.path.is_empty() { "[anon]" } else { m.path };
         let module = self.module(path, m.build_id);
-        let bias = match &self.module_entries[module.0 as usize].elf {
+        let elf = self.module_entries[module.0 as usize].elf.as_ref();
+        let bias = match elf {
             Some(elf) => elf.bias(m.start, m.pgoff),
             None => m.start.wrapping_sub(m.pgoff),
         };
+        let sites = sites_at(elf, bias);
         let end = m.start.saturating_add(m.len);
         let key = (m.pid, self.latest_gen(m.pid));
         self.spaces.entry(key).or_default().insert(Mapping {
@@ -274,6 +314,7 @@ impl AddressBook {
             module,
             bias,
             from: m.time,
+            sites,
         });
         self.pending.push(Record::Mapping(MappingInfo {
             pid: m.pid,
