@@ -6,7 +6,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 13] = [
+const SOURCES: [&str; 14] = [
     "csrc/probe.c",
     "csrc/calibrate.c",
     "csrc/trampoline.c",
@@ -20,6 +20,7 @@ const SOURCES: [&str; 13] = [
     "csrc/env.c",
     "csrc/exec.c",
     "csrc/sancov.c",
+    "csrc/scope.c",
 ];
 
 /// The object `lapse build` links into the programs it builds (sanitizer
@@ -39,7 +40,6 @@ fn main() {
     };
     for src in SOURCES
         .iter()
-        .chain(CRATE_HOOKS.iter())
         .chain(asm)
         .chain(["csrc/lapse_rt.h", "csrc/rt.h", "csrc/stubs.h", STUB].iter())
     {
@@ -69,7 +69,6 @@ fn main() {
     ])
     .arg(&so)
     .args(SOURCES)
-    .args(CRATE_HOOKS)
     .args(asm)
     .args(["-ldl", "-pthread"]);
     let status = cmd
@@ -87,6 +86,3 @@ fn main() {
     let status = cmd.status().expect("running the C compiler for the stub");
     assert!(status.success(), "building the sancov stub failed: {cmd:?}");
 }
-
-/// The hooks the `lapse` crate's guards call (`lapse_scope_enter`/`_exit`).
-const CRATE_HOOKS: [&str; 1] = ["csrc/scope.c"];
