@@ -171,7 +171,7 @@ struct lapse_arena {
     uint32_t nbufs;
     uint32_t gen;     /* futex word: bumped by the recorder whenever it frees buffers */
     uint32_t waiters; /* runtime threads waiting on gen */
-    uint64_t seq;
+    uint64_t seq;     /* buffers handed over (the recorder watches it while it spins) */
     uint64_t reserved[5];
     struct lapse_slot slot[LAPSE_ARENA_BUFS];
 };
@@ -186,6 +186,7 @@ LAPSE_AT(lapse_arena, magic, 0);
 LAPSE_AT(lapse_arena, nbufs, 4);
 LAPSE_AT(lapse_arena, gen, 8);
 LAPSE_AT(lapse_arena, waiters, 12);
+LAPSE_AT(lapse_arena, seq, 16);
 LAPSE_AT(lapse_arena, slot, 64);
 _Static_assert(sizeof(struct lapse_arena) <= LAPSE_ARENA_HEAD, "arena header too big");
 

@@ -84,6 +84,8 @@ pub mod arena {
     /// futex word the runtime waits on for a free buffer.
     pub const OFF_GEN: usize = 8;
     pub const OFF_WAITERS: usize = 12;
+    /// Buffers handed over so far (the runtime counts them).
+    pub const OFF_SEQ: usize = 16;
     pub const OFF_SLOTS: usize = 64;
     pub const SLOT_LEN: usize = 48;
     /// Offsets within a slot.

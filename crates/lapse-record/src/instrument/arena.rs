@@ -123,6 +123,12 @@ impl Arena {
         let _ = off;
     }
 
+    /// How many buffers the runtime has handed over so far: it moves
+    /// before their datagrams come.
+    pub fn handed_over(&self) -> u64 {
+        self.u64_at(arena::OFF_SEQ).load(Ordering::Relaxed)
+    }
+
     /// Gives buffer `buf` back to the runtime.
     pub fn release(&self, buf: usize) {
         let buf = buf.min(arena::BUFS - 1);

@@ -40,6 +40,7 @@ mod functions;
 mod ipc;
 mod os;
 mod output;
+mod pace;
 mod recover;
 mod session;
 mod session_dir;

@@ -13,6 +13,7 @@ use super::assemble::{Assembler, Proc, Took};
 use super::ipc::{wait_readable, Conn, Listener, Recv};
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
+use super::pace::{self, Pace};
 use super::session_dir::SessionDir;
 use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
@@ -62,6 +63,8 @@ pub(super) struct Session {
     pub(super) arenas: HashMap<(u64, u32), Arena>,
     /// Counts the functions named at the end, for a progress display.
     pub(super) progress: Option<std::sync::Arc<crate::SymbolProgress>>,
+    /// When buffers came lately: whether to spin or sleep for the next.
+    pub(super) pace: Pace,
     /// When the running loop looks for new connections next.
     pub(super) next_accept: Instant,
 }
@@ -145,6 +148,7 @@ pub fn record(
         announced: HashSet::new(),
         arenas: HashMap::new(),
         progress: opts.symbol_progress.clone(),
+        pace: Pace::default(),
         next_accept: Instant::now(),
     };
     let start = clock::monotonic_now();
@@ -248,11 +252,7 @@ impl Session {
                         other => other,
                     };
                     if !busy && !matches!(next, Phase::Draining) {
-                        let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
-                        fds.push(self.listener.raw_fd());
-                        fds.extend(self.os.wake_fds());
-                        wait_readable(&fds, 20);
-                        self.next_accept = Instant::now(); // (what woke us may be a connection)
+                        self.idle();
                     }
                     next
                 }
@@ -288,6 +288,26 @@ impl Session {
         self.poll_os(false)?;
         self.flush_periodic(false)?;
         Ok(busy)
+    }
+
+    /// Nothing came in the last round: waits for the next datagram, the
+    /// kernel's records or a new connection, spinning while buffers come
+    /// densely (see `pace.rs`), else asleep for at most 20 ms.
+    fn idle(&mut self) {
+        self.next_accept = Instant::now(); // (what woke us may be a connection)
+        let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
+        fds.push(self.listener.raw_fd());
+        fds.extend(self.os.wake_fds());
+        if let Some(until) = self.pace.spin_until() {
+            let handed_over = |arenas: &HashMap<(u64, u32), Arena>| -> u64 {
+                arenas.values().map(Arena::handed_over).sum()
+            };
+            let before = handed_over(&self.arenas);
+            if pace::spin(until, &fds, || handed_over(&self.arenas) != before) {
+                return;
+            }
+        }
+        wait_readable(&fds, 20);
     }
 
     /// After the target exited at `since`: true once nothing is connected,
@@ -450,6 +470,7 @@ impl Session {
                 }
             }
             Msg::ShmEvents { batch, buf, .. } => {
+                self.pace.arrived(Instant::now());
                 let id = self.conns[conn].0.id;
                 if let Some(arena) = self.arenas.remove(&(id, from.pid)) {
                     let (buf, count) = (buf as usize, batch.count as usize);

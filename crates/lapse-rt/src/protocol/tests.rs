@@ -157,6 +157,7 @@ fn every_header_offset_matches() {
         ("lapse_arena.nbufs", arena::OFF_NBUFS),
         ("lapse_arena.gen", arena::OFF_GEN),
         ("lapse_arena.waiters", arena::OFF_WAITERS),
+        ("lapse_arena.seq", arena::OFF_SEQ),
         ("lapse_arena.slot", arena::OFF_SLOTS),
     ];
     let sizes: &[(&str, usize)] = &[
