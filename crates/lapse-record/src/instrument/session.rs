@@ -67,6 +67,8 @@ pub(super) struct Session {
     pub(super) pace: Pace,
     /// When the running loop looks for new connections next.
     pub(super) next_accept: Instant,
+    /// [`Session::handed_over`] when the arenas were last looked at.
+    pub(super) handed_over_seen: u64,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -150,6 +152,7 @@ pub fn record(
         progress: opts.symbol_progress.clone(),
         pace: Pace::default(),
         next_accept: Instant::now(),
+        handed_over_seen: 0,
     };
     let start = clock::monotonic_now();
     let start_unix_ns = clock::realtime_unix_ns();
@@ -280,14 +283,75 @@ impl Session {
             self.accept()?;
             self.next_accept = now + ACCEPT_EVERY;
         }
+        // (before the arenas are looked at: a buffer whose count moved
+        // after this is looked for again, see idle)
+        self.handed_over_seen = self.handed_over();
         let mut busy = false;
         for i in 0..self.conns.len() {
-            busy |= self.read_conn(i, READ_BURST)?;
+            busy |= self.read_conn_and_arenas(i)?;
         }
         self.conns.retain(|c| !c.1);
         self.poll_os(false)?;
         self.flush_periodic(false)?;
         Ok(busy)
+    }
+
+    /// Connection `i` and the arenas of its processes: the buffers handed
+    /// over quietly are taken first, then up to a burst of datagrams is read
+    /// (each after the quiet buffers handed over before it), then, if that
+    /// emptied the connection, the other quiet buffers taken (every datagram
+    /// sent before them has been read). True if anything came.
+    fn read_conn_and_arenas(&mut self, i: usize) -> Result<bool, RecordError> {
+        let id = self.conns[i].0.id;
+        let keys: Vec<(u64, u32)> = self.arenas.keys().filter(|k| k.0 == id).copied().collect();
+        let mut took = 0;
+        for key in &keys {
+            if let Some(arena) = self.arenas.get_mut(key) {
+                arena.set_reading(true);
+                took += arena.take_quiet();
+            }
+        }
+        let mut got = self.read_conn(i, READ_BURST)?;
+        if self.conns[i].0.drained {
+            for key in keys {
+                got |= self.read_quiet(key, u64::MAX)?;
+            }
+        }
+        Ok(got || took > 0)
+    }
+
+    /// Reads the quiet buffers taken from arena `key` whose number is below
+    /// `before`, in order; true if there were any.
+    fn read_quiet(&mut self, key: (u64, u32), before: u64) -> Result<bool, RecordError> {
+        if !self.arenas.get(&key).is_some_and(Arena::has_quiet) {
+            return Ok(false);
+        }
+        let Some(mut arena) = self.arenas.remove(&key) else {
+            return Ok(false);
+        };
+        let r = self.read_quiet_of(key.1, &mut arena, before);
+        self.arenas.insert(key, arena);
+        r
+    }
+
+    fn read_quiet_of(
+        &mut self,
+        pid: u32,
+        arena: &mut Arena,
+        before: u64,
+    ) -> Result<bool, RecordError> {
+        let mut got = false;
+        while let Some(q) = arena.next_quiet(before) {
+            got = true;
+            self.pace.arrived(Instant::now());
+            // (mappings the kernel reported before these events)
+            self.os.drain(&mut self.asm.book);
+            let from = Sender { pid, tid: q.tid };
+            let r = self.add_events(from, &q.batch, arena.events(q.buf, q.batch.count as usize));
+            arena.release(q.buf);
+            r?;
+        }
+        Ok(got)
     }
 
     /// Nothing came in the last round: waits for the next datagram, the
@@ -299,15 +363,28 @@ impl Session {
         fds.push(self.listener.raw_fd());
         fds.extend(self.os.wake_fds());
         if let Some(until) = self.pace.spin_until() {
-            let handed_over = |arenas: &HashMap<(u64, u32), Arena>| -> u64 {
-                arenas.values().map(Arena::handed_over).sum()
-            };
-            let before = handed_over(&self.arenas);
-            if pace::spin(until, &fds, || handed_over(&self.arenas) != before) {
+            let seen = self.handed_over_seen;
+            if pace::spin(until, &fds, || self.handed_over() != seen) {
                 return;
             }
         }
-        wait_readable(&fds, 20);
+        // Asleep, the recorder is woken by datagrams: the runtime is told to
+        // send them again, and what it handed over quietly until then is
+        // looked for once more (see Arena::set_reading).
+        let mut quiet = false;
+        for arena in self.arenas.values_mut() {
+            arena.set_reading(false);
+            quiet |= arena.take_quiet() > 0 || arena.has_quiet();
+        }
+        if !quiet {
+            wait_readable(&fds, 20);
+        }
+    }
+
+    /// Buffers handed over so far, all arenas together: it moves just
+    /// before a buffer is handed over, quietly or with a datagram.
+    fn handed_over(&self) -> u64 {
+        self.arenas.values().map(Arena::handed_over).sum()
     }
 
     /// After the target exited at `since`: true once nothing is connected,
@@ -449,6 +526,13 @@ impl Session {
             }
             self.note_pid(conn, from.pid);
         }
+        // The buffers its process handed over quietly before it was sent
+        // come first.
+        let key = (self.conns[conn].0.id, from.pid);
+        if let Some(arena) = self.arenas.get_mut(&key) {
+            arena.take_quiet();
+            self.read_quiet(key, protocol::arena_seq(datagram))?;
+        }
         // Mappings and execs the kernel reported must be known before the
         // addresses in this datagram are looked up.
         self.os.drain(&mut self.asm.book);
@@ -522,13 +606,19 @@ impl Session {
 
     /// Takes the events in arena buffers their threads never handed over
     /// (the process died), for the arenas `which` selects, and drops those
-    /// arenas. Events the runtime did hand over are skipped by index.
+    /// arenas; the buffers handed over quietly first (every datagram of
+    /// their connection has been read). Events the runtime did hand over
+    /// are skipped by index.
     fn salvage(&mut self, which: impl Fn(&(u64, u32)) -> bool) -> Result<(), RecordError> {
         let keys: Vec<(u64, u32)> = self.arenas.keys().copied().filter(|k| which(k)).collect();
         for key in keys {
-            let Some(arena) = self.arenas.remove(&key) else {
+            let Some(mut arena) = self.arenas.remove(&key) else {
                 continue;
             };
+            // (a runtime that goes on in it sends datagrams from now on)
+            arena.set_reading(false);
+            arena.take_quiet();
+            self.read_quiet_of(key.1, &mut arena, u64::MAX)?;
             for s in arena.salvage() {
                 let from = Sender {
                     pid: key.1,
