@@ -8,12 +8,17 @@
 //! to a buffer, so the cache lines the probe writes next are not dirty in
 //! the recorder's core.
 //!
-//! Quiet buffers and datagrams are read in the order they were handed over:
-//! every datagram says how many buffers had been handed over before it was
-//! sent ([`lapse_rt::protocol::arena_seq`]), every quiet buffer its number in
-//! that order. The session reads the quiet buffers numbered below a
-//! datagram's count before the datagram; the others once it has read every
-//! datagram that was queued when it took them (any sent before them was).
+//! A thread's buffers are read in the order it handed them over, whichever
+//! way they came: every datagram says how many buffers had been handed over
+//! before it was sent ([`lapse_rt::protocol::arena_seq`]), every quiet buffer
+//! its number in that order. The session reads the quiet buffers numbered
+//! below a datagram's count before the datagram, the others once it has read
+//! every datagram that was queued when it took them (any sent before them
+//! was). A look at the slots is not a snapshot: it can find a thread's
+//! buffer and miss the one the thread handed over just before, in a slot
+//! looked at earlier. The next look finds that one (it was handed over
+//! before the one found), so a quiet buffer is read only once a look has
+//! ended after the one that took it ([`Quiet::confirmed`]).
 //!
 //! The buffers a process was still filling when it died without handing them
 //! over (SIGKILL, or a thread blocked in a system call when another one
@@ -28,7 +33,7 @@ use lapse_rt::protocol::{arena, at, Batch, RawEvent, BUF_EVENTS, EVENT_LEN};
 
 pub struct Arena {
     ptr: NonNull<u8>,
-    /// Quiet buffers taken and not read yet, highest number first.
+    /// Quiet buffers taken and not read yet, lowest number first.
     quiet: Vec<Quiet>,
 }
 
@@ -40,6 +45,9 @@ pub struct Quiet {
     pub seq: u64,
     pub tid: u32,
     pub batch: Batch,
+    /// A look at the slots has ended since it was taken: every buffer its
+    /// thread handed over quietly before it has been taken too.
+    pub confirmed: bool,
 }
 
 /// A buffer a dead process left behind: its thread, the index of its first
@@ -165,8 +173,12 @@ impl Arena {
     }
 
     /// Takes the buffers handed over quietly since the last look (they
-    /// become the recorder's to read: [`Self::next_quiet`]); how many.
+    /// become the recorder's to read: [`Self::next_quiet`]); how many. The
+    /// ones taken before are confirmed.
     pub fn take_quiet(&mut self) -> usize {
+        for q in &mut self.quiet {
+            q.confirmed = true;
+        }
         let before = self.quiet.len();
         for buf in 0..arena::BUFS {
             let slot = Self::slot(buf);
@@ -200,11 +212,12 @@ impl Arena {
                         .min(BUF_EVENTS as u32),
                     discard: flags & u32::from(lapse_rt::protocol::FLAG_DISCARD) != 0,
                 },
+                confirmed: false,
             });
         }
         let took = self.quiet.len() - before;
         if took > 0 {
-            self.quiet.sort_unstable_by_key(|q| std::cmp::Reverse(q.seq));
+            self.quiet.sort_unstable_by_key(|q| q.seq);
         }
         took
     }
@@ -214,13 +227,28 @@ impl Arena {
         !self.quiet.is_empty()
     }
 
-    /// The taken quiet buffer that comes next, if its number is below
-    /// `before`. The caller reads it and [`Self::release`]s it.
-    pub fn next_quiet(&mut self, before: u64) -> Option<Quiet> {
-        match self.quiet.last() {
-            Some(q) if q.seq < before => self.quiet.pop(),
-            _ => None,
+    /// The taken quiet buffer to read next: the lowest numbered one below
+    /// `before` whose thread has no unconfirmed one before it (that one's
+    /// own predecessor may not be taken yet). `sender`'s are read even
+    /// unconfirmed: it sent a datagram numbered `before` after handing them
+    /// over, so they were all there to take. The caller reads the buffer and
+    /// [`Self::release`]s it.
+    pub fn next_quiet(&mut self, before: u64, sender: Option<u32>) -> Option<Quiet> {
+        let mut held: Vec<u32> = Vec::new(); // (threads waiting for a look)
+        for (i, q) in self.quiet.iter().enumerate() {
+            if q.seq >= before {
+                break;
+            }
+            if held.contains(&q.tid) {
+                continue;
+            }
+            if !q.confirmed && sender != Some(q.tid) {
+                held.push(q.tid);
+                continue;
+            }
+            return Some(self.quiet.remove(i));
         }
+        None
     }
 
     /// Gives buffer `buf` back to the runtime.
@@ -386,12 +414,13 @@ mod tests {
         rt.hand_over(5, 6, 12, 0, 10, true);
         rt.hand_over(7, 5, 11, 400, 10, false);
         assert_eq!(a.take_quiet(), 3);
-        assert_eq!(a.take_quiet(), 0, "taken once");
         assert!([3, 5, 9].iter().all(|&b| rt.state(b) == arena::TAKEN));
         assert_eq!(rt.state(7), arena::QUEUED);
+        // Not confirmed yet: read only as a datagram's sender's.
+        assert_eq!(a.next_quiet(u64::MAX, None), None);
         // Buffer 7's datagram went when 6 buffers (numbers 0-5, its own
         // included) had been handed over: 3 and 9 come before it, 5 after.
-        let before: Vec<_> = std::iter::from_fn(|| a.next_quiet(6)).collect();
+        let before: Vec<_> = std::iter::from_fn(|| a.next_quiet(6, Some(11))).collect();
         assert_eq!(
             before
                 .iter()
@@ -408,8 +437,8 @@ mod tests {
                 discard: false
             }
         );
-        assert!(a.has_quiet());
-        assert_eq!(a.next_quiet(u64::MAX).map(|q| q.buf), Some(5));
+        assert_eq!(a.take_quiet(), 0, "taken once");
+        assert_eq!(a.next_quiet(u64::MAX, None).map(|q| q.buf), Some(5));
         assert!(!a.has_quiet());
         for b in [3, 5, 9] {
             a.release(b);
@@ -417,5 +446,31 @@ mod tests {
         }
         a.set_reading(false);
         assert_eq!(rt.get32(arena::OFF_READING), 0);
+    }
+
+    #[test]
+    fn a_thread_whose_earlier_buffer_was_just_taken_waits_for_the_next_look() {
+        let rt = Runtime::new();
+        let mut a = Arena::map(
+            &rt.fd,
+            arena::BYTES as u64,
+            arena::BUFS as u32,
+            BUF_EVENTS as u32,
+        )
+        .expect("maps");
+        // The first look found thread 11's second buffer and thread 12's,
+        // and missed thread 11's first (in a slot it had looked at already).
+        rt.hand_over(1, 8, 11, 2560, 10, true);
+        rt.hand_over(2, 9, 12, 0, 10, true);
+        a.take_quiet();
+        rt.hand_over(0, 7, 11, 0, 10, true);
+        assert_eq!(a.take_quiet(), 1);
+        // Thread 11's first is not confirmed: its second waits with it;
+        // thread 12's goes.
+        let now: Vec<_> = std::iter::from_fn(|| a.next_quiet(u64::MAX, None)).collect();
+        assert_eq!(now.iter().map(|q| q.buf).collect::<Vec<_>>(), [2]);
+        a.take_quiet();
+        let next: Vec<_> = std::iter::from_fn(|| a.next_quiet(u64::MAX, None)).collect();
+        assert_eq!(next.iter().map(|q| q.buf).collect::<Vec<_>>(), [0, 1]);
     }
 }

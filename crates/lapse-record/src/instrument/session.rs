@@ -299,8 +299,9 @@ impl Session {
     /// Connection `i` and the arenas of its processes: the buffers handed
     /// over quietly are taken first, then up to a burst of datagrams is read
     /// (each after the quiet buffers handed over before it), then, if that
-    /// emptied the connection, the other quiet buffers taken (every datagram
-    /// sent before them has been read). True if anything came.
+    /// emptied the connection, the arenas are looked at again and the quiet
+    /// buffers taken are read (every datagram sent before them has been;
+    /// see arena.rs for why the second look). True if anything came.
     fn read_conn_and_arenas(&mut self, i: usize) -> Result<bool, RecordError> {
         let id = self.conns[i].0.id;
         let keys: Vec<(u64, u32)> = self.arenas.keys().filter(|k| k.0 == id).copied().collect();
@@ -314,22 +315,30 @@ impl Session {
         let mut got = self.read_conn(i, READ_BURST)?;
         if self.conns[i].0.drained {
             for key in keys {
-                got |= self.read_quiet(key, u64::MAX)?;
+                if let Some(arena) = self.arenas.get_mut(&key) {
+                    took += arena.take_quiet();
+                }
+                got |= self.read_quiet(key, u64::MAX, None)?;
             }
         }
         Ok(got || took > 0)
     }
 
     /// Reads the quiet buffers taken from arena `key` whose number is below
-    /// `before`, in order; true if there were any.
-    fn read_quiet(&mut self, key: (u64, u32), before: u64) -> Result<bool, RecordError> {
+    /// `before`, in order (see [`Arena::next_quiet`]); true if there were any.
+    fn read_quiet(
+        &mut self,
+        key: (u64, u32),
+        before: u64,
+        sender: Option<u32>,
+    ) -> Result<bool, RecordError> {
         if !self.arenas.get(&key).is_some_and(Arena::has_quiet) {
             return Ok(false);
         }
         let Some(mut arena) = self.arenas.remove(&key) else {
             return Ok(false);
         };
-        let r = self.read_quiet_of(key.1, &mut arena, before);
+        let r = self.read_quiet_of(key.1, &mut arena, before, sender);
         self.arenas.insert(key, arena);
         r
     }
@@ -339,9 +348,10 @@ impl Session {
         pid: u32,
         arena: &mut Arena,
         before: u64,
+        sender: Option<u32>,
     ) -> Result<bool, RecordError> {
         let mut got = false;
-        while let Some(q) = arena.next_quiet(before) {
+        while let Some(q) = arena.next_quiet(before, sender) {
             got = true;
             self.pace.arrived(Instant::now());
             // (mappings the kernel reported before these events)
@@ -531,7 +541,7 @@ impl Session {
         let key = (self.conns[conn].0.id, from.pid);
         if let Some(arena) = self.arenas.get_mut(&key) {
             arena.take_quiet();
-            self.read_quiet(key, protocol::arena_seq(datagram))?;
+            self.read_quiet(key, protocol::arena_seq(datagram), Some(from.tid))?;
         }
         // Mappings and execs the kernel reported must be known before the
         // addresses in this datagram are looked up.
@@ -617,8 +627,13 @@ impl Session {
             };
             // (a runtime that goes on in it sends datagrams from now on)
             arena.set_reading(false);
-            arena.take_quiet();
-            self.read_quiet_of(key.1, &mut arena, u64::MAX)?;
+            loop {
+                let took = arena.take_quiet();
+                self.read_quiet_of(key.1, &mut arena, u64::MAX, None)?;
+                if took == 0 && !arena.has_quiet() {
+                    break;
+                }
+            }
             for s in arena.salvage() {
                 let from = Sender {
                     pid: key.1,
