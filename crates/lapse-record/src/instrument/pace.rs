@@ -58,27 +58,37 @@ impl Pace {
     }
 }
 
+/// Why a [`spin`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Spun {
+    /// A hand-over counter moved.
+    Moved,
+    /// One of the descriptors is readable.
+    Readable,
+    /// Neither came in time.
+    Out,
+}
+
 /// Spins until `until`, until `moved` says a hand-over counter moved, or
-/// until one of `fds` is readable (looked at every [`POLL_EVERY`]). True if
-/// something came.
-pub(super) fn spin(until: Instant, fds: &[i32], mut moved: impl FnMut() -> bool) -> bool {
+/// until one of `fds` is readable (looked at every [`POLL_EVERY`]).
+pub(super) fn spin(until: Instant, fds: &[i32], mut moved: impl FnMut() -> bool) -> Spun {
     let mut next_poll = Instant::now();
     loop {
         for _ in 0..64 {
             if moved() {
-                return true;
+                return Spun::Moved;
             }
             std::hint::spin_loop();
         }
         let now = Instant::now();
         if now >= next_poll {
             if super::ipc::any_readable(fds) {
-                return true;
+                return Spun::Readable;
             }
             next_poll = now + POLL_EVERY;
         }
         if now >= until {
-            return false;
+            return Spun::Out;
         }
     }
 }
@@ -110,15 +120,17 @@ mod tests {
         use std::os::fd::AsRawFd;
         let fds = [b.as_raw_fd()];
         let t0 = Instant::now();
-        assert!(!spin(t0 + Duration::from_millis(2), &fds, || false));
+        let out = spin(t0 + Duration::from_millis(2), &fds, || false);
+        assert_eq!(out, Spun::Out);
         assert!(t0.elapsed() >= Duration::from_millis(2));
         let far = Instant::now() + Duration::from_secs(5);
         let mut turns = 0;
-        assert!(spin(far, &fds, || {
+        let moved = spin(far, &fds, || {
             turns += 1;
             turns == 10
-        }));
+        });
+        assert_eq!(moved, Spun::Moved);
         a.send(b"x").unwrap();
-        assert!(spin(far, &fds, || false));
+        assert_eq!(spin(far, &fds, || false), Spun::Readable);
     }
 }

@@ -13,7 +13,7 @@ use super::assemble::{Assembler, Proc, Took};
 use super::ipc::{wait_readable, Conn, Listener, Recv};
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
-use super::pace::{self, Pace};
+use super::pace::{self, Pace, Spun};
 use super::session_dir::SessionDir;
 use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
@@ -35,11 +35,12 @@ pub(super) const RETIRE_AFTER: Duration = Duration::from_millis(500);
 const ARENA_GRACE: Duration = Duration::from_millis(200);
 /// Datagrams read from one connection before looking at the others.
 const READ_BURST: usize = 256;
-/// While datagrams keep coming, new connections are looked for this often
-/// (an `accept4` that finds none costs ~1.4 µs here: the kernel makes a
-/// socket and a file before it knows; once per buffer, that was 5 % of the
-/// recorder's time on calls.c). After a wait they are looked for at once.
-const ACCEPT_EVERY: Duration = Duration::from_millis(1);
+/// While buffers keep coming, new connections and the target's exit are
+/// looked for this often (an `accept4` that finds none costs ~1.4 µs here:
+/// the kernel makes a socket and a file before it knows; once per buffer,
+/// that was 5 % of the recorder's time on calls.c, and `waitpid` 1.5 %).
+/// After a wait that something woke they are looked for at once.
+const LOOK_EVERY: Duration = Duration::from_millis(1);
 
 /// The recorder's side of a recording: sockets, perf rings and the loop
 /// around the [`Assembler`], which turns what arrives into records.
@@ -65,8 +66,9 @@ pub(super) struct Session {
     pub(super) progress: Option<std::sync::Arc<crate::SymbolProgress>>,
     /// When buffers came lately: whether to spin or sleep for the next.
     pub(super) pace: Pace,
-    /// When the running loop looks for new connections next.
-    pub(super) next_accept: Instant,
+    /// When the running loop looks for new connections and the target's
+    /// exit next.
+    pub(super) next_look: Instant,
     /// [`Session::handed_over`] when the arenas were last looked at.
     pub(super) handed_over_seen: u64,
 }
@@ -151,7 +153,7 @@ pub fn record(
         arenas: HashMap::new(),
         progress: opts.symbol_progress.clone(),
         pace: Pace::default(),
-        next_accept: Instant::now(),
+        next_look: Instant::now(),
         handed_over_seen: 0,
     };
     let start = clock::monotonic_now();
@@ -243,8 +245,12 @@ impl Session {
                         phase = Phase::Draining;
                         continue;
                     }
-                    let busy = self.pump()?;
-                    if exit_status.is_none() {
+                    let look = Instant::now() >= self.next_look;
+                    if look {
+                        self.next_look = Instant::now() + LOOK_EVERY;
+                    }
+                    let busy = self.pump(look)?;
+                    if look && exit_status.is_none() {
                         exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
                     }
                     let next = match phase {
@@ -277,11 +283,9 @@ impl Session {
     /// One round of the running loop: new connections, up to a burst of
     /// datagrams from each, the kernel's records, the periodic flush. True
     /// if any datagram came.
-    fn pump(&mut self) -> Result<bool, RecordError> {
-        let now = Instant::now();
-        if now >= self.next_accept {
+    fn pump(&mut self, accept: bool) -> Result<bool, RecordError> {
+        if accept {
             self.accept()?;
-            self.next_accept = now + ACCEPT_EVERY;
         }
         // (before the arenas are looked at: a buffer whose count moved
         // after this is looked for again, see idle)
@@ -368,14 +372,18 @@ impl Session {
     /// kernel's records or a new connection, spinning while buffers come
     /// densely (see `pace.rs`), else asleep for at most 20 ms.
     fn idle(&mut self) {
-        self.next_accept = Instant::now(); // (what woke us may be a connection)
         let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
         fds.push(self.listener.raw_fd());
         fds.extend(self.os.wake_fds());
         if let Some(until) = self.pace.spin_until() {
             let seen = self.handed_over_seen;
-            if pace::spin(until, &fds, || self.handed_over() != seen) {
-                return;
+            match pace::spin(until, &fds, || self.handed_over() != seen) {
+                Spun::Moved => return,
+                Spun::Readable => {
+                    self.next_look = Instant::now(); // (it may be a connection)
+                    return;
+                }
+                Spun::Out => {}
             }
         }
         // Asleep, the recorder is woken by datagrams: the runtime is told to
@@ -388,6 +396,7 @@ impl Session {
         }
         if !quiet {
             wait_readable(&fds, 20);
+            self.next_look = Instant::now();
         }
     }
 
