@@ -342,7 +342,7 @@ pub enum ParseError {
 }
 
 /// The events of an `Events` datagram (whose header [`Msg::parse`] accepted).
-pub fn events(datagram: &[u8]) -> impl Iterator<Item = RawEvent> + '_ {
+pub fn events(datagram: &[u8]) -> impl Iterator<Item = RawEvent> + Clone + '_ {
     datagram
         .get(HEADER_LEN..)
         .unwrap_or(&[])

@@ -127,18 +127,14 @@ impl Arena {
     }
 
     /// The first `count` events of buffer `buf` (which its thread handed over).
-    pub fn events(&self, buf: usize, count: usize) -> impl Iterator<Item = RawEvent> + '_ {
+    pub fn events(&self, buf: usize, count: usize) -> BufferEvents<'_> {
         let (buf, count) = (buf.min(arena::BUFS - 1), count.min(BUF_EVENTS));
-        (0..count).map(move |k| {
-            // The lines were just written on another core: ask for them well
-            // ahead (64 events) instead of waiting for each in turn, once per
-            // line (the event that starts in a line's first EVENT_LEN bytes).
-            let ahead = (k + 64) * EVENT_LEN;
-            if ahead % 64 < EVENT_LEN && k + 64 < count {
-                self.prefetch(arena::HEAD + buf * arena::BUF_BYTES + ahead);
-            }
-            self.event_at(buf, k)
-        })
+        let at = arena::HEAD + buf * arena::BUF_BYTES;
+        BufferEvents {
+            arena: self,
+            at,
+            end: at + count * EVENT_LEN,
+        }
     }
 
     #[inline(always)]
@@ -306,6 +302,56 @@ impl Arena {
         }
         out.sort_by_key(|s| (s.tid, s.first));
         out
+    }
+}
+
+/// The events of one arena buffer, read in place: [`Arena::events`].
+#[derive(Clone)]
+pub struct BufferEvents<'a> {
+    arena: &'a Arena,
+    /// Byte offsets of the next event and of the end.
+    at: usize,
+    end: usize,
+}
+
+/// How far ahead of the event being read its lines are asked for.
+const PREFETCH_AHEAD: usize = 64 * EVENT_LEN;
+
+impl Iterator for BufferEvents<'_> {
+    type Item = RawEvent;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<RawEvent> {
+        if self.at >= self.end {
+            return None;
+        }
+        let at = self.at;
+        self.at += EVENT_LEN;
+        // The lines were just written on another core: ask for them well
+        // ahead instead of waiting for each in turn. Every event asks (a
+        // line is asked for two or three times, which costs less than
+        // deciding which event should).
+        self.arena
+            .prefetch((at + PREFETCH_AHEAD).min(self.end - EVENT_LEN));
+        let word = |off| self.arena.u64_at(at + off).load(Ordering::Relaxed);
+        Some(RawEvent::from_words(
+            word(at::EVENT_FN),
+            word(at::EVENT_STAMP),
+            word(at::EVENT_SP),
+        ))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = (self.end - self.at) / EVENT_LEN;
+        (n, Some(n))
+    }
+
+    fn nth(&mut self, n: usize) -> Option<RawEvent> {
+        self.at = self
+            .at
+            .saturating_add(n.saturating_mul(EVENT_LEN))
+            .min(self.end);
+        self.next()
     }
 }
 

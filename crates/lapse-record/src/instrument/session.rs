@@ -618,7 +618,7 @@ impl Session {
         &mut self,
         from: Sender,
         batch: &Batch,
-        events: impl Iterator<Item = protocol::RawEvent>,
+        events: impl Iterator<Item = protocol::RawEvent> + Clone,
     ) -> Result<(), RecordError> {
         self.asm.events(from, batch, events, &mut self.out)
     }
