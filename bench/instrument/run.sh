@@ -9,6 +9,9 @@
 #   - the cost of two TSC reads measured in the same run (the floor);
 #   - bytes per call in the data file (lapse) / data directory (uftrace);
 #   - the recorder's max RSS;
+#   - how long calls.c waited for the recorder, as a share of its run (the
+#     hand-over time the session header reports; bench/instrument/keepup.sh
+#     measures it alone, and A/B against another lapse);
 #   - accuracy on mixed.c phases against its -DGROUND_TRUTH output.
 # Every figure is the median of $RUNS runs (default 5).
 # usage: bench/instrument/run.sh [RUNS]     (from anywhere; needs gcc, root for apt)
@@ -43,7 +46,7 @@ wall() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1 || true; t1=$(now); echo "
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 cd "$OUT"
-: >native; : >rt_only; : >lapse; : >uftrace; : >tsc; : >rss; : >bytes; : >ubytes
+: >native; : >rt_only; : >lapse; : >uftrace; : >tsc; : >rss; : >bytes; : >ubytes; : >waited
 for i in $(seq "$RUNS"); do
     echo "run $i/$RUNS" >&2
     ./tsc_pair >>tsc
@@ -53,6 +56,7 @@ for i in $(seq "$RUNS"); do
     awk '{print $1}' t.txt >>lapse
     awk '{print $2}' t.txt >>rss
     stat -c %s calls.lapse >>bytes
+    "$LAPSE" report calls.lapse --format json | python3 -c 'import json,sys; s=json.load(sys.stdin)["session"]; print(100 * s["recorder_wait_ns"] / s["duration_ns"])' >>waited
     if command -v uftrace >/dev/null; then
         rm -rf uftrace.data
         wall uftrace record -d uftrace.data ./calls >>uftrace
@@ -79,6 +83,7 @@ if [ -s uftrace ]; then
 fi
 printf '| lapse bytes per call (data file) | %.3f |\n' "$(echo "$(med bytes) / $CALLS" | bc -l)"
 printf '| lapse recorder max RSS | %.1f MiB |\n' "$(echo "$(med rss) / 1024" | bc -l)"
+printf '| calls.c waiting for the recorder, share of its run | %.1f %% |\n' "$(med waited)"
 # The call-heavy case: main() of calls.c as lapse reports it (probe cost
 # compensated) against the native run's wall time. Elapsed includes the time
 # the target was preempted (2 cores shared with the recorder); application

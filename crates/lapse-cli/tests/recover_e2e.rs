@@ -215,7 +215,7 @@ impl Drop for KillOnDrop {
 }
 
 /// The spill's `EVENTS` datagrams (see `csrc/lapse_rt.h`: a `u32` length,
-/// then a 40-byte header: kind at 4, flags at 6, pid at 8, tid at 12, first
+/// then a 48-byte header: kind at 4, flags at 6, pid at 8, tid at 12, first
 /// event index at 16, count at 32): (pid, tid, first, count, discard).
 fn spilled_batches(spill: &[u8]) -> Vec<(u32, u32, u64, u64, bool)> {
     let u16_at = |b: &[u8], at: usize| u16::from_ne_bytes([b[at], b[at + 1]]);
@@ -229,7 +229,7 @@ fn spilled_batches(spill: &[u8]) -> Vec<(u32, u32, u64, u64, bool)> {
             break;
         };
         pos += 4 + len;
-        if d.len() >= 40 && u16_at(d, 4) == 2 {
+        if d.len() >= 48 && u16_at(d, 4) == 2 {
             let discard = u16_at(d, 6) & 1 == 1;
             out.push((
                 u32_at(d, 8),
@@ -418,9 +418,9 @@ int main(void) {
     let size = std::fs::metadata(dir.join("out.lapse.spill"))
         .expect("the runtime spilled")
         .len();
-    // (at most one datagram past the limit: 40-byte header + 4,096 events)
+    // (at most one datagram past the limit: 48-byte header + 4,096 events)
     assert!(
-        (LIMIT / 2..=LIMIT + 4 + 40 + 4096 * 16).contains(&size),
+        (LIMIT / 2..=LIMIT + 4 + 48 + 4096 * 16).contains(&size),
         "spill of {size} bytes with a limit of {LIMIT}"
     );
     let rec = lapse(&dir, &["recover", "out.lapse"]);

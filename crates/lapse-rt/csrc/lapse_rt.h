@@ -26,7 +26,7 @@
 #define LAPSE_ENV_NO_LIBCALLS "LAPSE_NO_LIBCALLS" /* set: calls into other libraries are not traced */
 
 /* ---- datagrams ---- */
-#define LAPSE_MAGIC 0x3253504cu /* "LPS2" little-endian (24-byte events) */
+#define LAPSE_MAGIC 0x3353504cu /* "LPS3" little-endian (24-byte events, 48-byte header) */
 
 #define LAPSE_MSG_HELLO 1      /* a process (or a new exec image) starts */
 #define LAPSE_MSG_EVENTS 2     /* a thread's events follow the header */
@@ -39,8 +39,9 @@
 /* EVENTS / SHM_EVENTS flag: calibration events, the recorder drops them. */
 #define LAPSE_FLAG_DISCARD 1
 
-/* One 40-byte header per datagram; what follows `tid` depends on the kind.
- * Ticks are the runtime's tick counter (lapse_ticks()). */
+/* One 48-byte header per datagram; what follows `tid` depends on the kind,
+ * `arena_seq` is every kind's. Ticks are the runtime's tick counter
+ * (lapse_ticks()). */
 struct lapse_msg {
     uint32_t magic;
     uint16_t kind;
@@ -79,9 +80,14 @@ struct lapse_msg {
             uint32_t buf_events;
         } arena;
     } u;
+    /* Buffers of the sender's current arena handed over before this was
+     * sent (its `seq` then): the recorder reads the buffers handed over
+     * quietly (LAPSE_SLOT_QUIET) with a lower `seq` before this datagram,
+     * and none with a higher one. Set when the datagram is sent. */
+    uint64_t arena_seq;
 };
 
-LAPSE_SIZE(lapse_msg, 40);
+LAPSE_SIZE(lapse_msg, 48);
 LAPSE_AT(lapse_msg, magic, 0);
 LAPSE_AT(lapse_msg, kind, 4);
 LAPSE_AT(lapse_msg, flags, 6);
@@ -103,6 +109,7 @@ LAPSE_AT(lapse_msg, u.child.parent_tid, 36);
 LAPSE_AT(lapse_msg, u.arena.bytes, 16);
 LAPSE_AT(lapse_msg, u.arena.bufs, 32);
 LAPSE_AT(lapse_msg, u.arena.buf_events, 36);
+LAPSE_AT(lapse_msg, arena_seq, 40);
 
 /* One probe firing: the function's address, (ticks << 1 | is_exit), and
  * where its frame is on the stack: for the trampoline's probe sources the
@@ -140,8 +147,10 @@ _Static_assert(LAPSE_BUF_EVENTS == LAPSE_BUF_BYTES / sizeof(struct lapse_event),
  * One memfd per process image, mapped by the runtime and (through the fd
  * passed in ARENA) by the recorder. A header of slot states, then
  * LAPSE_ARENA_BUFS buffers of LAPSE_BUF_BYTES (LAPSE_BUF_EVENTS events). A thread fills a
- * buffer in place and hands it over with a SHM_EVENTS datagram; the recorder
- * reads it and frees it (it never writes to a buffer, so the lines the probe
+ * buffer in place and hands it over with a SHM_EVENTS datagram, or, while
+ * the recorder says it is `reading` the arena, by the slot's state alone
+ * (QUIET: no datagram, no system call; arena.c); the recorder reads it and
+ * frees it (it never writes to a buffer, so the lines the probe
  * writes next are not dirty in another core's cache). A thread notes the tick
  * count when it claims a buffer: when a process died without handing a buffer
  * over (SIGKILL), the recorder reads it up to the first event stamped before
@@ -154,6 +163,8 @@ _Static_assert(LAPSE_BUF_EVENTS == LAPSE_BUF_BYTES / sizeof(struct lapse_event),
 #define LAPSE_SLOT_FILLING 1  /* owned by thread `tid` */
 #define LAPSE_SLOT_QUEUED 2   /* handed over, the recorder has not freed it yet */
 #define LAPSE_SLOT_SPILLING 3 /* the recorder is gone: being written to the spill file */
+#define LAPSE_SLOT_QUIET 4    /* handed over without a datagram (the recorder was reading) */
+#define LAPSE_SLOT_TAKEN 5    /* a quiet buffer the recorder took to read */
 
 struct lapse_slot {
     uint32_t state;
@@ -162,7 +173,7 @@ struct lapse_slot {
     uint32_t flags;   /* LAPSE_FLAG_DISCARD for calibration events */
     uint64_t first;   /* index of the thread's first event in this buffer */
     uint64_t stalled; /* the thread's hand-over ticks when it was queued */
-    uint64_t seq;     /* hand-over order, for spilling in order */
+    uint64_t seq;     /* hand-over order (spilling; quiet buffers against datagrams) */
     uint64_t claimed; /* ticks when the thread claimed the buffer */
 };
 
@@ -171,21 +182,28 @@ struct lapse_arena {
     uint32_t nbufs;
     uint32_t gen;     /* futex word: bumped by the recorder whenever it frees buffers */
     uint32_t waiters; /* runtime threads waiting on gen */
-    uint64_t seq;
-    uint64_t reserved[5];
+    uint64_t seq;     /* buffers handed over (the recorder watches it while it spins) */
+    uint32_t reading; /* set by the recorder while it is awake: hand buffers over quietly */
+    uint32_t pad;
+    uint64_t reserved[4];
     struct lapse_slot slot[LAPSE_ARENA_BUFS];
 };
 
 LAPSE_SIZE(lapse_slot, 48);
 LAPSE_AT(lapse_slot, state, 0);
 LAPSE_AT(lapse_slot, tid, 4);
+LAPSE_AT(lapse_slot, count, 8);
 LAPSE_AT(lapse_slot, flags, 12);
 LAPSE_AT(lapse_slot, first, 16);
+LAPSE_AT(lapse_slot, stalled, 24);
+LAPSE_AT(lapse_slot, seq, 32);
 LAPSE_AT(lapse_slot, claimed, 40);
 LAPSE_AT(lapse_arena, magic, 0);
 LAPSE_AT(lapse_arena, nbufs, 4);
 LAPSE_AT(lapse_arena, gen, 8);
 LAPSE_AT(lapse_arena, waiters, 12);
+LAPSE_AT(lapse_arena, seq, 16);
+LAPSE_AT(lapse_arena, reading, 24);
 LAPSE_AT(lapse_arena, slot, 64);
 _Static_assert(sizeof(struct lapse_arena) <= LAPSE_ARENA_HEAD, "arena header too big");
 

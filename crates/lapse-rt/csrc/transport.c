@@ -204,6 +204,16 @@ NOINSTR static void recorder_left(void)
         close(fd);
 }
 
+/* A datagram says how many buffers of the arena were handed over before it
+ * (lapse_rt.h: arena_seq), read as it goes (after every hand-over this
+ * thread made before). */
+NOINSTR static void stamp(struct msghdr *mh)
+{
+    struct lapse_msg *m = mh->msg_iov[0].iov_base;
+    struct lapse_arena *a = g_arena;
+    m->arena_seq = a ? __atomic_load_n(&a->seq, __ATOMIC_ACQUIRE) : 0;
+}
+
 /* Sends one datagram; blocks while the recorder catches up (backpressure
  * keeps the recorder's memory bounded). A datagram that refers to the arena
  * of this connection (SHM_EVENTS, ARENA) must not go on another one: with
@@ -223,6 +233,7 @@ NOINSTR int lapse_try_send(struct msghdr *mh, int same_conn)
         if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
             return SEND_TIMEOUT;
     }
+    stamp(mh);
     for (;;) {
         if (sendmsg(g_conn.fd, mh, MSG_NOSIGNAL) >= 0) {
             g_stuck = 0;
@@ -240,8 +251,10 @@ NOINSTR int lapse_try_send(struct msghdr *mh, int same_conn)
         g_conn.fd = g_fd = -1;
         if (same_conn)
             return SEND_MOVED;
-        return lapse_conn_check() == 0 && sendmsg(g_conn.fd, mh, MSG_NOSIGNAL) >= 0 ? SEND_OK
-                                                                                 : SEND_GONE;
+        if (lapse_conn_check() != 0)
+            return SEND_GONE;
+        stamp(mh); /* (for the new connection's arena) */
+        return sendmsg(g_conn.fd, mh, MSG_NOSIGNAL) >= 0 ? SEND_OK : SEND_GONE;
     }
     recorder_left();
     return SEND_GONE;

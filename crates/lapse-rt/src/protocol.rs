@@ -2,15 +2,15 @@
 //! of `csrc/lapse_rt.h`. Each datagram is parsed once, by [`Msg::parse`], into
 //! a [`Msg`] whose fields are named for what they mean.
 //!
-//! Every datagram starts with a 40-byte header (native endianness: both ends
+//! Every datagram starts with a 48-byte header (native endianness: both ends
 //! run on the same machine); `EVENTS` datagrams carry `count` 24-byte events
 //! after it. The tests at the bottom read `lapse_rt.h` and check every
 //! constant and offset this file relies on against it; the C compiler checks
 //! the header's own `LAPSE_AT`/`LAPSE_SIZE` pins against the real layout.
 
-/// `"LPS2"` read as a little-endian u32 (events of 24 bytes).
-pub const MAGIC: u32 = 0x3253_504c;
-pub const HEADER_LEN: usize = 40;
+/// `"LPS3"` read as a little-endian u32 (events of 24 bytes, 48-byte header).
+pub const MAGIC: u32 = 0x3353_504c;
+pub const HEADER_LEN: usize = 48;
 pub const EVENT_LEN: usize = 24;
 /// Bytes of a thread buffer (an arena buffer or a private one).
 pub const BUF_BYTES: usize = 65536;
@@ -64,6 +64,8 @@ pub mod at {
     pub const ARENA_BYTES: usize = 16;
     pub const ARENA_BUFS: usize = 32;
     pub const ARENA_BUF_EVENTS: usize = 36;
+    /// Every kind's: see [`arena_seq`](super::arena_seq).
+    pub const ARENA_SEQ: usize = 40;
     /// In `struct lapse_event`.
     pub const EVENT_FN: usize = 0;
     pub const EVENT_STAMP: usize = 8;
@@ -84,20 +86,33 @@ pub mod arena {
     /// futex word the runtime waits on for a free buffer.
     pub const OFF_GEN: usize = 8;
     pub const OFF_WAITERS: usize = 12;
+    /// Buffers handed over so far (the runtime counts them).
+    pub const OFF_SEQ: usize = 16;
+    /// Set by the recorder while it is awake: threads then hand buffers
+    /// over by their state alone ([`QUIET`]), without a datagram.
+    pub const OFF_READING: usize = 24;
     pub const OFF_SLOTS: usize = 64;
     pub const SLOT_LEN: usize = 48;
     /// Offsets within a slot.
     pub const SLOT_STATE: usize = 0;
     pub const SLOT_TID: usize = 4;
+    pub const SLOT_COUNT: usize = 8;
     /// `FLAG_DISCARD` when the buffer holds calibration events.
     pub const SLOT_FLAGS: usize = 12;
     pub const SLOT_FIRST: usize = 16;
+    pub const SLOT_STALLED: usize = 24;
+    /// The hand-over's number in the arena's order.
+    pub const SLOT_SEQ: usize = 32;
     /// Ticks when the thread claimed the buffer.
     pub const SLOT_CLAIMED: usize = 40;
     pub const FREE: u32 = 0;
     pub const FILLING: u32 = 1;
     pub const QUEUED: u32 = 2;
     pub const SPILLING: u32 = 3;
+    /// Handed over without a datagram (the recorder was reading).
+    pub const QUIET: u32 = 4;
+    /// A quiet buffer the recorder took to read.
+    pub const TAKEN: u32 = 5;
 }
 
 /// Environment variables the recorder sets for the target.
@@ -289,6 +304,17 @@ impl RawEvent {
     }
 }
 
+/// How many buffers of the sender's arena had been handed over when the
+/// datagram was sent: the buffers handed over quietly ([`arena::QUIET`])
+/// whose number is below this came before it, the others after. 0 for a
+/// datagram too short to say (which [`Msg::parse`] rejects anyway).
+pub fn arena_seq(datagram: &[u8]) -> u64 {
+    if datagram.len() < HEADER_LEN {
+        return 0;
+    }
+    u64_at(datagram, at::ARENA_SEQ)
+}
+
 fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_ne_bytes([b[at], b[at + 1]])
 }
@@ -316,7 +342,7 @@ pub enum ParseError {
 }
 
 /// The events of an `Events` datagram (whose header [`Msg::parse`] accepted).
-pub fn events(datagram: &[u8]) -> impl Iterator<Item = RawEvent> + '_ {
+pub fn events(datagram: &[u8]) -> impl Iterator<Item = RawEvent> + Clone + '_ {
     datagram
         .get(HEADER_LEN..)
         .unwrap_or(&[])

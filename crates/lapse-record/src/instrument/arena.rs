@@ -1,10 +1,24 @@
 //! The recorder's side of the runtime's shared arena (`struct lapse_arena`
 //! in the runtime's `csrc/lapse_rt.h`): each process image maps a memfd of
 //! event buffers and passes it over the socket; its threads fill buffers in
-//! place and hand them over with a `ShmEvents` datagram. The recorder reads
-//! the events where they are and frees the buffer, waking any thread that
-//! waits for one. It never writes to a buffer, so the cache lines the probe
-//! writes next are not dirty in the recorder's core.
+//! place and hand them over with a `ShmEvents` datagram, or, while the
+//! recorder says it is reading the arena, by the slot's state alone
+//! ([`Arena::take_quiet`]). The recorder reads the events where they are and
+//! frees the buffer, waking any thread that waits for one. It never writes
+//! to a buffer, so the cache lines the probe writes next are not dirty in
+//! the recorder's core.
+//!
+//! A thread's buffers are read in the order it handed them over, whichever
+//! way they came: every datagram says how many buffers had been handed over
+//! before it was sent ([`lapse_rt::protocol::arena_seq`]), every quiet buffer
+//! its number in that order. The session reads the quiet buffers numbered
+//! below a datagram's count before the datagram, the others once it has read
+//! every datagram that was queued when it took them (any sent before them
+//! was). A look at the slots is not a snapshot: it can find a thread's
+//! buffer and miss the one the thread handed over just before, in a slot
+//! looked at earlier. The next look finds that one (it was handed over
+//! before the one found), so a quiet buffer is read only once a look has
+//! ended after the one that took it ([`Quiet::confirmed`]).
 //!
 //! The buffers a process was still filling when it died without handing them
 //! over (SIGKILL, or a thread blocked in a system call when another one
@@ -15,10 +29,25 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use lapse_rt::protocol::{arena, at, RawEvent, BUF_EVENTS, EVENT_LEN};
+use lapse_rt::protocol::{arena, at, Batch, RawEvent, BUF_EVENTS, EVENT_LEN};
 
 pub struct Arena {
     ptr: NonNull<u8>,
+    /// Quiet buffers taken and not read yet, lowest number first.
+    quiet: Vec<Quiet>,
+}
+
+/// A buffer its thread handed over quietly, which the recorder took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quiet {
+    pub buf: usize,
+    /// Its number in the arena's hand-over order.
+    pub seq: u64,
+    pub tid: u32,
+    pub batch: Batch,
+    /// A look at the slots has ended since it was taken: every buffer its
+    /// thread handed over quietly before it has been taken too.
+    pub confirmed: bool,
 }
 
 /// A buffer a dead process left behind: its thread, the index of its first
@@ -63,6 +92,7 @@ impl Arena {
             }
             let a = Arena {
                 ptr: NonNull::new(p.cast())?,
+                quiet: Vec::new(),
             };
             (a.u32_at(arena::OFF_MAGIC).load(Ordering::Acquire) == arena::MAGIC
                 && a.u32_at(arena::OFF_NBUFS).load(Ordering::Acquire) as usize == arena::BUFS)
@@ -97,18 +127,14 @@ impl Arena {
     }
 
     /// The first `count` events of buffer `buf` (which its thread handed over).
-    pub fn events(&self, buf: usize, count: usize) -> impl Iterator<Item = RawEvent> + '_ {
+    pub fn events(&self, buf: usize, count: usize) -> BufferEvents<'_> {
         let (buf, count) = (buf.min(arena::BUFS - 1), count.min(BUF_EVENTS));
-        (0..count).map(move |k| {
-            // The lines were just written on another core: ask for them well
-            // ahead (64 events) instead of waiting for each in turn, once per
-            // line (the event that starts in a line's first EVENT_LEN bytes).
-            let ahead = (k + 64) * EVENT_LEN;
-            if ahead % 64 < EVENT_LEN && k + 64 < count {
-                self.prefetch(arena::HEAD + buf * arena::BUF_BYTES + ahead);
-            }
-            self.event_at(buf, k)
-        })
+        let at = arena::HEAD + buf * arena::BUF_BYTES;
+        BufferEvents {
+            arena: self,
+            at,
+            end: at + count * EVENT_LEN,
+        }
     }
 
     #[inline(always)]
@@ -121,6 +147,104 @@ impl Arena {
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = off;
+    }
+
+    /// How many buffers the runtime has handed over so far: it moves
+    /// before their datagrams come.
+    pub fn handed_over(&self) -> u64 {
+        self.u64_at(arena::OFF_SEQ).load(Ordering::Relaxed)
+    }
+
+    /// Says whether the recorder is awake and reading this arena (then the
+    /// runtime hands buffers over quietly), followed by a full fence: a
+    /// recorder that clears it and then looks at the slots
+    /// ([`Self::take_quiet`]) finds every buffer handed over quietly before
+    /// (`hand_over_quietly` in the runtime's `csrc/arena.c`).
+    pub fn set_reading(&self, on: bool) {
+        let word = self.u32_at(arena::OFF_READING);
+        if word.load(Ordering::Relaxed) != u32::from(on) {
+            word.store(u32::from(on), Ordering::SeqCst);
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// Takes the buffers handed over quietly since the last look (they
+    /// become the recorder's to read: [`Self::next_quiet`]); how many. The
+    /// ones taken before are confirmed.
+    pub fn take_quiet(&mut self) -> usize {
+        for q in &mut self.quiet {
+            q.confirmed = true;
+        }
+        let before = self.quiet.len();
+        for buf in 0..arena::BUFS {
+            let slot = Self::slot(buf);
+            let state = self.u32_at(slot + arena::SLOT_STATE);
+            if state.load(Ordering::Relaxed) != arena::QUIET
+                || state
+                    .compare_exchange(
+                        arena::QUIET,
+                        arena::TAKEN,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    )
+                    .is_err()
+            {
+                continue;
+            }
+            let word = |off| self.u64_at(slot + off).load(Ordering::Acquire);
+            let flags = self
+                .u32_at(slot + arena::SLOT_FLAGS)
+                .load(Ordering::Acquire);
+            self.quiet.push(Quiet {
+                buf,
+                seq: word(arena::SLOT_SEQ),
+                tid: self.u32_at(slot + arena::SLOT_TID).load(Ordering::Acquire),
+                batch: Batch {
+                    first_index: word(arena::SLOT_FIRST),
+                    stalled_ticks: word(arena::SLOT_STALLED),
+                    count: self
+                        .u32_at(slot + arena::SLOT_COUNT)
+                        .load(Ordering::Acquire)
+                        .min(BUF_EVENTS as u32),
+                    discard: flags & u32::from(lapse_rt::protocol::FLAG_DISCARD) != 0,
+                },
+                confirmed: false,
+            });
+        }
+        let took = self.quiet.len() - before;
+        if took > 0 {
+            self.quiet.sort_unstable_by_key(|q| q.seq);
+        }
+        took
+    }
+
+    /// Whether quiet buffers were taken and not read yet.
+    pub fn has_quiet(&self) -> bool {
+        !self.quiet.is_empty()
+    }
+
+    /// The taken quiet buffer to read next: the lowest numbered one below
+    /// `before` whose thread has no unconfirmed one before it (that one's
+    /// own predecessor may not be taken yet). `sender`'s are read even
+    /// unconfirmed: it sent a datagram numbered `before` after handing them
+    /// over, so they were all there to take. The caller reads the buffer and
+    /// [`Self::release`]s it.
+    pub fn next_quiet(&mut self, before: u64, sender: Option<u32>) -> Option<Quiet> {
+        let mut held: Vec<u32> = Vec::new(); // (threads waiting for a look)
+        for (i, q) in self.quiet.iter().enumerate() {
+            if q.seq >= before {
+                break;
+            }
+            if held.contains(&q.tid) {
+                continue;
+            }
+            if !q.confirmed && sender != Some(q.tid) {
+                held.push(q.tid);
+                continue;
+            }
+            return Some(self.quiet.remove(i));
+        }
+        None
     }
 
     /// Gives buffer `buf` back to the runtime.
@@ -181,6 +305,56 @@ impl Arena {
     }
 }
 
+/// The events of one arena buffer, read in place: [`Arena::events`].
+#[derive(Clone)]
+pub struct BufferEvents<'a> {
+    arena: &'a Arena,
+    /// Byte offsets of the next event and of the end.
+    at: usize,
+    end: usize,
+}
+
+/// How far ahead of the event being read its lines are asked for.
+const PREFETCH_AHEAD: usize = 64 * EVENT_LEN;
+
+impl Iterator for BufferEvents<'_> {
+    type Item = RawEvent;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<RawEvent> {
+        if self.at >= self.end {
+            return None;
+        }
+        let at = self.at;
+        self.at += EVENT_LEN;
+        // The lines were just written on another core: ask for them well
+        // ahead instead of waiting for each in turn. Every event asks (a
+        // line is asked for two or three times, which costs less than
+        // deciding which event should).
+        self.arena
+            .prefetch((at + PREFETCH_AHEAD).min(self.end - EVENT_LEN));
+        let word = |off| self.arena.u64_at(at + off).load(Ordering::Relaxed);
+        Some(RawEvent::from_words(
+            word(at::EVENT_FN),
+            word(at::EVENT_STAMP),
+            word(at::EVENT_SP),
+        ))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = (self.end - self.at) / EVENT_LEN;
+        (n, Some(n))
+    }
+
+    fn nth(&mut self, n: usize) -> Option<RawEvent> {
+        self.at = self
+            .at
+            .saturating_add(n.saturating_mul(EVENT_LEN))
+            .min(self.end);
+        self.next()
+    }
+}
+
 impl Drop for Arena {
     fn drop(&mut self) {
         // SAFETY: unmapping our own mapping; no reference into it outlives self.
@@ -191,3 +365,158 @@ impl Drop for Arena {
 // The mapping is plain memory shared with another process; the recorder
 // uses it from one thread at a time.
 unsafe impl Send for Arena {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::FromRawFd;
+
+    /// A memfd laid out as the runtime makes it, and the runtime's own
+    /// mapping of it (a second one, as in another process).
+    struct Runtime {
+        fd: OwnedFd,
+        base: *mut u8,
+    }
+
+    impl Runtime {
+        fn new() -> Runtime {
+            // SAFETY: a new memfd sized for an arena, mapped shared; the
+            // mapping lives as long as the test (unmapped in Drop).
+            unsafe {
+                let raw = libc::memfd_create(c"lapse-test-arena".as_ptr(), libc::MFD_CLOEXEC);
+                assert!(raw >= 0);
+                let fd = OwnedFd::from_raw_fd(raw);
+                assert_eq!(libc::ftruncate(raw, arena::BYTES as libc::off_t), 0);
+                let p = libc::mmap(
+                    std::ptr::null_mut(),
+                    arena::BYTES,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    raw,
+                    0,
+                );
+                assert_ne!(p, libc::MAP_FAILED);
+                let rt = Runtime { fd, base: p.cast() };
+                rt.put32(arena::OFF_MAGIC, arena::MAGIC);
+                rt.put32(arena::OFF_NBUFS, arena::BUFS as u32);
+                rt
+            }
+        }
+
+        fn put32(&self, off: usize, v: u32) {
+            // SAFETY: inside the mapping, aligned.
+            unsafe { self.base.add(off).cast::<u32>().write_volatile(v) }
+        }
+
+        fn put64(&self, off: usize, v: u64) {
+            // SAFETY: inside the mapping, aligned.
+            unsafe { self.base.add(off).cast::<u64>().write_volatile(v) }
+        }
+
+        fn get32(&self, off: usize) -> u32 {
+            // SAFETY: inside the mapping, aligned.
+            unsafe { self.base.add(off).cast::<u32>().read_volatile() }
+        }
+
+        /// Hands buffer `buf` over as thread `tid` would, `seq`-th.
+        fn hand_over(&self, buf: usize, seq: u64, tid: u32, first: u64, count: u32, quiet: bool) {
+            let slot = Arena::slot(buf);
+            self.put32(slot + arena::SLOT_TID, tid);
+            self.put32(slot + arena::SLOT_COUNT, count);
+            self.put64(slot + arena::SLOT_FIRST, first);
+            self.put64(slot + arena::SLOT_SEQ, seq);
+            let state = if quiet { arena::QUIET } else { arena::QUEUED };
+            self.put32(slot + arena::SLOT_STATE, state);
+        }
+
+        fn state(&self, buf: usize) -> u32 {
+            self.get32(Arena::slot(buf) + arena::SLOT_STATE)
+        }
+    }
+
+    impl Drop for Runtime {
+        fn drop(&mut self) {
+            // SAFETY: our own mapping.
+            unsafe { libc::munmap(self.base.cast(), arena::BYTES) };
+        }
+    }
+
+    #[test]
+    fn quiet_buffers_come_in_hand_over_order_split_by_a_datagrams_count() {
+        let rt = Runtime::new();
+        let mut a = Arena::map(
+            &rt.fd,
+            arena::BYTES as u64,
+            arena::BUFS as u32,
+            BUF_EVENTS as u32,
+        )
+        .expect("maps");
+        a.set_reading(true);
+        assert_eq!(rt.get32(arena::OFF_READING), 1, "the runtime sees it");
+        // Buffers 9, 3 and 5 are handed over quietly, numbers 4, 2 and 6;
+        // buffer 7 (number 5) with a datagram: not the recorder's to take.
+        rt.hand_over(9, 4, 11, 300, 10, true);
+        rt.hand_over(3, 2, 11, 100, 10, true);
+        rt.hand_over(5, 6, 12, 0, 10, true);
+        rt.hand_over(7, 5, 11, 400, 10, false);
+        assert_eq!(a.take_quiet(), 3);
+        assert!([3, 5, 9].iter().all(|&b| rt.state(b) == arena::TAKEN));
+        assert_eq!(rt.state(7), arena::QUEUED);
+        // Not confirmed yet: read only as a datagram's sender's.
+        assert_eq!(a.next_quiet(u64::MAX, None), None);
+        // Buffer 7's datagram went when 6 buffers (numbers 0-5, its own
+        // included) had been handed over: 3 and 9 come before it, 5 after.
+        let before: Vec<_> = std::iter::from_fn(|| a.next_quiet(6, Some(11))).collect();
+        assert_eq!(
+            before
+                .iter()
+                .map(|q| (q.buf, q.seq, q.tid))
+                .collect::<Vec<_>>(),
+            [(3, 2, 11), (9, 4, 11)]
+        );
+        assert_eq!(
+            before[1].batch,
+            Batch {
+                first_index: 300,
+                stalled_ticks: 0,
+                count: 10,
+                discard: false
+            }
+        );
+        assert_eq!(a.take_quiet(), 0, "taken once");
+        assert_eq!(a.next_quiet(u64::MAX, None).map(|q| q.buf), Some(5));
+        assert!(!a.has_quiet());
+        for b in [3, 5, 9] {
+            a.release(b);
+            assert_eq!(rt.state(b), arena::FREE);
+        }
+        a.set_reading(false);
+        assert_eq!(rt.get32(arena::OFF_READING), 0);
+    }
+
+    #[test]
+    fn a_thread_whose_earlier_buffer_was_just_taken_waits_for_the_next_look() {
+        let rt = Runtime::new();
+        let mut a = Arena::map(
+            &rt.fd,
+            arena::BYTES as u64,
+            arena::BUFS as u32,
+            BUF_EVENTS as u32,
+        )
+        .expect("maps");
+        // The first look found thread 11's second buffer and thread 12's,
+        // and missed thread 11's first (in a slot it had looked at already).
+        rt.hand_over(1, 8, 11, 2560, 10, true);
+        rt.hand_over(2, 9, 12, 0, 10, true);
+        a.take_quiet();
+        rt.hand_over(0, 7, 11, 0, 10, true);
+        assert_eq!(a.take_quiet(), 1);
+        // Thread 11's first is not confirmed: its second waits with it;
+        // thread 12's goes.
+        let now: Vec<_> = std::iter::from_fn(|| a.next_quiet(u64::MAX, None)).collect();
+        assert_eq!(now.iter().map(|q| q.buf).collect::<Vec<_>>(), [2]);
+        a.take_quiet();
+        let next: Vec<_> = std::iter::from_fn(|| a.next_quiet(u64::MAX, None)).collect();
+        assert_eq!(next.iter().map(|q| q.buf).collect::<Vec<_>>(), [0, 1]);
+    }
+}

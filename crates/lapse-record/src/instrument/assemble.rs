@@ -97,7 +97,7 @@ impl Assembler {
     pub(super) fn message(
         &mut self,
         msg: Msg,
-        events: impl Iterator<Item = RawEvent>,
+        events: impl Iterator<Item = RawEvent> + Clone,
         sink: &mut impl Sink,
     ) -> Result<Took, RecordError> {
         let from = msg.from();
@@ -141,7 +141,7 @@ impl Assembler {
         &mut self,
         from: Sender,
         batch: &Batch,
-        events: impl Iterator<Item = RawEvent>,
+        events: impl Iterator<Item = RawEvent> + Clone,
         sink: &mut impl Sink,
     ) -> Result<(), RecordError> {
         if batch.discard {

@@ -15,8 +15,12 @@
 //!   move earlier; the total is noted in the session header).
 //! - **Transport**: each process image shares an arena of event buffers with
 //!   the recorder (a memfd passed over the socket, `arena.rs`); threads fill
-//!   buffers in place and hand them over with a 40-byte datagram, so events
-//!   are never copied through the kernel. A thread that finds no free buffer
+//!   buffers in place and hand them over with a 48-byte datagram, so events
+//!   are never copied through the kernel, or, while the recorder is awake
+//!   (it spins while buffers come densely, `pace.rs`), by the buffer's state
+//!   in the arena alone, without a system call; every datagram says how many
+//!   buffers were handed over before it, so both are read in the order they
+//!   were handed over. A thread that finds no free buffer
 //!   waits for the recorder to free one (the wait is cut like any
 //!   hand-over), but 2 ms at most in all: then, as when none can come back
 //!   (more threads than buffers), it fills a private buffer sent as a
@@ -40,6 +44,7 @@ mod functions;
 mod ipc;
 mod os;
 mod output;
+mod pace;
 mod recover;
 mod session;
 mod session_dir;

@@ -13,6 +13,7 @@ use super::assemble::{Assembler, Proc, Took};
 use super::ipc::{wait_readable, Conn, Listener, Recv};
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
+use super::pace::{self, Pace, Spun};
 use super::session_dir::SessionDir;
 use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
@@ -34,6 +35,12 @@ pub(super) const RETIRE_AFTER: Duration = Duration::from_millis(500);
 const ARENA_GRACE: Duration = Duration::from_millis(200);
 /// Datagrams read from one connection before looking at the others.
 const READ_BURST: usize = 256;
+/// While buffers keep coming, new connections and the target's exit are
+/// looked for this often (an `accept4` that finds none costs ~1.4 µs here:
+/// the kernel makes a socket and a file before it knows; once per buffer,
+/// that was 5 % of the recorder's time on calls.c, and `waitpid` 1.5 %).
+/// After a wait that something woke they are looked for at once.
+const LOOK_EVERY: Duration = Duration::from_millis(1);
 
 /// The recorder's side of a recording: sockets, perf rings and the loop
 /// around the [`Assembler`], which turns what arrives into records.
@@ -57,6 +64,13 @@ pub(super) struct Session {
     pub(super) arenas: HashMap<(u64, u32), Arena>,
     /// Counts the functions named at the end, for a progress display.
     pub(super) progress: Option<std::sync::Arc<crate::SymbolProgress>>,
+    /// When buffers came lately: whether to spin or sleep for the next.
+    pub(super) pace: Pace,
+    /// When the running loop looks for new connections and the target's
+    /// exit next.
+    pub(super) next_look: Instant,
+    /// [`Session::handed_over`] when the arenas were last looked at.
+    pub(super) handed_over_seen: u64,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -138,6 +152,9 @@ pub fn record(
         announced: HashSet::new(),
         arenas: HashMap::new(),
         progress: opts.symbol_progress.clone(),
+        pace: Pace::default(),
+        next_look: Instant::now(),
+        handed_over_seen: 0,
     };
     let start = clock::monotonic_now();
     let start_unix_ns = clock::realtime_unix_ns();
@@ -228,8 +245,12 @@ impl Session {
                         phase = Phase::Draining;
                         continue;
                     }
-                    let busy = self.pump()?;
-                    if exit_status.is_none() {
+                    let look = Instant::now() >= self.next_look;
+                    if look {
+                        self.next_look = Instant::now() + LOOK_EVERY;
+                    }
+                    let busy = self.pump(look)?;
+                    if look && exit_status.is_none() {
                         exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
                     }
                     let next = match phase {
@@ -240,10 +261,7 @@ impl Session {
                         other => other,
                     };
                     if !busy && !matches!(next, Phase::Draining) {
-                        let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
-                        fds.push(self.listener.raw_fd());
-                        fds.extend(self.os.wake_fds());
-                        wait_readable(&fds, 20);
+                        self.idle();
                     }
                     next
                 }
@@ -265,16 +283,127 @@ impl Session {
     /// One round of the running loop: new connections, up to a burst of
     /// datagrams from each, the kernel's records, the periodic flush. True
     /// if any datagram came.
-    fn pump(&mut self) -> Result<bool, RecordError> {
-        self.accept()?;
+    fn pump(&mut self, accept: bool) -> Result<bool, RecordError> {
+        if accept {
+            self.accept()?;
+        }
+        // (before the arenas are looked at: a buffer whose count moved
+        // after this is looked for again, see idle)
+        self.handed_over_seen = self.handed_over();
         let mut busy = false;
         for i in 0..self.conns.len() {
-            busy |= self.read_conn(i, READ_BURST)?;
+            busy |= self.read_conn_and_arenas(i)?;
         }
         self.conns.retain(|c| !c.1);
         self.poll_os(false)?;
         self.flush_periodic(false)?;
         Ok(busy)
+    }
+
+    /// Connection `i` and the arenas of its processes: the buffers handed
+    /// over quietly are taken first, then up to a burst of datagrams is read
+    /// (each after the quiet buffers handed over before it), then, if that
+    /// emptied the connection, the arenas are looked at again and the quiet
+    /// buffers taken are read (every datagram sent before them has been;
+    /// see arena.rs for why the second look). True if anything came.
+    fn read_conn_and_arenas(&mut self, i: usize) -> Result<bool, RecordError> {
+        let id = self.conns[i].0.id;
+        let keys: Vec<(u64, u32)> = self.arenas.keys().filter(|k| k.0 == id).copied().collect();
+        let mut took = 0;
+        for key in &keys {
+            if let Some(arena) = self.arenas.get_mut(key) {
+                arena.set_reading(true);
+                took += arena.take_quiet();
+            }
+        }
+        let mut got = self.read_conn(i, READ_BURST)?;
+        if self.conns[i].0.drained {
+            for key in keys {
+                if let Some(arena) = self.arenas.get_mut(&key) {
+                    took += arena.take_quiet();
+                }
+                got |= self.read_quiet(key, u64::MAX, None)?;
+            }
+        }
+        Ok(got || took > 0)
+    }
+
+    /// Reads the quiet buffers taken from arena `key` whose number is below
+    /// `before`, in order (see [`Arena::next_quiet`]); true if there were any.
+    fn read_quiet(
+        &mut self,
+        key: (u64, u32),
+        before: u64,
+        sender: Option<u32>,
+    ) -> Result<bool, RecordError> {
+        if !self.arenas.get(&key).is_some_and(Arena::has_quiet) {
+            return Ok(false);
+        }
+        let Some(mut arena) = self.arenas.remove(&key) else {
+            return Ok(false);
+        };
+        let r = self.read_quiet_of(key.1, &mut arena, before, sender);
+        self.arenas.insert(key, arena);
+        r
+    }
+
+    fn read_quiet_of(
+        &mut self,
+        pid: u32,
+        arena: &mut Arena,
+        before: u64,
+        sender: Option<u32>,
+    ) -> Result<bool, RecordError> {
+        let mut got = false;
+        while let Some(q) = arena.next_quiet(before, sender) {
+            got = true;
+            self.pace.arrived(Instant::now());
+            // (mappings the kernel reported before these events)
+            self.os.drain(&mut self.asm.book);
+            let from = Sender { pid, tid: q.tid };
+            let r = self.add_events(from, &q.batch, arena.events(q.buf, q.batch.count as usize));
+            arena.release(q.buf);
+            r?;
+        }
+        Ok(got)
+    }
+
+    /// Nothing came in the last round: waits for the next datagram, the
+    /// kernel's records or a new connection, spinning while buffers come
+    /// densely (see `pace.rs`), else asleep for at most 20 ms.
+    fn idle(&mut self) {
+        let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
+        fds.push(self.listener.raw_fd());
+        fds.extend(self.os.wake_fds());
+        if let Some(until) = self.pace.spin_until() {
+            let seen = self.handed_over_seen;
+            match pace::spin(until, &fds, || self.handed_over() != seen) {
+                Spun::Moved => return,
+                Spun::Readable => {
+                    self.next_look = Instant::now(); // (it may be a connection)
+                    return;
+                }
+                Spun::Out => {}
+            }
+        }
+        // Asleep, the recorder is woken by datagrams: the runtime is told to
+        // send them again, and what it handed over quietly until then is
+        // looked for once more (see Arena::set_reading).
+        let mut quiet = false;
+        for arena in self.arenas.values_mut() {
+            arena.set_reading(false);
+            quiet |= arena.take_quiet() > 0 || arena.has_quiet();
+        }
+        if !quiet {
+            wait_readable(&fds, 20);
+            self.next_look = Instant::now();
+        }
+    }
+
+    /// Buffers handed over so far, all arenas together: it moves just
+    /// before a buffer is handed over, quietly or with a datagram.
+    fn handed_over(&self) -> u64 {
+        self.arenas.values().map(Arena::handed_over).sum()
     }
 
     /// After the target exited at `since`: true once nothing is connected,
@@ -416,6 +545,13 @@ impl Session {
             }
             self.note_pid(conn, from.pid);
         }
+        // The buffers its process handed over quietly before it was sent
+        // come first.
+        let key = (self.conns[conn].0.id, from.pid);
+        if let Some(arena) = self.arenas.get_mut(&key) {
+            arena.take_quiet();
+            self.read_quiet(key, protocol::arena_seq(datagram), Some(from.tid))?;
+        }
         // Mappings and execs the kernel reported must be known before the
         // addresses in this datagram are looked up.
         self.os.drain(&mut self.asm.book);
@@ -437,6 +573,7 @@ impl Session {
                 }
             }
             Msg::ShmEvents { batch, buf, .. } => {
+                self.pace.arrived(Instant::now());
                 let id = self.conns[conn].0.id;
                 if let Some(arena) = self.arenas.remove(&(id, from.pid)) {
                     let (buf, count) = (buf as usize, batch.count as usize);
@@ -481,20 +618,31 @@ impl Session {
         &mut self,
         from: Sender,
         batch: &Batch,
-        events: impl Iterator<Item = protocol::RawEvent>,
+        events: impl Iterator<Item = protocol::RawEvent> + Clone,
     ) -> Result<(), RecordError> {
         self.asm.events(from, batch, events, &mut self.out)
     }
 
     /// Takes the events in arena buffers their threads never handed over
     /// (the process died), for the arenas `which` selects, and drops those
-    /// arenas. Events the runtime did hand over are skipped by index.
+    /// arenas; the buffers handed over quietly first (every datagram of
+    /// their connection has been read). Events the runtime did hand over
+    /// are skipped by index.
     fn salvage(&mut self, which: impl Fn(&(u64, u32)) -> bool) -> Result<(), RecordError> {
         let keys: Vec<(u64, u32)> = self.arenas.keys().copied().filter(|k| which(k)).collect();
         for key in keys {
-            let Some(arena) = self.arenas.remove(&key) else {
+            let Some(mut arena) = self.arenas.remove(&key) else {
                 continue;
             };
+            // (a runtime that goes on in it sends datagrams from now on)
+            arena.set_reading(false);
+            loop {
+                let took = arena.take_quiet();
+                self.read_quiet_of(key.1, &mut arena, u64::MAX, None)?;
+                if took == 0 && !arena.has_quiet() {
+                    break;
+                }
+            }
             for s in arena.salvage() {
                 let from = Sender {
                     pid: key.1,

@@ -121,12 +121,9 @@ impl ThreadStream {
     }
 }
 
-/// Events appended to a stream (the calls it closes count too).
-type Added = u64;
-
 /// Appends one event to a thread's stream (parts passed apart, so the
 /// recorder's hot loop can keep them in locals); an entry first closes the
-/// calls it proves gone. Returns the events appended.
+/// calls it proves gone.
 #[inline(always)]
 fn append(
     last_ts: &mut Timestamp,
@@ -135,11 +132,10 @@ fn append(
     ts: Timestamp,
     kind: EventKind,
     call: OpenCall,
-) -> Added {
+) {
     // Ticks can step back by a few ns across CPUs: keep the stream ordered.
     let ts = ts.max(*last_ts);
     *last_ts = ts;
-    let mut added = 1;
     match kind {
         EventKind::Enter => {
             // A frame below this one's place on the stack is gone. Not one
@@ -154,7 +150,6 @@ fn append(
                 }
                 stack.pop();
                 pending.push(ts, EventKind::Unwind, top.function);
-                added += 1;
             }
             if stack.len() < MAX_TRACKED_DEPTH {
                 stack.push(call);
@@ -177,7 +172,6 @@ fn append(
         }
     }
     pending.push(ts, kind, call.function);
-    added
 }
 
 /// An unwind marker: every open call whose frame lies below `floor` is gone.
@@ -187,19 +181,16 @@ fn unwind_below(
     pending: &mut EventEncoder,
     ts: Timestamp,
     floor: u64,
-) -> Added {
+) {
     let ts = ts.max(*last_ts);
     *last_ts = ts;
-    let mut added = 0;
     while let Some(&top) = stack.last() {
         if top.sp >= floor {
             break;
         }
         stack.pop();
         pending.push(ts, EventKind::Unwind, top.function);
-        added += 1;
     }
-    added
 }
 
 /// What is kept of a thread whose stream was let go (it ended long ago).
@@ -288,6 +279,7 @@ impl Threads {
     /// Adds one EVENTS datagram whose first event has index `first_index`,
     /// sent after the thread had spent `stalled_ticks` in hand-overs.
     /// Events already received (a buffer sent twice at exit) are skipped.
+    /// (`raw` is cloned to find the first event that is not a hole.)
     #[allow(clippy::too_many_arguments)]
     pub fn add_events(
         &mut self,
@@ -295,7 +287,7 @@ impl Threads {
         tid: u32,
         first_index: u64,
         stalled_ticks: u64,
-        raw: impl Iterator<Item = RawEvent>,
+        raw: impl Iterator<Item = RawEvent> + Clone,
         book: &mut AddressBook,
         clock: &TickClock,
     ) -> Option<EventEncoder> {
@@ -318,62 +310,68 @@ impl Threads {
             lost = first_index - s.next_index;
             s.next_index = first_index;
         }
-        let mut raw = raw.skip(usize::try_from(skip).unwrap_or(usize::MAX));
-        // Holes (slots whose probe never wrote them) are lost events.
-        let mut holes = 0u64;
-        let first = loop {
-            match raw.next() {
-                Some(e) if e.function == HOLE_FN => holes += 1,
-                Some(e) => break e,
-                None => {
-                    // (everything was a duplicate or a hole)
-                    s.next_index += holes;
-                    self.lost_events = self.lost_events.saturating_add(lost.saturating_add(holes));
-                    return None;
-                }
-            }
+        let mut raw = raw;
+        if skip > 0 {
+            // (not raw.skip(): that would test for it at every event)
+            raw.nth(usize::try_from(skip - 1).unwrap_or(usize::MAX));
+        }
+        // The first event that is not a hole dates the batch: its stall, and
+        // the base of its tick conversion. Holes (slots whose probe never
+        // wrote them) are lost events.
+        let Some(first) = raw.clone().find(|e| e.function != HOLE_FN) else {
+            // (everything was a duplicate or a hole)
+            let holes = raw.count() as u64;
+            s.next_index += holes;
+            self.lost_events = self.lost_events.saturating_add(lost.saturating_add(holes));
+            return None;
         };
         let seg = clock.segment(first.ticks);
         s.stalls
             .note(stalled_ticks, seg.to_timestamp(first.ticks), clock);
-        let offset = s.stalls.offset_ns();
+        // Real time, and timeline time (the cuts so far taken out).
+        let timeline = seg.earlier_by(s.stalls.offset_ns());
         // The loop works on locals, so nothing is reloaded after each store
         // into the encoder's buffer.
         let mut last_ts = s.last_ts;
-        let mut last_real = Timestamp::default();
-        let mut added = 0u64;
-        let mut appended = 0u64;
+        let mut last_ticks = None;
+        let mut holes = 0u64;
+        let mut markers = 0u64;
         let mut untraced = 0u64;
         let mut version = cache.version;
-        let (cache, stack, pending) = (&mut *cache.slots, &mut s.stack, &mut s.pending);
+        // (the stream's stack and encoder as locals: stores into the
+        // encoder's bytes cannot then be taken to change them)
+        let mut stack_local = std::mem::take(&mut s.stack);
+        let mut pending_local = std::mem::take(&mut s.pending);
+        let (cache, stack, pending) = (&mut *cache.slots, &mut stack_local, &mut pending_local);
+        let (mut calls, appended_before) = (0u64, pending.len());
         // One plain loop over the events with its state in locals (a
         // closure called per event kept reloading it from memory).
-        for e in std::iter::once(first).chain(raw) {
+        for e in raw {
             if e.function < MARK_LIMIT {
                 match e.function {
                     HOLE_FN => holes += 1,
                     MARK_UNWIND => {
-                        let real = seg.to_timestamp(e.ticks);
-                        last_real = real;
-                        let ts = Timestamp::from_nanos(real.as_nanos().saturating_sub(offset));
-                        appended += unwind_below(&mut last_ts, stack, pending, ts, e.sp);
-                        added += 1;
+                        last_ticks = Some(e.ticks);
+                        let ts = timeline.to_timestamp(e.ticks);
+                        unwind_below(&mut last_ts, stack, pending, ts, e.sp);
+                        markers += 1;
                     }
                     MARK_UNTRACED => {
                         untraced += 1;
-                        added += 1;
+                        markers += 1;
                     }
-                    _ => added += 1, // (a marker this recorder does not know)
+                    _ => markers += 1, // (a marker this recorder does not know)
                 }
                 continue;
             }
-            let real = seg.to_timestamp(e.ticks);
-            last_real = real;
+            calls += 1;
+            last_ticks = Some(e.ticks);
             let slot = ((e.function >> 4) as usize) % CACHE_SLOTS;
             let f = if cache[slot].0 == e.function {
                 cache[slot].1
             } else {
                 // (resolved at the event's own time: mappings have lifetimes)
+                let real = seg.to_timestamp(e.ticks);
                 let (f, always) = book.resolve(pid, gen, e.function, real);
                 let now = book.version(pid, gen);
                 if now != version {
@@ -391,20 +389,30 @@ impl Threads {
             } else {
                 EventKind::Enter
             };
-            let ts = Timestamp::from_nanos(real.as_nanos().saturating_sub(offset));
             let call = OpenCall {
                 function: f,
                 sp: e.sp,
             };
-            appended += append(&mut last_ts, stack, pending, ts, kind, call);
-            added += 1;
+            append(
+                &mut last_ts,
+                stack,
+                pending,
+                timeline.to_timestamp(e.ticks),
+                kind,
+                call,
+            );
         }
+        let appended = (pending.len() - appended_before) as u64;
+        s.stack = stack_local;
+        s.pending = pending_local;
         if let Some(c) = self.caches.get_mut(&pid) {
             c.version = version;
         }
         s.last_ts = last_ts;
-        s.next_index += added + holes;
-        s.stalls.seen_until(last_real);
+        s.next_index += calls + markers + holes;
+        if let Some(ticks) = last_ticks {
+            s.stalls.seen_until(seg.to_timestamp(ticks));
+        }
         let batch = s.take_batch(false);
         self.lost_events = self.lost_events.saturating_add(lost.saturating_add(holes));
         self.events += appended;

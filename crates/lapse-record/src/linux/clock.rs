@@ -118,6 +118,7 @@ impl TickClock {
             shift: self.shift,
             limit: u64::MAX / self.mult.max(1),
             clock: *self,
+            earlier_ns: 0,
         }
     }
 
@@ -144,16 +145,33 @@ pub struct TickSegment {
     shift: u32,
     limit: u64,
     clock: TickClock,
+    /// Subtracted (saturating at 0) from every time it gives.
+    earlier_ns: u64,
 }
 
 impl TickSegment {
+    /// The same conversion with every time moved `ns` earlier, saturating
+    /// at 0 (a thread's timeline, with the cuts so far taken out): still one
+    /// multiply, a shift and an add per tick value.
+    pub fn earlier_by(&self, ns: u64) -> TickSegment {
+        let mut seg = *self;
+        seg.earlier_ns = self.earlier_ns.saturating_add(ns);
+        match self.base_ns.checked_sub(ns) {
+            Some(base) => seg.base_ns = base,
+            None => seg.limit = 0, // (every time by the saturating path)
+        }
+        seg
+    }
+
     #[inline]
     pub fn to_timestamp(&self, ticks: u64) -> Timestamp {
         let d = ticks.wrapping_sub(self.base_ticks);
         if d < self.limit {
             Timestamp::from_nanos(self.base_ns + ((d * self.mult) >> self.shift))
         } else {
-            self.clock.to_timestamp(ticks) // before the base, or far after it
+            // before the base, or far after it
+            let real = self.clock.to_timestamp(ticks).as_nanos();
+            Timestamp::from_nanos(real.saturating_sub(self.earlier_ns))
         }
     }
 }
@@ -219,6 +237,23 @@ mod tests {
             let a = seg.to_timestamp(t).as_nanos() as i64;
             let b = c.to_timestamp(t).as_nanos() as i64;
             assert!((a - b).abs() <= 1, "{t}: {a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn a_segment_moved_earlier_subtracts_and_stops_at_zero() {
+        let c = TickClock {
+            ref_ticks: 1000,
+            ref_ns: 5_000,
+            mult: 3 << 30,
+            shift: 31,
+        };
+        let seg = c.segment(10_000);
+        for t in [500u64, 10_000, 10_001, 1 << 40] {
+            let real = seg.to_timestamp(t).as_nanos();
+            let moved = seg.earlier_by(100).earlier_by(20).to_timestamp(t);
+            assert_eq!(moved.as_nanos(), real.saturating_sub(120), "{t}");
+            assert_eq!(seg.earlier_by(u64::MAX).to_timestamp(t).as_nanos(), 0);
         }
     }
 

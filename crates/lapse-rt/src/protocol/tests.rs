@@ -91,6 +91,8 @@ fn every_header_constant_matches() {
         ("SLOT_FILLING", u64::from(arena::FILLING)),
         ("SLOT_QUEUED", u64::from(arena::QUEUED)),
         ("SLOT_SPILLING", u64::from(arena::SPILLING)),
+        ("SLOT_QUIET", u64::from(arena::QUIET)),
+        ("SLOT_TAKEN", u64::from(arena::TAKEN)),
     ];
     let strings: &[(&str, &str)] = &[
         ("ENV_SOCKET", ENV_SOCKET),
@@ -145,18 +147,24 @@ fn every_header_offset_matches() {
         ("lapse_msg.u.arena.bytes", at::ARENA_BYTES),
         ("lapse_msg.u.arena.bufs", at::ARENA_BUFS),
         ("lapse_msg.u.arena.buf_events", at::ARENA_BUF_EVENTS),
+        ("lapse_msg.arena_seq", at::ARENA_SEQ),
         ("lapse_event.fn", at::EVENT_FN),
         ("lapse_event.stamp", at::EVENT_STAMP),
         ("lapse_event.sp", at::EVENT_SP),
         ("lapse_slot.state", arena::SLOT_STATE),
         ("lapse_slot.tid", arena::SLOT_TID),
+        ("lapse_slot.count", arena::SLOT_COUNT),
         ("lapse_slot.flags", arena::SLOT_FLAGS),
         ("lapse_slot.first", arena::SLOT_FIRST),
+        ("lapse_slot.stalled", arena::SLOT_STALLED),
+        ("lapse_slot.seq", arena::SLOT_SEQ),
         ("lapse_slot.claimed", arena::SLOT_CLAIMED),
         ("lapse_arena.magic", arena::OFF_MAGIC),
         ("lapse_arena.nbufs", arena::OFF_NBUFS),
         ("lapse_arena.gen", arena::OFF_GEN),
         ("lapse_arena.waiters", arena::OFF_WAITERS),
+        ("lapse_arena.seq", arena::OFF_SEQ),
+        ("lapse_arena.reading", arena::OFF_READING),
         ("lapse_arena.slot", arena::OFF_SLOTS),
     ];
     let sizes: &[(&str, usize)] = &[
@@ -207,6 +215,10 @@ fn events_datagram_round_trips() {
         },
     };
     assert_eq!(Msg::parse(&d), Ok(want));
+    assert_eq!(arena_seq(&d), 0);
+    d[at::ARENA_SEQ..at::ARENA_SEQ + 8].copy_from_slice(&5u64.to_ne_bytes());
+    assert_eq!(arena_seq(&d), 5);
+    assert_eq!(arena_seq(&d[..HEADER_LEN - 1]), 0);
     let e: Vec<_> = events(&d).collect();
     assert_eq!(
         e,
