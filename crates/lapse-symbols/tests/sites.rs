@@ -21,9 +21,9 @@ const struct rec sites[3] = {
 int main(void) { return 0; }
 "#;
 
-fn build(name: &str, source: &str) -> Option<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("lapse-sites-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
+/// The program and its directory (removed when the test passes).
+fn build(name: &str, source: &str) -> Option<(lapse_testkit::WorkDir, PathBuf)> {
+    let dir = lapse_testkit::WorkDir::new(env!("CARGO_TARGET_TMPDIR"), &format!("sites-{name}"));
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, source).ok()?;
     let out = dir.join(name);
@@ -33,12 +33,12 @@ fn build(name: &str, source: &str) -> Option<PathBuf> {
         .arg(&src)
         .status()
         .ok()?;
-    status.success().then_some(out)
+    status.success().then_some((dir, out))
 }
 
 #[test]
 fn hand_made_records_good_and_damaged() {
-    let Some(exe) = build("hand", HAND_MADE) else {
+    let Some((_dir, exe)) = build("hand", HAND_MADE) else {
         lapse_testkit::skip::<()>("gcc not available");
         return;
     };
@@ -65,7 +65,7 @@ fn hand_made_records_good_and_damaged() {
     assert_eq!(m.site_at(range.end), None);
     assert_eq!(m.site_at(range.start - 8), None);
     // a module without the section has no sites
-    let plain = build("plain", "int main(void) { return 0; }").expect("gcc works");
+    let (_plain_dir, plain) = build("plain", "int main(void) { return 0; }").expect("gcc works");
     let plain = ElfModule::open(&plain).expect("parses");
     assert_eq!((plain.sites_range(), plain.site_at(0x1000)), (None, None));
 }
