@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use lapse_testkit::{perf_refused, skip, tool, WorkDir};
+use lapse_testkit::{tool, WorkDir};
 use serde_json::Value;
 
 mod probe_sources;
@@ -154,39 +154,6 @@ fn lapse_build(dir: &WorkDir, args: &[&str]) -> (String, String) {
     )
 }
 
-/// The program's exit status and stderr, natively and under `lapse
-/// record` (auto method) into `data`. `None`: skip.
-fn record(dir: &WorkDir, exe: &PathBuf, arg: &str, data: &PathBuf) -> Option<(i32, String)> {
-    let native = Command::new(exe)
-        .arg(arg)
-        .output()
-        .expect("run the program");
-    let traced = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(["record", "-o"])
-        .arg(data)
-        .arg("--")
-        .arg(exe)
-        .arg(arg)
-        .current_dir(dir)
-        .output()
-        .expect("run lapse record");
-    let stderr = String::from_utf8_lossy(&traced.stderr).into_owned();
-    if perf_refused(&stderr) && !data.exists() {
-        return skip(format!("perf events are not available: {stderr}"));
-    }
-    assert_eq!(
-        traced.status.code(),
-        native.status.code(),
-        "the program exited otherwise under lapse: {stderr}"
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&traced.stdout),
-        String::from_utf8_lossy(&native.stdout),
-        "the program printed something else under lapse: {stderr}"
-    );
-    Some((traced.status.code().unwrap_or(-1), stderr))
-}
-
 fn spun_ms(stderr: &str) -> f64 {
     stderr
         .lines()
@@ -201,7 +168,7 @@ fn a_rust_program_built_by_lapse_build_is_recorded_whole() {
         return;
     };
     let data = dir.join("app.lapse");
-    let Some((status, stderr)) = record(&dir, &exe, "", &data) else {
+    let Some((status, stderr)) = record_like_native(&dir, &exe, &[], &[], &data, "app") else {
         return;
     };
     assert_eq!(status, 3, "exit status passed through");
@@ -292,7 +259,8 @@ fn a_panic_nobody_catches_exits_101_and_keeps_what_came_before() {
         return;
     };
     let data = dir.join("panic.lapse");
-    let Some((status, _)) = record(&dir, &exe, "panic", &data) else {
+    let Some((status, _)) = record_like_native(&dir, &exe, &["panic"], &[], &data, "app panic")
+    else {
         return;
     };
     assert_eq!(status, 101, "Rust's exit status for a panic");

@@ -11,8 +11,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lapse_testkit::{perf_refused, skip, tool, WorkDir};
+use lapse_testkit::{tool, WorkDir};
 use serde_json::Value;
+
+mod probe_sources;
+use probe_sources::record_like_native;
 
 const MAIN_RS: &str = r#"
 #[repr(C)]
@@ -151,37 +154,6 @@ fn build(name: &str) -> Option<(WorkDir, PathBuf)> {
     Some((dir, exe))
 }
 
-/// Runs `exe` natively and under `lapse record` (auto method) into
-/// `data`: both print the same and exit the same. The exit status and
-/// the recorded run's stderr; `None`: skip.
-fn record(dir: &Path, exe: &Path, data: &Path) -> Option<(i32, String)> {
-    let native = Command::new(exe).output().expect("run the program");
-    let traced = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(["record", "--method", "auto", "-o"])
-        .arg(data)
-        .arg("--")
-        .arg(exe)
-        .current_dir(dir)
-        .output()
-        .expect("run lapse record");
-    let stderr = String::from_utf8_lossy(&traced.stderr).into_owned();
-    if perf_refused(&stderr) && !data.exists() {
-        return skip(format!("perf events are not available: {stderr}"));
-    }
-    assert_eq!(
-        traced.status.code(),
-        native.status.code(),
-        "the program exited otherwise under lapse: {stderr}"
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&traced.stdout),
-        String::from_utf8_lossy(&native.stdout),
-        "the program printed something else under lapse: {stderr}"
-    );
-    assert!(data.exists(), "no data file; lapse said: {stderr}");
-    Some((traced.status.code().unwrap_or(-1), stderr))
-}
-
 fn lapse(dir: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
         .args(args)
@@ -260,7 +232,9 @@ fn a_program_using_the_lapse_crate_is_recorded() {
         return;
     };
     let data = dir.join("app.lapse");
-    let Some((status, stderr)) = record(&dir, &exe, &data) else {
+    let Some((status, stderr)) =
+        record_like_native(&dir, &exe, &[], &["--method", "auto"], &data, "app")
+    else {
         return;
     };
     assert_eq!(status, 3, "exit status passed through");

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // (each test file uses its own part)
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use lapse_testkit::{compile, perf_refused, skip, WorkDir};
@@ -129,22 +129,40 @@ pub fn run_with(
     }
     let compiler = source.compiler(compiler);
     let exe = compile(&dir, compiler, &name, &format!("{PRELUDE}\n{body}"), &flags)?;
-    let native = Command::new(&exe)
-        .current_dir(&dir)
+    let data = dir.join("out.lapse");
+    record_like_native(&dir, &exe, &[], options, &data, &name)?;
+    Some(Run { dir, data, source })
+}
+
+/// Runs `exe args` as it is and under `lapse record options` into `data`
+/// (in `dir`): both must print the same and exit the same, and the data
+/// file must exist. The exit status and lapse's stderr; `None`: skip
+/// (perf events refused).
+pub fn record_like_native(
+    dir: &Path,
+    exe: &Path,
+    args: &[&str],
+    options: &[&str],
+    data: &Path,
+    name: &str,
+) -> Option<(i32, String)> {
+    let native = Command::new(exe)
+        .args(args)
+        .current_dir(dir)
         .output()
         .expect("run the program");
-    let data = dir.join("out.lapse");
     let traced = Command::new(env!("CARGO_BIN_EXE_lapse"))
         .arg("record")
         .args(options)
         .arg("-o")
-        .arg(&data)
+        .arg(data)
         .arg("--")
-        .arg(&exe)
-        .current_dir(&dir)
+        .arg(exe)
+        .args(args)
+        .current_dir(dir)
         .output()
         .expect("run lapse record");
-    let stderr = String::from_utf8_lossy(&traced.stderr);
+    let stderr = String::from_utf8_lossy(&traced.stderr).into_owned();
     if perf_refused(&stderr) && !data.exists() {
         return skip(format!("{name}: perf events are not available: {stderr}"));
     }
@@ -159,7 +177,7 @@ pub fn run_with(
         "{name}: the program exited otherwise under lapse ({stderr})"
     );
     assert!(data.exists(), "{name}: no data file; lapse said: {stderr}");
-    Some(Run { dir, data, source })
+    Some((traced.status.code().unwrap_or(-1), stderr))
 }
 
 /// The stub object clang-built programs link (`lapse build --stub-object`).
