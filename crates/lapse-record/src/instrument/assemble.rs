@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use lapse_data::codec::EventEncoder;
-use lapse_data::{InheritedFrames, Record, Timestamp};
+use lapse_data::{InheritedFrames, Record, ThreadKey, Timestamp};
 use lapse_rt::protocol::{Batch, Msg, RawEvent, Sender};
 
 use super::address::AddressBook;
@@ -22,7 +22,12 @@ use crate::RecordError;
 /// recovered part of one in `lapse recover`.
 pub(super) trait Sink {
     fn record(&mut self, record: &Record) -> Result<(), RecordError>;
-    fn events(&mut self, pid: u32, tid: u32, events: &EventEncoder) -> Result<(), RecordError>;
+    fn events(&mut self, thread: ThreadKey, events: &EventEncoder) -> Result<(), RecordError>;
+}
+
+/// The thread a runtime message came from.
+pub(super) fn thread_of(from: Sender) -> ThreadKey {
+    ThreadKey::new(from.pid, from.tid)
 }
 
 impl Sink for super::output::Output {
@@ -30,8 +35,8 @@ impl Sink for super::output::Output {
         super::output::Output::record(self, record)
     }
 
-    fn events(&mut self, pid: u32, tid: u32, events: &EventEncoder) -> Result<(), RecordError> {
-        super::output::Output::events(self, pid, tid, events)
+    fn events(&mut self, thread: ThreadKey, events: &EventEncoder) -> Result<(), RecordError> {
+        super::output::Output::events(self, thread, events)
     }
 }
 
@@ -56,8 +61,7 @@ pub(super) enum Took {
     /// A thread other than the main one exec'd: under its own tid it ends
     /// here (it goes on as the main thread).
     ThreadEnded {
-        pid: u32,
-        tid: u32,
+        thread: ThreadKey,
         at: Timestamp,
     },
 }
@@ -116,7 +120,7 @@ impl Assembler {
                 self.events(from, &batch, events, sink)?;
             }
             Msg::Arena { .. } | Msg::ShmEvents { .. } => {}
-            Msg::Fork { ticks, .. } => self.threads.fork(from.pid, from.tid, ticks),
+            Msg::Fork { ticks, .. } => self.threads.fork(thread_of(from), ticks),
             Msg::Child {
                 fork_ticks, ppid, ..
             } => self.child(from, fork_ticks, ppid, sink)?,
@@ -125,8 +129,7 @@ impl Assembler {
                 self.procs.entry(from.pid).or_default().exec_at = Some(at);
                 if from.tid != from.pid {
                     return Ok(Took::ThreadEnded {
-                        pid: from.pid,
-                        tid: from.tid,
+                        thread: thread_of(from),
                         at,
                     });
                 }
@@ -148,8 +151,7 @@ impl Assembler {
             return Ok(());
         }
         let encoded = self.threads.add_events(
-            from.pid,
-            from.tid,
+            thread_of(from),
             batch.first_index,
             batch.stalled_ticks,
             events,
@@ -158,7 +160,7 @@ impl Assembler {
         );
         self.write_book(sink)?;
         if let Some(b) = encoded {
-            sink.events(from.pid, from.tid, &b)?;
+            sink.events(thread_of(from), &b)?;
         }
         Ok(())
     }
@@ -188,8 +190,8 @@ impl Assembler {
         if self.is_exec(pid) {
             // The old image's open calls end where its exec began.
             let end = self.procs.get(&pid).and_then(|p| p.exec_at).unwrap_or(at);
-            for (tid, batch) in self.threads.exec(pid, end) {
-                sink.events(pid, tid, &batch)?;
+            for (thread, batch) in self.threads.exec(pid, end) {
+                sink.events(thread, &batch)?;
             }
         }
         // (the kernel's exec record already started a new mapping generation)
@@ -215,7 +217,7 @@ impl Assembler {
         self.book.fork(ppid, from.pid);
         self.threads
             .set_gen(from.pid, self.book.gen_at(from.pid, at));
-        let frames = self.threads.child(from.pid, from.tid, ppid, fork_ticks, at);
+        let frames = self.threads.child(thread_of(from), ppid, fork_ticks, at);
         if frames > 0 {
             sink.record(&Record::Inherited(InheritedFrames {
                 pid: from.pid,
@@ -259,11 +261,11 @@ mod tests {
             Ok(())
         }
 
-        fn events(&mut self, pid: u32, tid: u32, events: &EventEncoder) -> Result<(), RecordError> {
+        fn events(&mut self, thread: ThreadKey, events: &EventEncoder) -> Result<(), RecordError> {
             for e in events.events() {
                 let kind = if e.kind == EventKind::Enter { '>' } else { '<' };
                 self.events
-                    .push((pid, tid, kind, e.function.0, e.ts.as_nanos()));
+                    .push((thread.pid, thread.tid, kind, e.function.0, e.ts.as_nanos()));
             }
             Ok(())
         }
@@ -340,10 +342,10 @@ mod tests {
         let all: Vec<_> = asm
             .threads
             .streams_mut()
-            .filter_map(|s| s.take_batch(true).map(|b| (s.pid, s.tid, b)))
+            .filter_map(|s| s.take_batch(true).map(|b| (s.key, b)))
             .collect();
-        for (pid, tid, b) in all {
-            sink.events(pid, tid, &b).unwrap();
+        for (thread, b) in all {
+            sink.events(thread, &b).unwrap();
         }
     }
 
@@ -469,8 +471,7 @@ mod tests {
         assert_eq!(
             took,
             Took::ThreadEnded {
-                pid: 1,
-                tid: 3,
+                thread: ThreadKey::new(1, 3),
                 at: Timestamp::from_nanos(60)
             }
         );

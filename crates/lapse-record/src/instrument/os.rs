@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use lapse_data::{OsEvent, OsEventBlock, OsEventKind, Timestamp};
+use lapse_data::{OsEvent, OsEventBlock, OsEventKind, ThreadKey, Timestamp};
 use perf_event_open_sys::bindings as b;
 
 use super::address::{AddressBook, NewMapping};
@@ -55,34 +55,28 @@ struct OffCpu {
 
 enum Queued {
     Switch {
-        pid: u32,
-        tid: u32,
+        thread: ThreadKey,
         out: bool,
         preempted: bool,
     },
     Fault {
-        pid: u32,
-        tid: u32,
+        thread: ThreadKey,
     },
     Syscall {
-        pid: u32,
-        tid: u32,
+        thread: ThreadKey,
         enter: bool,
     },
     /// System-call samples were lost here: forget every open call.
     SyscallGap,
     Fork {
-        pid: u32,
+        thread: ThreadKey,
         ppid: u32,
-        tid: u32,
     },
     Exit {
-        pid: u32,
-        tid: u32,
+        thread: ThreadKey,
     },
     Comm {
-        pid: u32,
-        tid: u32,
+        thread: ThreadKey,
         name: String,
         /// The thread's process exec'd (the name is the new image's).
         exec: bool,
@@ -98,8 +92,8 @@ pub struct OsCollector {
     pub syscalls_refused: Option<String>,
     layout: SampleIdLayout,
     queue: Vec<(u64, Queued)>,
-    off_cpu: HashMap<(u32, u32), OffCpu>,
-    pub threads: HashMap<(u32, u32), ThreadLife>,
+    off_cpu: HashMap<ThreadKey, OffCpu>,
+    pub threads: HashMap<ThreadKey, ThreadLife>,
     pub processes: HashMap<u32, ProcessLife>,
     pub lost_records: u64,
     scratch: Vec<u8>,
@@ -258,7 +252,13 @@ impl OsCollector {
                         pid,
                         tid,
                         enter,
-                    } => (time, Queued::Syscall { pid, tid, enter }),
+                    } => (
+                        time,
+                        Queued::Syscall {
+                            thread: ThreadKey::new(pid, tid),
+                            enter,
+                        },
+                    ),
                     SyscallRecord::Gap { time } => (time, Queued::SyscallGap),
                 });
             });
@@ -309,18 +309,17 @@ impl OsCollector {
         let ts = Timestamp::from_nanos(time);
         match q {
             Queued::Switch {
-                pid,
-                tid,
+                thread,
                 out,
                 preempted,
             } => {
-                let oc = self.off_cpu.entry((pid, tid)).or_default();
+                let oc = self.off_cpu.entry(thread).or_default();
                 let first = !std::mem::replace(&mut oc.switched, true);
                 // A new thread waits, runnable, from its creation until a
                 // CPU takes it; the kernel reports no switch-out for that
                 // wait, only the first switch-in. (Under load it can be tens
                 // of milliseconds, which were counted as application time.)
-                let created = self.threads.get(&(pid, tid)).and_then(|t| t.start);
+                let created = self.threads.get(&thread).and_then(|t| t.start);
                 if !out && first && oc.since.is_none() {
                     if let Some(start) = created.filter(|s| s.as_nanos() < time) {
                         oc.since = Some((start.as_nanos(), true));
@@ -340,18 +339,18 @@ impl OsCollector {
                         kind,
                     });
                 }
-                self.threads.entry((pid, tid)).or_default();
+                self.threads.entry(thread).or_default();
             }
-            Queued::Fault { pid, tid } => {
-                let oc = self.off_cpu.entry((pid, tid)).or_default();
+            Queued::Fault { thread } => {
+                let oc = self.off_cpu.entry(thread).or_default();
                 oc.done.push(OsEvent {
                     from: ts,
                     to: ts,
                     kind: OsEventKind::Fault,
                 });
             }
-            Queued::Syscall { pid, tid, enter } => {
-                let oc = self.off_cpu.entry((pid, tid)).or_default();
+            Queued::Syscall { thread, enter } => {
+                let oc = self.off_cpu.entry(thread).or_default();
                 if enter {
                     // (an enter without an exit was a lost record, or exit())
                     oc.in_syscall = Some(time);
@@ -368,45 +367,43 @@ impl OsCollector {
                     oc.in_syscall = None;
                 }
             }
-            Queued::Fork { pid, ppid, tid } => {
-                self.threads.entry((pid, tid)).or_default().start = Some(ts);
-                if pid == tid && pid != ppid {
+            Queued::Fork { thread, ppid } => {
+                let pid = thread.pid;
+                self.threads.entry(thread).or_default().start = Some(ts);
+                if pid == thread.tid && pid != ppid {
                     let p = self.processes.entry(pid).or_default();
                     p.ppid = Some(ppid);
                     p.start = Some(ts);
                     book.fork(ppid, pid);
                 }
             }
-            Queued::Exit { pid, tid } => {
-                if let Some(oc) = self.off_cpu.get_mut(&(pid, tid)) {
+            Queued::Exit { thread } => {
+                let pid = thread.pid;
+                if let Some(oc) = self.off_cpu.get_mut(&thread) {
                     oc.in_syscall = None; // exit() never returns
                 }
-                self.threads.entry((pid, tid)).or_default().end = Some(ts);
-                if pid == tid {
+                self.threads.entry(thread).or_default().end = Some(ts);
+                if pid == thread.tid {
                     self.processes.entry(pid).or_default().end = Some(ts);
                 }
             }
-            Queued::Comm {
-                pid,
-                tid,
-                name,
-                exec,
-            } => {
+            Queued::Comm { thread, name, exec } => {
+                let pid = thread.pid;
                 if exec {
                     // An exec from a thread other than the main one: the
                     // kernel ended the old main thread (an exit record for
                     // pid/pid), and the exec'ing thread goes on as pid/pid.
                     // Neither that thread nor the process has ended.
-                    if let Some(t) = self.threads.get_mut(&(pid, tid)) {
+                    if let Some(t) = self.threads.get_mut(&thread) {
                         t.end = None;
                     }
-                    if tid == pid {
+                    if thread.tid == pid {
                         if let Some(p) = self.processes.get_mut(&pid) {
                             p.end = None;
                         }
                     }
                 }
-                self.threads.entry((pid, tid)).or_default().name = Some(name);
+                self.threads.entry(thread).or_default().name = Some(name);
             }
         }
     }
@@ -416,11 +413,15 @@ impl OsCollector {
     /// call ends (or `all`, at the end of the recording).
     pub fn take_blocks(&mut self, all: bool) -> Vec<OsEventBlock> {
         let mut blocks = Vec::new();
-        for (&(pid, tid), oc) in &mut self.off_cpu {
+        for (&key, oc) in &mut self.off_cpu {
             if !oc.done.is_empty() && (all || oc.in_syscall.is_none()) {
                 let mut events = std::mem::take(&mut oc.done);
                 events.sort_by_key(|e| e.from);
-                blocks.push(OsEventBlock { pid, tid, events });
+                blocks.push(OsEventBlock {
+                    pid: key.pid,
+                    tid: key.tid,
+                    events,
+                });
             }
         }
         blocks
@@ -432,8 +433,7 @@ fn queued(r: PerfRecord<'_>, lost: &mut u64) -> Option<(u64, Queued)> {
         PerfRecord::Switch { out, preempted, id } => (
             id.time,
             Queued::Switch {
-                pid: id.pid,
-                tid: id.tid,
+                thread: ThreadKey::new(id.pid, id.tid),
                 out,
                 preempted,
             },
@@ -444,8 +444,19 @@ fn queued(r: PerfRecord<'_>, lost: &mut u64) -> Option<(u64, Queued)> {
             tid,
             time,
             ..
-        } => (time, Queued::Fork { pid, ppid, tid }),
-        PerfRecord::Exit { pid, tid, time, .. } => (time, Queued::Exit { pid, tid }),
+        } => (
+            time,
+            Queued::Fork {
+                thread: ThreadKey::new(pid, tid),
+                ppid,
+            },
+        ),
+        PerfRecord::Exit { pid, tid, time, .. } => (
+            time,
+            Queued::Exit {
+                thread: ThreadKey::new(pid, tid),
+            },
+        ),
         PerfRecord::Comm {
             pid,
             tid,
@@ -455,8 +466,7 @@ fn queued(r: PerfRecord<'_>, lost: &mut u64) -> Option<(u64, Queued)> {
         } => (
             id.time,
             Queued::Comm {
-                pid,
-                tid,
+                thread: ThreadKey::new(pid, tid),
                 name,
                 exec,
             },
@@ -466,7 +476,12 @@ fn queued(r: PerfRecord<'_>, lost: &mut u64) -> Option<(u64, Queued)> {
             // sample_type TID|TIME: pid, tid, time
             let mut r = records::Reader::new(body, 0);
             let (pid, tid, time) = (r.u32()?, r.u32()?, r.u64()?);
-            (time, Queued::Fault { pid, tid })
+            (
+                time,
+                Queued::Fault {
+                    thread: ThreadKey::new(pid, tid),
+                },
+            )
         }
         PerfRecord::Lost { lost: n } => {
             *lost += n;

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lapse_data::codec::EventEncoder;
-use lapse_data::{DataWriter, Record};
+use lapse_data::{DataWriter, Record, ThreadKey};
 
 use crate::output_file::PendingFile;
 use crate::RecordError;
@@ -79,12 +79,14 @@ impl Output {
         self.check(r)
     }
 
-    pub fn events(&mut self, pid: u32, tid: u32, events: &EventEncoder) -> Result<(), RecordError> {
+    pub fn events(&mut self, thread: ThreadKey, events: &EventEncoder) -> Result<(), RecordError> {
         if self.failed.is_some() {
             return Ok(());
         }
         self.events += events.len() as u64;
-        let r = self.writer.write_encoded_events(pid, tid, events);
+        let r = self
+            .writer
+            .write_encoded_events(thread.pid, thread.tid, events);
         self.check(r)
     }
 

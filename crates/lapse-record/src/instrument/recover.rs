@@ -17,19 +17,19 @@
 //! gap), and OS events after that moment (no switches were recorded, so that
 //! time is application time).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use lapse_data::codec::EventEncoder;
 use lapse_data::{
-    format, DataFile, DataWriter, Footer, ProcessInfo, Record, ThreadInfo, Timestamp,
+    format, DataFile, DataWriter, Footer, ProcessInfo, Record, ThreadInfo, ThreadKey, Timestamp,
 };
 use lapse_rt::protocol::{self, Msg};
 
 use super::address::AddressBook;
-use super::assemble::{Assembler, Proc, Sink};
+use super::assemble::{thread_of, Assembler, Proc, Sink};
 use super::functions::function_table;
 use crate::linux::clock::TickClock;
 use crate::output_file::PendingFile;
@@ -236,10 +236,10 @@ impl<W: Write> Sink for Streamed<W> {
             })
     }
 
-    fn events(&mut self, pid: u32, tid: u32, events: &EventEncoder) -> Result<(), RecordError> {
+    fn events(&mut self, thread: ThreadKey, events: &EventEncoder) -> Result<(), RecordError> {
         self.events += events.len() as u64;
         self.w
-            .write_encoded_events(pid, tid, events)
+            .write_encoded_events(thread.pid, thread.tid, events)
             .map_err(|source| RecordError::Output {
                 path: self.path.clone(),
                 source,
@@ -254,7 +254,7 @@ struct Merge {
     asm: Assembler,
     out: Streamed<NewFile>,
     /// Index of each thread's first event in the spill.
-    first_index: HashMap<(u32, u32), u64>,
+    first_index: HashMap<ThreadKey, u64>,
 }
 
 impl Merge {
@@ -266,7 +266,7 @@ impl Merge {
         if let Msg::Events { batch, from } = msg {
             if !batch.discard {
                 self.first_index
-                    .entry((from.pid, from.tid))
+                    .entry(thread_of(from))
                     .or_insert(batch.first_index);
             }
         }
@@ -282,19 +282,19 @@ impl Merge {
             .asm
             .threads
             .streams_mut()
-            .filter_map(|s| s.take_batch(true).map(|b| (s.pid, s.tid, b)))
+            .filter_map(|s| s.take_batch(true).map(|b| (s.key, b)))
             .collect();
-        for (pid, tid, b) in rest {
-            self.out.events(pid, tid, &b).map_err(as_io)?;
+        for (thread, b) in rest {
+            self.out.events(thread, &b).map_err(as_io)?;
         }
         self.asm.write_book(&mut self.out).map_err(as_io)?;
         let recovered = self.out.events;
         // Each recovered thread's last event.
-        let last: HashMap<(u32, u32), Timestamp> = self
+        let last: BTreeMap<ThreadKey, Timestamp> = self
             .asm
             .threads
             .streams()
-            .map(|s| ((s.pid, s.tid), s.last_ts()))
+            .map(|s| (s.key, s.last_ts()))
             .collect();
         let w = &mut self.out.w;
         let new_functions = function_table(&self.asm.book, data.functions.len(), None, true);
@@ -344,9 +344,9 @@ impl Merge {
     /// and the index of the first spilled one; within the spill, the gaps
     /// the stream noticed.
     fn lost_events(&self, data: &DataFile) -> u64 {
-        let mut in_file: HashMap<(u32, u32), u64> = HashMap::new();
+        let mut in_file: HashMap<ThreadKey, u64> = HashMap::new();
         for c in &data.event_chunks {
-            *in_file.entry((c.pid, c.tid)).or_default() += u64::from(c.count);
+            *in_file.entry(c.key()).or_default() += u64::from(c.count);
         }
         let mut lost = self.asm.threads.lost_events;
         for (key, &first) in &self.first_index {
@@ -361,7 +361,7 @@ impl Merge {
     fn write_tables(
         &mut self,
         data: &DataFile,
-        last: &HashMap<(u32, u32), Timestamp>,
+        last: &BTreeMap<ThreadKey, Timestamp>,
     ) -> io::Result<()> {
         let command_of = |pid: u32| -> Vec<String> {
             let mut p = Some(pid);
@@ -381,16 +381,21 @@ impl Merge {
             }
             Vec::new()
         };
-        let mut pids: Vec<u32> = last.keys().map(|k| k.0).collect();
-        pids.sort_unstable();
-        pids.dedup();
-        for pid in pids {
-            let known = data.processes.iter().any(|p| p.pid == pid);
-            let end = last
-                .iter()
-                .filter(|(k, _)| k.0 == pid)
-                .map(|(_, &t)| t)
-                .max();
+        // Each process's last thread end (the keys are in pid order).
+        let mut ends: Vec<(u32, Timestamp)> = Vec::new();
+        for (k, &t) in last {
+            match ends.last_mut() {
+                Some((pid, end)) if *pid == k.pid => *end = (*end).max(t),
+                _ => ends.push((k.pid, t)),
+            }
+        }
+        let known_pids: std::collections::HashSet<u32> =
+            data.processes.iter().map(|p| p.pid).collect();
+        let known_threads: HashMap<ThreadKey, &ThreadInfo> =
+            data.threads.iter().map(|t| (t.key(), t)).collect();
+        for (pid, end) in ends {
+            let end = Some(end);
+            let known = known_pids.contains(&pid);
             let sp = self.asm.procs.get(&pid);
             self.out.w.write_record(&Record::Process(ProcessInfo {
                 pid,
@@ -405,8 +410,9 @@ impl Merge {
                 exit_status: None,
             }))?;
         }
-        for (&(pid, tid), &end) in last {
-            let known = data.threads.iter().find(|t| t.pid == pid && t.tid == tid);
+        for (&key, &end) in last {
+            let ThreadKey { pid, tid } = key;
+            let known = known_threads.get(&key).copied();
             let name = match known {
                 Some(t) => t.name.clone(),
                 None => command_of(pid)

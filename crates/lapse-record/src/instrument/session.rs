@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lapse_data::{Method, OsEventBlock, Record, SessionHeader, Timestamp};
+use lapse_data::{Method, OsEventBlock, Record, SessionHeader, ThreadKey, Timestamp};
 use lapse_rt::protocol::{self, Batch, Msg, Sender, MAX_DATAGRAM};
 
 use super::address::AddressBook;
@@ -57,9 +57,10 @@ pub(super) struct Session {
     pub(super) header: Option<SessionHeader>,
     pub(super) flushes: u64,
     pub(super) inherit: bool,
-    /// Functions already written, and (pid, tid) / (pid, 0) already announced.
+    /// Functions, processes and threads already written.
     pub(super) announced_functions: usize,
-    pub(super) announced: HashSet<(u32, u32)>,
+    pub(super) announced_procs: HashSet<u32>,
+    pub(super) announced_threads: HashSet<ThreadKey>,
     /// Shared arenas by (connection id, pid).
     pub(super) arenas: HashMap<(u64, u32), Arena>,
     /// Counts the functions named at the end, for a progress display.
@@ -149,7 +150,8 @@ pub fn record(
         flushes: 0,
         inherit: opts.inherit,
         announced_functions: 0,
-        announced: HashSet::new(),
+        announced_procs: HashSet::new(),
+        announced_threads: HashSet::new(),
         arenas: HashMap::new(),
         progress: opts.symbol_progress.clone(),
         pace: Pace::default(),
@@ -599,8 +601,8 @@ impl Session {
                 let took = self
                     .asm
                     .message(msg, protocol::events(datagram), &mut self.out)?;
-                if let Took::ThreadEnded { pid, tid, at } = took {
-                    self.os.threads.entry((pid, tid)).or_default().end = Some(at);
+                if let Took::ThreadEnded { thread, at } = took {
+                    self.os.threads.entry(thread).or_default().end = Some(at);
                 }
                 if hello {
                     if let Some(cmd) = read_cmdline(from.pid) {
@@ -722,14 +724,14 @@ impl Session {
             .asm
             .threads
             .streams_mut()
-            .filter_map(|s| s.take_batch(true).map(|b| (s.pid, s.tid, b)))
+            .filter_map(|s| s.take_batch(true).map(|b| (s.key, b)))
             .collect();
-        for (pid, tid, b) in batches {
-            self.out.events(pid, tid, &b)?;
+        for (thread, b) in batches {
+            self.out.events(thread, &b)?;
         }
         // OS events of threads with a timeline wait until the cuts before them are known.
         for block in self.os.take_blocks(force) {
-            match self.asm.threads.get_mut(block.pid, block.tid) {
+            match self.asm.threads.get_mut(block.key()) {
                 Some(s) => s.stalls.add_os(block.events),
                 None => self.out.record(&Record::OsEvents(block))?,
             }
@@ -739,8 +741,8 @@ impl Session {
             .threads
             .streams_mut()
             .map(|s| OsEventBlock {
-                pid: s.pid,
-                tid: s.tid,
+                pid: s.key.pid,
+                tid: s.key.tid,
                 events: s.stalls.release_os(force),
             })
             .filter(|b| !b.events.is_empty())

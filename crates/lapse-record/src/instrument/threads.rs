@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use lapse_data::codec::EventEncoder;
-use lapse_data::{EventKind, FunctionId, OsEvent, Timestamp};
+use lapse_data::{EventKind, FunctionId, OsEvent, ThreadKey, Timestamp};
 use lapse_rt::protocol::{RawEvent, HOLE_FN, MARK_LIMIT, MARK_UNTRACED, MARK_UNWIND};
 
 use super::address::AddressBook;
@@ -35,8 +35,7 @@ pub struct OpenCall {
 }
 
 pub struct ThreadStream {
-    pub pid: u32,
-    pub tid: u32,
+    pub key: ThreadKey,
     /// Events not written yet, already encoded as the file holds them.
     pending: EventEncoder,
     stack: Vec<OpenCall>,
@@ -69,10 +68,9 @@ impl FnCache {
 }
 
 impl ThreadStream {
-    fn new(pid: u32, tid: u32) -> Self {
+    fn new(key: ThreadKey) -> Self {
         ThreadStream {
-            pid,
-            tid,
+            key,
             pending: EventEncoder::default(), // grows to a batch only for busy threads
             stack: Vec::new(),
             next_index: 0,
@@ -205,9 +203,9 @@ pub struct Retired {
 /// All threads' streams plus the stacks parked at fork time.
 #[derive(Default)]
 pub struct Threads {
-    streams: HashMap<(u32, u32), ThreadStream>,
+    streams: HashMap<ThreadKey, ThreadStream>,
     /// Ended threads whose streams were dropped to keep memory bounded.
-    pub retired: HashMap<(u32, u32), Retired>,
+    pub retired: HashMap<ThreadKey, Retired>,
     /// (parent pid, fork ticks) → the forking thread's stack then.
     fork_stacks: HashMap<(u32, u64), Vec<OpenCall>>,
     /// pid → image generation its events resolve in (see AddressBook).
@@ -222,10 +220,10 @@ pub struct Threads {
 }
 
 impl Threads {
-    pub fn stream(&mut self, pid: u32, tid: u32) -> &mut ThreadStream {
+    pub fn stream(&mut self, key: ThreadKey) -> &mut ThreadStream {
         self.streams
-            .entry((pid, tid))
-            .or_insert_with(|| ThreadStream::new(pid, tid))
+            .entry(key)
+            .or_insert_with(|| ThreadStream::new(key))
     }
 
     pub fn streams_mut(&mut self) -> impl Iterator<Item = &mut ThreadStream> {
@@ -240,19 +238,18 @@ impl Threads {
     /// needs; returns its last events and OS events to write.
     pub fn retire(
         &mut self,
-        pid: u32,
-        tid: u32,
+        key: ThreadKey,
         real_end: Timestamp,
     ) -> Option<(EventEncoder, Vec<OsEvent>)> {
-        let mut s = self.streams.remove(&(pid, tid))?;
-        if pid == tid {
-            self.caches.remove(&pid); // (made again if its other threads go on)
+        let mut s = self.streams.remove(&key)?;
+        if key.pid == key.tid {
+            self.caches.remove(&key.pid); // (made again if its other threads go on)
         }
         let events = s.take_batch(true).unwrap_or_default();
         let os = s.stalls.release_os(true);
         let end = s.stalls.map(real_end).max(s.last_ts);
         self.retired.insert(
-            (pid, tid),
+            key,
             Retired {
                 last_ts: s.last_ts,
                 end,
@@ -268,12 +265,12 @@ impl Threads {
     }
 
     /// The stream of a thread the runtime has sent events for, if any.
-    pub fn get(&self, pid: u32, tid: u32) -> Option<&ThreadStream> {
-        self.streams.get(&(pid, tid))
+    pub fn get(&self, key: ThreadKey) -> Option<&ThreadStream> {
+        self.streams.get(&key)
     }
 
-    pub fn get_mut(&mut self, pid: u32, tid: u32) -> Option<&mut ThreadStream> {
-        self.streams.get_mut(&(pid, tid))
+    pub fn get_mut(&mut self, key: ThreadKey) -> Option<&mut ThreadStream> {
+        self.streams.get_mut(&key)
     }
 
     /// Adds one EVENTS datagram whose first event has index `first_index`,
@@ -283,14 +280,14 @@ impl Threads {
     #[allow(clippy::too_many_arguments)]
     pub fn add_events(
         &mut self,
-        pid: u32,
-        tid: u32,
+        key: ThreadKey,
         first_index: u64,
         stalled_ticks: u64,
         raw: impl Iterator<Item = RawEvent> + Clone,
         book: &mut AddressBook,
         clock: &TickClock,
     ) -> Option<EventEncoder> {
+        let pid = key.pid;
         let gen = self.gens.get(&pid).copied().unwrap_or(0);
         let version = book.version(pid, gen);
         let cache = self
@@ -302,8 +299,8 @@ impl Threads {
         }
         let s = self
             .streams
-            .entry((pid, tid))
-            .or_insert_with(|| ThreadStream::new(pid, tid));
+            .entry(key)
+            .or_insert_with(|| ThreadStream::new(key));
         let skip = s.next_index.saturating_sub(first_index);
         let mut lost = 0;
         if first_index > s.next_index {
@@ -421,21 +418,21 @@ impl Threads {
     }
 
     /// The thread is about to fork: remember its stack for the child.
-    pub fn fork(&mut self, pid: u32, tid: u32, fork_ticks: u64) {
-        let stack = self.stream(pid, tid).stack.clone();
-        self.fork_stacks.insert((pid, fork_ticks), stack);
+    pub fn fork(&mut self, key: ThreadKey, fork_ticks: u64) {
+        let stack = self.stream(key).stack.clone();
+        self.fork_stacks.insert((key.pid, fork_ticks), stack);
     }
 
     /// A fork child's first message: it starts inside the calls its parent
     /// thread had open, entered at the moment of the fork. Returns how many
     /// (those enters are inherited frames, not calls: the file says so).
-    pub fn child(&mut self, pid: u32, tid: u32, ppid: u32, fork_ticks: u64, at: Timestamp) -> u32 {
+    pub fn child(&mut self, key: ThreadKey, ppid: u32, fork_ticks: u64, at: Timestamp) -> u32 {
         let stack = self
             .fork_stacks
             .remove(&(ppid, fork_ticks))
             .unwrap_or_default();
         let frames = stack.len() as u32;
-        let s = self.stream(pid, tid);
+        let s = self.stream(key);
         for f in stack {
             s.push(at, EventKind::Enter, f);
         }
@@ -445,10 +442,10 @@ impl Threads {
 
     /// An exec replaced process `pid`: its threads' open calls end at `at`,
     /// and the new image starts numbering events from zero.
-    pub fn exec(&mut self, pid: u32, at: Timestamp) -> Vec<(u32, EventEncoder)> {
+    pub fn exec(&mut self, pid: u32, at: Timestamp) -> Vec<(ThreadKey, EventEncoder)> {
         self.caches.remove(&pid);
         let mut out = Vec::new();
-        for s in self.streams.values_mut().filter(|s| s.pid == pid) {
+        for s in self.streams.values_mut().filter(|s| s.key.pid == pid) {
             let before = s.pending.len();
             let at = s.stalls.map(at);
             s.close_all(at.max(s.last_ts));
@@ -456,7 +453,7 @@ impl Threads {
             self.events += (s.pending.len() - before) as u64;
             s.next_index = 0;
             if let Some(b) = s.take_batch(true) {
-                out.push((s.tid, b));
+                out.push((s.key, b));
             }
         }
         out
@@ -484,7 +481,10 @@ mod tests {
 
     /// (kind, function) of what a thread's stream holds so far.
     fn stream_of(t: &mut Threads, pid: u32, tid: u32) -> Vec<(EventKind, FunctionId)> {
-        let b = t.stream(pid, tid).take_batch(true).unwrap_or_default();
+        let b = t
+            .stream(ThreadKey::new(pid, tid))
+            .take_batch(true)
+            .unwrap_or_default();
         b.events().iter().map(|e| (e.kind, e.function)).collect()
     }
 
@@ -494,18 +494,31 @@ mod tests {
         let mut book = AddressBook::default();
         let mut t = Threads::default();
         let evs = [raw(0x4010, 100, false), raw(0x4010, 200, true)];
-        t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
+        t.add_events(
+            ThreadKey::new(1, 1),
+            0,
+            0,
+            evs.into_iter(),
+            &mut book,
+            &clock,
+        );
         // the same buffer again (sent by an exit-time flush), plus one more
         let again = [
             raw(0x4010, 100, false),
             raw(0x4010, 200, true),
             raw(0x4020, 300, false),
         ];
-        t.add_events(1, 1, 0, 0, again.into_iter(), &mut book, &clock);
+        t.add_events(
+            ThreadKey::new(1, 1),
+            0,
+            0,
+            again.into_iter(),
+            &mut book,
+            &clock,
+        );
         assert_eq!(t.events, 3);
         t.add_events(
-            1,
-            1,
+            ThreadKey::new(1, 1),
             10,
             0,
             [raw(0x4020, 400, true)].into_iter(),
@@ -526,16 +539,29 @@ mod tests {
             raw(HOLE_FN, 0, false),
             raw(0x4010, 200, true),
         ];
-        t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
+        t.add_events(
+            ThreadKey::new(1, 1),
+            0,
+            0,
+            evs.into_iter(),
+            &mut book,
+            &clock,
+        );
         assert_eq!((t.events, t.lost_events), (2, 2));
         // the next batch starts at index 4: no gap
         let next = [raw(0x4020, 300, false)];
-        t.add_events(1, 1, 4, 0, next.into_iter(), &mut book, &clock);
+        t.add_events(
+            ThreadKey::new(1, 1),
+            4,
+            0,
+            next.into_iter(),
+            &mut book,
+            &clock,
+        );
         assert_eq!((t.events, t.lost_events), (3, 2));
         // a batch of holes only
         t.add_events(
-            1,
-            1,
+            ThreadKey::new(1, 1),
             5,
             0,
             [raw(HOLE_FN, 0, true)].into_iter(),
@@ -554,18 +580,34 @@ mod tests {
             at(0x4010, 100, false, 0x7000),
             at(0x4020, 200, false, 0x6f00),
         ];
-        t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
-        t.fork(1, 1, 250);
-        t.child(2, 2, 1, 250, Timestamp::from_nanos(5));
-        let child = t.stream(2, 2).take_batch(true).unwrap_or_default().events();
+        t.add_events(
+            ThreadKey::new(1, 1),
+            0,
+            0,
+            evs.into_iter(),
+            &mut book,
+            &clock,
+        );
+        t.fork(ThreadKey::new(1, 1), 250);
+        t.child(ThreadKey::new(2, 2), 1, 250, Timestamp::from_nanos(5));
+        let child = t
+            .stream(ThreadKey::new(2, 2))
+            .take_batch(true)
+            .unwrap_or_default()
+            .events();
         let kinds: Vec<_> = child.iter().map(|e| (e.kind, e.function)).collect();
-        let parent_ids: Vec<_> = t.stream(1, 1).stack.iter().map(|c| c.function).collect();
+        let parent_ids: Vec<_> = t
+            .stream(ThreadKey::new(1, 1))
+            .stack
+            .iter()
+            .map(|c| c.function)
+            .collect();
         assert_eq!(kinds.len(), 2);
         assert_eq!(kinds.iter().map(|k| k.1).collect::<Vec<_>>(), parent_ids);
         assert!(kinds.iter().all(|k| k.0 == EventKind::Enter));
         // (the child's frames are where the parent's were)
-        let parent = t.stream(1, 1).stack.clone();
-        assert_eq!(t.stream(2, 2).stack, parent);
+        let parent = t.stream(ThreadKey::new(1, 1)).stack.clone();
+        assert_eq!(t.stream(ThreadKey::new(2, 2)).stack, parent);
     }
 
     #[test]
@@ -587,7 +629,14 @@ mod tests {
             at(0x4030, 400, true, 0x6f80),
             at(0x4010, 500, true, 0x7000),
         ];
-        t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
+        t.add_events(
+            ThreadKey::new(1, 1),
+            0,
+            0,
+            evs.into_iter(),
+            &mut book,
+            &clock,
+        );
         let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
         let (main, foo, helper, inl, bar) =
             (id(0x4010), id(0x4020), id(0x4040), id(0x4050), id(0x4030));
@@ -625,7 +674,14 @@ mod tests {
             at(MARK_UNTRACED, 450, false, 0x7000),
             at(0x4010, 500, true, 0x7000),
         ];
-        t.add_events(1, 1, 0, 0, evs.into_iter(), &mut book, &clock);
+        t.add_events(
+            ThreadKey::new(1, 1),
+            0,
+            0,
+            evs.into_iter(),
+            &mut book,
+            &clock,
+        );
         let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
         let (main, a, b) = (id(0x4010), id(0x4020), id(0x4030));
         use EventKind::*;
@@ -643,8 +699,7 @@ mod tests {
         assert_eq!((t.untraced_threads, t.lost_events), (1, 0));
         // the markers kept their place in the thread's numbering
         t.add_events(
-            1,
-            1,
+            ThreadKey::new(1, 1),
             6,
             0,
             [raw(0x4050, 600, false)].into_iter(),

@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 
-use lapse_data::{Footer, Method, OsEventBlock, ProcessInfo, Record, ThreadInfo, Timestamp};
+use lapse_data::{
+    Footer, Method, OsEventBlock, ProcessInfo, Record, ThreadInfo, ThreadKey, Timestamp,
+};
 
 use super::functions::function_table;
 use super::session::{Session, RETIRE_AFTER};
@@ -40,7 +42,7 @@ impl Session {
         }
         let mut procs = Vec::new();
         for (&pid, p) in &self.asm.procs {
-            if p.said_hello && self.announced.insert((pid, 0)) {
+            if p.said_hello && self.announced_procs.insert(pid) {
                 procs.push(ProcessInfo {
                     pid,
                     ppid: p.ppid,
@@ -52,16 +54,11 @@ impl Session {
             }
         }
         let mut threads = Vec::new();
-        let keys: Vec<(u32, u32)> = self.asm.threads.streams().map(|s| (s.pid, s.tid)).collect();
-        for (pid, tid) in keys {
-            // (pid, 0) stands for the process itself: tids are never 0
-            if self.announced.insert((pid, tid)) {
-                let life = self
-                    .os
-                    .threads
-                    .get(&(pid, tid))
-                    .cloned()
-                    .unwrap_or_default();
+        let keys: Vec<ThreadKey> = self.asm.threads.streams().map(|s| s.key).collect();
+        for key in keys {
+            let ThreadKey { pid, tid } = key;
+            if self.announced_threads.insert(key) {
+                let life = self.os.threads.get(&key).cloned().unwrap_or_default();
                 threads.push(ThreadInfo {
                     pid,
                     tid,
@@ -89,22 +86,22 @@ impl Session {
     /// the recorder grow.
     pub(super) fn retire_ended_threads(&mut self) -> Result<(), RecordError> {
         let now = clock::monotonic_now();
-        let ended: Vec<(u32, u32, Timestamp)> = self
+        let ended: Vec<(ThreadKey, Timestamp)> = self
             .asm
             .threads
             .streams()
             .filter_map(|s| {
-                let end = self.os.threads.get(&(s.pid, s.tid))?.end?;
-                (now.since(end) > RETIRE_AFTER.as_nanos() as u64).then_some((s.pid, s.tid, end))
+                let end = self.os.threads.get(&s.key)?.end?;
+                (now.since(end) > RETIRE_AFTER.as_nanos() as u64).then_some((s.key, end))
             })
             .collect();
-        for (pid, tid, end) in ended {
-            if let Some((events, os)) = self.asm.threads.retire(pid, tid, end) {
-                self.out.events(pid, tid, &events)?;
+        for (key, end) in ended {
+            if let Some((events, os)) = self.asm.threads.retire(key, end) {
+                self.out.events(key, &events)?;
                 if !os.is_empty() {
                     self.out.record(&Record::OsEvents(OsEventBlock {
-                        pid,
-                        tid,
+                        pid: key.pid,
+                        tid: key.tid,
                         events: os,
                     }))?;
                 }
@@ -132,18 +129,18 @@ impl Session {
                 exit_status: exit_status.unwrap_or(0),
             });
         }
-        let mut last_ts: HashMap<(u32, u32), Timestamp> = HashMap::new();
+        let mut last_ts: HashMap<ThreadKey, Timestamp> = HashMap::new();
         for s in self.asm.threads.streams() {
-            last_ts.insert((s.pid, s.tid), s.last_ts());
+            last_ts.insert(s.key, s.last_ts());
         }
         for (&key, r) in &self.asm.threads.retired {
             last_ts.insert(key, r.last_ts);
         }
-        let mut keys: Vec<(u32, u32)> = last_ts.keys().copied().collect();
+        let mut keys: Vec<ThreadKey> = last_ts.keys().copied().collect();
         keys.extend(self.os.threads.keys().copied());
         keys.sort_unstable();
         keys.dedup();
-        let mut pids: Vec<u32> = keys.iter().map(|k| k.0).collect();
+        let mut pids: Vec<u32> = keys.iter().map(|k| k.pid).collect();
         pids.extend(self.asm.procs.keys().copied());
         pids.sort_unstable();
         pids.dedup();
@@ -154,23 +151,19 @@ impl Session {
             let p = self.asm.procs.remove(&pid).unwrap_or_default();
             let life = self.os.processes.get(&pid).cloned().unwrap_or_default();
             let mut threads = Vec::new();
-            for &(_, tid) in keys.iter().filter(|k| k.0 == pid) {
-                let t = self
-                    .os
-                    .threads
-                    .get(&(pid, tid))
-                    .cloned()
-                    .unwrap_or_default();
-                let stream = self.asm.threads.get(pid, tid);
+            for &key in keys.iter().filter(|k| k.pid == pid) {
+                let tid = key.tid;
+                let t = self.os.threads.get(&key).cloned().unwrap_or_default();
+                let stream = self.asm.threads.get(key);
                 // Ends are real times: put them on the thread's timeline.
                 let real_end = t.end.or(life.end).unwrap_or(end);
-                let retired = self.asm.threads.retired.get(&(pid, tid));
+                let retired = self.asm.threads.retired.get(&key);
                 let mut end_ts = match (stream, retired) {
                     (Some(s), _) => s.stalls.map(real_end),
                     (None, Some(r)) => r.end,
                     (None, None) => real_end,
                 };
-                if let Some(&last) = last_ts.get(&(pid, tid)) {
+                if let Some(&last) = last_ts.get(&key) {
                     end_ts = end_ts.max(last);
                 }
                 let start_ts = t.start.or(if tid == pid {
