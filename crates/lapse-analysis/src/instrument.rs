@@ -18,7 +18,7 @@
 //! Calls nest through the one [`CallStack`]; OS events come from the
 //! thread's merged off-CPU periods ([`OffCpu`]).
 
-use lapse_data::{Event, EventKind, FunctionId, ModuleId, OsEvent, Timestamp};
+use lapse_data::{Event, EventKind, FunctionId, ModuleId, OsEvent, ThreadKey, Timestamp};
 
 use crate::fine::Fine;
 use crate::nesting::{CallStack, Closed, Exit, StackFrame};
@@ -245,8 +245,7 @@ impl<'a> ThreadRun<'a> {
         acc: &'a mut Accumulator,
         module_of: &'a [ModuleId],
         config: Config,
-        pid: u32,
-        tid: u32,
+        thread: ThreadKey,
         start: Option<Timestamp>,
         off_cpu: &[OsEvent],
     ) -> ThreadRun<'a> {
@@ -269,8 +268,8 @@ impl<'a> ThreadRun<'a> {
             },
             stack: CallStack::default(),
             stats: ThreadStats {
-                pid,
-                tid,
+                pid: thread.pid,
+                tid: thread.tid,
                 ..ThreadStats::default()
             },
             tree: config.call_tree.then(CallTree::new),

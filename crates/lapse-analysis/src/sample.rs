@@ -184,7 +184,7 @@ pub struct SampleAnalysis {
     pub no_line: Counts,
     pub instructions: HashMap<FrameId, Counts>,
     pub modules: HashMap<ModuleId, Counts>,
-    /// (pid, tid) → (all samples, samples with no resolvable frame), and
+    /// Per thread: (all samples, samples with no resolvable frame), and
     /// the same for off-CPU time.
     pub threads: HashMap<ThreadKey, Counts>,
     pub samples: u64,
@@ -273,19 +273,19 @@ impl SampleAnalysis {
         &self,
         stacks: &[StackNode],
         frames: &[FrameInfo],
-        want: impl Fn(u32, u32) -> bool,
+        want: impl Fn(ThreadKey) -> bool,
     ) -> CallTree<Counts> {
         let mut t: CallTree<Counts> = CallTree::new();
         let mut per: Vec<_> = self
             .per_stack
             .iter()
-            .filter(|((_, t), _)| want(t.pid, t.tid))
+            .filter(|((_, t), _)| want(*t))
             .collect();
         per.sort_by_key(|(k, _)| **k);
         let mut off: Vec<_> = self
             .off_cpu_per_stack
             .iter()
-            .filter(|((_, t), _)| want(t.pid, t.tid))
+            .filter(|((_, t), _)| want(*t))
             .collect();
         off.sort_by_key(|(k, _)| **k);
         let runs = [(Value::Samples, per), (Value::OffCpu, off)];
@@ -303,11 +303,7 @@ impl SampleAnalysis {
                 *value.of(t.weight_mut(node)).1 += n;
             }
         }
-        let mut threads: Vec<_> = self
-            .threads
-            .iter()
-            .filter(|(k, _)| want(k.pid, k.tid))
-            .collect();
+        let mut threads: Vec<_> = self.threads.iter().filter(|(k, _)| want(**k)).collect();
         threads.sort_by_key(|(k, _)| **k);
         let mut total = Counts::default();
         for (_, c) in threads {

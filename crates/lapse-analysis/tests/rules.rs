@@ -6,7 +6,9 @@ use lapse_analysis::instrument::{Accumulator, ApplicationRule, Config, ThreadRun
 use lapse_analysis::tree::FrameKey;
 use lapse_analysis::values::{FunctionStats, SessionTotals, ThreadStats, TimeValue, TimeValues};
 use lapse_analysis::Fine;
-use lapse_data::{Event, EventKind, FunctionId, ModuleId, OsEvent, OsEventKind, Timestamp};
+use lapse_data::{
+    Event, EventKind, FunctionId, ModuleId, OsEvent, OsEventKind, ThreadKey, Timestamp,
+};
 
 const F: u32 = 0;
 const G: u32 = 1;
@@ -75,8 +77,7 @@ fn run(threads: &[Thread], config: Config) -> Accumulator {
             &mut acc,
             &MODULE_OF,
             config,
-            th.pid,
-            th.tid,
+            ThreadKey::new(th.pid, th.tid),
             th.start.map(t),
             &th.off,
         )
@@ -812,7 +813,7 @@ mod sampling {
         assert_eq!((fib.wall.inclusive, fib.wall.exclusive), (1100, 1100));
         assert_eq!((main.wall.inclusive, main.wall.exclusive), (1180, 80));
         // The call tree: paths weigh wall time; the stackless wait is [unknown].
-        let mut tree = a.call_tree(&stacks, &frames, |_, _| true);
+        let mut tree = a.call_tree(&stacks, &frames, |_| true);
         let nodes = tree.len();
         use lapse_analysis::tree::{FrameKey, NodeId, Weight};
         assert_eq!(tree.weight(NodeId::ROOT).inclusive(), 1187);

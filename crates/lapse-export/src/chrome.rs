@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use lapse_data::{DataFile, Method, Timestamp};
+use lapse_data::{DataFile, Method, ThreadKey, Timestamp};
 use lapse_report::Analysis;
 
 use lapse_analysis::sample::Counts;
@@ -85,7 +85,8 @@ fn metadata(ev: &mut Events<'_>, file: &DataFile) -> io::Result<()> {
     Ok(())
 }
 
-fn switch(ev: &mut Events<'_>, pid: u32, tid: u32, out: bool, ts: &str) -> io::Result<()> {
+fn switch(ev: &mut Events<'_>, thread: ThreadKey, out: bool, ts: &str) -> io::Result<()> {
+    let ThreadKey { pid, tid } = thread;
     let name = if out {
         "lapse:switch_out"
     } else {
@@ -113,7 +114,8 @@ fn instrumentation(
         })
         .collect();
     for t in timeline::threads(file) {
-        let (pid, tid) = (t.pid, t.tid);
+        let thread = t.key();
+        let ThreadKey { pid, tid } = thread;
         let mut line = String::with_capacity(128);
         let walked = timeline::walk(file, &t, false, timing, |at, step| {
             let (ph, f) = match step {
@@ -133,17 +135,17 @@ fn instrumentation(
         .map_err(w)?;
         let bounds = |b: Option<Timestamp>| b.map(|b| micros(b, origin));
         if let Some(start) = bounds(t.start) {
-            switch(ev, pid, tid, true, &start).map_err(w)?;
-            switch(ev, pid, tid, false, &start).map_err(w)?;
+            switch(ev, thread, true, &start).map_err(w)?;
+            switch(ev, thread, false, &start).map_err(w)?;
         }
         for (from, to) in walked.off_cpu {
-            switch(ev, pid, tid, true, &micros(from, origin)).map_err(w)?;
-            switch(ev, pid, tid, false, &micros(to, origin)).map_err(w)?;
+            switch(ev, thread, true, &micros(from, origin)).map_err(w)?;
+            switch(ev, thread, false, &micros(to, origin)).map_err(w)?;
         }
         // (the end, on the compensated timeline like everything else)
         if let Some(end) = t.end.and(walked.last).map(|e| micros(e, origin)) {
-            switch(ev, pid, tid, true, &end).map_err(w)?;
-            switch(ev, pid, tid, false, &end).map_err(w)?;
+            switch(ev, thread, true, &end).map_err(w)?;
+            switch(ev, thread, false, &end).map_err(w)?;
         }
     }
     Ok(())
@@ -154,7 +156,7 @@ fn sampling(ev: &mut Events<'_>, file: &DataFile) -> Result<String, ExportError>
     // The call tree only as a path interner: node ids are the frame table's.
     let mut paths: CallTree<Counts> = CallTree::new();
     let mut node_of: HashMap<Option<lapse_data::StackId>, NodeId> = HashMap::new();
-    timeline::for_each_thread(file, |_, _, run| {
+    timeline::for_each_thread(file, |_, run| {
         for s in run {
             let node = match node_of.get(&s.stack) {
                 Some(&n) => n,

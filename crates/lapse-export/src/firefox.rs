@@ -23,7 +23,7 @@ mod processed;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use lapse_data::{DataFile, FunctionId, Method, StackId, ThreadInfo, Timestamp};
+use lapse_data::{DataFile, FunctionId, Method, StackId, ThreadInfo, ThreadKey, Timestamp};
 use lapse_report::Analysis;
 
 use lapse_analysis::tree::FrameKey;
@@ -171,18 +171,18 @@ fn sampling(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
     let index = SampleIndex::new(file);
     // Threads with a record, and any that only appear in samples.
     let mut threads = timeline::threads(file);
-    for (pid, tid) in index.threads() {
-        if !threads.iter().any(|t| t.pid == pid && t.tid == tid) {
+    for key in index.threads() {
+        if !threads.iter().any(|t| t.key() == key) {
             threads.push(ThreadInfo {
-                pid,
-                tid,
+                pid: key.pid,
+                tid: key.tid,
                 name: String::new(),
                 start: None,
                 end: None,
             });
         }
     }
-    threads.sort_by_key(|t| (t.pid, t.tid));
+    threads.sort_by_key(ThreadInfo::key);
     let cpu = match (
         file.session.sample_period_is_time,
         file.session.sample_period,
@@ -191,9 +191,9 @@ fn sampling(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
         _ => 0,
     };
     let headers = headers(file, &threads);
-    let order: Vec<(u32, u32)> = headers.iter().map(|(h, _)| (h.pid, h.tid)).collect();
+    let order: Vec<ThreadKey> = headers.iter().map(|&(_, i)| threads[i].key()).collect();
     let mut headers = headers.into_iter().map(|(h, _)| h);
-    index.for_each_thread(file, &order, |_, _, run| {
+    index.for_each_thread(file, &order, |_, run| {
         // `order` follows `headers`, so the next header is this thread's.
         let Some(header) = headers.next() else {
             return Ok(());

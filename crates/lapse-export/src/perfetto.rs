@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use lapse_data::{DataFile, Method};
+use lapse_data::{DataFile, Method, ThreadKey};
 use lapse_report::Analysis;
 
 use crate::timeline::{self, Step, Timing};
@@ -158,7 +158,7 @@ impl Writer<'_> {
 
 /// Track ids, never 0: processes by pid, threads by their (pid, tid)
 /// order, each thread's off-CPU track beside it.
-struct Tracks(HashMap<(u32, u32), u64>);
+struct Tracks(HashMap<ThreadKey, u64>);
 
 impl Tracks {
     fn new(file: &DataFile) -> Tracks {
@@ -167,7 +167,7 @@ impl Tracks {
             threads
                 .iter()
                 .enumerate()
-                .map(|(i, t)| ((t.pid, t.tid), 2 * i as u64 + 2))
+                .map(|(i, t)| (t.key(), 2 * i as u64 + 2))
                 .collect(),
         )
     }
@@ -176,16 +176,16 @@ impl Tracks {
         (1 << 40) | u64::from(pid)
     }
 
-    fn thread(&self, pid: u32, tid: u32) -> u64 {
+    fn thread(&self, key: ThreadKey) -> u64 {
         // (a sampled thread with no record gets one from its ids)
         self.0
-            .get(&(pid, tid))
+            .get(&key)
             .copied()
-            .unwrap_or((2 << 40) | (u64::from(pid) << 24) | u64::from(tid))
+            .unwrap_or((2 << 40) | (u64::from(key.pid) << 24) | u64::from(key.tid))
     }
 
-    fn off_cpu(&self, pid: u32, tid: u32) -> u64 {
-        self.thread(pid, tid) + 1
+    fn off_cpu(&self, key: ThreadKey) -> u64 {
+        self.thread(key) + 1
     }
 }
 
@@ -211,11 +211,11 @@ fn descriptors(w: &mut Writer<'_>, file: &DataFile, tracks: &Tracks) -> io::Resu
         if !t.name.is_empty() {
             d.string(5, &t.name);
         }
-        let track = tracks.thread(t.pid, t.tid);
+        let track = tracks.thread(t.key());
         w.track(track, Some(Tracks::process(t.pid)), (4, d), None)?;
         if file.os_events.get(&t.key()).is_some_and(|o| !o.is_empty()) {
             w.track(
-                tracks.off_cpu(t.pid, t.tid),
+                tracks.off_cpu(t.key()),
                 Some(track),
                 (0, Msg::default()),
                 Some(&format!("off-CPU {}", t.tid)),
@@ -243,7 +243,7 @@ fn instrumentation(
         })
         .collect();
     for t in timeline::threads(file) {
-        let track = tracks.thread(t.pid, t.tid);
+        let track = tracks.thread(t.key());
         let walked = timeline::walk(file, &t, true, timing, |at, step| -> io::Result<()> {
             let ts = at.at.since(origin);
             match step {
@@ -257,7 +257,7 @@ fn instrumentation(
                 Step::End => Ok(()),
             }
         })?;
-        let off = tracks.off_cpu(t.pid, t.tid);
+        let off = tracks.off_cpu(t.key());
         for (from, to) in walked.off_cpu {
             w.event(
                 from.since(origin),
@@ -274,7 +274,7 @@ fn instrumentation(
 fn sampling(w: &mut Writer<'_>, file: &DataFile, tracks: &Tracks) -> io::Result<()> {
     let origin = timeline::origin(file);
     let mut leaf: HashMap<Option<lapse_data::StackId>, (String, String)> = HashMap::new();
-    timeline::for_each_thread(file, |pid, tid, run| -> io::Result<()> {
+    timeline::for_each_thread(file, |thread, run| -> io::Result<()> {
         for s in run {
             let (name, module) = leaf.entry(s.stack).or_insert_with(|| {
                 let key = sample_keys(file, s.stack)
@@ -288,7 +288,7 @@ fn sampling(w: &mut Writer<'_>, file: &DataFile, tracks: &Tracks) -> io::Result<
             });
             w.event(
                 s.ts.since(origin),
-                tracks.thread(pid, tid),
+                tracks.thread(thread),
                 TYPE_INSTANT,
                 Some((name.as_str(), module.as_str())),
             )?;

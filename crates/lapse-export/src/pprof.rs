@@ -318,11 +318,12 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
         }
         v
     };
-    let labels = |b: &mut Builder<'_>, pid: u32, tid: u32| {
+    let labels = |b: &mut Builder<'_>, thread: lapse_data::ThreadKey| {
+        let lapse_data::ThreadKey { pid, tid } = thread;
         let name = file
             .threads
             .iter()
-            .find(|t| t.pid == pid && t.tid == tid)
+            .find(|t| t.key() == thread)
             .map_or("", |t| t.name.as_str());
         vec![
             Label {
@@ -352,7 +353,6 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
     }
     let mut per_thread: HashMap<lapse_data::ThreadKey, (u64, u64)> = HashMap::new();
     for (&(stack, thread), &(n, off)) in &stacks {
-        let lapse_data::ThreadKey { pid, tid } = thread;
         let t = per_thread.entry(thread).or_default();
         t.0 += n;
         t.1 += off;
@@ -367,7 +367,7 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
         if location_id.is_empty() {
             location_id.push(b.location(LocKey::Unknown));
         }
-        let label = labels(b, pid, tid);
+        let label = labels(b, thread);
         b.p.sample.push(Sample {
             location_id,
             value: values(n, off),
@@ -378,13 +378,12 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
     let mut threads: Vec<_> = r.analysis.threads.iter().collect();
     threads.sort_by_key(|(k, _)| **k);
     for (&thread, c) in threads {
-        let lapse_data::ThreadKey { pid, tid } = thread;
         let (n, off) = per_thread.get(&thread).copied().unwrap_or((0, 0));
         let rest = c.inclusive.saturating_sub(n);
         let off_rest = c.off_cpu.inclusive.saturating_sub(off);
         if rest > 0 || off_rest > 0 {
             let location_id = vec![b.location(LocKey::Unknown)];
-            let label = labels(b, pid, tid);
+            let label = labels(b, thread);
             b.p.sample.push(Sample {
                 location_id,
                 value: values(rest, off_rest),

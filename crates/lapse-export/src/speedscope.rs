@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io::{self, Write};
 
-use lapse_data::{DataFile, Method, OffCpuPeriod, StackId, Timestamp};
+use lapse_data::{DataFile, Method, OffCpuPeriod, StackId, ThreadKey, Timestamp};
 use lapse_report::Analysis;
 use serde_json::{json, Value};
 
@@ -31,11 +31,12 @@ use crate::{ExportError, Format, SampleWeight, OFF_CPU_FRAME};
 
 pub const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
 
-fn thread_name(file: &DataFile, pid: u32, tid: u32) -> String {
+fn thread_name(file: &DataFile, thread: ThreadKey) -> String {
+    let ThreadKey { pid, tid } = thread;
     let name = file
         .threads
         .iter()
-        .find(|t| t.pid == pid && t.tid == tid)
+        .find(|t| t.key() == thread)
         .map_or("", |t| t.name.as_str());
     if name.is_empty() {
         format!("thread {tid} (pid {pid})")
@@ -95,7 +96,7 @@ fn instrumentation(
         write!(
             out,
             "{{\"type\":\"evented\",\"name\":{},\"unit\":\"nanoseconds\",\"startValue\":{start},\"events\":[",
-            quote(&thread_name(file, t.pid, t.tid))
+            quote(&thread_name(file, t.key()))
         )
         .map_err(w)?;
         let mut first = true;
@@ -168,19 +169,19 @@ fn sampling(file: &DataFile, weight: SampleWeight, out: &mut dyn Write) -> Resul
     // each stack's frame list), the second writes the profiles. Each pass
     // holds one thread's samples at a time.
     let index = SampleIndex::new(file);
-    let mut periods: HashMap<(u32, u32), Vec<&OffCpuPeriod>> = HashMap::new();
+    let mut periods: HashMap<ThreadKey, Vec<&OffCpuPeriod>> = HashMap::new();
     if weight != SampleWeight::Cpu {
         for p in &file.off_cpu {
-            periods.entry((p.pid, p.tid)).or_default().push(p);
+            periods.entry(p.key()).or_default().push(p);
         }
     }
-    let mut order: Vec<(u32, u32)> = index.threads().collect();
+    let mut order: Vec<ThreadKey> = index.threads().collect();
     if weight != SampleWeight::Cpu {
         order.extend(periods.keys().copied());
         order.sort_unstable();
         order.dedup();
     }
-    let periods_of = |pid: u32, tid: u32| periods.get(&(pid, tid)).map_or(&[][..], Vec::as_slice);
+    let periods_of = |thread: ThreadKey| periods.get(&thread).map_or(&[][..], Vec::as_slice);
     // A time-based event weighs each sample by its period in nanoseconds,
     // so speedscope shows time; other events count samples. Off-CPU time
     // is in nanoseconds.
@@ -193,8 +194,8 @@ fn sampling(file: &DataFile, weight: SampleWeight, out: &mut dyn Write) -> Resul
     let mut frame_index: HashMap<Option<FrameKey>, usize> = HashMap::new();
     let mut frames: Vec<Value> = Vec::new();
     let mut stacks: HashMap<(Option<StackId>, bool), String> = HashMap::new();
-    let Ok(()) = index.for_each_thread(file, &order, |pid, tid, run| -> Result<(), Infallible> {
-        for e in entries(run, periods_of(pid, tid), weight, per_sample) {
+    let Ok(()) = index.for_each_thread(file, &order, |thread, run| -> Result<(), Infallible> {
+        for e in entries(run, periods_of(thread), weight, per_sample) {
             stacks.entry((e.stack, e.off_cpu_frame)).or_insert_with(|| {
                 let mut keys: Vec<Option<FrameKey>> =
                     sample_keys(file, e.stack).into_iter().map(Some).collect();
@@ -223,8 +224,8 @@ fn sampling(file: &DataFile, weight: SampleWeight, out: &mut dyn Write) -> Resul
     out.write_all(head.as_bytes()).map_err(w)?;
     let mut first_profile = true;
     index
-        .for_each_thread(file, &order, |pid, tid, run| -> io::Result<()> {
-            let run = entries(run, periods_of(pid, tid), weight, per_sample);
+        .for_each_thread(file, &order, |thread, run| -> io::Result<()> {
+            let run = entries(run, periods_of(thread), weight, per_sample);
             if !first_profile {
                 out.write_all(b",\n")?;
             }
@@ -234,7 +235,7 @@ fn sampling(file: &DataFile, weight: SampleWeight, out: &mut dyn Write) -> Resul
                 out,
                 "{{\"endValue\":{},\"name\":{},\"samples\":[",
                 run.iter().map(|e| e.weight).sum::<u64>(),
-                quote(&thread_name(file, pid, tid))
+                quote(&thread_name(file, thread))
             )?;
             for (i, e) in run.iter().enumerate() {
                 if i > 0 {

@@ -18,7 +18,9 @@ use std::collections::{BTreeMap, HashMap};
 use lapse_analysis::nesting::CallStack;
 use lapse_analysis::offcpu::OffCpu;
 use lapse_analysis::{ApplicationRule, Fine};
-use lapse_data::{DataFile, Event, EventKind, FunctionId, Method, Sample, ThreadInfo, Timestamp};
+use lapse_data::{
+    DataFile, Event, EventKind, FunctionId, Method, Sample, ThreadInfo, ThreadKey, Timestamp,
+};
 use lapse_report::Analysis;
 
 /// One step of a thread's call timeline.
@@ -284,9 +286,9 @@ pub fn walk<E>(
 
 /// The periods `thread` was off the CPU (OS events of any kind), sorted and
 /// merged as the analysis reads them ([`lapse_analysis::offcpu::merged`]).
-pub fn off_cpu(file: &DataFile, pid: u32, tid: u32) -> Vec<(Timestamp, Timestamp)> {
+pub fn off_cpu(file: &DataFile, thread: ThreadKey) -> Vec<(Timestamp, Timestamp)> {
     file.os_events
-        .get(&lapse_data::ThreadKey::new(pid, tid))
+        .get(&thread)
         .map(|v| lapse_analysis::offcpu::merged(v))
         .unwrap_or_default()
 }
@@ -297,7 +299,7 @@ pub fn off_cpu(file: &DataFile, pid: u32, tid: u32) -> Vec<(Timestamp, Timestamp
 const GROUP_SAMPLES: u64 = 1 << 20;
 
 /// Where each thread's samples are in a sampling recording: one pass over
-/// the sample chunks finds, for each (pid, tid), how many samples it has
+/// the sample chunks finds, for each thread, how many samples it has
 /// and which chunks hold them, so a thread's samples can then be read
 /// without holding anyone else's. Chunks that do not decode are left out,
 /// as reports skip them.
@@ -319,8 +321,7 @@ impl Default for SampleIndex {
 
 #[derive(Clone, Debug)]
 struct ThreadSamples {
-    pid: u32,
-    tid: u32,
+    thread: ThreadKey,
     count: u64,
     /// Indexes into `file.sample_chunks`, ascending.
     chunks: Vec<usize>,
@@ -332,21 +333,18 @@ impl SampleIndex {
         if file.session.method != Method::Sampling {
             return SampleIndex::default();
         }
-        let mut by_thread: BTreeMap<(u32, u32), ThreadSamples> = BTreeMap::new();
+        let mut by_thread: BTreeMap<ThreadKey, ThreadSamples> = BTreeMap::new();
         let mut buf = Vec::new();
         for (i, c) in file.sample_chunks.iter().enumerate() {
             if file.read_samples(c, &mut buf).is_err() {
                 continue;
             }
             for s in &buf {
-                let t = by_thread
-                    .entry((s.pid, s.tid))
-                    .or_insert_with(|| ThreadSamples {
-                        pid: s.pid,
-                        tid: s.tid,
-                        count: 0,
-                        chunks: Vec::new(),
-                    });
+                let t = by_thread.entry(s.key()).or_insert_with(|| ThreadSamples {
+                    thread: s.key(),
+                    count: 0,
+                    chunks: Vec::new(),
+                });
                 t.count += 1;
                 if t.chunks.last() != Some(&i) {
                     t.chunks.push(i);
@@ -368,8 +366,8 @@ impl SampleIndex {
     }
 
     /// Every thread with at least one sample, ordered by (pid, tid).
-    pub fn threads(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.threads.iter().map(|t| (t.pid, t.tid))
+    pub fn threads(&self) -> impl Iterator<Item = ThreadKey> + '_ {
+        self.threads.iter().map(|t| t.thread)
     }
 
     /// Calls `f` with the samples of each thread of `order` in turn, in
@@ -379,8 +377,8 @@ impl SampleIndex {
     pub fn for_each_thread<E>(
         &self,
         file: &DataFile,
-        order: &[(u32, u32)],
-        mut f: impl FnMut(u32, u32, &[Sample]) -> Result<(), E>,
+        order: &[ThreadKey],
+        mut f: impl FnMut(ThreadKey, &[Sample]) -> Result<(), E>,
     ) -> Result<(), E> {
         let mut buf = Vec::new();
         let mut rest = order;
@@ -405,7 +403,7 @@ impl SampleIndex {
                 .collect();
             chunks.sort_unstable();
             chunks.dedup();
-            let slot: HashMap<(u32, u32), usize> =
+            let slot: HashMap<ThreadKey, usize> =
                 group.iter().enumerate().map(|(i, &key)| (key, i)).collect();
             let mut samples: Vec<Vec<Sample>> = group
                 .iter()
@@ -419,23 +417,23 @@ impl SampleIndex {
                     continue;
                 }
                 for s in &buf {
-                    if let Some(&k) = slot.get(&(s.pid, s.tid)) {
+                    if let Some(&k) = slot.get(&s.key()) {
                         samples[k].push(*s);
                     }
                 }
             }
-            for (&(pid, tid), mut run) in group.iter().zip(samples) {
+            for (&key, mut run) in group.iter().zip(samples) {
                 // Stable: equal timestamps keep their order in the file.
                 run.sort_by_key(|s| s.ts);
-                f(pid, tid, &run)?;
+                f(key, &run)?;
             }
         }
         Ok(())
     }
 
-    fn get(&self, key: (u32, u32)) -> Option<&ThreadSamples> {
+    fn get(&self, key: ThreadKey) -> Option<&ThreadSamples> {
         self.threads
-            .binary_search_by_key(&key, |t| (t.pid, t.tid))
+            .binary_search_by_key(&key, |t| t.thread)
             .ok()
             .map(|i| &self.threads[i])
     }
@@ -445,9 +443,9 @@ impl SampleIndex {
 /// each thread's in time order; see [`SampleIndex::for_each_thread`].
 pub fn for_each_thread<E>(
     file: &DataFile,
-    f: impl FnMut(u32, u32, &[Sample]) -> Result<(), E>,
+    f: impl FnMut(ThreadKey, &[Sample]) -> Result<(), E>,
 ) -> Result<(), E> {
     let index = SampleIndex::new(file);
-    let order: Vec<(u32, u32)> = index.threads().collect();
+    let order: Vec<ThreadKey> = index.threads().collect();
     index.for_each_thread(file, &order, f)
 }

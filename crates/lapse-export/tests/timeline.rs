@@ -13,13 +13,21 @@ use lapse_data::*;
 use lapse_export::timeline::{self, SampleIndex};
 use lapse_export::Format;
 
-/// Threads (pid, tid) and how many samples each has.
-const THREADS: [((u32, u32), u64); 4] = [
-    ((2, 1), 7),
-    ((1, 2), 500),
-    ((1, 3), 30_000),
-    ((1, 1), 1_000),
+/// Threads and how many samples each has.
+const THREADS: [(ThreadKey, u64); 4] = [
+    (ThreadKey::new(2, 1), 7),
+    (ThreadKey::new(1, 2), 500),
+    (ThreadKey::new(1, 3), 30_000),
+    (ThreadKey::new(1, 1), 1_000),
 ];
+
+/// Threads from (pid, tid) pairs, to write orders briefly.
+fn keys(pairs: &[(u32, u32)]) -> Vec<ThreadKey> {
+    pairs
+        .iter()
+        .map(|&(pid, tid)| ThreadKey::new(pid, tid))
+        .collect()
+}
 
 /// Group sizes to read with: the default (every thread here in one group);
 /// 1,600 samples, so 1.1 and 1.2 are read together and 1.3 alone (larger
@@ -30,10 +38,10 @@ const GROUPS: [Option<u64>; 3] = [None, Some(1_600), Some(1)];
 /// (the last chunk holds each thread's earliest samples), and each thread
 /// has runs of equal timestamps that span chunks. A sample's `weight` is its
 /// position in the file, so order can be checked exactly.
-fn recording(threads: &[((u32, u32), u64)]) -> (DataFile, Vec<Sample>) {
+fn recording(threads: &[(ThreadKey, u64)]) -> (DataFile, Vec<Sample>) {
     let mut per_thread: Vec<Vec<Sample>> = threads
         .iter()
-        .map(|&((pid, tid), n)| {
+        .map(|&(ThreadKey { pid, tid }, n)| {
             (0..n)
                 .map(|i| Sample {
                     pid,
@@ -87,12 +95,8 @@ fn recording(threads: &[((u32, u32), u64)]) -> (DataFile, Vec<Sample>) {
 }
 
 /// What a thread should get: its samples in file order, stably sorted by time.
-fn expected(all: &[Sample], pid: u32, tid: u32) -> Vec<Sample> {
-    let mut v: Vec<Sample> = all
-        .iter()
-        .filter(|s| (s.pid, s.tid) == (pid, tid))
-        .copied()
-        .collect();
+fn expected(all: &[Sample], thread: ThreadKey) -> Vec<Sample> {
+    let mut v: Vec<Sample> = all.iter().filter(|s| s.key() == thread).copied().collect();
     v.sort_by_key(|s| s.ts);
     v
 }
@@ -100,17 +104,21 @@ fn expected(all: &[Sample], pid: u32, tid: u32) -> Vec<Sample> {
 #[test]
 fn each_thread_gets_all_its_samples_in_time_order() {
     let (file, all) = recording(&THREADS);
-    let mut seen: Vec<(u32, u32)> = Vec::new();
-    let Ok(()) = timeline::for_each_thread(&file, |pid, tid, run| -> Result<(), Infallible> {
-        assert_eq!(run, expected(&all, pid, tid), "thread {pid}.{tid}");
+    let mut seen: Vec<ThreadKey> = Vec::new();
+    let Ok(()) = timeline::for_each_thread(&file, |thread, run| -> Result<(), Infallible> {
+        assert_eq!(run, expected(&all, thread), "thread {thread}");
         // Equal timestamps keep file order, so (ts, position) ascends strictly.
         assert!(run
             .windows(2)
             .all(|p| (p[0].ts, p[0].weight) < (p[1].ts, p[1].weight)));
-        seen.push((pid, tid));
+        seen.push(thread);
         Ok(())
     });
-    assert_eq!(seen, [(1, 1), (1, 2), (1, 3), (2, 1)], "(pid, tid) order");
+    assert_eq!(
+        seen,
+        keys(&[(1, 1), (1, 2), (1, 3), (2, 1)]),
+        "(pid, tid) order"
+    );
 }
 
 #[test]
@@ -121,18 +129,18 @@ fn any_group_size_and_thread_order_and_threads_without_samples() {
         if let Some(n) = group {
             index = index.group_samples(n);
         }
-        let sorted: Vec<(u32, u32)> = index.threads().collect();
-        assert_eq!(sorted, [(1, 1), (1, 2), (1, 3), (2, 1)]);
+        let sorted: Vec<ThreadKey> = index.threads().collect();
+        assert_eq!(sorted, keys(&[(1, 1), (1, 2), (1, 3), (2, 1)]));
         for order in [
-            &sorted[..],
-            &[(2, 1), (9, 9), (1, 3), (1, 1), (1, 2)],
-            &[(1, 2), (1, 1)],
+            sorted.clone(),
+            keys(&[(2, 1), (9, 9), (1, 3), (1, 1), (1, 2)]),
+            keys(&[(1, 2), (1, 1)]),
         ] {
             let mut seen = Vec::new();
             let Ok(()) =
-                index.for_each_thread(&file, order, |pid, tid, run| -> Result<(), Infallible> {
-                    assert_eq!(run, expected(&all, pid, tid), "{group:?}: {pid}.{tid}");
-                    seen.push((pid, tid));
+                index.for_each_thread(&file, &order, |thread, run| -> Result<(), Infallible> {
+                    assert_eq!(run, expected(&all, thread), "{group:?}: {thread}");
+                    seen.push(thread);
                     Ok(())
                 });
             assert_eq!(seen, order, "group {group:?}");
@@ -144,7 +152,7 @@ fn any_group_size_and_thread_order_and_threads_without_samples() {
 fn an_instrumentation_recording_has_no_samples() {
     let file = common::instr_file();
     let mut calls = 0;
-    let Ok(()) = timeline::for_each_thread(&file, |_, _, _| -> Result<(), Infallible> {
+    let Ok(()) = timeline::for_each_thread(&file, |_, _| -> Result<(), Infallible> {
         calls += 1;
         Ok(())
     });

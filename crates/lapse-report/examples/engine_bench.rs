@@ -260,7 +260,7 @@ fn engine_only(file: &DataFile, runs: usize) {
                 probe_cost_ns: file.session.probe_cost_ns,
                 ..Config::default()
             };
-            let mut run = ThreadRun::new(&mut acc, &module_of, config, t.pid, t.tid, t.start, off);
+            let mut run = ThreadRun::new(&mut acc, &module_of, config, t.key(), t.start, off);
             run.feed(events);
             run.finish(t.end);
         }

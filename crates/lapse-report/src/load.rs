@@ -7,7 +7,9 @@ use lapse_analysis::sample::{Counts, SampleAnalysis};
 use lapse_analysis::tree::CallTree;
 use lapse_analysis::values::{FunctionStats, SessionTotals, ThreadStats};
 use lapse_data::codec::EventDecoder;
-use lapse_data::{DataError, DataFile, EventChunkRef, Method, ModuleId, ThreadInfo, Timestamp};
+use lapse_data::{
+    DataError, DataFile, EventChunkRef, Method, ModuleId, ThreadInfo, ThreadKey, Timestamp,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -44,9 +46,9 @@ pub struct Query {
 }
 
 impl Query {
-    pub fn wants_thread(&self, pid: u32, tid: u32) -> bool {
-        (self.pids.is_empty() || self.pids.contains(&pid))
-            && (self.tids.is_empty() || self.tids.contains(&tid))
+    pub fn wants_thread(&self, thread: ThreadKey) -> bool {
+        (self.pids.is_empty() || self.pids.contains(&thread.pid))
+            && (self.tids.is_empty() || self.tids.contains(&thread.tid))
     }
 
     fn window(&self, file: &DataFile) -> Option<(Timestamp, Timestamp)> {
@@ -127,7 +129,7 @@ pub fn analyze(file: &DataFile, query: &Query) -> Result<Analysis, ReportError> 
 /// Threads to analyse: every thread with a record or with events, filtered.
 fn threads(file: &DataFile, query: &Query) -> Vec<ThreadInfo> {
     let mut out = file.all_threads();
-    out.retain(|t| query.wants_thread(t.pid, t.tid));
+    out.retain(|t| query.wants_thread(t.key()));
     out
 }
 
@@ -162,7 +164,7 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
             let chunks: Vec<&EventChunkRef> = file.thread_chunks(t.pid, t.tid).collect();
             let off = file.os_events.get(&t.key()).map_or(&[][..], Vec::as_slice);
             let inherited = file.inherited.get(&t.key()).copied().unwrap_or(0);
-            let mut run = ThreadRun::new(&mut acc, &module_of, config, t.pid, t.tid, t.start, off)
+            let mut run = ThreadRun::new(&mut acc, &module_of, config, t.key(), t.start, off)
                 .inherited(inherited);
             bad += feed_pipelined(file, &chunks, &mut run, query.progress.as_deref());
             run.finish(t.end);
@@ -277,7 +279,7 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
                 continue;
             };
             for s in &samples {
-                if !query.wants_thread(s.pid, s.tid) {
+                if !query.wants_thread(s.key()) {
                     continue;
                 }
                 if let Some((from, to)) = window {
@@ -294,7 +296,7 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
     }
     if crate::columns::off_cpu_recorded(file) {
         for p in &file.off_cpu {
-            if query.wants_thread(p.pid, p.tid) {
+            if query.wants_thread(p.key()) {
                 analysis.add_off_cpu(p, window);
             }
         }
@@ -310,7 +312,7 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
     };
     let tree = query
         .call_tree
-        .then(|| analysis.call_tree(&file.stacks, &file.frames, |_, _| true));
+        .then(|| analysis.call_tree(&file.stacks, &file.frames, |_| true));
     SampleResult {
         analysis: Box::new(analysis),
         session,

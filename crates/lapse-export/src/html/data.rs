@@ -179,17 +179,14 @@ fn columns<W: PageWeight>() -> Columns {
     )
 }
 
-fn info(infos: &BTreeMap<ThreadKey, ThreadInfo>, pid: u32, tid: u32) -> ThreadInfo {
-    infos
-        .get(&ThreadKey::new(pid, tid))
-        .cloned()
-        .unwrap_or(ThreadInfo {
-            pid,
-            tid,
-            name: String::new(),
-            start: None,
-            end: None,
-        })
+fn info(infos: &BTreeMap<ThreadKey, ThreadInfo>, key: ThreadKey) -> ThreadInfo {
+    infos.get(&key).cloned().unwrap_or(ThreadInfo {
+        pid: key.pid,
+        tid: key.tid,
+        name: String::new(),
+        start: None,
+        end: None,
+    })
 }
 
 /// Instrumentation: the threads the analysis saw, each with its own tree;
@@ -210,7 +207,7 @@ fn instrumented(
         .iter()
         .map(|s| {
             let tree = trees.get(&s.key()).copied().unwrap_or(&empty);
-            (info(infos, s.pid, s.tid), tree, model::thread_totals(s))
+            (info(infos, s.key()), tree, model::thread_totals(s))
         })
         .collect();
     let elapsed = |t: &FunctionStats| t.time[TimeValue::ElapsedInclusive].to_nanos();
@@ -264,7 +261,6 @@ fn sampled(
     let mut owned = Vec::with_capacity(keys.len());
     let mut lines = Vec::with_capacity(keys.len());
     for &key in &keys {
-        let ThreadKey { pid, tid } = key;
         let t = sampled
             .remove(&key)
             .unwrap_or_else(|| model::SampledThread {
@@ -272,7 +268,7 @@ fn sampled(
                 lines: HashMap::new(),
             });
         lines.push(model::line_rows(&t.lines, frames, files));
-        owned.push((info(infos, pid, tid), t.tree));
+        owned.push((info(infos, key), t.tree));
     }
     let threads: Vec<Input<'_, Counts>> = owned
         .iter()
@@ -282,8 +278,7 @@ fn sampled(
     let n = lod::buckets_per_thread(threads.len());
     let origin = timeline::origin(file);
     let mut at = 0;
-    let order: Vec<(u32, u32)> = keys.iter().map(|k| (k.pid, k.tid)).collect();
-    let _ = SampleIndex::new(file).for_each_thread(file, &order, |_, _, samples| {
+    let _ = SampleIndex::new(file).for_each_thread(file, &keys, |_, samples| {
         let (info, tree, _) = &threads[at];
         let lookup = Lookup::new(tree);
         pages[at].0.timeline = lod::sampled(file, info, samples, origin, &lookup, &pages[at].1, n);

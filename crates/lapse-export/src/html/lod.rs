@@ -342,7 +342,7 @@ pub(crate) fn sampled(
         let b = buckets.index(s.ts.as_nanos());
         buckets.weigh(b, row, 1);
     }
-    let periods: Vec<(u64, u64)> = timeline::off_cpu(file, thread.pid, thread.tid)
+    let periods: Vec<(u64, u64)> = timeline::off_cpu(file, thread.key())
         .iter()
         .map(|&(a, b)| (a.as_nanos(), b.as_nanos()))
         .collect();

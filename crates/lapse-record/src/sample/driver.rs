@@ -23,7 +23,7 @@ use std::fs::File;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-use lapse_data::{Method, SessionHeader, Timestamp};
+use lapse_data::{Method, SessionHeader, ThreadKey, Timestamp};
 
 use super::attr::STACK_COPY_BYTES;
 use super::rings::{Plan, Rings};
@@ -139,7 +139,7 @@ pub(crate) fn record_command(
     // (a CPU-wide event sees the held child before its exec)
     session.await_exec(pid);
     session
-        .add_thread(pid, pid, short_name(program_name), start)
+        .add_thread(ThreadKey::new(pid, pid), short_name(program_name), start)
         .map_err(io_error(opts))?;
     let mut child = child;
     child.release();
@@ -245,7 +245,7 @@ pub(crate) fn record_pid(
         .map_err(io_error(opts))?;
     for (tid, name) in threads {
         session
-            .add_thread(pid, tid, name, start)
+            .add_thread(ThreadKey::new(pid, tid), name, start)
             .map_err(io_error(opts))?;
     }
     for m in crate::linux::proc_scan::executable_mappings(pid) {

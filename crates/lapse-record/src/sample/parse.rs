@@ -2,6 +2,7 @@
 //! layout lapse asks for (IP, TID, TIME, optional ID, CPU, PERIOD, optional
 //! CALLCHAIN, REGS_USER, STACK_USER — in the kernel's fixed field order).
 
+use lapse_data::ThreadKey;
 use lapse_unwind::UserRegs;
 
 /// `PERF_CONTEXT_MAX` and above mark context switches inside a callchain.
@@ -53,8 +54,7 @@ pub(crate) struct SampleLayout {
 /// One decoded sample; slices borrow from the record.
 #[derive(Debug)]
 pub(crate) struct RawSample<'a> {
-    pub(crate) pid: u32,
-    pub(crate) tid: u32,
+    pub(crate) thread: ThreadKey,
     pub(crate) time: u64,
     /// The event's id (0 unless the layout has `id`).
     pub(crate) id: u64,
@@ -142,8 +142,7 @@ pub(crate) fn parse(layout: SampleLayout, body: &[u8]) -> Option<RawSample<'_>> 
         }
     }
     Some(RawSample {
-        pid,
-        tid,
+        thread: ThreadKey::new(pid, tid),
         time,
         id,
         cpu,
@@ -176,8 +175,8 @@ mod tests {
         };
         let s = parse(layout, &body).expect("well-formed sample");
         assert_eq!(
-            (s.pid, s.tid, s.time, s.cpu, s.period),
-            (7, 8, 123, 1, 1_000_000)
+            (s.thread, s.time, s.cpu, s.period),
+            (ThreadKey::new(7, 8), 123, 1, 1_000_000)
         );
         let r = s.regs.expect("user regs");
         assert_eq!((r.fp, r.sp, r.ip), (0x7ff0, 0x7fe0, 0x401000));

@@ -19,7 +19,7 @@ use std::io::{self, Write};
 
 use lapse_data::{
     DataWriter, Footer, FrameId, OffCpuPeriod, ProcessInfo, Record, Sample, SessionHeader, StackId,
-    ThreadInfo, Timestamp,
+    ThreadInfo, ThreadKey, Timestamp,
 };
 use lapse_unwind::{StackCopy, StackEnd};
 
@@ -64,7 +64,7 @@ pub(crate) struct SampleSession<W: Write> {
     /// its descendants); samples of any other process are discarded.
     targets: HashSet<u32>,
     processes: HashMap<u32, ProcessInfo>,
-    threads: HashMap<(u32, u32), ThreadInfo>,
+    threads: HashMap<ThreadKey, ThreadInfo>,
     pending: Vec<Sample>,
     addresses: Vec<u64>,
     frame_ids: Vec<FrameId>,
@@ -74,7 +74,7 @@ pub(crate) struct SampleSession<W: Write> {
     last_time: Timestamp,
     /// Ids of the off-CPU events (`--off-cpu`): their samples are switch-outs.
     off_cpu_ids: Vec<u64>,
-    switched_out: HashMap<(u32, u32), SwitchedOut>,
+    switched_out: HashMap<ThreadKey, SwitchedOut>,
     /// Off-CPU periods not written yet.
     off_cpu: Vec<OffCpuPeriod>,
     /// Launched targets not yet through their exec: their samples are of
@@ -171,12 +171,11 @@ impl<W: Write> SampleSession<W> {
     /// Declares a thread that already runs (attach) or is about to (launch).
     pub(crate) fn add_thread(
         &mut self,
-        pid: u32,
-        tid: u32,
+        thread: ThreadKey,
         name: String,
         start: Timestamp,
     ) -> io::Result<()> {
-        self.thread_started(pid, tid, Some(name), start)
+        self.thread_started(thread, Some(name), start)
     }
 
     /// An executable mapping that existed before recording began (attach).
@@ -204,8 +203,7 @@ impl<W: Write> SampleSession<W> {
                 if !self.off_cpu_ids.is_empty() && self.targets.contains(&id.pid) =>
             {
                 self.switch(
-                    id.pid,
-                    id.tid,
+                    ThreadKey::new(id.pid, id.tid),
                     out,
                     preempted,
                     Timestamp::from_nanos(id.time),
@@ -248,14 +246,16 @@ impl<W: Write> SampleSession<W> {
                     self.processes.insert(pid, p);
                 }
                 if self.targets.contains(&pid) {
-                    let name = self.threads.get(&(ppid, ppid)).map(|t| t.name.clone());
-                    self.thread_started(pid, tid, name, time)?;
+                    let parent = ThreadKey::new(ppid, ppid);
+                    let name = self.threads.get(&parent).map(|t| t.name.clone());
+                    self.thread_started(ThreadKey::new(pid, tid), name, time)?;
                 }
             }
             PerfRecord::Exit { pid, tid, time, .. } => {
                 let time = Timestamp::from_nanos(time);
-                self.switched_out.remove(&(pid, tid));
-                if let Some(t) = self.threads.get_mut(&(pid, tid)) {
+                let thread = ThreadKey::new(pid, tid);
+                self.switched_out.remove(&thread);
+                if let Some(t) = self.threads.get_mut(&thread) {
                     t.end = Some(time);
                 }
                 if pid == tid {
@@ -286,7 +286,7 @@ impl<W: Write> SampleSession<W> {
                     }
                 }
                 let time = Timestamp::from_nanos(id.time);
-                self.thread_started(pid, tid, Some(name), time)?;
+                self.thread_started(ThreadKey::new(pid, tid), Some(name), time)?;
             }
             PerfRecord::Lost { lost } => self.lost += lost,
             _ => {}
@@ -296,21 +296,17 @@ impl<W: Write> SampleSession<W> {
 
     fn thread_started(
         &mut self,
-        pid: u32,
-        tid: u32,
+        thread: ThreadKey,
         name: Option<String>,
         time: Timestamp,
     ) -> io::Result<()> {
-        let entry = self
-            .threads
-            .entry((pid, tid))
-            .or_insert_with(|| ThreadInfo {
-                pid,
-                tid,
-                name: String::new(),
-                start: Some(time),
-                end: None,
-            });
+        let entry = self.threads.entry(thread).or_insert_with(|| ThreadInfo {
+            pid: thread.pid,
+            tid: thread.tid,
+            name: String::new(),
+            start: Some(time),
+            end: None,
+        });
         if let Some(name) = name.filter(|n| *n != entry.name) {
             entry.name = name;
             let t = entry.clone();
@@ -331,7 +327,8 @@ impl<W: Write> SampleSession<W> {
             return Ok(());
         };
         let switch_out = !self.off_cpu_ids.is_empty() && self.off_cpu_ids.contains(&s.id);
-        if !self.targets.contains(&s.pid) || self.awaiting_exec.contains(&s.pid) {
+        let pid = s.thread.pid;
+        if !self.targets.contains(&pid) || self.awaiting_exec.contains(&pid) {
             if !switch_out {
                 self.discarded += 1;
             }
@@ -339,14 +336,14 @@ impl<W: Write> SampleSession<W> {
         }
         let ts = Timestamp::from_nanos(s.time);
         self.last_time = self.last_time.max(ts);
-        if !self.threads.contains_key(&(s.pid, s.tid)) {
-            self.thread_started(s.pid, s.tid, None, ts)?;
+        if !self.threads.contains_key(&s.thread) {
+            self.thread_started(s.thread, None, ts)?;
         }
         let stack = self.unwind(&s);
         if switch_out {
             // The thread goes off the CPU here; its switch-in ends the period.
             self.switched_out.insert(
-                (s.pid, s.tid),
+                s.thread,
                 SwitchedOut {
                     from: ts,
                     stack,
@@ -357,8 +354,8 @@ impl<W: Write> SampleSession<W> {
             return Ok(());
         }
         self.pending.push(Sample {
-            pid: s.pid,
-            tid: s.tid,
+            pid: s.thread.pid,
+            tid: s.thread.tid,
             ts,
             cpu: s.cpu,
             stack,
@@ -391,7 +388,10 @@ impl<W: Write> SampleSession<W> {
                 start: regs.sp,
                 bytes: s.stack,
             };
-            cut = match self.spaces.unwind(s.pid, regs, &stack, &mut self.addresses) {
+            cut = match self
+                .spaces
+                .unwind(s.thread.pid, regs, &stack, &mut self.addresses)
+            {
                 StackEnd::Root => false,
                 StackEnd::CopyEnd => s.stack_full,
                 StackEnd::DepthLimit => true,
@@ -405,7 +405,7 @@ impl<W: Write> SampleSession<W> {
         // kernel runs exec), so such a sample has no resolvable frame.
         self.frame_ids.clear();
         for &addr in &self.addresses {
-            let Some((module, rel)) = self.spaces.resolve(s.pid, addr) else {
+            let Some((module, rel)) = self.spaces.resolve(s.thread.pid, addr) else {
                 // (an address in no mapping ends the stack, whatever the
                 // unwinder said: that is not the copy's limit)
                 cut = false;
@@ -456,7 +456,7 @@ impl<W: Write> SampleSession<W> {
     /// follows the thread's off-CPU sample and says whether it was
     /// preempted; without that sample (lost) the period still counts, with
     /// no stack. A switch-in ends the period.
-    fn switch(&mut self, pid: u32, tid: u32, out: bool, preempted: bool, time: Timestamp) {
+    fn switch(&mut self, thread: ThreadKey, out: bool, preempted: bool, time: Timestamp) {
         self.last_time = self.last_time.max(time);
         if out {
             let fresh = SwitchedOut {
@@ -465,25 +465,25 @@ impl<W: Write> SampleSession<W> {
                 preempted,
                 recorded: true,
             };
-            let entry = self.switched_out.entry((pid, tid)).or_insert(fresh);
+            let entry = self.switched_out.entry(thread).or_insert(fresh);
             if entry.recorded {
                 *entry = fresh; // the sample of this switch was lost, or the last switch-in
             } else {
                 entry.preempted = preempted;
                 entry.recorded = true;
             }
-        } else if let Some(o) = self.switched_out.remove(&(pid, tid)) {
-            self.close_off_cpu(pid, tid, o, time);
+        } else if let Some(o) = self.switched_out.remove(&thread) {
+            self.close_off_cpu(thread, o, time);
         }
     }
 
-    fn close_off_cpu(&mut self, pid: u32, tid: u32, o: SwitchedOut, to: Timestamp) {
+    fn close_off_cpu(&mut self, thread: ThreadKey, o: SwitchedOut, to: Timestamp) {
         if to < o.from {
             return;
         }
         self.off_cpu.push(OffCpuPeriod {
-            pid,
-            tid,
+            pid: thread.pid,
+            tid: thread.tid,
             from: o.from,
             to,
             stack: o.stack,
@@ -537,13 +537,10 @@ impl<W: Write> SampleSession<W> {
         // were off the CPU until the end, as far as the recording knows.
         let mut still_out: Vec<_> = self.switched_out.drain().collect();
         still_out.sort_by_key(|&(k, _)| k);
-        for ((pid, tid), o) in still_out {
-            let ended = self
-                .threads
-                .get(&(pid, tid))
-                .is_some_and(|t| t.end.is_some());
+        for (thread, o) in still_out {
+            let ended = self.threads.get(&thread).is_some_and(|t| t.end.is_some());
             if !ended {
-                self.close_off_cpu(pid, tid, o, end);
+                self.close_off_cpu(thread, o, end);
             }
         }
         self.write_pending()?;
@@ -565,7 +562,7 @@ impl<W: Write> SampleSession<W> {
             self.writer.write_record(&Record::Process(p.clone()))?;
         }
         let mut threads: Vec<&ThreadInfo> = self.threads.values().collect();
-        threads.sort_by_key(|t| (t.pid, t.tid));
+        threads.sort_by_key(|t| t.key());
         for t in threads {
             let mut t = t.clone();
             t.end = t.end.or(Some(end));

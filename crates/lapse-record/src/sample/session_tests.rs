@@ -2,7 +2,7 @@
 //! wrote: what a sample of the target, of another process, a fork and a
 //! thread name become in the data file.
 
-use lapse_data::{DataFile, Method, SessionHeader, Timestamp};
+use lapse_data::{DataFile, Method, SessionHeader, ThreadKey, Timestamp};
 use perf_event_open_sys::bindings as sys;
 
 use super::SampleSession;
@@ -97,7 +97,7 @@ fn samples_forks_and_thread_names_end_up_in_the_file() {
         .add_target(pid, vec!["prog".into()], t0)
         .expect("write");
     session
-        .add_thread(pid, pid, "prog".into(), t0)
+        .add_thread(ThreadKey::new(pid, pid), "prog".into(), t0)
         .expect("write");
     // This test binary's own code mappings stand in for the target's.
     let ip = profiled_marker as *const () as u64 + 1;
@@ -226,7 +226,7 @@ fn switch_outs_and_switch_ins_make_off_cpu_periods() {
         .add_target(pid, vec!["prog".into()], t0)
         .expect("write");
     session
-        .add_thread(pid, pid, "prog".into(), t0)
+        .add_thread(ThreadKey::new(pid, pid), "prog".into(), t0)
         .expect("write");
     for m in proc_scan::executable_mappings(std::process::id()) {
         session
@@ -281,7 +281,10 @@ fn switch_outs_and_switch_ins_make_off_cpu_periods() {
             (700, 1000, true, false),
         ]
     );
-    assert!(f.off_cpu.iter().all(|p| (p.pid, p.tid) == (pid, pid)));
+    assert!(f
+        .off_cpu
+        .iter()
+        .all(|p| p.key() == ThreadKey::new(pid, pid)));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -75,7 +75,8 @@ fn table<V: Values>(
     }
     let rows = rows
         .into_iter()
-        .map(|(ThreadKey { pid, tid }, v)| {
+        .map(|(key, v)| {
+            let ThreadKey { pid, tid } = key;
             let mut row = if processes {
                 vec![
                     Cell::Int(u64::from(pid)),
@@ -85,7 +86,7 @@ fn table<V: Values>(
                 vec![
                     Cell::Int(u64::from(pid)),
                     Cell::Int(u64::from(tid)),
-                    Cell::opt_text(names.get(&ThreadKey::new(pid, tid)).copied()),
+                    Cell::opt_text(names.get(&key).copied()),
                 ]
             };
             row.extend(v.cells(ctx));
