@@ -212,14 +212,14 @@ impl ElfModule {
         self.dwarf = OnceCell::new();
     }
 
-    /// The DWARF context, parsed on first use; `None` when there is no
-    /// debug info or it cannot be parsed.
+    /// The module's DWARF, set up on first use (each lookup then parses
+    /// what it needs); `None` when there is no debug info.
     fn dwarf(&self) -> Option<&DwarfInfo> {
         self.dwarf
             .get_or_init(|| {
                 let (path, data) = self.dwarf_file.as_ref()?;
                 let file = parse_object(path, data).ok()?;
-                DwarfInfo::load(path, &file, data).ok().flatten()
+                DwarfInfo::new(&file, data)
             })
             .as_ref()
     }
@@ -306,6 +306,7 @@ impl ElfModule {
     }
 
     /// Source file and line of `addr` from the line table (no inline chain).
+    /// Parses only the compilation unit holding `addr`, not the whole DWARF.
     pub fn location(&self, addr: u64) -> (Option<String>, Option<u32>) {
         match self.dwarf() {
             Some(d) => d.location(addr),
@@ -368,7 +369,7 @@ fn map_file(path: &Path) -> Result<SectionData, SymbolError> {
     Ok(SectionData::from_map(map))
 }
 
-fn has_debug_info(file: &object::File<'_>) -> bool {
+pub(crate) fn has_debug_info(file: &object::File<'_>) -> bool {
     file.section_by_name(".debug_info")
         .is_some_and(|s| s.size() > 0)
 }

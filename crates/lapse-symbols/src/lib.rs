@@ -21,6 +21,10 @@
 //!   [`ElfModule::from_bytes`] does none.
 //! - Many lookups are cheap: one parse per module ([`SymbolCache`]), symbols
 //!   pre-sorted and demangled, DWARF units parsed lazily and kept.
+//! - Memory follows the question: [`ElfModule::location`] parses only the
+//!   unit holding the address (keeping a few recent ones) and decompresses
+//!   only the sections it reads; the whole DWARF (every unit, for inline
+//!   chains) is parsed by the first [`ElfModule::symbolize`] only.
 //! - Addresses taken and returned are module-relative (the ELF's virtual
 //!   addresses), the address `addr2line -e MODULE` takes.
 

@@ -1,0 +1,161 @@
+//! The line lookup against `addr2line` on this test's own executable: a
+//! Rust program of many units (DWARF 4 without `.debug_aranges`, so the
+//! unit index is built by walking the units), big enough that the cache of
+//! recent units is filled and emptied many times.
+
+use gimli::SectionId;
+use object::{Object, ObjectSymbol, SymbolKind};
+
+use super::{DwarfInfo, FRAME_SECTIONS};
+use crate::bytes::SectionData;
+
+/// The executable's bytes and the addresses to ask about: each function's
+/// start (which has a row of its own) and a point a third into it (which
+/// usually falls between rows).
+fn this_executable() -> (SectionData, Vec<u64>) {
+    let path = std::env::current_exe().expect("test executable path");
+    let bytes = SectionData::from_vec(std::fs::read(&path).expect("test executable"));
+    let file = object::File::parse(&*bytes).expect("an ELF");
+    let mut starts: Vec<u64> = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0 && s.address() != 0)
+        .flat_map(|s| [s.address(), s.address() + s.size() / 3])
+        .collect();
+    starts.sort_unstable();
+    starts.dedup();
+    (bytes, starts)
+}
+
+fn dwarf_of(bytes: &SectionData) -> DwarfInfo {
+    let file = object::File::parse(&**bytes).expect("an ELF");
+    DwarfInfo::new(&file, bytes).expect("the test executable has DWARF")
+}
+
+#[test]
+fn lines_match_addr2line_in_every_function_of_this_executable() {
+    let (bytes, starts) = this_executable();
+    let dwarf = dwarf_of(&bytes);
+    let reference = addr2line::Context::from_dwarf(dwarf.sections.dwarf(FRAME_SECTIONS))
+        .expect("addr2line reads this executable");
+    // Shuffled (a fixed stride through the list), so consecutive lookups
+    // hit different units and the recent-unit cache has to evict.
+    let n = starts.len();
+    assert!(n > 1000, "only {n} addresses");
+    let stride = (0..)
+        .map(|k| 7919 + k)
+        .find(|s| gcd(*s, n) == 1)
+        .unwrap_or(1);
+    let mut with_line = 0;
+    for i in 0..n {
+        let addr = starts[(i * stride) % n];
+        let expected = match reference.find_location(addr) {
+            Ok(Some(loc)) => (loc.file.map(str::to_owned), loc.line),
+            _ => (None, None),
+        };
+        let got = dwarf.location(addr);
+        assert_eq!(got, expected, "at {addr:#x}");
+        with_line += usize::from(got.1.is_some());
+    }
+    assert!(
+        with_line > n / 2,
+        "{with_line} of {n} addresses have a line"
+    );
+    let lines = dwarf.lines.get().expect("the line lookup was built");
+    assert!(lines.index_len() > 100, "{} unit ranges", lines.index_len());
+    assert!(lines.recent_units() <= super::location::RECENT_UNITS);
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+#[test]
+fn location_builds_no_addr2line_context_and_reads_only_line_sections() {
+    let (bytes, starts) = this_executable();
+    let dwarf = dwarf_of(&bytes);
+    assert!(
+        dwarf.loaded_sections().is_empty(),
+        "nothing read before a lookup"
+    );
+    let here = starts[starts.len() / 2];
+    let located = starts
+        .iter()
+        .filter(|&&a| dwarf.location(a).1.is_some())
+        .count();
+    assert!(located > 0);
+    assert!(
+        !dwarf.context_built(),
+        "location built the addr2line context"
+    );
+    let allowed = [
+        SectionId::DebugInfo,
+        SectionId::DebugAbbrev,
+        SectionId::DebugLine,
+        SectionId::DebugStr,
+        SectionId::DebugLineStr,
+        SectionId::DebugStrOffsets,
+        SectionId::DebugAddr,
+        SectionId::DebugAranges,
+        SectionId::DebugRanges,
+        SectionId::DebugRngLists,
+    ];
+    for id in dwarf.loaded_sections() {
+        assert!(allowed.contains(&id), "location read {id:?}");
+    }
+
+    // The first inline-chain lookup builds it; locations then answer alike.
+    let before = dwarf.location(here);
+    let _ = dwarf.frames(here);
+    assert!(dwarf.context_built());
+    assert_eq!(dwarf.location(here), before);
+}
+
+#[test]
+fn damaged_dwarf_answers_less_and_never_panics() {
+    let (bytes, starts) = this_executable();
+    let file = object::File::parse(&*bytes).expect("an ELF");
+    let sections = [
+        ".debug_info",
+        ".debug_abbrev",
+        ".debug_line",
+        ".debug_aranges",
+        ".debug_rnglists",
+        ".debug_ranges",
+        ".debug_str_offsets",
+    ];
+    let probes: Vec<u64> = starts
+        .iter()
+        .step_by(starts.len() / 500 + 1)
+        .copied()
+        .collect();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for name in sections {
+        let Some((offset, size)) = file
+            .section_by_name(name)
+            .and_then(|s| object::ObjectSection::file_range(&s))
+        else {
+            continue;
+        };
+        for density in [64u64, 4096] {
+            let mut damaged = bytes.to_vec();
+            // Overwrite one byte in every `density` (on average) with noise.
+            for _ in 0..(size / density).max(1) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let at = offset + seed % size;
+                damaged[at as usize] = (seed >> 32) as u8;
+            }
+            let damaged = SectionData::from_vec(damaged);
+            let dwarf = dwarf_of(&damaged);
+            for &addr in &probes {
+                let _ = dwarf.location(addr);
+            }
+            assert!(!dwarf.context_built());
+        }
+    }
+}
