@@ -133,13 +133,20 @@ impl ProcessInfo {
 }
 
 impl ThreadInfo {
-    /// As [`ProcessInfo::merge`]: a later report's known fields win.
+    /// Takes in a later report of the same thread id: its name wins when
+    /// known, and the thread spans from the earliest known start to the
+    /// latest known end (the kernel reuses thread ids: a program that makes
+    /// tens of thousands of threads has two at different times under one
+    /// id, recorded as one thread that covers both).
     pub fn merge(&mut self, later: ThreadInfo) {
         if !later.name.is_empty() {
             self.name = later.name;
         }
-        merge_opt(&mut self.start, later.start);
-        merge_opt(&mut self.end, later.end);
+        self.start = match (self.start, later.start) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.end = self.end.max(later.end);
     }
 }
 
@@ -401,4 +408,34 @@ pub struct InheritedFrames {
     pub pid: u32,
     pub tid: u32,
     pub frames: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread(name: &str, start: Option<u64>, end: Option<u64>) -> ThreadInfo {
+        ThreadInfo {
+            pid: 1,
+            tid: 7,
+            name: name.to_owned(),
+            start: start.map(Timestamp::from_nanos),
+            end: end.map(Timestamp::from_nanos),
+        }
+    }
+
+    #[test]
+    fn a_thread_id_used_twice_spans_both_threads() {
+        // Announced while running, then completed when it ended.
+        let mut t = thread("", Some(100), None);
+        t.merge(thread("worker", Some(100), Some(300)));
+        assert_eq!(t, thread("worker", Some(100), Some(300)));
+        // A later thread under the same id (the kernel reused it).
+        t.merge(thread("other", Some(900), None));
+        t.merge(thread("", Some(900), Some(1200)));
+        assert_eq!(t, thread("other", Some(100), Some(1200)));
+        // What is not known does not erase what is.
+        t.merge(thread("", None, None));
+        assert_eq!(t, thread("other", Some(100), Some(1200)));
+    }
 }

@@ -218,6 +218,20 @@ impl Arena {
         took
     }
 
+    /// Whether a buffer of thread `tid` is still in the arena: being filled,
+    /// handed over and not read, or taken and not read. (A thread that ended
+    /// with none has all its events in.)
+    pub fn holds(&self, tid: u32) -> bool {
+        self.quiet.iter().any(|q| q.tid == tid)
+            || (0..arena::BUFS).any(|buf| {
+                let slot = Self::slot(buf);
+                self.u32_at(slot + arena::SLOT_STATE)
+                    .load(Ordering::Acquire)
+                    != arena::FREE
+                    && self.u32_at(slot + arena::SLOT_TID).load(Ordering::Acquire) == tid
+            })
+    }
+
     /// Whether quiet buffers were taken and not read yet.
     pub fn has_quiet(&self) -> bool {
         !self.quiet.is_empty()

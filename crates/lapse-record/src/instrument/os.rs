@@ -408,6 +408,19 @@ impl OsCollector {
         }
     }
 
+    /// Lets a thread go (it ended long ago): what the kernel said of it,
+    /// and its OS events not taken yet.
+    pub fn forget(&mut self, thread: ThreadKey) -> (ThreadLife, Vec<OsEvent>) {
+        let life = self.threads.remove(&thread).unwrap_or_default();
+        let mut events = self
+            .off_cpu
+            .remove(&thread)
+            .map(|oc| oc.done)
+            .unwrap_or_default();
+        events.sort_by_key(|e| e.from);
+        (life, events)
+    }
+
     /// OS events collected so far, as blocks ready to write, each in order
     /// of start. A thread inside a system call keeps its events until the
     /// call ends (or `all`, at the end of the recording).

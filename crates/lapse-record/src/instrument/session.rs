@@ -61,6 +61,9 @@ pub(super) struct Session {
     pub(super) announced_functions: usize,
     pub(super) announced_procs: HashSet<u32>,
     pub(super) announced_threads: HashSet<ThreadKey>,
+    /// Each process's latest end among its threads let go (their records
+    /// are written; the process's end is not known before the last).
+    pub(super) retired_end: HashMap<u32, Timestamp>,
     /// Shared arenas by (connection id, pid).
     pub(super) arenas: HashMap<(u64, u32), Arena>,
     /// Counts the functions named at the end, for a progress display.
@@ -152,6 +155,7 @@ pub fn record(
         announced_functions: 0,
         announced_procs: HashSet::new(),
         announced_threads: HashSet::new(),
+        retired_end: HashMap::new(),
         arenas: HashMap::new(),
         progress: opts.symbol_progress.clone(),
         pace: Pace::default(),

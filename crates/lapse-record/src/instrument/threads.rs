@@ -191,21 +191,22 @@ fn unwind_below(
     }
 }
 
-/// What is kept of a thread whose stream was let go (it ended long ago).
-#[derive(Clone, Copy, Debug)]
+/// What a thread's stream left when it was let go (it ended long ago).
 pub struct Retired {
-    pub last_ts: Timestamp,
-    /// Its end, on its own timeline.
+    /// Its last events, to write.
+    pub events: EventEncoder,
+    /// Its OS events not written yet, on its timeline.
+    pub os: Vec<OsEvent>,
+    /// Its end, on its own timeline (not before its last event).
     pub end: Timestamp,
-    pub removed_ns: u64,
 }
 
 /// All threads' streams plus the stacks parked at fork time.
 #[derive(Default)]
 pub struct Threads {
     streams: HashMap<ThreadKey, ThreadStream>,
-    /// Ended threads whose streams were dropped to keep memory bounded.
-    pub retired: HashMap<ThreadKey, Retired>,
+    /// Hand-over waits cut out of the timelines of threads let go.
+    retired_removed_ns: u64,
     /// (parent pid, fork ticks) → the forking thread's stack then.
     fork_stacks: HashMap<(u32, u64), Vec<OpenCall>>,
     /// pid → image generation its events resolve in (see AddressBook).
@@ -234,29 +235,39 @@ impl Threads {
         self.streams.values()
     }
 
-    /// Lets an ended thread's stream go, keeping only what the thread record
-    /// needs; returns its last events and OS events to write.
+    /// Lets an ended thread's stream go, with its OS events not handed to
+    /// it yet (taken from `os`): nothing of it stays (a later thread with the
+    /// same id starts afresh).
     pub fn retire(
         &mut self,
         key: ThreadKey,
         real_end: Timestamp,
-    ) -> Option<(EventEncoder, Vec<OsEvent>)> {
+        os: &mut Vec<OsEvent>,
+    ) -> Option<Retired> {
         let mut s = self.streams.remove(&key)?;
+        let os = std::mem::take(os);
         if key.pid == key.tid {
             self.caches.remove(&key.pid); // (made again if its other threads go on)
         }
-        let events = s.take_batch(true).unwrap_or_default();
-        let os = s.stalls.release_os(true);
-        let end = s.stalls.map(real_end).max(s.last_ts);
-        self.retired.insert(
-            key,
-            Retired {
-                last_ts: s.last_ts,
-                end,
-                removed_ns: s.stalls.removed_ns(),
-            },
-        );
-        Some((events, os))
+        if !os.is_empty() {
+            s.stalls.add_os(os);
+        }
+        self.retired_removed_ns += s.stalls.removed_ns();
+        Some(Retired {
+            events: s.take_batch(true).unwrap_or_default(),
+            os: s.stalls.release_os(true),
+            end: s.stalls.map(real_end).max(s.last_ts),
+        })
+    }
+
+    /// Hand-over waits cut out of all threads' timelines so far.
+    pub fn removed_ns(&self) -> u64 {
+        self.retired_removed_ns
+            + self
+                .streams
+                .values()
+                .map(|s| s.stalls.removed_ns())
+                .sum::<u64>()
     }
 
     /// From now on, events of `pid` come from image generation `gen`.

@@ -4,13 +4,12 @@
 //! give up their streams, and the end completes the tables and writes the
 //! footer.
 
-use std::collections::HashMap;
-
 use lapse_data::{
     Footer, Method, OsEventBlock, ProcessInfo, Record, ThreadInfo, ThreadKey, Timestamp,
 };
 
 use super::functions::function_table;
+use super::os::ThreadLife;
 use super::session::{Session, RETIRE_AFTER};
 use crate::linux::clock;
 use crate::{RecordError, RecordOutcome};
@@ -56,20 +55,9 @@ impl Session {
         let mut threads = Vec::new();
         let keys: Vec<ThreadKey> = self.asm.threads.streams().map(|s| s.key).collect();
         for key in keys {
-            let ThreadKey { pid, tid } = key;
             if self.announced_threads.insert(key) {
                 let life = self.os.threads.get(&key).cloned().unwrap_or_default();
-                threads.push(ThreadInfo {
-                    pid,
-                    tid,
-                    name: life.name.unwrap_or_default(),
-                    start: life.start.or(if pid == tid {
-                        self.asm.procs.get(&pid).and_then(|p| p.start)
-                    } else {
-                        None
-                    }),
-                    end: None,
-                });
+                threads.push(self.thread_record(key, life, None));
             }
         }
         for p in procs {
@@ -81,33 +69,94 @@ impl Session {
         Ok(())
     }
 
-    /// Threads that ended a while ago (all their datagrams are in) give up
-    /// their streams, so a program that keeps creating threads does not make
-    /// the recorder grow.
+    /// What a thread record says of `key`: the kernel's name, else its
+    /// program's; the kernel's start, else (a main thread) its process's.
+    fn thread_record(
+        &self,
+        key: ThreadKey,
+        life: ThreadLife,
+        end: Option<Timestamp>,
+    ) -> ThreadInfo {
+        let ThreadKey { pid, tid } = key;
+        let process_start = || {
+            let kernel = self.os.processes.get(&pid).and_then(|p| p.start);
+            kernel.or_else(|| self.asm.procs.get(&pid).and_then(|p| p.start))
+        };
+        let program = || {
+            let command = &self.asm.procs.get(&pid)?.command;
+            let c = command.first()?;
+            Some(c.rsplit('/').next().unwrap_or(c).to_owned())
+        };
+        ThreadInfo {
+            pid,
+            tid,
+            name: life.name.or_else(program).unwrap_or_default(),
+            start: life
+                .start
+                .or_else(|| if tid == pid { process_start() } else { None }),
+            end,
+        }
+    }
+
+    /// Threads that ended a while ago, once all they sent is in (nothing of
+    /// theirs left in an arena or a socket), are let go: their last events,
+    /// OS events and complete thread record are written, and nothing of them
+    /// is kept, so the recorder's memory follows the threads alive, not all
+    /// the threads a program ever had.
     pub(super) fn retire_ended_threads(&mut self) -> Result<(), RecordError> {
         let now = clock::monotonic_now();
+        let after = RETIRE_AFTER.as_nanos() as u64;
         let ended: Vec<(ThreadKey, Timestamp)> = self
-            .asm
+            .os
             .threads
-            .streams()
-            .filter_map(|s| {
-                let end = self.os.threads.get(&s.key)?.end?;
-                (now.since(end) > RETIRE_AFTER.as_nanos() as u64).then_some((s.key, end))
+            .iter()
+            .filter_map(|(&key, t)| {
+                let end = t.end?;
+                (now.since(end) > after).then_some((key, end))
             })
             .collect();
-        for (key, end) in ended {
-            if let Some((events, os)) = self.asm.threads.retire(key, end) {
-                self.out.events(key, &events)?;
-                if !os.is_empty() {
-                    self.out.record(&Record::OsEvents(OsEventBlock {
-                        pid: key.pid,
-                        tid: key.tid,
-                        events: os,
-                    }))?;
-                }
+        for (key, real_end) in ended {
+            if !self.all_in(key) {
+                continue;
             }
+            let (life, mut os) = self.os.forget(key);
+            let mut end = real_end; // (when it sent no events)
+            if let Some(r) = self.asm.threads.retire(key, real_end, &mut os) {
+                self.out.events(key, &r.events)?;
+                (end, os) = (r.end, r.os);
+            }
+            if !os.is_empty() {
+                self.out.record(&Record::OsEvents(OsEventBlock {
+                    pid: key.pid,
+                    tid: key.tid,
+                    events: os,
+                }))?;
+            }
+            if self.inherit || key.pid == self.root {
+                let record = self.thread_record(key, life, Some(end));
+                self.out.record(&Record::Thread(record))?;
+            }
+            self.announced_threads.remove(&key);
+            let last = self.retired_end.entry(key.pid).or_insert(end);
+            *last = (*last).max(end);
         }
         Ok(())
+    }
+
+    /// Whether everything thread `key` sent has been read: no buffer of it
+    /// in its process's arenas, and nothing queued on its connections.
+    fn all_in(&self, key: ThreadKey) -> bool {
+        let conns_read = self
+            .conns
+            .iter()
+            .filter(|(c, _)| c.pids.contains(&key.pid))
+            .all(|(c, closed)| c.drained || *closed);
+        conns_read
+            && self
+                .arenas
+                .iter()
+                .filter(|((_, pid), _)| *pid == key.pid)
+                .all(|(_, a)| !a.holds(key.tid))
     }
 
     pub(super) fn finish(
@@ -129,61 +178,40 @@ impl Session {
                 exit_status: exit_status.unwrap_or(0),
             });
         }
-        let mut last_ts: HashMap<ThreadKey, Timestamp> = HashMap::new();
-        for s in self.asm.threads.streams() {
-            last_ts.insert(s.key, s.last_ts());
-        }
-        for (&key, r) in &self.asm.threads.retired {
-            last_ts.insert(key, r.last_ts);
-        }
-        let mut keys: Vec<ThreadKey> = last_ts.keys().copied().collect();
+        // (threads let go have their records written already)
+        let mut keys: Vec<ThreadKey> = self.asm.threads.streams().map(|s| s.key).collect();
         keys.extend(self.os.threads.keys().copied());
         keys.sort_unstable();
         keys.dedup();
         let mut pids: Vec<u32> = keys.iter().map(|k| k.pid).collect();
         pids.extend(self.asm.procs.keys().copied());
+        pids.extend(self.retired_end.keys().copied());
         pids.sort_unstable();
         pids.dedup();
         if !self.inherit {
             pids.retain(|&p| p == self.root);
         }
         for &pid in &pids {
-            let p = self.asm.procs.remove(&pid).unwrap_or_default();
             let life = self.os.processes.get(&pid).cloned().unwrap_or_default();
             let mut threads = Vec::new();
             for &key in keys.iter().filter(|k| k.pid == pid) {
-                let tid = key.tid;
                 let t = self.os.threads.get(&key).cloned().unwrap_or_default();
-                let stream = self.asm.threads.get(key);
                 // Ends are real times: put them on the thread's timeline.
                 let real_end = t.end.or(life.end).unwrap_or(end);
-                let retired = self.asm.threads.retired.get(&key);
-                let mut end_ts = match (stream, retired) {
-                    (Some(s), _) => s.stalls.map(real_end),
-                    (None, Some(r)) => r.end,
-                    (None, None) => real_end,
+                let end_ts = match self.asm.threads.get(key) {
+                    Some(s) => s.stalls.map(real_end).max(s.last_ts()),
+                    None => real_end,
                 };
-                if let Some(&last) = last_ts.get(&key) {
-                    end_ts = end_ts.max(last);
-                }
-                let start_ts = t.start.or(if tid == pid {
-                    life.start.or(p.start)
-                } else {
-                    None
-                });
-                let fallback = p
-                    .command
-                    .first()
-                    .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned());
-                threads.push(ThreadInfo {
-                    pid,
-                    tid,
-                    name: t.name.or(fallback).unwrap_or_default(),
-                    start: start_ts,
-                    end: Some(end_ts),
-                });
+                threads.push(self.thread_record(key, t, Some(end_ts)));
             }
-            let proc_end = threads.iter().filter_map(|t| t.end).max().or(life.end);
+            let p = self.asm.procs.remove(&pid).unwrap_or_default();
+            let retired_end = self.retired_end.get(&pid).copied();
+            let proc_end = threads
+                .iter()
+                .filter_map(|t| t.end)
+                .chain(retired_end)
+                .max()
+                .or(life.end);
             let is_root = pid == self.root;
             // What the runtime said, then what the kernel saw over it.
             let mut info = ProcessInfo {
@@ -207,19 +235,7 @@ impl Session {
                 self.out.record(&Record::Thread(t))?;
             }
         }
-        let removed_ns: u64 = self
-            .asm
-            .threads
-            .streams()
-            .map(|s| s.stalls.removed_ns())
-            .sum::<u64>()
-            + self
-                .asm
-                .threads
-                .retired
-                .values()
-                .map(|r| r.removed_ns)
-                .sum::<u64>();
+        let removed_ns = self.asm.threads.removed_ns();
         // Naming reads symbol and line tables (a library's can take tens of
         // MiB): what the recording needed is let go first, so the peak
         // stays near the larger of the two, not their sum.
