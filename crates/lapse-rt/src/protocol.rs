@@ -140,6 +140,30 @@ pub struct Sender {
     pub tid: u32,
 }
 
+/// A reading of the runtime's tick counter (the TSC on x86-64), or a count
+/// of ticks between two readings. Not a time until the recorder's clock
+/// converts it, so it does not mix with nanoseconds by accident.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticks(u64);
+
+impl Ticks {
+    pub const ZERO: Ticks = Ticks(0);
+
+    pub const fn new(raw: u64) -> Ticks {
+        Ticks(raw)
+    }
+
+    /// The counter value (or count) as the runtime wrote it.
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// Ticks from `earlier` to `self`, 0 when `earlier` is later.
+    pub const fn saturating_sub(self, earlier: Ticks) -> Ticks {
+        Ticks(self.0.saturating_sub(earlier.0))
+    }
+}
+
 /// A run of one thread's events (`EVENTS` or `SHM_EVENTS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Batch {
@@ -147,7 +171,7 @@ pub struct Batch {
     pub first_index: u64,
     /// Ticks the thread had spent handing buffers over before these events
     /// (cumulative; the recorder cuts the increase out of the timeline).
-    pub stalled_ticks: u64,
+    pub stalled_ticks: Ticks,
     pub count: u32,
     /// Calibration events, measured at start-up and not part of the profile.
     pub discard: bool,
@@ -164,7 +188,7 @@ pub enum Msg {
         /// The calibration's spread: 90th over 10th percentile of its
         /// trials, in percent (0 when not measured).
         probe_spread_pct: u32,
-        ticks: u64,
+        ticks: Ticks,
         ppid: u32,
     },
     /// A thread's events, in the datagram after the header ([`events`]).
@@ -176,17 +200,17 @@ pub enum Msg {
         buf: u32,
     },
     /// The sending thread is about to fork.
-    Fork { from: Sender, ticks: u64 },
+    Fork { from: Sender, ticks: Ticks },
     /// First message of a fork child: the parent `ppid`'s thread
     /// `parent_tid` forked at `fork_ticks` (as in its `Fork`).
     Child {
         from: Sender,
-        fork_ticks: u64,
+        fork_ticks: Ticks,
         ppid: u32,
         parent_tid: u32,
     },
     /// The process is about to exec.
-    Exec { from: Sender, ticks: u64 },
+    Exec { from: Sender, ticks: Ticks },
     /// The process image's shared arena; its memfd comes with the datagram
     /// (SCM_RIGHTS): `bytes` long, `bufs` buffers of `buf_events` events.
     Arena {
@@ -226,7 +250,7 @@ impl Msg {
         };
         let batch = || Batch {
             first_index: u64_at(d, at::EVENTS_FIRST),
-            stalled_ticks: u64_at(d, at::EVENTS_STALLED),
+            stalled_ticks: Ticks(u64_at(d, at::EVENTS_STALLED)),
             count: u32_at(d, at::EVENTS_COUNT),
             discard: u16_at(d, at::FLAGS) & FLAG_DISCARD != 0,
         };
@@ -235,7 +259,7 @@ impl Msg {
                 from,
                 probe_cost_x1024: u64_at(d, at::HELLO_PROBE_COST),
                 probe_spread_pct: u32_at(d, at::HELLO_PROBE_SPREAD),
-                ticks: u64_at(d, at::HELLO_TICKS),
+                ticks: Ticks(u64_at(d, at::HELLO_TICKS)),
                 ppid: u32_at(d, at::HELLO_PPID),
             },
             kind::EVENTS => {
@@ -254,17 +278,17 @@ impl Msg {
             }
             kind::FORK => Msg::Fork {
                 from,
-                ticks: u64_at(d, at::FORK_TICKS),
+                ticks: Ticks(u64_at(d, at::FORK_TICKS)),
             },
             kind::CHILD => Msg::Child {
                 from,
-                fork_ticks: u64_at(d, at::CHILD_FORK_TICKS),
+                fork_ticks: Ticks(u64_at(d, at::CHILD_FORK_TICKS)),
                 ppid: u32_at(d, at::CHILD_PPID),
                 parent_tid: u32_at(d, at::CHILD_PARENT_TID),
             },
             kind::EXEC => Msg::Exec {
                 from,
-                ticks: u64_at(d, at::EXEC_TICKS),
+                ticks: Ticks(u64_at(d, at::EXEC_TICKS)),
             },
             kind::ARENA => Msg::Arena {
                 from,
@@ -284,7 +308,7 @@ pub struct RawEvent {
     /// [`MARK_LIMIT`], a hole or a marker).
     pub function: u64,
     /// Tick counter value.
-    pub ticks: u64,
+    pub ticks: Ticks,
     pub is_exit: bool,
     /// Where the frame is on its thread's stack (`csrc/lapse_rt.h`): a frame
     /// whose `sp` lies at or below a later entry's is gone.
@@ -297,7 +321,7 @@ impl RawEvent {
     pub fn from_words(function: u64, stamp: u64, sp: u64) -> RawEvent {
         RawEvent {
             function,
-            ticks: stamp >> 1,
+            ticks: Ticks(stamp >> 1),
             is_exit: stamp & 1 == 1,
             sp,
         }

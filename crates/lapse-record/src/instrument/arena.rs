@@ -29,7 +29,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use lapse_rt::protocol::{arena, at, Batch, RawEvent, BUF_EVENTS, EVENT_LEN};
+use lapse_rt::protocol::{arena, at, Batch, RawEvent, Ticks, BUF_EVENTS, EVENT_LEN};
 
 pub struct Arena {
     ptr: NonNull<u8>,
@@ -201,7 +201,7 @@ impl Arena {
                 tid: self.u32_at(slot + arena::SLOT_TID).load(Ordering::Acquire),
                 batch: Batch {
                     first_index: word(arena::SLOT_FIRST),
-                    stalled_ticks: word(arena::SLOT_STALLED),
+                    stalled_ticks: Ticks::new(word(arena::SLOT_STALLED)),
                     count: self
                         .u32_at(slot + arena::SLOT_COUNT)
                         .load(Ordering::Acquire)
@@ -302,7 +302,9 @@ impl Arena {
                 .load(Ordering::Acquire);
             let events: Vec<RawEvent> = (0..BUF_EVENTS)
                 .map(|k| self.event_at(buf, k))
-                .take_while(|e| e.function != 0 && e.ticks >= claimed && e.ticks != 0)
+                .take_while(|e| {
+                    e.function != 0 && e.ticks.raw() >= claimed && e.ticks != Ticks::ZERO
+                })
                 .collect();
             if !events.is_empty() {
                 out.push(Salvaged {
@@ -492,7 +494,7 @@ mod tests {
             before[1].batch,
             Batch {
                 first_index: 300,
-                stalled_ticks: 0,
+                stalled_ticks: Ticks::ZERO,
                 count: 10,
                 discard: false
             }

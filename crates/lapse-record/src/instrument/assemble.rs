@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use lapse_data::codec::EventEncoder;
 use lapse_data::{InheritedFrames, Record, ThreadKey, Timestamp};
-use lapse_rt::protocol::{Batch, Msg, RawEvent, Sender};
+use lapse_rt::protocol::{Batch, Msg, RawEvent, Sender, Ticks};
 
 use super::address::AddressBook;
 use super::threads::Threads;
@@ -209,7 +209,7 @@ impl Assembler {
     fn child(
         &mut self,
         from: Sender,
-        fork_ticks: u64,
+        fork_ticks: Ticks,
         ppid: u32,
         sink: &mut impl Sink,
     ) -> Result<(), RecordError> {
@@ -306,7 +306,7 @@ mod tests {
             from: from(pid, pid),
             probe_cost_x1024: 10 * 1024,
             probe_spread_pct: 150,
-            ticks,
+            ticks: Ticks::new(ticks),
             ppid,
         }
     }
@@ -320,7 +320,7 @@ mod tests {
     ) -> Took {
         let events = events.iter().map(|&(ticks, is_exit, function)| RawEvent {
             function,
-            ticks,
+            ticks: Ticks::new(ticks),
             is_exit,
             sp: 0,
         });
@@ -331,7 +331,7 @@ mod tests {
     fn batch(first_index: u64, count: u32) -> Batch {
         Batch {
             first_index,
-            stalled_ticks: 0,
+            stalled_ticks: Ticks::new(0),
             count,
             discard: false,
         }
@@ -393,13 +393,13 @@ mod tests {
             &mut sink,
             Msg::Fork {
                 from: from(1, 1),
-                ticks: 30,
+                ticks: Ticks::new(30),
             },
             &[],
         );
         let child = Msg::Child {
             from: from(2, 2),
-            fork_ticks: 30,
+            fork_ticks: Ticks::new(30),
             ppid: 1,
             parent_tid: 1,
         };
@@ -464,7 +464,7 @@ mod tests {
             &mut sink,
             Msg::Exec {
                 from: from(1, 3),
-                ticks: 60,
+                ticks: Ticks::new(60),
             },
             &[],
         );

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lapse_data::{Method, OsEventBlock, Record, SessionHeader, ThreadKey, Timestamp};
-use lapse_rt::protocol::{self, Batch, Msg, Sender, MAX_DATAGRAM};
+use lapse_rt::protocol::{self, Batch, Msg, Sender, Ticks, MAX_DATAGRAM};
 
 use super::address::AddressBook;
 use super::arena::Arena;
@@ -656,7 +656,7 @@ impl Session {
                 };
                 let batch = Batch {
                     first_index: s.first,
-                    stalled_ticks: 0,
+                    stalled_ticks: Ticks::ZERO,
                     count: s.events.len() as u32,
                     discard: false,
                 };

@@ -13,6 +13,8 @@ use std::collections::VecDeque;
 
 use lapse_data::{OsEvent, OsEventKind, Timestamp};
 
+use lapse_rt::protocol::Ticks;
+
 use crate::linux::clock::TickClock;
 
 /// Cuts kept for mapping late OS events; older ones are folded into a base.
@@ -30,7 +32,7 @@ struct Cut {
 #[derive(Default)]
 pub struct StallTimeline {
     /// The runtime's cumulative hand-over ticks as last reported.
-    seen_ticks: u64,
+    seen_ticks: Ticks,
     offset_ns: u64,
     base_offset: u64,
     cuts: VecDeque<Cut>,
@@ -42,13 +44,13 @@ pub struct StallTimeline {
 impl StallTimeline {
     /// Before a datagram's events: `cumulative_ticks` is what the runtime had
     /// spent handing over until its first event, taken at `first_real`.
-    pub fn note(&mut self, cumulative_ticks: u64, first_real: Timestamp, clock: &TickClock) {
+    pub fn note(&mut self, cumulative_ticks: Ticks, first_real: Timestamp, clock: &TickClock) {
         let delta_ticks = cumulative_ticks.saturating_sub(self.seen_ticks);
         self.seen_ticks = self.seen_ticks.max(cumulative_ticks);
-        if delta_ticks == 0 {
+        if delta_ticks == Ticks::ZERO {
             return;
         }
-        let delta_ns = clock.ticks_to_ns(delta_ticks as f64) as u64;
+        let delta_ns = clock.ticks_to_ns(delta_ticks.raw() as f64) as u64;
         let to = first_real.as_nanos();
         // (a batch whose first event is stamped before events already seen,
         // e.g. after a clock step across CPUs, cuts nothing backwards)
@@ -68,7 +70,7 @@ impl StallTimeline {
 
     /// A new process image restarts the runtime's counter (the cut so far stays).
     pub fn restart_counter(&mut self) {
-        self.seen_ticks = 0;
+        self.seen_ticks = Ticks::ZERO;
     }
 
     /// Total cut so far: subtract from the real time of events being added now.

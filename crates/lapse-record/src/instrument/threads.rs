@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use lapse_data::codec::EventEncoder;
 use lapse_data::{EventKind, FunctionId, OsEvent, ThreadKey, Timestamp};
-use lapse_rt::protocol::{RawEvent, HOLE_FN, MARK_LIMIT, MARK_UNTRACED, MARK_UNWIND};
+use lapse_rt::protocol::{RawEvent, Ticks, HOLE_FN, MARK_LIMIT, MARK_UNTRACED, MARK_UNWIND};
 
 use super::address::AddressBook;
 use super::stalls::StallTimeline;
@@ -208,7 +208,7 @@ pub struct Threads {
     /// Hand-over waits cut out of the timelines of threads let go.
     retired_removed_ns: u64,
     /// (parent pid, fork ticks) → the forking thread's stack then.
-    fork_stacks: HashMap<(u32, u64), Vec<OpenCall>>,
+    fork_stacks: HashMap<(u32, Ticks), Vec<OpenCall>>,
     /// pid → image generation its events resolve in (see AddressBook).
     gens: HashMap<u32, u32>,
     /// pid → its address cache.
@@ -293,7 +293,7 @@ impl Threads {
         &mut self,
         key: ThreadKey,
         first_index: u64,
-        stalled_ticks: u64,
+        stalled_ticks: Ticks,
         raw: impl Iterator<Item = RawEvent> + Clone,
         book: &mut AddressBook,
         clock: &TickClock,
@@ -429,7 +429,7 @@ impl Threads {
     }
 
     /// The thread is about to fork: remember its stack for the child.
-    pub fn fork(&mut self, key: ThreadKey, fork_ticks: u64) {
+    pub fn fork(&mut self, key: ThreadKey, fork_ticks: Ticks) {
         let stack = self.stream(key).stack.clone();
         self.fork_stacks.insert((key.pid, fork_ticks), stack);
     }
@@ -437,7 +437,7 @@ impl Threads {
     /// A fork child's first message: it starts inside the calls its parent
     /// thread had open, entered at the moment of the fork. Returns how many
     /// (those enters are inherited frames, not calls: the file says so).
-    pub fn child(&mut self, key: ThreadKey, ppid: u32, fork_ticks: u64, at: Timestamp) -> u32 {
+    pub fn child(&mut self, key: ThreadKey, ppid: u32, fork_ticks: Ticks, at: Timestamp) -> u32 {
         let stack = self
             .fork_stacks
             .remove(&(ppid, fork_ticks))
@@ -484,7 +484,7 @@ mod tests {
     fn at(function: u64, ticks: u64, is_exit: bool, sp: u64) -> RawEvent {
         RawEvent {
             function,
-            ticks,
+            ticks: Ticks::new(ticks),
             is_exit,
             sp,
         }
@@ -508,7 +508,7 @@ mod tests {
         t.add_events(
             ThreadKey::new(1, 1),
             0,
-            0,
+            Ticks::new(0),
             evs.into_iter(),
             &mut book,
             &clock,
@@ -522,7 +522,7 @@ mod tests {
         t.add_events(
             ThreadKey::new(1, 1),
             0,
-            0,
+            Ticks::new(0),
             again.into_iter(),
             &mut book,
             &clock,
@@ -531,7 +531,7 @@ mod tests {
         t.add_events(
             ThreadKey::new(1, 1),
             10,
-            0,
+            Ticks::new(0),
             [raw(0x4020, 400, true)].into_iter(),
             &mut book,
             &clock,
@@ -553,7 +553,7 @@ mod tests {
         t.add_events(
             ThreadKey::new(1, 1),
             0,
-            0,
+            Ticks::new(0),
             evs.into_iter(),
             &mut book,
             &clock,
@@ -564,7 +564,7 @@ mod tests {
         t.add_events(
             ThreadKey::new(1, 1),
             4,
-            0,
+            Ticks::new(0),
             next.into_iter(),
             &mut book,
             &clock,
@@ -574,7 +574,7 @@ mod tests {
         t.add_events(
             ThreadKey::new(1, 1),
             5,
-            0,
+            Ticks::new(0),
             [raw(HOLE_FN, 0, true)].into_iter(),
             &mut book,
             &clock,
@@ -594,13 +594,18 @@ mod tests {
         t.add_events(
             ThreadKey::new(1, 1),
             0,
-            0,
+            Ticks::new(0),
             evs.into_iter(),
             &mut book,
             &clock,
         );
-        t.fork(ThreadKey::new(1, 1), 250);
-        t.child(ThreadKey::new(2, 2), 1, 250, Timestamp::from_nanos(5));
+        t.fork(ThreadKey::new(1, 1), Ticks::new(250));
+        t.child(
+            ThreadKey::new(2, 2),
+            1,
+            Ticks::new(250),
+            Timestamp::from_nanos(5),
+        );
         let child = t
             .stream(ThreadKey::new(2, 2))
             .take_batch(true)
@@ -643,7 +648,7 @@ mod tests {
         t.add_events(
             ThreadKey::new(1, 1),
             0,
-            0,
+            Ticks::new(0),
             evs.into_iter(),
             &mut book,
             &clock,
@@ -688,7 +693,7 @@ mod tests {
         t.add_events(
             ThreadKey::new(1, 1),
             0,
-            0,
+            Ticks::new(0),
             evs.into_iter(),
             &mut book,
             &clock,
@@ -712,7 +717,7 @@ mod tests {
         t.add_events(
             ThreadKey::new(1, 1),
             6,
-            0,
+            Ticks::new(0),
             [raw(0x4050, 600, false)].into_iter(),
             &mut book,
             &clock,

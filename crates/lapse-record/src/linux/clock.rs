@@ -2,6 +2,7 @@
 //! runtime stamps events with, and the conversion between the two.
 
 use lapse_data::{Timestamp, TscCalibration};
+use lapse_rt::protocol::Ticks;
 
 use super::perf::KernelTscScale;
 
@@ -97,7 +98,8 @@ impl TickClock {
     }
 
     #[inline]
-    pub fn to_timestamp(&self, ticks: u64) -> Timestamp {
+    pub fn to_timestamp(&self, ticks: Ticks) -> Timestamp {
+        let ticks = ticks.raw();
         if let Some(d) = ticks.checked_sub(self.ref_ticks) {
             // the common case, one 64x64->128 multiply
             let ns = ((u128::from(d) * u128::from(self.mult)) >> self.shift) as u64;
@@ -110,9 +112,9 @@ impl TickClock {
 
     /// A converter for tick values close after `ticks` (one datagram's worth):
     /// 64-bit arithmetic from a local base, exact to a nanosecond.
-    pub fn segment(&self, ticks: u64) -> TickSegment {
+    pub fn segment(&self, ticks: Ticks) -> TickSegment {
         TickSegment {
-            base_ticks: ticks,
+            base_ticks: ticks.raw(),
             base_ns: self.to_timestamp(ticks).as_nanos(),
             mult: self.mult,
             shift: self.shift,
@@ -164,8 +166,8 @@ impl TickSegment {
     }
 
     #[inline]
-    pub fn to_timestamp(&self, ticks: u64) -> Timestamp {
-        let d = ticks.wrapping_sub(self.base_ticks);
+    pub fn to_timestamp(&self, ticks: Ticks) -> Timestamp {
+        let d = ticks.raw().wrapping_sub(self.base_ticks);
         if d < self.limit {
             Timestamp::from_nanos(self.base_ns + ((d * self.mult) >> self.shift))
         } else {
@@ -201,8 +203,8 @@ mod tests {
             mult: 1 << 31,
             shift: 32,
         };
-        assert_eq!(c.to_timestamp(3000).as_nanos(), 6_000);
-        assert_eq!(c.to_timestamp(0).as_nanos(), 4_500);
+        assert_eq!(c.to_timestamp(Ticks::new(3000)).as_nanos(), 6_000);
+        assert_eq!(c.to_timestamp(Ticks::new(0)).as_nanos(), 4_500);
         assert!((c.calibration().ticks_per_sec - 2e9).abs() < 1.0);
     }
 
@@ -217,8 +219,8 @@ mod tests {
         let again = TickClock::from_calibration(&c.calibration());
         for t in [0u64, 1000, 3_000_000_000, 30_000_000_000] {
             let (a, b) = (
-                c.to_timestamp(t).as_nanos(),
-                again.to_timestamp(t).as_nanos(),
+                c.to_timestamp(Ticks::new(t)).as_nanos(),
+                again.to_timestamp(Ticks::new(t)).as_nanos(),
             );
             assert!(a.abs_diff(b) <= 1 + a / 1_000_000_000, "{t}: {a} vs {b}");
         }
@@ -232,10 +234,10 @@ mod tests {
             mult: 3 << 30,
             shift: 31,
         };
-        let seg = c.segment(10_000);
+        let seg = c.segment(Ticks::new(10_000));
         for t in [500u64, 10_000, 10_001, 1 << 40, u64::MAX / 4] {
-            let a = seg.to_timestamp(t).as_nanos() as i64;
-            let b = c.to_timestamp(t).as_nanos() as i64;
+            let a = seg.to_timestamp(Ticks::new(t)).as_nanos() as i64;
+            let b = c.to_timestamp(Ticks::new(t)).as_nanos() as i64;
             assert!((a - b).abs() <= 1, "{t}: {a} vs {b}");
         }
     }
@@ -248,12 +250,20 @@ mod tests {
             mult: 3 << 30,
             shift: 31,
         };
-        let seg = c.segment(10_000);
+        let seg = c.segment(Ticks::new(10_000));
         for t in [500u64, 10_000, 10_001, 1 << 40] {
-            let real = seg.to_timestamp(t).as_nanos();
-            let moved = seg.earlier_by(100).earlier_by(20).to_timestamp(t);
+            let real = seg.to_timestamp(Ticks::new(t)).as_nanos();
+            let moved = seg
+                .earlier_by(100)
+                .earlier_by(20)
+                .to_timestamp(Ticks::new(t));
             assert_eq!(moved.as_nanos(), real.saturating_sub(120), "{t}");
-            assert_eq!(seg.earlier_by(u64::MAX).to_timestamp(t).as_nanos(), 0);
+            assert_eq!(
+                seg.earlier_by(u64::MAX)
+                    .to_timestamp(Ticks::new(t))
+                    .as_nanos(),
+                0
+            );
         }
     }
 
@@ -262,7 +272,7 @@ mod tests {
         let c = TickClock::calibrate(None);
         std::thread::sleep(std::time::Duration::from_millis(20));
         let now = monotonic_now().as_nanos() as i64;
-        let conv = c.to_timestamp(ticks_now()).as_nanos() as i64;
+        let conv = c.to_timestamp(Ticks::new(ticks_now())).as_nanos() as i64;
         assert!((now - conv).abs() < 200_000, "off by {} ns", now - conv);
     }
 }

@@ -209,7 +209,7 @@ fn events_datagram_round_trips() {
         from: Sender { pid: 7, tid: 8 },
         batch: Batch {
             first_index: 1,
-            stalled_ticks: 2,
+            stalled_ticks: Ticks::new(2),
             count: 1,
             discard: false,
         },
@@ -224,7 +224,7 @@ fn events_datagram_round_trips() {
         e,
         vec![RawEvent {
             function: 0x1234,
-            ticks: 99,
+            ticks: Ticks::new(99),
             is_exit: true,
             sp: 0x7ffd_0000_1000,
         }]
@@ -238,7 +238,7 @@ fn fields_are_named_by_kind() {
         Msg::parse(&d),
         Ok(Msg::Child {
             from: Sender { pid: 7, tid: 8 },
-            fork_ticks: 2,
+            fork_ticks: Ticks::new(2),
             ppid: 3,
             parent_tid: 0
         })
@@ -250,7 +250,7 @@ fn fields_are_named_by_kind() {
             from: Sender { pid: 7, tid: 8 },
             probe_cost_x1024: 1,
             probe_spread_pct: 0,
-            ticks: 2,
+            ticks: Ticks::new(2),
             ppid: 5
         })
     );
