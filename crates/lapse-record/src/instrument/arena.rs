@@ -395,6 +395,17 @@ mod tests {
     }
 
     impl Runtime {
+        /// The recorder's view of this arena.
+        fn arena(&self) -> Arena {
+            Arena::map(
+                &self.fd,
+                arena::BYTES as u64,
+                arena::BUFS as u32,
+                BUF_EVENTS as u32,
+            )
+            .expect("maps")
+        }
+
         fn new() -> Runtime {
             // SAFETY: a new memfd sized for an arena, mapped shared; the
             // mapping lives as long as the test (unmapped in Drop).
@@ -460,13 +471,7 @@ mod tests {
     #[test]
     fn quiet_buffers_come_in_hand_over_order_split_by_a_datagrams_count() {
         let rt = Runtime::new();
-        let mut a = Arena::map(
-            &rt.fd,
-            arena::BYTES as u64,
-            arena::BUFS as u32,
-            BUF_EVENTS as u32,
-        )
-        .expect("maps");
+        let mut a = rt.arena();
         a.set_reading(true);
         assert_eq!(rt.get32(arena::OFF_READING), 1, "the runtime sees it");
         // Buffers 9, 3 and 5 are handed over quietly, numbers 4, 2 and 6;
@@ -513,13 +518,7 @@ mod tests {
     #[test]
     fn a_thread_whose_earlier_buffer_was_just_taken_waits_for_the_next_look() {
         let rt = Runtime::new();
-        let mut a = Arena::map(
-            &rt.fd,
-            arena::BYTES as u64,
-            arena::BUFS as u32,
-            BUF_EVENTS as u32,
-        )
-        .expect("maps");
+        let mut a = rt.arena();
         // The first look found thread 11's second buffer and thread 12's,
         // and missed thread 11's first (in a slot it had looked at already).
         rt.hand_over(1, 8, 11, 2560, 10, true);

@@ -25,6 +25,12 @@ pub(super) trait Sink {
     fn events(&mut self, thread: ThreadKey, events: &EventEncoder) -> Result<(), RecordError>;
 }
 
+/// A thread's name when the kernel gave none: its program's file name.
+pub(super) fn program_name(command: &[String]) -> Option<String> {
+    let c = command.first()?;
+    Some(c.rsplit('/').next().unwrap_or(c).to_owned())
+}
+
 /// The thread a runtime message came from.
 pub(super) fn thread_of(from: Sender) -> ThreadKey {
     ThreadKey::new(from.pid, from.tid)

@@ -29,7 +29,7 @@ use lapse_data::{
 use lapse_rt::protocol::{self, Msg};
 
 use super::address::AddressBook;
-use super::assemble::{thread_of, Assembler, Proc, Sink};
+use super::assemble::{program_name, thread_of, Assembler, Proc, Sink};
 use super::functions::function_table;
 use crate::linux::clock::TickClock;
 use crate::output_file::PendingFile;
@@ -415,10 +415,7 @@ impl Merge {
             let known = known_threads.get(&key).copied();
             let name = match known {
                 Some(t) => t.name.clone(),
-                None => command_of(pid)
-                    .first()
-                    .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned())
-                    .unwrap_or_default(),
+                None => program_name(&command_of(pid)).unwrap_or_default(),
             };
             let start = match known {
                 Some(t) => t.start,

@@ -490,6 +490,18 @@ mod tests {
         }
     }
 
+    /// Thread 1/1's events from index `first` (no hand-over waits).
+    fn add<const N: usize>(
+        t: &mut Threads,
+        book: &mut AddressBook,
+        clock: &TickClock,
+        first: u64,
+        events: [RawEvent; N],
+    ) -> Option<EventEncoder> {
+        let key = ThreadKey::new(1, 1);
+        t.add_events(key, first, Ticks::ZERO, events.into_iter(), book, clock)
+    }
+
     /// (kind, function) of what a thread's stream holds so far.
     fn stream_of(t: &mut Threads, pid: u32, tid: u32) -> Vec<(EventKind, FunctionId)> {
         let b = t
@@ -505,37 +517,16 @@ mod tests {
         let mut book = AddressBook::default();
         let mut t = Threads::default();
         let evs = [raw(0x4010, 100, false), raw(0x4010, 200, true)];
-        t.add_events(
-            ThreadKey::new(1, 1),
-            0,
-            Ticks::new(0),
-            evs.into_iter(),
-            &mut book,
-            &clock,
-        );
+        add(&mut t, &mut book, &clock, 0, evs);
         // the same buffer again (sent by an exit-time flush), plus one more
         let again = [
             raw(0x4010, 100, false),
             raw(0x4010, 200, true),
             raw(0x4020, 300, false),
         ];
-        t.add_events(
-            ThreadKey::new(1, 1),
-            0,
-            Ticks::new(0),
-            again.into_iter(),
-            &mut book,
-            &clock,
-        );
+        add(&mut t, &mut book, &clock, 0, again);
         assert_eq!(t.events, 3);
-        t.add_events(
-            ThreadKey::new(1, 1),
-            10,
-            Ticks::new(0),
-            [raw(0x4020, 400, true)].into_iter(),
-            &mut book,
-            &clock,
-        );
+        add(&mut t, &mut book, &clock, 10, [raw(0x4020, 400, true)]);
         assert_eq!(t.lost_events, 7);
     }
 
@@ -550,35 +541,14 @@ mod tests {
             raw(HOLE_FN, 0, false),
             raw(0x4010, 200, true),
         ];
-        t.add_events(
-            ThreadKey::new(1, 1),
-            0,
-            Ticks::new(0),
-            evs.into_iter(),
-            &mut book,
-            &clock,
-        );
+        add(&mut t, &mut book, &clock, 0, evs);
         assert_eq!((t.events, t.lost_events), (2, 2));
         // the next batch starts at index 4: no gap
         let next = [raw(0x4020, 300, false)];
-        t.add_events(
-            ThreadKey::new(1, 1),
-            4,
-            Ticks::new(0),
-            next.into_iter(),
-            &mut book,
-            &clock,
-        );
+        add(&mut t, &mut book, &clock, 4, next);
         assert_eq!((t.events, t.lost_events), (3, 2));
         // a batch of holes only
-        t.add_events(
-            ThreadKey::new(1, 1),
-            5,
-            Ticks::new(0),
-            [raw(HOLE_FN, 0, true)].into_iter(),
-            &mut book,
-            &clock,
-        );
+        add(&mut t, &mut book, &clock, 5, [raw(HOLE_FN, 0, true)]);
         assert_eq!((t.events, t.lost_events), (3, 3));
     }
 
@@ -591,14 +561,7 @@ mod tests {
             at(0x4010, 100, false, 0x7000),
             at(0x4020, 200, false, 0x6f00),
         ];
-        t.add_events(
-            ThreadKey::new(1, 1),
-            0,
-            Ticks::new(0),
-            evs.into_iter(),
-            &mut book,
-            &clock,
-        );
+        add(&mut t, &mut book, &clock, 0, evs);
         t.fork(ThreadKey::new(1, 1), Ticks::new(250));
         t.child(
             ThreadKey::new(2, 2),
@@ -645,14 +608,7 @@ mod tests {
             at(0x4030, 400, true, 0x6f80),
             at(0x4010, 500, true, 0x7000),
         ];
-        t.add_events(
-            ThreadKey::new(1, 1),
-            0,
-            Ticks::new(0),
-            evs.into_iter(),
-            &mut book,
-            &clock,
-        );
+        add(&mut t, &mut book, &clock, 0, evs);
         let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
         let (main, foo, helper, inl, bar) =
             (id(0x4010), id(0x4020), id(0x4040), id(0x4050), id(0x4030));
@@ -690,14 +646,7 @@ mod tests {
             at(MARK_UNTRACED, 450, false, 0x7000),
             at(0x4010, 500, true, 0x7000),
         ];
-        t.add_events(
-            ThreadKey::new(1, 1),
-            0,
-            Ticks::new(0),
-            evs.into_iter(),
-            &mut book,
-            &clock,
-        );
+        add(&mut t, &mut book, &clock, 0, evs);
         let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
         let (main, a, b) = (id(0x4010), id(0x4020), id(0x4030));
         use EventKind::*;
@@ -714,14 +663,7 @@ mod tests {
         );
         assert_eq!((t.untraced_threads, t.lost_events), (1, 0));
         // the markers kept their place in the thread's numbering
-        t.add_events(
-            ThreadKey::new(1, 1),
-            6,
-            Ticks::new(0),
-            [raw(0x4050, 600, false)].into_iter(),
-            &mut book,
-            &clock,
-        );
+        add(&mut t, &mut book, &clock, 6, [raw(0x4050, 600, false)]);
         assert_eq!(t.lost_events, 0);
     }
 }

@@ -8,6 +8,7 @@ use lapse_data::{
     Footer, Method, OsEventBlock, ProcessInfo, Record, ThreadInfo, ThreadKey, Timestamp,
 };
 
+use super::assemble::program_name;
 use super::functions::function_table;
 use super::os::ThreadLife;
 use super::session::{Session, RETIRE_AFTER};
@@ -82,11 +83,7 @@ impl Session {
             let kernel = self.os.processes.get(&pid).and_then(|p| p.start);
             kernel.or_else(|| self.asm.procs.get(&pid).and_then(|p| p.start))
         };
-        let program = || {
-            let command = &self.asm.procs.get(&pid)?.command;
-            let c = command.first()?;
-            Some(c.rsplit('/').next().unwrap_or(c).to_owned())
-        };
+        let program = || program_name(&self.asm.procs.get(&pid)?.command);
         ThreadInfo {
             pid,
             tid,
