@@ -18,6 +18,7 @@
 //! - The reader never panics on any input; every failure is a [`DataError`]
 //!   naming the file and, where it applies, the byte offset.
 
+pub mod alloc_count;
 pub mod codec;
 pub mod error;
 pub mod format;

@@ -4,69 +4,14 @@
 //! counts (table lengths, events indexed, bytes allocated by this thread),
 //! never on wall-clock time.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::Path;
 
+use lapse_data::alloc_count::{peak_during, Counting};
 use lapse_data::format::{self, encode_chunk, event_prefix, file_header};
 use lapse_data::*;
 
-/// Counts the bytes this thread has allocated and their peak, so a test can
-/// say how much memory reading a file took (tests run on several threads).
-struct Counting;
-
-thread_local! {
-    static NOW: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-fn account(delta: isize) {
-    let _ = NOW.try_with(|now| {
-        let v = now.get() + delta;
-        now.set(v);
-        let _ = PEAK.try_with(|p| p.set(p.get().max(v)));
-    });
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            account(l.size() as isize);
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(l) };
-        if !p.is_null() {
-            account(l.size() as isize);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        account(-(l.size() as isize));
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, l, new) };
-        if !q.is_null() {
-            account(new as isize - l.size() as isize);
-        }
-        q
-    }
-}
-
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-/// Peak bytes this thread held while `f` ran, beyond what it held before.
-fn peak_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let base = NOW.with(Cell::get);
-    PEAK.with(|p| p.set(base));
-    let out = f();
-    let peak = PEAK.with(Cell::get);
-    (out, (peak - base).max(0) as usize)
-}
 
 const MB: usize = 1 << 20;
 

@@ -32,6 +32,11 @@ mod output_file;
 mod sample;
 
 pub use error::RecordError;
+
+/// Unit tests can say how many bytes the recorder keeps (per thread alive).
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: lapse_data::alloc_count::Counting = lapse_data::alloc_count::Counting;
 pub use instrument::{recover, spill_path, RecoverOutcome};
 
 /// Which collection method `record` uses.

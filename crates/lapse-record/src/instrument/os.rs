@@ -42,6 +42,16 @@ pub struct ProcessLife {
     pub end: Option<Timestamp>,
 }
 
+/// What the collector keeps of one thread: what the kernel said of its
+/// life, and its time off the CPU. One boxed entry per thread, so that the
+/// table's empty slots cost a pointer (the recorder's memory with 100,000
+/// threads alive is mostly these and the threads' streams).
+#[derive(Default)]
+struct Census {
+    life: ThreadLife,
+    off: OffCpu,
+}
+
 #[derive(Default)]
 struct OffCpu {
     since: Option<(u64, bool)>,
@@ -92,8 +102,7 @@ pub struct OsCollector {
     pub syscalls_refused: Option<String>,
     layout: SampleIdLayout,
     queue: Vec<(u64, Queued)>,
-    off_cpu: HashMap<ThreadKey, OffCpu>,
-    pub threads: HashMap<ThreadKey, ThreadLife>,
+    census: HashMap<ThreadKey, Box<Census>>,
     pub processes: HashMap<u32, ProcessLife>,
     pub lost_records: u64,
     scratch: Vec<u8>,
@@ -181,8 +190,7 @@ impl OsCollector {
             syscalls_refused,
             layout: SampleIdLayout::new(sample_type),
             queue: Vec::new(),
-            off_cpu: HashMap::new(),
-            threads: HashMap::new(),
+            census: HashMap::new(),
             processes: HashMap::new(),
             lost_records: 0,
             scratch: Vec::new(),
@@ -293,10 +301,12 @@ impl OsCollector {
         let ready = self
             .queue
             .partition_point(|q| q.0 <= upto_ns.saturating_sub(ORDER_MARGIN_NS));
-        let now: Vec<(u64, Queued)> = self.queue.drain(..ready).collect();
-        for (time, q) in now {
+        // (applied where they are: a burst is not copied once more)
+        let mut queue = std::mem::take(&mut self.queue);
+        for (time, q) in queue.drain(..ready) {
             self.apply(time, q, book);
         }
+        self.queue = queue;
         // A burst (thousands of threads switching at once) does not keep
         // its memory for the rest of the recording.
         let keep = self.queue.len().max(4096);
@@ -313,13 +323,14 @@ impl OsCollector {
                 out,
                 preempted,
             } => {
-                let oc = self.off_cpu.entry(thread).or_default();
+                let c = self.census.entry(thread).or_default();
+                let oc = &mut c.off;
                 let first = !std::mem::replace(&mut oc.switched, true);
                 // A new thread waits, runnable, from its creation until a
                 // CPU takes it; the kernel reports no switch-out for that
                 // wait, only the first switch-in. (Under load it can be tens
                 // of milliseconds, which were counted as application time.)
-                let created = self.threads.get(&thread).and_then(|t| t.start);
+                let created = c.life.start;
                 if !out && first && oc.since.is_none() {
                     if let Some(start) = created.filter(|s| s.as_nanos() < time) {
                         oc.since = Some((start.as_nanos(), true));
@@ -339,10 +350,9 @@ impl OsCollector {
                         kind,
                     });
                 }
-                self.threads.entry(thread).or_default();
             }
             Queued::Fault { thread } => {
-                let oc = self.off_cpu.entry(thread).or_default();
+                let oc = &mut self.census.entry(thread).or_default().off;
                 oc.done.push(OsEvent {
                     from: ts,
                     to: ts,
@@ -350,7 +360,7 @@ impl OsCollector {
                 });
             }
             Queued::Syscall { thread, enter } => {
-                let oc = self.off_cpu.entry(thread).or_default();
+                let oc = &mut self.census.entry(thread).or_default().off;
                 if enter {
                     // (an enter without an exit was a lost record, or exit())
                     oc.in_syscall = Some(time);
@@ -363,13 +373,13 @@ impl OsCollector {
                 }
             }
             Queued::SyscallGap => {
-                for oc in self.off_cpu.values_mut() {
-                    oc.in_syscall = None;
+                for c in self.census.values_mut() {
+                    c.off.in_syscall = None;
                 }
             }
             Queued::Fork { thread, ppid } => {
                 let pid = thread.pid;
-                self.threads.entry(thread).or_default().start = Some(ts);
+                self.thread_mut(thread).start = Some(ts);
                 if pid == thread.tid && pid != ppid {
                     let p = self.processes.entry(pid).or_default();
                     p.ppid = Some(ppid);
@@ -379,10 +389,9 @@ impl OsCollector {
             }
             Queued::Exit { thread } => {
                 let pid = thread.pid;
-                if let Some(oc) = self.off_cpu.get_mut(&thread) {
-                    oc.in_syscall = None; // exit() never returns
-                }
-                self.threads.entry(thread).or_default().end = Some(ts);
+                let c = self.census.entry(thread).or_default();
+                c.off.in_syscall = None; // exit() never returns
+                c.life.end = Some(ts);
                 if pid == thread.tid {
                     self.processes.entry(pid).or_default().end = Some(ts);
                 }
@@ -394,8 +403,8 @@ impl OsCollector {
                     // kernel ended the old main thread (an exit record for
                     // pid/pid), and the exec'ing thread goes on as pid/pid.
                     // Neither that thread nor the process has ended.
-                    if let Some(t) = self.threads.get_mut(&thread) {
-                        t.end = None;
+                    if let Some(c) = self.census.get_mut(&thread) {
+                        c.life.end = None;
                     }
                     if thread.tid == pid {
                         if let Some(p) = self.processes.get_mut(&pid) {
@@ -403,7 +412,7 @@ impl OsCollector {
                         }
                     }
                 }
-                self.threads.entry(thread).or_default().name = Some(name);
+                self.thread_mut(thread).name = Some(name);
             }
         }
     }
@@ -411,14 +420,28 @@ impl OsCollector {
     /// Lets a thread go (it ended long ago): what the kernel said of it,
     /// and its OS events not taken yet.
     pub fn forget(&mut self, thread: ThreadKey) -> (ThreadLife, Vec<OsEvent>) {
-        let life = self.threads.remove(&thread).unwrap_or_default();
-        let mut events = self
-            .off_cpu
-            .remove(&thread)
-            .map(|oc| oc.done)
-            .unwrap_or_default();
+        let Some(c) = self.census.remove(&thread) else {
+            return Default::default();
+        };
+        let Census { life, off } = *c;
+        let mut events = off.done;
         events.sort_by_key(|e| e.from);
         (life, events)
+    }
+
+    /// What the kernel said of a thread so far.
+    pub fn thread(&self, thread: ThreadKey) -> Option<&ThreadLife> {
+        self.census.get(&thread).map(|c| &c.life)
+    }
+
+    /// The same, to change (made if the thread is new).
+    pub fn thread_mut(&mut self, thread: ThreadKey) -> &mut ThreadLife {
+        &mut self.census.entry(thread).or_default().life
+    }
+
+    /// Every thread the kernel told of, with what it said.
+    pub fn threads(&self) -> impl Iterator<Item = (ThreadKey, &ThreadLife)> {
+        self.census.iter().map(|(&k, c)| (k, &c.life))
     }
 
     /// OS events collected so far, as blocks ready to write, each in order
@@ -426,7 +449,8 @@ impl OsCollector {
     /// call ends (or `all`, at the end of the recording).
     pub fn take_blocks(&mut self, all: bool) -> Vec<OsEventBlock> {
         let mut blocks = Vec::new();
-        for (&key, oc) in &mut self.off_cpu {
+        for (&key, c) in &mut self.census {
+            let oc = &mut c.off;
             if !oc.done.is_empty() && (all || oc.in_syscall.is_none()) {
                 let mut events = std::mem::take(&mut oc.done);
                 events.sort_by_key(|e| e.from);
@@ -502,4 +526,109 @@ fn queued(r: PerfRecord<'_>, lost: &mut u64) -> Option<(u64, Queued)> {
         }
         PerfRecord::Other { .. } => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instrument::threads::Threads;
+    use crate::linux::clock::TickClock;
+    use lapse_data::alloc_count::held;
+    use lapse_rt::protocol::{RawEvent, Ticks};
+
+    impl OsCollector {
+        /// A collector with no perf events, fed through `apply`.
+        fn empty() -> OsCollector {
+            OsCollector {
+                events: Vec::new(),
+                _redirected: Vec::new(),
+                syscalls: None,
+                syscalls_refused: None,
+                layout: SampleIdLayout::new(0),
+                queue: Vec::new(),
+                census: HashMap::new(),
+                processes: HashMap::new(),
+                lost_records: 0,
+                scratch: Vec::new(),
+            }
+        }
+    }
+
+    #[test]
+    fn a_thread_blocked_with_calls_open_costs_the_recorder_few_bytes() {
+        // Tens of thousands of threads blocked at once (in a barrier, each
+        // inside two calls, each having waited once for a buffer) are what
+        // the recorder keeps the most of: its memory must stay within
+        // 64 MiB whatever the thread count. 7,200 threads are just past the
+        // point where the tables double, so half their slots are empty.
+        // Before: about 1,000 bytes a thread (streams and the kernel's
+        // census inline in their tables, a batch buffer kept by each idle
+        // thread, the OS-event queue's capacity kept once empty).
+        const N: u32 = 7_200;
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut os = OsCollector::empty();
+        let mut threads = Threads::default();
+        let ev = |function, ticks, is_exit, sp| RawEvent {
+            function,
+            ticks: Ticks::new(ticks),
+            is_exit,
+            sp,
+        };
+        let events = [
+            ev(0x4010, 100, false, 0x7000), // body
+            ev(0x4020, 200, false, 0x6f00), // work
+            ev(0x4020, 300, true, 0x6f00),
+            ev(0x4030, 400, false, 0x6f00), // pthread_barrier_wait
+        ];
+        let mut run = |threads: &mut Threads, os: &mut OsCollector, tids: std::ops::Range<u32>| {
+            let made = tids.len();
+            for tid in tids {
+                let key = ThreadKey::new(1, tid);
+                os.apply(
+                    1_000,
+                    Queued::Fork {
+                        thread: key,
+                        ppid: 1,
+                    },
+                    &mut book,
+                );
+                let switch = |out| Queued::Switch {
+                    thread: key,
+                    out,
+                    preempted: false,
+                };
+                os.apply(2_000, switch(false), &mut book);
+                // (it waited 1,000 ticks for a buffer before these)
+                let stalled = Ticks::new(1_000);
+                threads.add_events(key, 0, stalled, events.into_iter(), &mut book, &clock);
+                os.apply(3_000, switch(true), &mut book);
+            }
+            // The periodic flush, as the session does it.
+            for s in threads.streams_mut() {
+                let _ = s.take_batch(true);
+            }
+            let blocks = os.take_blocks(false);
+            // (each thread's wait from its creation to its first run)
+            assert_eq!(blocks.len(), made);
+            for block in blocks {
+                let s = threads.get_mut(block.key()).expect("a stream");
+                s.stalls.add_os(block.events);
+            }
+            for s in threads.streams_mut() {
+                s.stalls.release_os(true);
+            }
+        };
+        // (the caches and the names of the functions are not per thread)
+        run(&mut threads, &mut os, 2..3);
+        let before = held();
+        run(&mut threads, &mut os, 3..N + 2);
+        let per_thread = (held() - before) / (N as isize - 1);
+        let open: usize = threads.streams().map(|s| s.open_calls()).sum();
+        assert_eq!(open, 2 * N as usize, "each inside body and the wait");
+        assert!(
+            per_thread <= 480,
+            "{per_thread} bytes kept per blocked thread"
+        );
+    }
 }

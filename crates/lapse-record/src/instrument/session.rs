@@ -606,7 +606,7 @@ impl Session {
                     .asm
                     .message(msg, protocol::events(datagram), &mut self.out)?;
                 if let Took::ThreadEnded { thread, at } = took {
-                    self.os.threads.entry(thread).or_default().end = Some(at);
+                    self.os.thread_mut(thread).end = Some(at);
                 }
                 if hello {
                     if let Some(cmd) = read_cmdline(from.pid) {

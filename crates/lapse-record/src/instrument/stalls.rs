@@ -29,16 +29,26 @@ struct Cut {
     offset_after: u64,
 }
 
+/// One per live thread, so it is small while the thread has waited for
+/// nothing: the cuts are made on the first wait, and the queue of OS events
+/// gives its memory back whenever it empties (tens of thousands of threads
+/// blocked at once each hold one of these; `tests::size`).
 #[derive(Default)]
 pub struct StallTimeline {
     /// The runtime's cumulative hand-over ticks as last reported.
     seen_ticks: Ticks,
     offset_ns: u64,
-    base_offset: u64,
-    cuts: VecDeque<Cut>,
+    cuts: Option<Box<Cuts>>,
     /// Real time up to which every cut is known (the last event's).
     known_until: u64,
     pending_os: Vec<OsEvent>,
+}
+
+#[derive(Default)]
+struct Cuts {
+    /// Total removed before the oldest cut kept.
+    base_offset: u64,
+    list: VecDeque<Cut>,
 }
 
 impl StallTimeline {
@@ -56,14 +66,18 @@ impl StallTimeline {
         // e.g. after a clock step across CPUs, cuts nothing backwards)
         let from = to.saturating_sub(delta_ns).max(self.known_until).min(to);
         self.offset_ns += to - from;
-        self.cuts.push_back(Cut {
+        let cuts = self.cuts.get_or_insert_with(Box::default);
+        if cuts.list.capacity() == 0 {
+            cuts.list.reserve_exact(1); // (most threads wait once, if at all)
+        }
+        cuts.list.push_back(Cut {
             from,
             to,
             offset_after: self.offset_ns,
         });
-        if self.cuts.len() > MAX_CUTS {
-            if let Some(old) = self.cuts.pop_front() {
-                self.base_offset = old.offset_after;
+        if cuts.list.len() > MAX_CUTS {
+            if let Some(old) = cuts.list.pop_front() {
+                cuts.base_offset = old.offset_after;
             }
         }
     }
@@ -91,13 +105,16 @@ impl StallTimeline {
     /// Real → timeline time for any moment whose cuts are known.
     pub fn map(&self, real: Timestamp) -> Timestamp {
         let t = real.as_nanos();
-        let i = self.cuts.partition_point(|c| c.to <= t);
-        let before = if i == 0 {
-            self.base_offset
-        } else {
-            self.cuts[i - 1].offset_after
+        let Some(cuts) = &self.cuts else {
+            return real;
         };
-        let t = match self.cuts.get(i) {
+        let i = cuts.list.partition_point(|c| c.to <= t);
+        let before = if i == 0 {
+            cuts.base_offset
+        } else {
+            cuts.list[i - 1].offset_after
+        };
+        let t = match cuts.list.get(i) {
             Some(c) if c.from <= t => c.from, // inside a cut: its start
             _ => t,
         };
@@ -106,7 +123,11 @@ impl StallTimeline {
 
     /// Queues OS events of this thread until the cuts before them are known.
     pub fn add_os(&mut self, events: Vec<OsEvent>) {
-        self.pending_os.extend(events);
+        if self.pending_os.is_empty() {
+            self.pending_os = events;
+        } else {
+            self.pending_os.extend(events);
+        }
     }
 
     /// OS events whose place on the timeline is settled (all, at the end).
@@ -122,7 +143,11 @@ impl StallTimeline {
                 .position(|e| e.to.as_nanos() > known)
                 .unwrap_or(self.pending_os.len())
         };
-        let ready: Vec<OsEvent> = self.pending_os.drain(..ready_len).collect();
+        let ready: Vec<OsEvent> = if ready_len == self.pending_os.len() {
+            std::mem::take(&mut self.pending_os) // (its memory goes too)
+        } else {
+            self.pending_os.drain(..ready_len).collect()
+        };
         ready
             .into_iter()
             .filter_map(|e| {
@@ -151,11 +176,14 @@ mod tests {
         StallTimeline {
             known_until: from,
             offset_ns: to - from,
-            cuts: VecDeque::from([Cut {
-                from,
-                to,
-                offset_after: to - from,
-            }]),
+            cuts: Some(Box::new(Cuts {
+                base_offset: 0,
+                list: VecDeque::from([Cut {
+                    from,
+                    to,
+                    offset_after: to - from,
+                }]),
+            })),
             ..StallTimeline::default()
         }
     }

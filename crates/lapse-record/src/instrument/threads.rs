@@ -79,6 +79,12 @@ impl ThreadStream {
         }
     }
 
+    /// How many calls are open on the thread now.
+    #[cfg(test)]
+    pub fn open_calls(&self) -> usize {
+        self.stack.len()
+    }
+
     pub fn last_ts(&self) -> Timestamp {
         self.last_ts
     }
@@ -100,12 +106,13 @@ impl ThreadStream {
     /// Events ready for the file (a full batch, or everything when `all`).
     pub fn take_batch(&mut self, all: bool) -> Option<EventEncoder> {
         if self.pending.len() >= BATCH_EVENTS || (all && !self.pending.is_empty()) {
-            // A quiet thread flushed by the timer gets no big buffer back.
-            let capacity = if all { 0 } else { BATCH_EVENTS };
-            Some(std::mem::replace(
-                &mut self.pending,
-                EventEncoder::with_capacity(capacity),
-            ))
+            // A quiet thread flushed by the timer gets no buffer back.
+            let next = if all {
+                EventEncoder::default()
+            } else {
+                EventEncoder::with_capacity(BATCH_EVENTS)
+            };
+            Some(std::mem::replace(&mut self.pending, next))
         } else {
             None
         }
@@ -204,7 +211,9 @@ pub struct Retired {
 /// All threads' streams plus the stacks parked at fork time.
 #[derive(Default)]
 pub struct Threads {
-    streams: HashMap<ThreadKey, ThreadStream>,
+    /// Boxed: the table's empty slots then cost a pointer, not a stream
+    /// (it is half empty just after it grows, with 100,000 threads alive).
+    streams: HashMap<ThreadKey, Box<ThreadStream>>,
     /// Hand-over waits cut out of the timelines of threads let go.
     retired_removed_ns: u64,
     /// (parent pid, fork ticks) → the forking thread's stack then.
@@ -224,15 +233,15 @@ impl Threads {
     pub fn stream(&mut self, key: ThreadKey) -> &mut ThreadStream {
         self.streams
             .entry(key)
-            .or_insert_with(|| ThreadStream::new(key))
+            .or_insert_with(|| Box::new(ThreadStream::new(key)))
     }
 
     pub fn streams_mut(&mut self) -> impl Iterator<Item = &mut ThreadStream> {
-        self.streams.values_mut()
+        self.streams.values_mut().map(|s| &mut **s)
     }
 
     pub fn streams(&self) -> impl Iterator<Item = &ThreadStream> {
-        self.streams.values()
+        self.streams.values().map(|s| &**s)
     }
 
     /// Lets an ended thread's stream go, with its OS events not handed to
@@ -277,11 +286,11 @@ impl Threads {
 
     /// The stream of a thread the runtime has sent events for, if any.
     pub fn get(&self, key: ThreadKey) -> Option<&ThreadStream> {
-        self.streams.get(&key)
+        self.streams.get(&key).map(|s| &**s)
     }
 
     pub fn get_mut(&mut self, key: ThreadKey) -> Option<&mut ThreadStream> {
-        self.streams.get_mut(&key)
+        self.streams.get_mut(&key).map(|s| &mut **s)
     }
 
     /// Adds one EVENTS datagram whose first event has index `first_index`,
@@ -311,7 +320,7 @@ impl Threads {
         let s = self
             .streams
             .entry(key)
-            .or_insert_with(|| ThreadStream::new(key));
+            .or_insert_with(|| Box::new(ThreadStream::new(key)));
         let skip = s.next_index.saturating_sub(first_index);
         let mut lost = 0;
         if first_index > s.next_index {

@@ -57,7 +57,7 @@ impl Session {
         let keys: Vec<ThreadKey> = self.asm.threads.streams().map(|s| s.key).collect();
         for key in keys {
             if self.announced_threads.insert(key) {
-                let life = self.os.threads.get(&key).cloned().unwrap_or_default();
+                let life = self.os.thread(key).cloned().unwrap_or_default();
                 threads.push(self.thread_record(key, life, None));
             }
         }
@@ -105,9 +105,8 @@ impl Session {
         let after = RETIRE_AFTER.as_nanos() as u64;
         let ended: Vec<(ThreadKey, Timestamp)> = self
             .os
-            .threads
-            .iter()
-            .filter_map(|(&key, t)| {
+            .threads()
+            .filter_map(|(key, t)| {
                 let end = t.end?;
                 (now.since(end) > after).then_some((key, end))
             })
@@ -177,7 +176,7 @@ impl Session {
         }
         // (threads let go have their records written already)
         let mut keys: Vec<ThreadKey> = self.asm.threads.streams().map(|s| s.key).collect();
-        keys.extend(self.os.threads.keys().copied());
+        keys.extend(self.os.threads().map(|(k, _)| k));
         keys.sort_unstable();
         keys.dedup();
         let mut pids: Vec<u32> = keys.iter().map(|k| k.pid).collect();
@@ -192,7 +191,7 @@ impl Session {
             let life = self.os.processes.get(&pid).cloned().unwrap_or_default();
             let mut threads = Vec::new();
             for &key in keys.iter().filter(|k| k.pid == pid) {
-                let t = self.os.threads.get(&key).cloned().unwrap_or_default();
+                let t = self.os.thread(key).cloned().unwrap_or_default();
                 // Ends are real times: put them on the thread's timeline.
                 let real_end = t.end.or(life.end).unwrap_or(end);
                 let end_ts = match self.asm.threads.get(key) {
