@@ -369,38 +369,14 @@ fn five_thousand_threads_at_once_run_as_natively_and_the_recorder_stays_small() 
     // 2,000 short threads took 19 s (0.1 s natively), 5,000 ran for minutes,
     // and the recorder grew with the thread count (8 KiB per thread alone
     // for an address cache).
+    // (the program of bench/instrument/threads.sh: N threads alive at once)
     let Some(run) = build(
         "threads5000",
-        r#"
-#define THREADS 5000
-NOINLINE void work(int i) { sink += (uint64_t)i; }
-static pthread_barrier_t all_in;
-NOINLINE void *body(void *arg) {
-    (void)arg;
-    for (int i = 0; i < 5; i++) work(i);
-    pthread_barrier_wait(&all_in);
-    for (int i = 0; i < 5; i++) work(i);
-    return NULL;
-}
-int main(int argc, char **argv) {
-    static pthread_t t[THREADS];
-    int n = argc > 1 ? atoi(argv[1]) : THREADS;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setstacksize(&a, 64 << 10);
-    pthread_barrier_init(&all_in, NULL, n);
-    int made = 0;
-    for (int i = 0; i < n; i++) if (pthread_create(&t[i], &a, body, NULL) == 0) made++;
-    if (made != n) { printf("created %d\n", made); return 2; }
-    for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
-    printf("threads %d\n", made);
-    return 0;
-}
-"#,
+        include_str!("../../../bench/instrument/threads.c"),
     ) else {
         return;
     };
-    let native = run.native(&[]);
+    let native = run.native(&["5000"]);
     assert_eq!(
         native.status.code(),
         Some(0),
@@ -415,7 +391,7 @@ int main(int argc, char **argv) {
     };
     assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
     let few = recorder_peak_mib(&info(&run));
-    let Some(out) = run.record(&[], &[]) else {
+    let Some(out) = run.record(&[], &["5000"]) else {
         return;
     };
     assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
