@@ -13,6 +13,24 @@ use lapse_report::{ApplicationRule, Format, View};
 /// The data file when none is named.
 pub const DEFAULT_FILE: &str = "lapse.data";
 
+/// A number of seconds, or a percentage: finite and not negative (`nan`,
+/// `inf` and `-1` would silently select everything or nothing).
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(_) => Err(format!("{s} is not a finite number of at least 0")),
+        Err(_) => Err(format!("{s} is not a number")),
+    }
+}
+
+/// A time to record for: finite and above 0.
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match non_negative(s)? {
+        v if v > 0.0 => Ok(v),
+        _ => Err(format!("{s}: the duration is more than 0 seconds")),
+    }
+}
+
 /// A parser for one of `choices` (a library enum's `ALL` table), each shown
 /// in `--help` with `help(name)`.
 fn one_of<T: Copy + Send + Sync + 'static>(
@@ -283,7 +301,7 @@ pub struct RecordArgs {
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
     /// With --pid: stop after this many seconds (else at Ctrl-C).
-    #[arg(long, requires = "pid")]
+    #[arg(long, requires = "pid", value_parser = positive_seconds)]
     pub duration: Option<f64>,
     /// The command to record and its arguments (`--` before it is optional).
     #[arg(
@@ -327,13 +345,13 @@ pub struct ReportArgs {
     #[arg(long, value_delimiter = ',')]
     pub tid: Vec<u32>,
     /// Start of the time range, seconds since the session start.
-    #[arg(long)]
+    #[arg(long, value_parser = non_negative)]
     pub from: Option<f64>,
     /// End of the time range, seconds since the session start.
-    #[arg(long)]
+    #[arg(long, value_parser = non_negative)]
     pub to: Option<f64>,
     /// calltree: hide branches below this percentage of the session.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = non_negative)]
     pub threshold: f64,
     /// Show raw times, without subtracting the measured probe cost.
     #[arg(long)]
@@ -379,7 +397,7 @@ pub struct DiffArgs {
     #[arg(long, value_parser = one_of(&Format::ALL, format_help), default_value = "table")]
     pub format: Format,
     /// Hide rows whose relative change is below this percentage.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = non_negative)]
     pub threshold: f64,
     /// The value compared and sorted by (a column name, e.g. elapsed_exclusive_ns,
     /// application_inclusive_ns, calls, exclusive_samples) [default: the exclusive value].

@@ -92,6 +92,11 @@ fn recover(path: &Path) -> Result<u8> {
 }
 
 pub fn record(a: RecordArgs) -> Result<u8> {
+    // (clap's `requires` does not hold once a command is given)
+    if a.duration.is_some() && a.pid.is_none() {
+        bail!("--duration goes with --pid: a command is recorded until it ends");
+    }
+    let attached = a.pid;
     let target = match (a.pid, a.command.is_empty()) {
         (Some(pid), _) => Target::Pid {
             pid,
@@ -128,13 +133,21 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         lapse_data::Method::Instrumentation => format!("{} events", outcome.events),
         lapse_data::Method::Sampling => format!("{} samples", outcome.samples),
     };
+    // An attached process is not ours to wait for: whether it still runs is
+    // all there is to say (its exit status goes to its own parent).
+    let target = match attached {
+        Some(pid) if std::path::Path::new(&format!("/proc/{pid}")).exists() => {
+            format!("process {pid} runs on")
+        }
+        Some(pid) => format!("process {pid} has ended"),
+        None => format!("target exited with status {}", outcome.exit_status),
+    };
     eprintln!(
-        "lapse: {} recorded {} ({} bytes) to {}; target exited with status {}",
+        "lapse: {} recorded {} ({} bytes) to {}; {target}",
         outcome.method.name(),
         what,
         outcome.bytes,
         outcome.output.display(),
-        outcome.exit_status
     );
     if let Some(line) = spill_hint(&outcome.output) {
         eprintln!("lapse: note: {line}");
@@ -152,14 +165,14 @@ fn regex(flag: &str, pattern: &Option<String>) -> Result<Option<Regex>> {
 }
 
 pub fn report(a: ReportArgs) -> Result<u8> {
+    // (--threshold, --from and --to are finite and >= 0: cli.rs)
+    if let (Some(from), Some(to)) = (a.from, a.to) {
+        if from > to {
+            bail!("--from {from} is after --to {to}: nothing lies between them");
+        }
+    }
     let file = open(&a.file)?;
     let view = a.view;
-    if !(a.threshold.is_finite() && a.threshold >= 0.0) {
-        bail!(
-            "--threshold: expected a percentage >= 0, got {}",
-            a.threshold
-        );
-    }
     let query = Query {
         pids: a.pid,
         tids: a.tid,

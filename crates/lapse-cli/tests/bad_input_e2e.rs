@@ -120,6 +120,101 @@ fn a_cause_is_said_once() {
     once(&err, "EOF while parsing");
 }
 
+#[test]
+fn values_that_would_be_changed_or_select_nothing_are_refused() {
+    // Before: -F 0 and -F above the kernel's limit were clamped, --period 0
+    // became 1, --duration with a command was ignored, and --from nan or
+    // inf, a --from after --to, and --threshold inf gave empty or full
+    // reports without a word.
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-values");
+    std::fs::write(dir.join("rec.data"), recording()).unwrap();
+    std::fs::write(dir.join("keep.data"), "what the user had").unwrap();
+    let limit: Option<u64> = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    let above = limit.map(|l| (l + 1).to_string());
+    let record = |extra: &[&str]| {
+        let mut args = vec!["record", "-o", "keep.data"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "/bin/true"]);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let owned = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut cases = vec![
+        (record(&["-F", "0"]), "-F 0".to_owned()),
+        (
+            record(&["--method", "sample", "--period", "0"]),
+            "--period 0".into(),
+        ),
+        (
+            record(&["--duration", "1"]),
+            "--duration goes with --pid".into(),
+        ),
+        (
+            owned(&["record", "-o", "keep.data", "--pid", "1", "--duration", "0"]),
+            "more than 0".into(),
+        ),
+        (
+            owned(&[
+                "record",
+                "-o",
+                "keep.data",
+                "--pid",
+                "1",
+                "--duration",
+                "nan",
+            ]),
+            "not a finite number".into(),
+        ),
+        (
+            owned(&["report", "rec.data", "--from", "nan"]),
+            "nan is not a finite number".into(),
+        ),
+        (
+            owned(&["report", "rec.data", "--to", "inf"]),
+            "inf is not a finite number".into(),
+        ),
+        (
+            owned(&["report", "rec.data", "--from", "2", "--to", "1"]),
+            "--from 2 is after --to 1".into(),
+        ),
+        (
+            owned(&[
+                "report",
+                "rec.data",
+                "--view",
+                "calltree",
+                "--threshold",
+                "inf",
+            ]),
+            "inf".into(),
+        ),
+        (owned(&["report", "rec.data", "--limit", "-1"]), "-1".into()),
+        (
+            owned(&["diff", "rec.data", "rec.data", "--threshold", "NaN"]),
+            "NaN".into(),
+        ),
+    ];
+    if let (Some(above), Some(limit)) = (&above, limit) {
+        let said = format!("at most {limit} times a second");
+        cases.push((record(&["--method", "sample", "-F", above]), said));
+    }
+    for (args, needle) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = lapse(&dir, &args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{args:?} succeeded: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("lapse: error: "), "{args:?}: {err}");
+        assert!(err.contains(needle.as_str()), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("keep.data")).unwrap(),
+        "what the user had"
+    );
+}
+
 /// A small instrumentation recording with a tick calibration (1 tick = 1 ns).
 fn recording() -> Vec<u8> {
     use lapse_data::*;

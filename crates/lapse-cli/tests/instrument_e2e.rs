@@ -366,6 +366,17 @@ int main(void) { return run(); }
         ns(run, "application_inclusive_ns") >= 55.0 * MS,
         "run holds both: {run}"
     );
+    // A clean recording shows no damage. (Before: one invalid event per
+    // inherited frame, entered at the parent's fork call, before the start
+    // the kernel gave the child's thread.)
+    let info = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("info")
+        .arg(&r.data)
+        .output()
+        .expect("run lapse info");
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("complete:    yes"), "{info}");
+    assert!(!info.contains("invalid:"), "{info}");
 }
 
 #[test]

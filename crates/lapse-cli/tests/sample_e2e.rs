@@ -601,6 +601,12 @@ int main(int argc, char **argv) {
         return skip(stderr).unwrap_or(());
     }
     assert!(out.status.success(), "lapse record --pid failed: {stderr}");
+    // (it ran on: no exit status to speak of; before, "target exited with
+    // status 0")
+    assert!(
+        stderr.contains(&format!("process {pid} runs on")) && !stderr.contains("exited"),
+        "{stderr}"
+    );
     let f = report(&data, "functions");
     let samples = f["session"]["samples"].as_u64().expect("samples") as f64;
     // At 1 kHz of CPU time the samples are at most the CPU time the spinner
@@ -612,6 +618,44 @@ int main(int argc, char **argv) {
     );
     assert!(pct(row(&f, "attach_spin"), "exclusive_pct") >= 90.0);
     assert!(pct(row(&f, "main"), "inclusive_pct") >= 95.0);
+}
+
+#[test]
+fn attaching_to_another_users_process_says_whose_it_is() {
+    // Before: the refusal blamed kernel.perf_event_paranoid, whatever its
+    // level, though no level lets a user watch another user's process.
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = work_dir("foreign");
+    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // SAFETY: geteuid has no failure mode.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lapse"));
+    cmd.args([
+        "record",
+        "-o",
+        "out.lapse",
+        "--pid",
+        "1",
+        "--duration",
+        "0.2",
+    ])
+    .current_dir(&*dir);
+    if root {
+        cmd.uid(65534).gid(65534); // nobody: pid 1 is root's
+    }
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(e) => return skip(format!("cannot run lapse as nobody: {e}")).unwrap_or(()),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains("belongs to another user (uid 0)"),
+        "{stderr}"
+    );
+    assert!(!dir.join("out.lapse").exists());
 }
 
 #[test]

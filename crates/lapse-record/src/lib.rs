@@ -181,6 +181,7 @@ pub struct RecordOutcome {
 /// it is written under a temporary name beside `opts.output`: a recording
 /// that fails (or records nothing) leaves an existing output as it was.
 pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
+    check_rate(opts.frequency, opts.period, sample_rate_limit())?;
     let argv = match &opts.target {
         Target::Command(argv) => argv,
         &Target::Pid { pid, .. } => {
@@ -271,6 +272,42 @@ fn record_sampling(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     Ok(outcome)
 }
 
+/// The kernel's highest sampling frequency (kernel.perf_event_max_sample_rate;
+/// it lowers it by itself when sampling takes too long), if it says.
+fn sample_rate_limit() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A frequency or period that sampling cannot honour is refused, not
+/// changed behind the user's back: 0 of either, or a frequency above the
+/// kernel's limit (`limit`).
+fn check_rate(
+    frequency: Option<u64>,
+    period: Option<u64>,
+    limit: Option<u64>,
+) -> Result<(), RecordError> {
+    if frequency == Some(0) {
+        return Err(RecordError::Unsupported(
+            "-F 0: the sampling frequency is at least 1 Hz".into(),
+        ));
+    }
+    if period == Some(0) {
+        return Err(RecordError::Unsupported(
+            "--period 0: the sampling period is at least 1".into(),
+        ));
+    }
+    match (frequency, limit) {
+        (Some(hz), Some(max)) if hz > max => Err(RecordError::Unsupported(format!(
+            "-F {hz}: the kernel samples at most {max} times a second (kernel.perf_event_max_sample_rate); give -F {max} or less, or raise that limit"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A process to attach to: it exists and has a user space (a kernel thread
 /// has nothing to sample there).
 fn check_attachable(pid: u32) -> Result<(), RecordError> {
@@ -289,4 +326,25 @@ fn check_attachable(pid: u32) -> Result<(), RecordError> {
         return Err(RecordError::KernelThread(pid));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_sampling_cannot_honour_are_refused_not_changed() {
+        let max = Some(100_000);
+        assert!(check_rate(None, None, max).is_ok());
+        assert!(check_rate(Some(1), None, max).is_ok());
+        assert!(check_rate(Some(100_000), None, max).is_ok());
+        assert!(check_rate(None, Some(1), max).is_ok());
+        let said = |f, p, m| check_rate(f, p, m).unwrap_err().to_string();
+        assert!(said(Some(0), None, max).contains("-F 0"));
+        assert!(said(None, Some(0), max).contains("--period 0"));
+        let above = said(Some(100_001), None, max);
+        assert!(above.contains("at most 100000"), "{above}");
+        // (a kernel that does not say: only 0 is refused)
+        assert!(check_rate(Some(1_000_000), None, None).is_ok());
+    }
 }

@@ -84,13 +84,21 @@ impl Session {
             kernel.or_else(|| self.asm.procs.get(&pid).and_then(|p| p.start))
         };
         let program = || program_name(&self.asm.procs.get(&pid)?.command);
+        let start = life
+            .start
+            .or_else(|| if tid == pid { process_start() } else { None });
+        // A fork child's stream begins with the frames it inherited, entered
+        // when its parent called fork: a little before the kernel made it.
+        let inherited_at = self.asm.procs.get(&pid).and_then(|p| p.forked_at);
+        let start = match (start, inherited_at) {
+            (Some(s), Some(f)) if tid == pid => Some(s.min(f)),
+            (s, _) => s,
+        };
         ThreadInfo {
             pid,
             tid,
             name: life.name.or_else(program).unwrap_or_default(),
-            start: life
-                .start
-                .or_else(|| if tid == pid { process_start() } else { None }),
+            start,
             end,
         }
     }

@@ -94,10 +94,12 @@ impl Rate {
     /// Time-based events always get a fixed period (1e9 / Hz ns), so that
     /// every sample stands for the same, known time.
     pub(crate) fn choose(event: SampleEvent, frequency: Option<u64>, period: Option<u64>) -> Rate {
+        // (0 and frequencies above the kernel's limit are refused before:
+        // `check_rate`)
         if let Some(p) = period {
             return Rate::Period(p.max(1));
         }
-        let hz = frequency.unwrap_or(1000).clamp(1, 100_000);
+        let hz = frequency.unwrap_or(1000).max(1);
         if event.time_based {
             Rate::Period(1_000_000_000 / hz)
         } else {
@@ -217,6 +219,16 @@ pub(crate) fn off_cpu_refused(errno: i32) -> String {
          off-CPU stacks are taken in the kernel's scheduler, which needs kernel-mode events: \
          run `sysctl kernel.perf_event_paranoid=1`, give lapse CAP_PERFMON, or record without --off-cpu",
         if errno == libc::EACCES { "EACCES" } else { "EPERM" }
+    )
+}
+
+/// One line for a refusal to watch another user's process: no paranoia
+/// level allows it, only privileges do.
+pub(crate) fn foreign_refused(owner_uid: u32) -> String {
+    format!(
+        "perf_event_open was refused: the process belongs to another user (uid {owner_uid}); \
+         watching another user's process needs root, CAP_PERFMON, or CAP_SYS_PTRACE \
+         (kernel.perf_event_paranoid does not change that)"
     )
 }
 

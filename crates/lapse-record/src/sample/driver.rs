@@ -200,6 +200,16 @@ pub(crate) fn record_command(
     })
 }
 
+/// The owner of process `pid` when it is not this user's and this user is
+/// not root (whether capabilities make up for it, only the kernel knows).
+fn foreign_owner(pid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no failure mode.
+    let me = unsafe { libc::geteuid() };
+    let owner = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
+    (me != 0 && owner != me).then_some(owner)
+}
+
 fn short_name(program: &str) -> String {
     let base = program.rsplit('/').next().unwrap_or(program);
     base.chars().take(15).collect()
@@ -219,6 +229,7 @@ pub(crate) fn record_pid(
     duration: Option<Duration>,
 ) -> Result<RecordOutcome, RecordError> {
     let mut plan = Plan::from_options(opts)?;
+    plan.foreign_owner = foreign_owner(pid);
     let threads = crate::linux::proc_scan::threads(pid)
         .ok_or_else(|| RecordError::Unsupported(format!("no process with pid {pid}")))?;
     let file = create_output(opts)?;

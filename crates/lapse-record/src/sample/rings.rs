@@ -49,6 +49,9 @@ pub(crate) struct Plan {
     pub(crate) off_cpu: bool,
     /// CPU samples from one event per CPU for every task (see the top).
     pub(crate) cpu_wide: bool,
+    /// Attaching, without root, to a process of another user (its uid):
+    /// a refusal is then about whose process it is, not the paranoia level.
+    pub(crate) foreign_owner: Option<u32>,
 }
 
 impl Plan {
@@ -70,6 +73,7 @@ impl Plan {
             exclude_kernel: false,
             off_cpu: opts.off_cpu,
             cpu_wide: opts.off_cpu,
+            foreign_owner: None,
         })
     }
 
@@ -157,6 +161,12 @@ impl Rings {
                     plan.cpu_wide = false;
                     first = Rings::open_once(plan, tids, enable_on_exec);
                 }
+            }
+        }
+        let refused = |e: &PerfError| matches!(errno_of(e), libc::EACCES | libc::EPERM);
+        if let (Err(e), Some(uid)) = (&first, plan.foreign_owner) {
+            if refused(e) {
+                return Err(RecordError::Unsupported(attr::foreign_refused(uid)));
             }
         }
         match first {
