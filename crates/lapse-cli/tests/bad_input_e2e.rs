@@ -215,6 +215,33 @@ fn values_that_would_be_changed_or_select_nothing_are_refused() {
     );
 }
 
+#[test]
+fn a_target_that_cannot_run_is_refused_before_anything_is_written() {
+    // Before: "could not execute the target", then a data file of 0 samples
+    // and "target exited with status 127".
+    use std::os::unix::fs::PermissionsExt;
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-target");
+    std::fs::write(dir.join("plain.c"), "int main(void) { return 0; }\n").unwrap();
+    std::fs::write(dir.join("text"), "echo hello\n").unwrap();
+    std::fs::set_permissions(dir.join("text"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (target, needle) in [
+        ("./plain.c", "cannot run ./plain.c: it is not executable"),
+        (
+            "./text",
+            "cannot run ./text: it is neither a program (ELF) nor a script",
+        ),
+    ] {
+        for method in ["auto", "sample", "instrument"] {
+            let out = lapse(
+                &dir,
+                &["record", "--method", method, "-o", "out.data", "--", target],
+            );
+            one_line_error(&out, needle);
+            assert!(!dir.join("out.data").exists(), "{target} {method}");
+        }
+    }
+}
+
 /// A small instrumentation recording with a tick calibration (1 tick = 1 ns).
 fn recording() -> Vec<u8> {
     use lapse_data::*;

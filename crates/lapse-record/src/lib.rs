@@ -197,6 +197,12 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let first = argv.first().ok_or(RecordError::NoCommand)?;
     let program = linux::launch::resolve_command(first)
         .ok_or_else(|| RecordError::CommandNotFound(first.clone()))?;
+    if let Some(why) = linux::launch::not_runnable(&program) {
+        return Err(RecordError::Unsupported(format!(
+            "cannot run {}: {why}",
+            program.display()
+        )));
+    }
     let found = method::detect(&program);
     let method = match opts.method {
         MethodChoice::Instrument => Method::Instrumentation,

@@ -26,6 +26,25 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// Why `program` cannot be run, if it cannot: not executable, or neither an
+/// ELF file nor a `#!` script (exec would fail after the recording began).
+pub fn not_runnable(program: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    if !is_executable(program) {
+        return Some("it is not executable (no x permission)");
+    }
+    let mut head = [0u8; 4];
+    let n = std::fs::File::open(program)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let head = &head[..n];
+    if head.starts_with(b"\x7fELF") || head.starts_with(b"#!") {
+        None
+    } else {
+        Some("it is neither a program (ELF) nor a script starting with #!")
+    }
+}
+
 /// A forked target blocked before exec.
 pub struct HeldChild {
     pub pid: i32,
