@@ -66,9 +66,6 @@ pub(crate) struct RawSample<'a> {
     pub(crate) regs: Option<UserRegs>,
     /// The copied user stack, starting at `regs.sp`.
     pub(crate) stack: &'a [u8],
-    /// The kernel copied all the stack it was asked for (so the stack may
-    /// go on beyond the copy).
-    pub(crate) stack_full: bool,
 }
 
 struct Cursor<'a> {
@@ -123,7 +120,6 @@ pub(crate) fn parse(layout: SampleLayout, body: &[u8]) -> Option<RawSample<'_>> 
     }
     let mut regs = None;
     let mut stack: &[u8] = &[];
-    let mut stack_full = false;
     if layout.user_state {
         let abi = c.u64()?;
         if abi != 0 {
@@ -138,7 +134,6 @@ pub(crate) fn parse(layout: SampleLayout, body: &[u8]) -> Option<RawSample<'_>> 
             let data = c.bytes(size)?;
             let dyn_size = usize::try_from(c.u64()?).ok()?;
             stack = &data[..dyn_size.min(size)];
-            stack_full = dyn_size >= size;
         }
     }
     Some(RawSample {
@@ -150,7 +145,6 @@ pub(crate) fn parse(layout: SampleLayout, body: &[u8]) -> Option<RawSample<'_>> 
         user_callchain,
         regs,
         stack,
-        stack_full,
     })
 }
 

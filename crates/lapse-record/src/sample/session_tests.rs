@@ -362,3 +362,67 @@ fn frames_outermost_first(f: &DataFile, stack: lapse_data::StackId) -> Vec<u32> 
     out.reverse();
     out
 }
+
+/// DWARF unwinding: a sample whose stack copy the kernel cut short (it could
+/// not read a page from the interrupt) is a partial path: `[truncated]` at
+/// its root, not a root in the middle of the program. Before, only a copy
+/// of the full size asked for counted as cut.
+#[test]
+fn a_stack_copy_cut_short_by_the_kernel_is_marked_truncated() {
+    let dir = std::env::temp_dir().join(format!("lapse-short-copy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("s.lapse");
+    let file = std::fs::File::create(&path).expect("create");
+    let layout = SampleLayout {
+        callchain: false,
+        user_state: true,
+        id: false,
+    };
+    let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(SAMPLE_TYPE))
+        .expect("write");
+    let t0 = Timestamp::from_nanos(10);
+    session
+        .add_target(100, vec!["prog".into()], t0)
+        .expect("write");
+    for m in proc_scan::executable_mappings(std::process::id()) {
+        session
+            .add_mapping(100, m.start, m.end - m.start, m.offset, &m.path, t0)
+            .expect("write");
+    }
+    // In profiled_marker; 4 KiB of stack asked for, none copied (the page
+    // at the stack pointer was not there): its return address is beyond.
+    let ip = profiled_marker as *const () as u64 + 1;
+    let mut body = words(&[ip, pid_tid(100, 100), 20, 0, 1_000_000]);
+    let mut user = [0u64; regs::COUNT];
+    user[regs::COUNT - 1] = ip;
+    user[regs::COUNT - 2] = 0x7fff_0000; // sp
+    body.extend(words(&[2]));
+    body.extend(words(&user));
+    body.extend(words(&[4096]));
+    body.extend(vec![0u8; 4096]);
+    body.extend(words(&[0])); // dyn_size: nothing copied
+    session
+        .handle(&record(sys::PERF_RECORD_SAMPLE, 0, &body, None))
+        .expect("write");
+    session
+        .finish(None, Timestamp::from_nanos(100), None)
+        .expect("finish");
+    let f = DataFile::open(&path).expect("read back");
+    let mut samples = Vec::new();
+    for c in &f.sample_chunks {
+        f.read_samples(c, &mut samples).expect("samples decode");
+    }
+    assert_eq!(samples.len(), 1);
+    let frames = frames_outermost_first(&f, samples[0].stack.expect("a stack"));
+    let names: Vec<&str> = frames
+        .iter()
+        .map(|&fr| {
+            let fun = f.frames[fr as usize].functions[0].function;
+            f.functions[fun.0 as usize].name.as_str()
+        })
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names[0], "[truncated]");
+    assert!(names[1].contains("profiled_marker"), "{names:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
