@@ -288,6 +288,64 @@ fn switch_outs_and_switch_ins_make_off_cpu_periods() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A session of process 100 whose code is this test binary's (its own
+/// mappings stand in), writing to a fresh `name` directory under /tmp.
+fn own_code_session(
+    name: &str,
+    layout: SampleLayout,
+    sample_type: u64,
+) -> (SampleSession<std::fs::File>, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("lapse-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = std::fs::File::create(dir.join("s.lapse")).expect("create");
+    let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(sample_type))
+        .expect("write");
+    let t0 = Timestamp::from_nanos(10);
+    session
+        .add_target(100, vec!["prog".into()], t0)
+        .expect("write");
+    for m in proc_scan::executable_mappings(std::process::id()) {
+        session
+            .add_mapping(100, m.start, m.end - m.start, m.offset, &m.path, t0)
+            .expect("write");
+    }
+    (session, dir)
+}
+
+/// Finishes the session and reads back the name of every frame of every
+/// sample, outermost first; the directory goes. (Its callers each cut a
+/// stack, so the `[truncated]` pseudo module must be in the file.)
+fn finish_and_read_stacks(
+    session: SampleSession<std::fs::File>,
+    dir: &std::path::Path,
+) -> Vec<Vec<String>> {
+    session
+        .finish(None, Timestamp::from_nanos(100), None)
+        .expect("finish");
+    let f = DataFile::open(&dir.join("s.lapse")).expect("read back");
+    let mut samples = Vec::new();
+    for c in &f.sample_chunks {
+        let mut v = Vec::new();
+        f.read_samples(c, &mut v).expect("samples decode");
+        samples.extend(v);
+    }
+    let stacks = samples
+        .iter()
+        .map(|s| {
+            frames_outermost_first(&f, s.stack.expect("a stack"))
+                .iter()
+                .map(|&fr| {
+                    let fun = f.frames[fr as usize].functions[0].function;
+                    f.functions[fun.0 as usize].name.clone()
+                })
+                .collect()
+        })
+        .collect();
+    assert!(f.modules.iter().any(|m| m.path == "[truncated]"));
+    let _ = std::fs::remove_dir_all(dir);
+    stacks
+}
+
 /// `--call-graph fp`: a user callchain as long as the kernel gives is cut,
 /// and gets `[truncated]` at its root; a short one does not.
 #[test]
@@ -305,49 +363,17 @@ fn a_callchain_at_the_limit_is_marked_truncated() {
         body.extend(words(&vec![ip; depth]));
         record(sys::PERF_RECORD_SAMPLE, 0, &body, None)
     };
-    let dir = std::env::temp_dir().join(format!("lapse-truncated-session-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("s.lapse");
-    let file = std::fs::File::create(&path).expect("create");
     let layout = SampleLayout {
         callchain: true,
         user_state: false,
         id: false,
     };
-    let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(sample_type))
-        .expect("write");
-    let t0 = Timestamp::from_nanos(10);
-    session
-        .add_target(100, vec!["prog".into()], t0)
-        .expect("write");
-    for m in proc_scan::executable_mappings(std::process::id()) {
-        session
-            .add_mapping(100, m.start, m.end - m.start, m.offset, &m.path, t0)
-            .expect("write");
-    }
+    let (mut session, dir) = own_code_session("truncated-session", layout, sample_type);
     session.handle(&chain_sample(20, 3)).expect("write");
     session.handle(&chain_sample(30, 126)).expect("write");
-    session
-        .finish(None, Timestamp::from_nanos(100), None)
-        .expect("finish");
-    let f = DataFile::open(&path).expect("read back");
-    let mut samples = Vec::new();
-    for c in &f.sample_chunks {
-        let mut v = Vec::new();
-        f.read_samples(c, &mut v).expect("samples decode");
-        samples.extend(v);
-    }
-    let root_name = |stack: Option<lapse_data::StackId>| {
-        let frames = frames_outermost_first(&f, stack.expect("a stack"));
-        let root = &f.frames[frames[0] as usize];
-        f.functions[root.functions[0].function.0 as usize]
-            .name
-            .clone()
-    };
-    assert_ne!(root_name(samples[0].stack), "[truncated]");
-    assert_eq!(root_name(samples[1].stack), "[truncated]");
-    assert!(f.modules.iter().any(|m| m.path == "[truncated]"));
-    let _ = std::fs::remove_dir_all(&dir);
+    let stacks = finish_and_read_stacks(session, &dir);
+    assert_ne!(stacks[0][0], "[truncated]");
+    assert_eq!(stacks[1][0], "[truncated]");
 }
 
 /// Frame ids of `stack`, outermost first.
@@ -369,26 +395,12 @@ fn frames_outermost_first(f: &DataFile, stack: lapse_data::StackId) -> Vec<u32> 
 /// of the full size asked for counted as cut.
 #[test]
 fn a_stack_copy_cut_short_by_the_kernel_is_marked_truncated() {
-    let dir = std::env::temp_dir().join(format!("lapse-short-copy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("s.lapse");
-    let file = std::fs::File::create(&path).expect("create");
     let layout = SampleLayout {
         callchain: false,
         user_state: true,
         id: false,
     };
-    let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(SAMPLE_TYPE))
-        .expect("write");
-    let t0 = Timestamp::from_nanos(10);
-    session
-        .add_target(100, vec!["prog".into()], t0)
-        .expect("write");
-    for m in proc_scan::executable_mappings(std::process::id()) {
-        session
-            .add_mapping(100, m.start, m.end - m.start, m.offset, &m.path, t0)
-            .expect("write");
-    }
+    let (mut session, dir) = own_code_session("short-copy", layout, SAMPLE_TYPE);
     // In profiled_marker; 4 KiB of stack asked for, none copied (the page
     // at the stack pointer was not there): its return address is beyond.
     let ip = profiled_marker as *const () as u64 + 1;
@@ -404,25 +416,10 @@ fn a_stack_copy_cut_short_by_the_kernel_is_marked_truncated() {
     session
         .handle(&record(sys::PERF_RECORD_SAMPLE, 0, &body, None))
         .expect("write");
-    session
-        .finish(None, Timestamp::from_nanos(100), None)
-        .expect("finish");
-    let f = DataFile::open(&path).expect("read back");
-    let mut samples = Vec::new();
-    for c in &f.sample_chunks {
-        f.read_samples(c, &mut samples).expect("samples decode");
-    }
-    assert_eq!(samples.len(), 1);
-    let frames = frames_outermost_first(&f, samples[0].stack.expect("a stack"));
-    let names: Vec<&str> = frames
-        .iter()
-        .map(|&fr| {
-            let fun = f.frames[fr as usize].functions[0].function;
-            f.functions[fun.0 as usize].name.as_str()
-        })
-        .collect();
+    let stacks = finish_and_read_stacks(session, &dir);
+    assert_eq!(stacks.len(), 1);
+    let names = &stacks[0];
     assert_eq!(names.len(), 2, "{names:?}");
     assert_eq!(names[0], "[truncated]");
     assert!(names[1].contains("profiled_marker"), "{names:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
