@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use lapse_testkit::{compile, perf_refused, skip, WorkDir};
 use serde_json::Value;
@@ -572,7 +573,7 @@ int main(void) {
             }
             panic!("lapse ended ({status}) first: {}", stderr(&out));
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20));
     }
     let pid = i32::try_from(lapse.id()).expect("pid fits");
     // SAFETY: signalling the child we started (not from a terminal: the

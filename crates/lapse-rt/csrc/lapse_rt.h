@@ -185,7 +185,8 @@ struct lapse_arena {
     uint64_t seq;     /* buffers handed over (the recorder watches it while it spins) */
     uint32_t reading; /* set by the recorder while it is awake: hand buffers over quietly */
     uint32_t pad;
-    uint64_t reserved[4];
+    uint64_t received; /* datagrams the recorder has read from this process's connection */
+    uint64_t reserved[3];
     struct lapse_slot slot[LAPSE_ARENA_BUFS];
 };
 
@@ -204,6 +205,7 @@ LAPSE_AT(lapse_arena, gen, 8);
 LAPSE_AT(lapse_arena, waiters, 12);
 LAPSE_AT(lapse_arena, seq, 16);
 LAPSE_AT(lapse_arena, reading, 24);
+LAPSE_AT(lapse_arena, received, 32);
 LAPSE_AT(lapse_arena, slot, 64);
 _Static_assert(sizeof(struct lapse_arena) <= LAPSE_ARENA_HEAD, "arena header too big");
 

@@ -40,6 +40,12 @@
 /* A send waits at most this long for room in the socket (the recorder is
  * alive but not reading): the program is never held indefinitely. */
 #define SEND_TIMEOUT_S 2
+/* ... and again, up to this many waits in all, while the recorder reads
+ * (the arena's `received` moved during the wait): it is behind, not stuck.
+ * Tens of thousands of threads ending at once fill the socket for longer
+ * than one wait while the recorder works through them; their last events
+ * were lost before. */
+#define SEND_PATIENCE 15
 
 struct owned_fd {
     int fd;
@@ -214,6 +220,14 @@ NOINSTR static void stamp(struct msghdr *mh)
     m->arena_seq = a ? __atomic_load_n(&a->seq, __ATOMIC_ACQUIRE) : 0;
 }
 
+/* Datagrams the recorder has read from this process so far (0 without an
+ * arena: then a wait that ran out is never taken for progress). */
+NOINSTR static uint64_t received_so_far(void)
+{
+    struct lapse_arena *a = g_arena;
+    return a ? __atomic_load_n(&a->received, __ATOMIC_ACQUIRE) : 0;
+}
+
 /* Sends one datagram; blocks while the recorder catches up (backpressure
  * keeps the recorder's memory bounded). A datagram that refers to the arena
  * of this connection (SHM_EVENTS, ARENA) must not go on another one: with
@@ -234,13 +248,23 @@ NOINSTR int lapse_try_send(struct msghdr *mh, int same_conn)
             return SEND_TIMEOUT;
     }
     stamp(mh);
-    for (;;) {
+    uint64_t seen = received_so_far();
+    for (int waits = 1;;) {
         if (sendmsg(g_conn.fd, mh, MSG_NOSIGNAL) >= 0) {
             g_stuck = 0;
             return SEND_OK;
         }
-        if (errno != EINTR)
-            break;
+        if (errno == EINTR)
+            continue;
+        if ((errno == EAGAIN || errno == EWOULDBLOCK) && waits < SEND_PATIENCE) {
+            uint64_t now = received_so_far();
+            if (now != seen) {
+                seen = now;
+                waits++;
+                continue;
+            }
+        }
+        break;
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
         g_stuck = 1;

@@ -91,6 +91,10 @@ pub mod arena {
     /// Set by the recorder while it is awake: threads then hand buffers
     /// over by their state alone ([`QUIET`]), without a datagram.
     pub const OFF_READING: usize = 24;
+    /// Datagrams the recorder has read from the process's connection: a
+    /// thread whose send found no room for its whole wait sees from it
+    /// whether the recorder is behind (it moved) or stuck (it did not).
+    pub const OFF_RECEIVED: usize = 32;
     pub const OFF_SLOTS: usize = 64;
     pub const SLOT_LEN: usize = 48;
     /// Offsets within a slot.

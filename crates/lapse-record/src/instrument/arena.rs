@@ -155,6 +155,13 @@ impl Arena {
         self.u64_at(arena::OFF_SEQ).load(Ordering::Relaxed)
     }
 
+    /// Counts `n` more datagrams read from the process's connection, which
+    /// its threads waiting for room in the socket watch (`lapse_try_send`).
+    pub fn note_received(&self, n: u64) {
+        self.u64_at(arena::OFF_RECEIVED)
+            .fetch_add(n, Ordering::Release);
+    }
+
     /// Says whether the recorder is awake and reading this arena (then the
     /// runtime hands buffers over quietly), followed by a full fence: a
     /// recorder that clears it and then looks at the slots

@@ -24,7 +24,9 @@
 //!   waits for the recorder to free one (the wait is cut like any
 //!   hand-over), but 2 ms at most in all: then, as when none can come back
 //!   (more threads than buffers), it fills a private buffer sent as a
-//!   datagram. A send waits at most 2 s for room in the socket; after that
+//!   datagram. A send waits at most 2 s for room in the socket, and again
+//!   (up to 30 s in all) while the recorder reads that process's datagrams
+//!   (a counter in the arena moves): it is behind, not stuck. After that
 //!   the events are lost (and counted), the program is never held.
 //! - **SIGKILL**: the buffers a process was still filling when it died are in
 //!   the arena; the recorder reads them when its connection closes, so a

@@ -520,6 +520,11 @@ impl Session {
         }
         if got {
             self.last_data = Instant::now();
+            // (threads waiting for room in the socket see the recorder move)
+            let id = self.conns[i].0.id;
+            for (_, arena) in self.arenas.iter().filter(|(k, _)| k.0 == id) {
+                arena.note_received(n as u64);
+            }
         }
         self.buf = buf;
         Ok(got)

@@ -165,6 +165,7 @@ fn every_header_offset_matches() {
         ("lapse_arena.waiters", arena::OFF_WAITERS),
         ("lapse_arena.seq", arena::OFF_SEQ),
         ("lapse_arena.reading", arena::OFF_READING),
+        ("lapse_arena.received", arena::OFF_RECEIVED),
         ("lapse_arena.slot", arena::OFF_SLOTS),
     ];
     let sizes: &[(&str, usize)] = &[
