@@ -626,11 +626,17 @@ fn attaching_to_another_users_process_says_whose_it_is() {
     // level, though no level lets a user watch another user's process.
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
-    let dir = work_dir("foreign");
+    // Under the system's temporary directory, with a copy of lapse: nobody
+    // may not reach the build tree (a checkout under a private home).
+    let tmp = std::env::temp_dir();
+    let dir = WorkDir::new(tmp.to_str().expect("utf-8"), "lapse-sample_e2e-foreign");
     std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let lapse = dir.join("lapse");
+    std::fs::copy(env!("CARGO_BIN_EXE_lapse"), &lapse).expect("copy lapse");
+    std::fs::set_permissions(&lapse, std::fs::Permissions::from_mode(0o755)).unwrap();
     // SAFETY: geteuid has no failure mode.
     let root = unsafe { libc::geteuid() } == 0;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lapse"));
+    let mut cmd = Command::new(&lapse);
     cmd.args([
         "record",
         "-o",
