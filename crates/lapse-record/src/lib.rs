@@ -32,12 +32,12 @@ mod output_file;
 mod sample;
 
 pub use error::RecordError;
+pub use instrument::{recover, spill_path, RecoverOutcome};
 
 /// Unit tests can say how many bytes the recorder keeps (per thread alive).
 #[cfg(test)]
 #[global_allocator]
 static ALLOC: lapse_data::alloc_count::Counting = lapse_data::alloc_count::Counting;
-pub use instrument::{recover, spill_path, RecoverOutcome};
 
 /// Which collection method `record` uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

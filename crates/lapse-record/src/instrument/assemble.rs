@@ -55,9 +55,6 @@ pub(super) struct Proc {
     /// When its current image began to be replaced (the runtime's exec
     /// message), until the new image says hello.
     pub(super) exec_at: Option<Timestamp>,
-    /// A fork child's: when the frames it inherited were entered (the
-    /// parent's fork call, before the kernel made the child).
-    pub(super) forked_at: Option<Timestamp>,
     /// A runtime in it said hello (or it is a fork child of one): a later
     /// hello is a new image.
     pub(super) said_hello: bool,
@@ -242,9 +239,6 @@ impl Assembler {
         let p = self.procs.entry(from.pid).or_default();
         p.ppid = Some(ppid);
         p.start.get_or_insert(at);
-        if frames > 0 {
-            p.forked_at = Some(at);
-        }
         p.said_hello = true;
         if p.command.is_empty() {
             p.command = parent_command;

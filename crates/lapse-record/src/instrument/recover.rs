@@ -135,7 +135,6 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
                 ppid: p.ppid,
                 start: p.start,
                 exec_at: None,
-                forked_at: None,
                 said_hello: true,
             },
         );

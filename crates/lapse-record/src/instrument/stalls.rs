@@ -32,7 +32,8 @@ struct Cut {
 /// One per live thread, so it is small while the thread has waited for
 /// nothing: the cuts are made on the first wait, and the queue of OS events
 /// gives its memory back whenever it empties (tens of thousands of threads
-/// blocked at once each hold one of these; `tests::size`).
+/// blocked at once each hold one of these: `os::tests`, what a blocked
+/// thread costs).
 #[derive(Default)]
 pub struct StallTimeline {
     /// The runtime's cumulative hand-over ticks as last reported.

@@ -87,11 +87,12 @@ impl Session {
         let start = life
             .start
             .or_else(|| if tid == pid { process_start() } else { None });
-        // A fork child's stream begins with the frames it inherited, entered
-        // when its parent called fork: a little before the kernel made it.
-        let inherited_at = self.asm.procs.get(&pid).and_then(|p| p.forked_at);
-        let start = match (start, inherited_at) {
-            (Some(s), Some(f)) if tid == pid => Some(s.min(f)),
+        // A main thread starts no later than its runtime's first word: a
+        // fork child's stream begins with the frames it inherited, entered
+        // when its parent called fork, a little before the kernel made it.
+        let runtime_start = self.asm.procs.get(&pid).and_then(|p| p.start);
+        let start = match (start, runtime_start) {
+            (Some(s), Some(r)) if tid == pid => Some(s.min(r)),
             (s, _) => s,
         };
         ThreadInfo {
