@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lapse_data::{Method, OsEventBlock, Record, SessionHeader, ThreadKey, Timestamp};
+use lapse_data::{Method, OsEventBlock, Record, SessionHeader, Timestamp};
 use lapse_rt::protocol::{self, Batch, Msg, Sender, Ticks, MAX_DATAGRAM};
 
 use super::address::AddressBook;
@@ -60,7 +60,6 @@ pub(super) struct Session {
     /// Functions, processes and threads already written.
     pub(super) announced_functions: usize,
     pub(super) announced_procs: HashSet<u32>,
-    pub(super) announced_threads: HashSet<ThreadKey>,
     /// Each process's latest end among its threads let go (their records
     /// are written; the process's end is not known before the last).
     pub(super) retired_end: HashMap<u32, Timestamp>,
@@ -154,7 +153,6 @@ pub fn record(
         inherit: opts.inherit,
         announced_functions: 0,
         announced_procs: HashSet::new(),
-        announced_threads: HashSet::new(),
         retired_end: HashMap::new(),
         arenas: HashMap::new(),
         progress: opts.symbol_progress.clone(),
@@ -611,7 +609,7 @@ impl Session {
                     .asm
                     .message(msg, protocol::events(datagram), &mut self.out)?;
                 if let Took::ThreadEnded { thread, at } = took {
-                    self.os.thread_mut(thread).end = Some(at);
+                    self.os.thread_mut(thread).end = at.into();
                 }
                 if hello {
                     if let Some(cmd) = read_cmdline(from.pid) {
@@ -729,14 +727,12 @@ impl Session {
         if !force && !self.out.due() {
             return Ok(());
         }
-        let batches: Vec<_> = self
-            .asm
-            .threads
-            .streams_mut()
-            .filter_map(|s| s.take_batch(true).map(|b| (s.key, b)))
-            .collect();
-        for (thread, b) in batches {
-            self.out.events(thread, &b)?;
+        // (written as they are taken: with tens of thousands of threads, a
+        // list of all of them first would be the recorder's peak)
+        for s in self.asm.threads.streams_mut() {
+            if let Some(b) = s.take_batch(true) {
+                self.out.events(s.key, &b)?;
+            }
         }
         // OS events of threads with a timeline wait until the cuts before them are known.
         for block in self.os.take_blocks(force) {
@@ -745,19 +741,13 @@ impl Session {
                 None => self.out.record(&Record::OsEvents(block))?,
             }
         }
-        let released: Vec<OsEventBlock> = self
-            .asm
-            .threads
-            .streams_mut()
-            .map(|s| OsEventBlock {
-                pid: s.key.pid,
-                tid: s.key.tid,
-                events: s.stalls.release_os(force),
-            })
-            .filter(|b| !b.events.is_empty())
-            .collect();
-        for block in released {
-            self.out.record(&Record::OsEvents(block))?;
+        for s in self.asm.threads.streams_mut() {
+            let events = s.stalls.release_os(force);
+            if !events.is_empty() {
+                let (pid, tid) = (s.key.pid, s.key.tid);
+                self.out
+                    .record(&Record::OsEvents(OsEventBlock { pid, tid, events }))?;
+            }
         }
         self.announce_new()?;
         self.release_ended_arenas()?;

@@ -9,15 +9,15 @@
 //! The probe cost measured at start-up excludes hand-overs, so nothing is
 //! removed twice.
 
-use std::collections::VecDeque;
-
 use lapse_data::{OsEvent, OsEventKind, Timestamp};
 
 use lapse_rt::protocol::Ticks;
+use thin_vec::ThinVec;
 
 use crate::linux::clock::TickClock;
 
-/// Cuts kept for mapping late OS events; older ones are folded into a base.
+/// Cuts kept for mapping late OS events (the older half goes when there
+/// are more: what they removed is still known from the oldest one kept).
 const MAX_CUTS: usize = 1 << 16;
 
 #[derive(Clone, Copy, Debug)]
@@ -29,9 +29,16 @@ struct Cut {
     offset_after: u64,
 }
 
-/// One per live thread, so it is small while the thread has waited for
-/// nothing: the cuts are made on the first wait, and the queue of OS events
-/// gives its memory back whenever it empties (tens of thousands of threads
+impl Cut {
+    /// Total removed before this cut.
+    fn offset_before(&self) -> u64 {
+        self.offset_after - (self.to - self.from)
+    }
+}
+
+/// One per live thread, so it is small: 40 bytes, and one allocation of 40
+/// more for a thread that waited once; the queue of OS events gives its
+/// memory back whenever it empties (tens of thousands of threads
 /// blocked at once each hold one of these: `os::tests`, what a blocked
 /// thread costs).
 #[derive(Default)]
@@ -39,17 +46,12 @@ pub struct StallTimeline {
     /// The runtime's cumulative hand-over ticks as last reported.
     seen_ticks: Ticks,
     offset_ns: u64,
-    cuts: Option<Box<Cuts>>,
+    /// (a pointer while empty)
+    cuts: ThinVec<Cut>,
     /// Real time up to which every cut is known (the last event's).
     known_until: u64,
-    pending_os: Vec<OsEvent>,
-}
-
-#[derive(Default)]
-struct Cuts {
-    /// Total removed before the oldest cut kept.
-    base_offset: u64,
-    list: VecDeque<Cut>,
+    /// (a pointer while empty, which is most of the time)
+    pending_os: ThinVec<OsEvent>,
 }
 
 impl StallTimeline {
@@ -62,24 +64,25 @@ impl StallTimeline {
             return;
         }
         let delta_ns = clock.ticks_to_ns(delta_ticks.raw() as f64) as u64;
-        let to = first_real.as_nanos();
+        self.cut(first_real.as_nanos(), delta_ns);
+    }
+
+    /// A wait of `delta_ns` that ended at real time `to`.
+    fn cut(&mut self, to: u64, delta_ns: u64) {
         // (a batch whose first event is stamped before events already seen,
         // e.g. after a clock step across CPUs, cuts nothing backwards)
         let from = to.saturating_sub(delta_ns).max(self.known_until).min(to);
         self.offset_ns += to - from;
-        let cuts = self.cuts.get_or_insert_with(Box::default);
-        if cuts.list.capacity() == 0 {
-            cuts.list.reserve_exact(1); // (most threads wait once, if at all)
+        if self.cuts.capacity() == 0 {
+            self.cuts.reserve_exact(1); // (most threads wait once, if at all)
         }
-        cuts.list.push_back(Cut {
+        self.cuts.push(Cut {
             from,
             to,
             offset_after: self.offset_ns,
         });
-        if cuts.list.len() > MAX_CUTS {
-            if let Some(old) = cuts.list.pop_front() {
-                cuts.base_offset = old.offset_after;
-            }
+        if self.cuts.len() > MAX_CUTS {
+            self.cuts.drain(..MAX_CUTS / 2);
         }
     }
 
@@ -106,16 +109,15 @@ impl StallTimeline {
     /// Real → timeline time for any moment whose cuts are known.
     pub fn map(&self, real: Timestamp) -> Timestamp {
         let t = real.as_nanos();
-        let Some(cuts) = &self.cuts else {
+        let Some(oldest) = self.cuts.first() else {
             return real;
         };
-        let i = cuts.list.partition_point(|c| c.to <= t);
-        let before = if i == 0 {
-            cuts.base_offset
-        } else {
-            cuts.list[i - 1].offset_after
+        let i = self.cuts.partition_point(|c| c.to <= t);
+        let before = match i {
+            0 => oldest.offset_before(),
+            _ => self.cuts[i - 1].offset_after,
         };
-        let t = match cuts.list.get(i) {
+        let t = match self.cuts.get(i) {
             Some(c) if c.from <= t => c.from, // inside a cut: its start
             _ => t,
         };
@@ -125,10 +127,9 @@ impl StallTimeline {
     /// Queues OS events of this thread until the cuts before them are known.
     pub fn add_os(&mut self, events: Vec<OsEvent>) {
         if self.pending_os.is_empty() {
-            self.pending_os = events;
-        } else {
-            self.pending_os.extend(events);
+            self.pending_os.reserve_exact(events.len());
         }
+        self.pending_os.extend(events);
     }
 
     /// OS events whose place on the timeline is settled (all, at the end).
@@ -144,7 +145,7 @@ impl StallTimeline {
                 .position(|e| e.to.as_nanos() > known)
                 .unwrap_or(self.pending_os.len())
         };
-        let ready: Vec<OsEvent> = if ready_len == self.pending_os.len() {
+        let ready: ThinVec<OsEvent> = if ready_len == self.pending_os.len() {
             std::mem::take(&mut self.pending_os) // (its memory goes too)
         } else {
             self.pending_os.drain(..ready_len).collect()
@@ -177,14 +178,11 @@ mod tests {
         StallTimeline {
             known_until: from,
             offset_ns: to - from,
-            cuts: Some(Box::new(Cuts {
-                base_offset: 0,
-                list: VecDeque::from([Cut {
-                    from,
-                    to,
-                    offset_after: to - from,
-                }]),
-            })),
+            cuts: ThinVec::from([Cut {
+                from,
+                to,
+                offset_after: to - from,
+            }]),
             ..StallTimeline::default()
         }
     }
@@ -195,6 +193,28 @@ mod tests {
         assert_eq!(t.map(ts(900)), ts(900));
         assert_eq!(t.map(ts(1_200)), ts(1_000), "inside the cut: its start");
         assert_eq!(t.map(ts(2_000)), ts(1_500));
+    }
+
+    #[test]
+    fn cuts_past_the_limit_fold_into_what_the_oldest_kept_says() {
+        // Waits of 10 ns every 100 ns: after the k-th (k from 1), ending at
+        // 100k, 10k ns are removed. Past the limit the older half goes, and
+        // times before the oldest kept still map by the total before it.
+        let mut t = StallTimeline::default();
+        let n = MAX_CUTS as u64 + 10;
+        for k in 1..=n {
+            t.cut(100 * k, 10);
+            t.seen_until(ts(100 * k));
+        }
+        assert!(t.cuts.len() <= MAX_CUTS && t.cuts.len() > MAX_CUTS / 2);
+        let oldest = t.cuts[0].to / 100;
+        assert!(oldest > 1, "the older cuts went");
+        // just after the k-th wait: 10k removed
+        for k in [oldest - 1, oldest, oldest + 1, n - 1, n] {
+            assert_eq!(t.map(ts(100 * k + 5)), ts(100 * k + 5 - 10 * k), "k {k}");
+        }
+        assert_eq!(t.map(ts(100 * n - 5)), ts(100 * n - 10 - 10 * (n - 1)));
+        assert_eq!(t.removed_ns(), 10 * n);
     }
 
     #[test]

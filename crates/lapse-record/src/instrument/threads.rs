@@ -36,9 +36,12 @@ pub struct OpenCall {
 
 pub struct ThreadStream {
     pub key: ThreadKey,
-    /// Events not written yet, already encoded as the file holds them.
-    pending: EventEncoder,
+    /// Events not written yet, already encoded as the file holds them
+    /// (none while the thread is quiet: then the pointer is all it costs).
+    pending: Option<Box<EventEncoder>>,
     stack: Vec<OpenCall>,
+    /// Its thread record has been written (it sent events).
+    pub announced: bool,
     /// Index of the next event the runtime will send for this thread.
     next_index: u64,
     last_ts: Timestamp,
@@ -71,8 +74,9 @@ impl ThreadStream {
     fn new(key: ThreadKey) -> Self {
         ThreadStream {
             key,
-            pending: EventEncoder::default(), // grows to a batch only for busy threads
+            pending: None, // grows to a batch only for busy threads
             stack: Vec::new(),
+            announced: false,
             next_index: 0,
             last_ts: Timestamp::default(),
             stalls: StallTimeline::default(),
@@ -92,27 +96,26 @@ impl ThreadStream {
     #[inline]
     fn push(&mut self, ts: Timestamp, kind: EventKind, call: OpenCall) {
         let mut last_ts = self.last_ts;
-        append(
-            &mut last_ts,
-            &mut self.stack,
-            &mut self.pending,
-            ts,
-            kind,
-            call,
-        );
+        let pending = self.pending.get_or_insert_with(Box::default);
+        append(&mut last_ts, &mut self.stack, pending, ts, kind, call);
         self.last_ts = last_ts;
+    }
+
+    /// Events not written yet.
+    fn pending_len(&self) -> usize {
+        self.pending.as_ref().map_or(0, |p| p.len())
     }
 
     /// Events ready for the file (a full batch, or everything when `all`).
     pub fn take_batch(&mut self, all: bool) -> Option<EventEncoder> {
-        if self.pending.len() >= BATCH_EVENTS || (all && !self.pending.is_empty()) {
+        let n = self.pending_len();
+        if n >= BATCH_EVENTS || (all && n > 0) {
+            let batch = self.pending.take().map(|b| *b);
             // A quiet thread flushed by the timer gets no buffer back.
-            let next = if all {
-                EventEncoder::default()
-            } else {
-                EventEncoder::with_capacity(BATCH_EVENTS)
-            };
-            Some(std::mem::replace(&mut self.pending, next))
+            if !all {
+                self.pending = Some(Box::new(EventEncoder::with_capacity(BATCH_EVENTS)));
+            }
+            batch
         } else {
             None
         }
@@ -157,6 +160,9 @@ fn append(
                 pending.push(ts, EventKind::Unwind, top.function);
             }
             if stack.len() < MAX_TRACKED_DEPTH {
+                if stack.len() == stack.capacity() {
+                    grow(stack);
+                }
                 stack.push(call);
             }
         }
@@ -177,6 +183,14 @@ fn append(
         }
     }
     pending.push(ts, kind, call.function);
+}
+
+/// Room for one more open call: two at first (tens of thousands of
+/// threads blocked at once are often two calls deep), then twice as many.
+#[cold]
+fn grow(stack: &mut Vec<OpenCall>) {
+    let more = stack.len().max(2);
+    stack.reserve_exact(more);
 }
 
 /// An unwind marker: every open call whose frame lies below `floor` is gone.
@@ -358,8 +372,8 @@ impl Threads {
         // (the stream's stack and encoder as locals: stores into the
         // encoder's bytes cannot then be taken to change them)
         let mut stack_local = std::mem::take(&mut s.stack);
-        let mut pending_local = std::mem::take(&mut s.pending);
-        let (cache, stack, pending) = (&mut *cache.slots, &mut stack_local, &mut pending_local);
+        let mut pending_local = s.pending.take().unwrap_or_default();
+        let (cache, stack, pending) = (&mut *cache.slots, &mut stack_local, &mut *pending_local);
         let (mut calls, appended_before) = (0u64, pending.len());
         // One plain loop over the events with its state in locals (a
         // closure called per event kept reloading it from memory).
@@ -421,7 +435,7 @@ impl Threads {
         }
         let appended = (pending.len() - appended_before) as u64;
         s.stack = stack_local;
-        s.pending = pending_local;
+        s.pending = Some(pending_local);
         if let Some(c) = self.caches.get_mut(&pid) {
             c.version = version;
         }
@@ -456,7 +470,7 @@ impl Threads {
         for f in stack {
             s.push(at, EventKind::Enter, f);
         }
-        self.events += s.pending.len() as u64;
+        self.events += s.pending_len() as u64;
         frames
     }
 
@@ -466,11 +480,11 @@ impl Threads {
         self.caches.remove(&pid);
         let mut out = Vec::new();
         for s in self.streams.values_mut().filter(|s| s.key.pid == pid) {
-            let before = s.pending.len();
+            let before = s.pending_len();
             let at = s.stalls.map(at);
             s.close_all(at.max(s.last_ts));
             s.stalls.restart_counter();
-            self.events += (s.pending.len() - before) as u64;
+            self.events += (s.pending_len() - before) as u64;
             s.next_index = 0;
             if let Some(b) = s.take_batch(true) {
                 out.push((s.key, b));

@@ -53,13 +53,18 @@ impl Session {
                 });
             }
         }
-        let mut threads = Vec::new();
-        let keys: Vec<ThreadKey> = self.asm.threads.streams().map(|s| s.key).collect();
-        for key in keys {
-            if self.announced_threads.insert(key) {
-                let life = self.os.thread(key).cloned().unwrap_or_default();
-                threads.push(self.thread_record(key, life, None));
+        // (a flag in the stream, not a set beside it: a few bytes less for
+        // each of tens of thousands of threads)
+        let mut new_threads = Vec::new();
+        for s in self.asm.threads.streams_mut() {
+            if !std::mem::replace(&mut s.announced, true) {
+                new_threads.push(s.key);
             }
+        }
+        let mut threads = Vec::new();
+        for key in new_threads {
+            let life = self.os.thread(key).cloned().unwrap_or_default();
+            threads.push(self.thread_record(key, life, None));
         }
         for p in procs {
             self.out.record(&Record::Process(p))?;
@@ -86,6 +91,7 @@ impl Session {
         let program = || program_name(&self.asm.procs.get(&pid)?.command);
         let start = life
             .start
+            .get()
             .or_else(|| if tid == pid { process_start() } else { None });
         // A main thread starts no later than its runtime's first word: a
         // fork child's stream begins with the frames it inherited, entered
@@ -98,7 +104,11 @@ impl Session {
         ThreadInfo {
             pid,
             tid,
-            name: life.name.or_else(program).unwrap_or_default(),
+            name: life
+                .name
+                .map(String::from)
+                .or_else(program)
+                .unwrap_or_default(),
             start,
             end,
         }
@@ -116,7 +126,7 @@ impl Session {
             .os
             .threads()
             .filter_map(|(key, t)| {
-                let end = t.end?;
+                let end = t.end.get()?;
                 (now.since(end) > after).then_some((key, end))
             })
             .collect();
@@ -141,7 +151,6 @@ impl Session {
                 let record = self.thread_record(key, life, Some(end));
                 self.out.record(&Record::Thread(record))?;
             }
-            self.announced_threads.remove(&key);
             let last = self.retired_end.entry(key.pid).or_insert(end);
             *last = (*last).max(end);
         }
@@ -202,7 +211,7 @@ impl Session {
             for &key in keys.iter().filter(|k| k.pid == pid) {
                 let t = self.os.thread(key).cloned().unwrap_or_default();
                 // Ends are real times: put them on the thread's timeline.
-                let real_end = t.end.or(life.end).unwrap_or(end);
+                let real_end = t.end.get().or(life.end).unwrap_or(end);
                 let end_ts = match self.asm.threads.get(key) {
                     Some(s) => s.stalls.map(real_end).max(s.last_ts()),
                     None => real_end,
