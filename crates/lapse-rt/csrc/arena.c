@@ -14,6 +14,7 @@
 #include "rt.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -125,9 +126,16 @@ NOINSTR static void spill_queued(void)
     struct lapse_arena *a = g_arena;
     if (!a)
         return;
-    for (long spins = 0; __atomic_exchange_n(&g_spill_lock, 1, __ATOMIC_ACQUIRE); spins++)
-        if (spins > (1l << 24))
-            return; /* (a fatal signal interrupted the spiller on this thread) */
+    /* Another thread spills: let it run (it may be waiting for a CPU that
+     * spinners would take; under load that held every thread here for
+     * minutes). Given up after a while: the spiller may be this thread,
+     * interrupted by a signal whose handler came here. */
+    for (long spins = 0; __atomic_exchange_n(&g_spill_lock, 1, __ATOMIC_ACQUIRE); spins++) {
+        if (spins > (1l << 14))
+            return;
+        if (spins > 64)
+            sched_yield();
+    }
     for (;;) {
         int best = -1;
         uint64_t best_seq = ~0ull;
@@ -154,6 +162,13 @@ NOINSTR static void spill_queued(void)
         __atomic_store_n(&sl->state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&g_spill_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* From t0 to t1, at least 1 ns (every round counts). */
+NOINSTR static uint64_t elapsed_ns(const struct timespec *t0, const struct timespec *t1)
+{
+    return (uint64_t)(t1->tv_sec - t0->tv_sec) * 1000000000ull + (uint64_t)(t1->tv_nsec - t0->tv_nsec) +
+           1;
 }
 
 /* How long a thread waits, in all, for the recorder to free an arena buffer
@@ -198,20 +213,22 @@ NOINSTR int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b)
         }
         if (!queued || waited_ns >= CLAIM_WAIT_NS)
             return -1;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         if (g_fd < 0) {
+            /* (counts towards the wait: another thread may hold the spill) */
             spill_queued();
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            waited_ns += elapsed_ns(&t0, &t1);
             continue;
         }
         /* wait for the recorder to free a buffer; it bumps gen and wakes one */
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
         __atomic_add_fetch(&a->waiters, 1, __ATOMIC_ACQ_REL);
         struct timespec ts = {0, CLAIM_WAIT_NS / 4};
         syscall(SYS_futex, &a->gen, FUTEX_WAIT, gen, &ts, NULL, 0);
         __atomic_sub_fetch(&a->waiters, 1, __ATOMIC_ACQ_REL);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        waited_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull +
-                     (uint64_t)(t1.tv_nsec - t0.tv_nsec) + 1;
+        waited_ns += elapsed_ns(&t0, &t1);
         if (gen == __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) && lapse_recorder_gone())
             lapse_disconnect();
     }
