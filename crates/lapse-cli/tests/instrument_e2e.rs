@@ -255,6 +255,89 @@ int main(void) {
 }
 
 #[test]
+fn a_user_with_little_locked_memory_still_gets_its_off_cpu_time() {
+    // The kernel's rings are locked memory: a user other than root gets
+    // what kernel.perf_event_mlock_kb and RLIMIT_MEMLOCK allow, 64 KiB
+    // here. Before, a ring that did not fit failed the whole recording
+    // ("mapping the perf ring buffer of cpu 1: Operation not permitted");
+    // now a smaller ring is taken.
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no failure mode.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("not root: cannot run lapse as another user").unwrap_or(());
+    }
+    // (where nobody can reach it, with a copy of lapse)
+    let tmp = std::env::temp_dir();
+    let dir = WorkDir::new(tmp.to_str().expect("utf-8"), "lapse-instrument_e2e-memlock");
+    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let Some(exe) = build(
+        &dir,
+        "napper",
+        r#"
+NOINLINE void nap(void) { struct timespec d = {0, 50000000}; nanosleep(&d, NULL); }
+int main(void) { for (int i = 0; i < 4; i++) nap(); return 0; }
+"#,
+    ) else {
+        return;
+    };
+    let lapse = dir.join("lapse");
+    std::fs::copy(env!("CARGO_BIN_EXE_lapse"), &lapse).expect("copy lapse");
+    let data = dir.join("out.lapse");
+    let mut cmd = Command::new(&lapse);
+    cmd.arg("record")
+        .arg("-o")
+        .arg(&data)
+        .arg("--")
+        .arg(&exe)
+        .current_dir(&*dir)
+        .uid(65534)
+        .gid(65534);
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            let little = libc::rlimit {
+                rlim_cur: 64 << 10,
+                rlim_max: 64 << 10,
+            };
+            if libc::setrlimit(libc::RLIMIT_MEMLOCK, &little) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run lapse as nobody");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if perf_refused(&stderr) && !data.exists() {
+        return skip(format!(
+            "perf events are not available to nobody here: {stderr}"
+        ))
+        .unwrap_or(());
+    }
+    assert!(out.status.success(), "{stderr}");
+    let r = Recorded {
+        dir,
+        data,
+        status: 0,
+    };
+    let nap = function(&report(&r, "functions"), "nap").clone();
+    assert_eq!(ns(&nap, "calls"), 4.0);
+    within(
+        "nap elapsed",
+        ns(&nap, "elapsed_inclusive_ns"),
+        199.0 * MS,
+        2000.0 * MS,
+    );
+    // (asleep off the CPU: what the kernel's switch records say)
+    within(
+        "nap application",
+        ns(&nap, "application_inclusive_ns"),
+        0.0,
+        10.0 * MS,
+    );
+}
+
+#[test]
 fn recursion_counts_every_call_and_inclusive_once() {
     let Some(r) = record(
         "recursion",

@@ -21,11 +21,33 @@ use thin_vec::ThinVec;
 
 use super::address::{AddressBook, NewMapping};
 use super::syscalls::{SyscallEvents, SyscallRecord};
+use crate::linux::clock;
 use crate::linux::perf::{self, KernelTscScale, PerfError, PerfEvent};
 use crate::linux::records::{self, PerfRecord, SampleIdLayout};
 
-/// Ring size per CPU, in pages.
-const RING_PAGES: usize = 256;
+/// The kernel's records of all CPUs together may wait in up to this many
+/// pages of ring: 4 MiB a CPU on a 2-core machine, less on bigger ones. A
+/// storm of tens of thousands of threads waking at once leaves the recorder
+/// one thread among them, with a small share of the CPUs: with 1 MiB a CPU,
+/// 60,000 threads lost 159,000 switch records, with 4 MiB none (BENCHMARKS.md).
+/// The pages cost little while nothing waits in them (20.4 vs 21.1 MiB peak
+/// for 600,000 switches between two threads).
+const RING_BUDGET_PAGES: usize = 2048;
+
+/// Ring size per CPU, in pages (a power of two, 64 KiB to 4 MiB).
+fn ring_pages(cpus: usize) -> usize {
+    let share = RING_BUDGET_PAGES / cpus.max(1);
+    let pages = if share.is_power_of_two() {
+        share
+    } else {
+        share.next_power_of_two() / 2
+    };
+    pages.clamp(16, 1024)
+}
+/// Records read from a ring at a time (about 0.4 MB of queue each).
+const SLICE_RECORDS: usize = 8192;
+/// Slices read in one go at most (more than a full ring holds).
+const MAX_SLICES: usize = 256;
 /// Records younger than this stay queued for one more round.
 const ORDER_MARGIN_NS: u64 = 2_000_000;
 
@@ -200,7 +222,9 @@ impl OsCollector {
         let sample_type = u64::from(b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME);
         let mut events = Vec::new();
         let mut redirected = Vec::new();
-        for cpu in perf::online_cpus() {
+        let cpus = perf::online_cpus();
+        let pages = ring_pages(cpus.len());
+        for cpu in cpus {
             let mut attr = target_attr(
                 b::PERF_TYPE_SOFTWARE,
                 u64::from(b::PERF_COUNT_SW_DUMMY),
@@ -216,7 +240,7 @@ impl OsCollector {
             attr.set_sample_id_all(1);
             attr.set_exclude_kernel(1);
             attr.set_exclude_hv(1);
-            let ev = PerfEvent::open(&mut attr, pid, cpu, RING_PAGES)?;
+            let ev = PerfEvent::open(&mut attr, pid, cpu, pages)?;
             if faults {
                 let mut fa = target_attr(
                     b::PERF_TYPE_SOFTWARE,
@@ -260,13 +284,37 @@ impl OsCollector {
 
     /// Reads every ring. Mappings and execs take effect at once (events that
     /// arrive right after need them); everything else waits in time order.
+    /// A ring is read a slice at a time: when one held more (the recorder
+    /// was starved while a storm of threads switched), what is safe to apply
+    /// is applied before the next slice, so the queue stays small.
     pub fn drain(&mut self, book: &mut AddressBook) {
+        let now = clock::monotonic_now().as_nanos();
+        // (system calls first: every one older than the margin is then
+        // queued before any slice is applied)
+        self.read_syscalls();
+        for _ in 0..MAX_SLICES {
+            let Some(held_back) = self.read_slice(book) else {
+                break;
+            };
+            self.apply_ready(held_back.min(now.saturating_sub(ORDER_MARGIN_NS)), book);
+        }
+    }
+
+    /// One slice of every ring into the queue. When a ring had more: the
+    /// time of the last record taken from such a ring, the earliest of
+    /// them (the rest of each ring is later; 0 when a slice was only
+    /// mappings).
+    fn read_slice(&mut self, book: &mut AddressBook) -> Option<u64> {
         let layout = self.layout;
         let queue = &mut self.queue;
         let mut lost = 0;
+        let mut held_back = None;
         for ev in &mut self.events {
-            ev.drain(&mut self.scratch, |rec| {
-                match records::parse(rec, &layout) {
+            let mut last = 0;
+            let more = ev.drain_some(
+                &mut self.scratch,
+                SLICE_RECORDS,
+                |rec| match records::parse(rec, &layout) {
                     Some(PerfRecord::Mmap2 {
                         pid,
                         addr,
@@ -301,13 +349,24 @@ impl OsCollector {
                             book.exec(pid, Timestamp::from_nanos(id.time));
                         }
                         if let Some(q) = queued(r, &mut lost) {
+                            last = q.0;
                             queue.push(q);
                         }
                     }
                     None => lost += 1,
-                }
-            });
+                },
+            );
+            if more {
+                held_back = Some(held_back.map_or(last, |h: u64| h.min(last)));
+            }
         }
+        self.lost_records += lost;
+        held_back
+    }
+
+    fn read_syscalls(&mut self) {
+        let queue = &mut self.queue;
+        let mut lost = 0;
         if let Some(sys) = &mut self.syscalls {
             let lost_before = sys.lost;
             sys.drain(&mut self.scratch, |r| {
@@ -354,22 +413,25 @@ impl OsCollector {
     /// Drains the rings, then applies the queued records older than `upto_ns`.
     pub fn poll(&mut self, upto_ns: u64, book: &mut AddressBook) {
         self.drain(book);
-        self.queue.sort_by_key(|q| q.0);
-        let ready = self
-            .queue
-            .partition_point(|q| q.0 <= upto_ns.saturating_sub(ORDER_MARGIN_NS));
-        // (applied where they are: a burst is not copied once more)
-        let mut queue = std::mem::take(&mut self.queue);
-        for (time, q) in queue.drain(..ready) {
-            self.apply(time, q, book);
-        }
-        self.queue = queue;
+        self.apply_ready(upto_ns.saturating_sub(ORDER_MARGIN_NS), book);
         // A burst (thousands of threads switching at once) does not keep
         // its memory for the rest of the recording.
         let keep = self.queue.len().max(4096);
         if self.queue.capacity() > 4 * keep {
             self.queue.shrink_to(keep);
         }
+    }
+
+    /// Applies the queued records up to `bound`, in time order.
+    fn apply_ready(&mut self, bound: u64, book: &mut AddressBook) {
+        self.queue.sort_by_key(|q| q.0);
+        let ready = self.queue.partition_point(|q| q.0 <= bound);
+        // (applied where they are: a burst is not copied once more)
+        let mut queue = std::mem::take(&mut self.queue);
+        for (time, q) in queue.drain(..ready) {
+            self.apply(time, q, book);
+        }
+        self.queue = queue;
     }
 
     fn apply(&mut self, time: u64, q: Queued, book: &mut AddressBook) {
@@ -584,6 +646,14 @@ fn queued(r: PerfRecord<'_>, lost: &mut u64) -> Option<(u64, Queued)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rings_share_one_budget_between_the_cpus() {
+        // 4 MiB a CPU on 1 or 2, a power of two below the share on more,
+        // never under 64 KiB
+        let sizes: Vec<usize> = [1, 2, 3, 8, 64, 512].map(ring_pages).into();
+        assert_eq!(sizes, [1024, 1024, 512, 256, 32, 16]);
+    }
     use crate::instrument::threads::Threads;
     use crate::linux::clock::TickClock;
     use lapse_data::alloc_count::held;

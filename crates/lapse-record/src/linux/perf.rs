@@ -82,7 +82,8 @@ struct Ring {
 
 impl PerfEvent {
     /// Opens `attr` for `pid` (-1 = every task) on `cpu` (-1 = every CPU);
-    /// maps a ring of `data_pages` pages (a power of two) when `data_pages > 0`.
+    /// maps a ring of `data_pages` pages (a power of two) when `data_pages > 0`,
+    /// or of fewer where the locked-memory limit allows no more (not root).
     pub fn open(
         attr: &mut perf_event_attr,
         pid: i32,
@@ -102,14 +103,25 @@ impl PerfEvent {
         }
         // SAFETY: fd was just returned by the kernel and is ours alone.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let ring = if data_pages > 0 {
-            Some(
-                Ring::map(fd.as_raw_fd(), data_pages)
-                    .map_err(|source| PerfError::Mmap { cpu, source })?,
-            )
-        } else {
-            None
-        };
+        let mut ring = None;
+        let mut pages = data_pages;
+        while pages > 0 {
+            match Ring::map(fd.as_raw_fd(), pages) {
+                Ok(r) => {
+                    ring = Some(r);
+                    break;
+                }
+                // Over the locked-memory limit (not root): a smaller ring,
+                // down to 8 pages (it loses more records, and says so).
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOMEM))
+                        && pages > 8 =>
+                {
+                    pages /= 2;
+                }
+                Err(source) => return Err(PerfError::Mmap { cpu, source }),
+            }
+        }
         Ok(PerfEvent { fd, cpu, ring })
     }
 
@@ -153,9 +165,20 @@ impl PerfEvent {
 
     /// Hands every complete record in the ring to `f` (header included, and
     /// contiguous even when it wraps around the ring's end), then frees the space.
-    pub fn drain(&mut self, scratch: &mut Vec<u8>, mut f: impl FnMut(&[u8])) {
-        if let Some(ring) = &mut self.ring {
-            ring.drain(scratch, &mut f);
+    pub fn drain(&mut self, scratch: &mut Vec<u8>, f: impl FnMut(&[u8])) {
+        self.drain_some(scratch, usize::MAX, f);
+    }
+
+    /// The same for at most `max` records; true if more were left.
+    pub fn drain_some(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        max: usize,
+        mut f: impl FnMut(&[u8]),
+    ) -> bool {
+        match &mut self.ring {
+            Some(ring) => ring.drain(scratch, max, &mut f),
+            None => false,
         }
     }
 }
@@ -228,7 +251,7 @@ impl Ring {
         }
     }
 
-    fn drain(&mut self, scratch: &mut Vec<u8>, f: &mut dyn FnMut(&[u8])) {
+    fn drain(&mut self, scratch: &mut Vec<u8>, max: usize, f: &mut dyn FnMut(&[u8])) -> bool {
         let page = self.page();
         // SAFETY: data_head is written by the kernel; read it, then fence so
         // record bytes are read after it (the documented protocol).
@@ -241,7 +264,12 @@ impl Ring {
             std::slice::from_raw_parts(self.base.as_ptr().add(self.data_offset), self.data_size)
         };
         let size = self.data_size as u64;
+        let mut taken = 0;
         while head.wrapping_sub(tail) >= 8 {
+            if taken == max {
+                break;
+            }
+            taken += 1;
             let start = (tail % size) as usize;
             let mut hdr = [0u8; 8];
             copy_wrapped(data, start, &mut hdr);
@@ -260,6 +288,7 @@ impl Ring {
         fence(Ordering::Release);
         // SAFETY: tells the kernel the space up to tail may be reused.
         unsafe { std::ptr::write_volatile(&mut (*page).data_tail, tail) };
+        taken == max && head != tail
     }
 }
 
@@ -289,6 +318,40 @@ mod tests {
         assert_eq!(parse_cpu_list("0-3,5"), Some(vec![0, 1, 2, 3, 5]));
         assert_eq!(parse_cpu_list("0"), Some(vec![0]));
         assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn a_ring_is_read_a_slice_at_a_time() {
+        // This thread's context switches, into a ring of its own: 200
+        // sleeps make at least 400 records; read 64 at a time, every slice
+        // but the last is full and says more are left, and together they
+        // are what one full read would have given.
+        let mut attr = new_attr();
+        attr.type_ = sys::bindings::PERF_TYPE_SOFTWARE;
+        attr.config = u64::from(sys::bindings::PERF_COUNT_SW_DUMMY);
+        attr.set_context_switch(1);
+        attr.set_exclude_kernel(1);
+        let mut ev = PerfEvent::open(&mut attr, 0, -1, 64).expect("a dummy event on this thread");
+        for _ in 0..200 {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        let (mut scratch, mut slices) = (Vec::new(), Vec::new());
+        loop {
+            let mut n = 0;
+            let more = ev.drain_some(&mut scratch, 64, |_| n += 1);
+            slices.push((n, more));
+            if !more {
+                break;
+            }
+        }
+        let total: usize = slices.iter().map(|s| s.0).sum();
+        assert!(total >= 400, "{total} records");
+        let (last, full) = slices.split_last().expect("a slice");
+        assert!(full.iter().all(|&s| s == (64, true)), "{slices:?}");
+        assert!(last.0 <= 64 && !last.1);
+        let mut after = 0;
+        ev.drain(&mut scratch, |_| after += 1);
+        assert!(after < 10, "the ring was read to its end");
     }
 
     #[test]
