@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use lapse_data::{OsEvent, OsEventBlock, OsEventKind, ThreadKey, Timestamp};
+use lapse_data::{OsEvent, OsEventKind, ThreadKey, Timestamp};
 use perf_event_open_sys::bindings as b;
 use thin_vec::ThinVec;
 
@@ -288,11 +288,14 @@ impl OsCollector {
     /// was starved while a storm of threads switched), what is safe to apply
     /// is applied before the next slice, so the queue stays small.
     pub fn drain(&mut self, book: &mut AddressBook) {
-        let now = clock::monotonic_now().as_nanos();
-        // (system calls first: every one older than the margin is then
-        // queued before any slice is applied)
-        self.read_syscalls();
         for _ in 0..MAX_SLICES {
+            // The time now, not when the reading began: while a starved
+            // recorder reads, the rings fill on, and what is older than the
+            // margin by then can go. Everything older is in the rings by
+            // now: system calls are read whole first, then a slice of the
+            // others.
+            let now = clock::monotonic_now().as_nanos();
+            self.read_syscalls();
             let Some(held_back) = self.read_slice(book) else {
                 break;
             };
@@ -559,24 +562,25 @@ impl OsCollector {
         self.census.iter().map(|(&k, c)| (k, &c.life))
     }
 
-    /// OS events collected so far, as blocks ready to write, each in order
-    /// of start. A thread inside a system call keeps its events until the
-    /// call ends (or `all`, at the end of the recording).
-    pub fn take_blocks(&mut self, all: bool) -> Vec<OsEventBlock> {
-        let mut blocks = Vec::new();
+    /// Hands over the OS events collected so far, thread by thread, each
+    /// thread's in order of start (as they were kept: nothing is copied, so
+    /// a storm of threads costs no second list of them). A thread inside a
+    /// system call keeps its events until the call ends (or `all`, at the
+    /// end of the recording).
+    pub fn take_blocks<E>(
+        &mut self,
+        all: bool,
+        mut f: impl FnMut(ThreadKey, ThinVec<OsEvent>) -> Result<(), E>,
+    ) -> Result<(), E> {
         for (&key, c) in &mut self.census {
             let oc = &mut c.off;
             if !oc.done.is_empty() && (all || oc.in_syscall.is_none()) {
-                let mut events: Vec<OsEvent> = std::mem::take(&mut oc.done).into_iter().collect();
+                let mut events = std::mem::take(&mut oc.done);
                 events.sort_by_key(|e| e.from);
-                blocks.push(OsEventBlock {
-                    pid: key.pid,
-                    tid: key.tid,
-                    events,
-                });
+                f(key, events)?;
             }
         }
-        blocks
+        Ok(())
     }
 }
 
@@ -734,13 +738,18 @@ mod tests {
             for s in threads.streams_mut() {
                 let _ = s.take_batch(true);
             }
-            let blocks = os.take_blocks(false);
             // (each thread's wait from its creation to its first run)
-            assert_eq!(blocks.len(), made);
-            for block in blocks {
-                let s = threads.get_mut(block.key()).expect("a stream");
-                s.stalls.add_os(block.events);
-            }
+            let mut blocks = 0;
+            let none: Result<(), ()> = os.take_blocks(false, |key, events| {
+                blocks += 1;
+                threads
+                    .get_mut(key)
+                    .expect("a stream")
+                    .stalls
+                    .add_os(events);
+                Ok(())
+            });
+            assert_eq!((none, blocks), (Ok(()), made));
             for s in threads.streams_mut() {
                 s.stalls.release_os(true);
             }

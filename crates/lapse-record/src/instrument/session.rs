@@ -735,12 +735,19 @@ impl Session {
             }
         }
         // OS events of threads with a timeline wait until the cuts before them are known.
-        for block in self.os.take_blocks(force) {
-            match self.asm.threads.get_mut(block.key()) {
-                Some(s) => s.stalls.add_os(block.events),
-                None => self.out.record(&Record::OsEvents(block))?,
-            }
-        }
+        let (threads, out) = (&mut self.asm.threads, &mut self.out);
+        self.os
+            .take_blocks(force, |key, events| match threads.get_mut(key) {
+                Some(s) => {
+                    s.stalls.add_os(events);
+                    Ok(())
+                }
+                None => out.record(&Record::OsEvents(OsEventBlock {
+                    pid: key.pid,
+                    tid: key.tid,
+                    events: events.into_iter().collect(),
+                })),
+            })?;
         for s in self.asm.threads.streams_mut() {
             let events = s.stalls.release_os(force);
             if !events.is_empty() {

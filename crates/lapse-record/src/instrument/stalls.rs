@@ -125,11 +125,12 @@ impl StallTimeline {
     }
 
     /// Queues OS events of this thread until the cuts before them are known.
-    pub fn add_os(&mut self, events: Vec<OsEvent>) {
+    pub fn add_os(&mut self, events: ThinVec<OsEvent>) {
         if self.pending_os.is_empty() {
-            self.pending_os.reserve_exact(events.len());
+            self.pending_os = events; // (taken as it is: no copy)
+        } else {
+            self.pending_os.extend(events);
         }
-        self.pending_os.extend(events);
     }
 
     /// OS events whose place on the timeline is settled (all, at the end).
@@ -226,7 +227,11 @@ mod tests {
             to: ts(b),
             kind: OsEventKind::Switch,
         };
-        t.add_os(vec![sw(1_100, 1_400), sw(800, 1_700), sw(20_000, 20_100)]);
+        t.add_os(ThinVec::from([
+            sw(1_100, 1_400),
+            sw(800, 1_700),
+            sw(20_000, 20_100),
+        ]));
         let out = t.release_os(false);
         assert_eq!(out, vec![sw(800, 1_200)]);
         assert_eq!(t.release_os(true), vec![sw(19_500, 19_600)]);

@@ -273,7 +273,7 @@ impl Threads {
             self.caches.remove(&key.pid); // (made again if its other threads go on)
         }
         if !os.is_empty() {
-            s.stalls.add_os(os);
+            s.stalls.add_os(os.into_iter().collect());
         }
         self.retired_removed_ns += s.stalls.removed_ns();
         Some(Retired {
