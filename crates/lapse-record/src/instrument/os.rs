@@ -46,6 +46,7 @@ fn ring_pages(cpus: usize) -> usize {
     };
     pages.clamp(256, 1024)
 }
+
 /// Records read from a ring at a time (about 0.4 MB of queue each).
 const SLICE_RECORDS: usize = 8192;
 /// Slices read in one go at most (more than a full ring holds).
