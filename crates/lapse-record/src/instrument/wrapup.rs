@@ -274,6 +274,12 @@ impl Session {
                     self.asm.threads.untraced_threads
                 ));
             }
+            if self.os.lost_records > 0 {
+                header.notes.push(format!(
+                    "{} of the lost events are the kernel's records (context switches, forks, exits) that its rings could not hold: some threads' off-CPU time is incomplete",
+                    self.os.lost_records
+                ));
+            }
             if let Some(kib) = peak_rss_kib() {
                 header.notes.push(format!(
                     "recorder peak memory: {:.1} MiB",
