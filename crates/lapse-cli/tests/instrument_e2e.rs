@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+use lapse_testkit::{compile, perf_refused, shared_dir_with_lapse, skip, WorkDir};
 use serde_json::Value;
 
 const MS: f64 = 1e6;
@@ -261,16 +261,13 @@ fn a_user_with_little_locked_memory_still_gets_its_off_cpu_time() {
     // here. Before, a ring that did not fit failed the whole recording
     // ("mapping the perf ring buffer of cpu 1: Operation not permitted");
     // now a smaller ring is taken.
-    use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
     // SAFETY: geteuid has no failure mode.
     if unsafe { libc::geteuid() } != 0 {
         return skip("not root: cannot run lapse as another user").unwrap_or(());
     }
-    // (where nobody can reach it, with a copy of lapse)
-    let tmp = std::env::temp_dir();
-    let dir = WorkDir::new(tmp.to_str().expect("utf-8"), "lapse-instrument_e2e-memlock");
-    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (dir, lapse) =
+        shared_dir_with_lapse(env!("CARGO_BIN_EXE_lapse"), "lapse-instrument_e2e-memlock");
     let Some(exe) = build(
         &dir,
         "napper",
@@ -281,8 +278,6 @@ int main(void) { for (int i = 0; i < 4; i++) nap(); return 0; }
     ) else {
         return;
     };
-    let lapse = dir.join("lapse");
-    std::fs::copy(env!("CARGO_BIN_EXE_lapse"), &lapse).expect("copy lapse");
     let data = dir.join("out.lapse");
     let mut cmd = Command::new(&lapse);
     cmd.arg("record")

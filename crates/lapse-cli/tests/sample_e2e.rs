@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+use lapse_testkit::{compile, perf_refused, shared_dir_with_lapse, skip, WorkDir};
 use serde_json::Value;
 
 /// One loop, identical in every function, so iterations are a CPU-time unit.
@@ -624,16 +624,9 @@ int main(int argc, char **argv) {
 fn attaching_to_another_users_process_says_whose_it_is() {
     // Before: the refusal blamed kernel.perf_event_paranoid, whatever its
     // level, though no level lets a user watch another user's process.
-    use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
-    // Under the system's temporary directory, with a copy of lapse: nobody
-    // may not reach the build tree (a checkout under a private home).
-    let tmp = std::env::temp_dir();
-    let dir = WorkDir::new(tmp.to_str().expect("utf-8"), "lapse-sample_e2e-foreign");
-    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let lapse = dir.join("lapse");
-    std::fs::copy(env!("CARGO_BIN_EXE_lapse"), &lapse).expect("copy lapse");
-    std::fs::set_permissions(&lapse, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (dir, lapse) =
+        shared_dir_with_lapse(env!("CARGO_BIN_EXE_lapse"), "lapse-sample_e2e-foreign");
     // SAFETY: geteuid has no failure mode.
     let root = unsafe { libc::geteuid() } == 0;
     let mut cmd = Command::new(&lapse);

@@ -94,6 +94,21 @@ impl Drop for WorkDir {
     }
 }
 
+/// A directory under the system's temporary directory that any user may
+/// use, holding a copy of the `lapse` binary at `exe` (pass
+/// `env!("CARGO_BIN_EXE_lapse")`): for running lapse as another user, who
+/// may not reach the build tree (a checkout under a private home).
+pub fn shared_dir_with_lapse(exe: &str, name: &str) -> (WorkDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = std::env::temp_dir();
+    let dir = WorkDir::new(tmp.to_str().expect("utf-8"), name);
+    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o777)).expect("chmod dir");
+    let lapse = dir.join("lapse");
+    std::fs::copy(exe, &lapse).expect("copy lapse");
+    std::fs::set_permissions(&lapse, std::fs::Permissions::from_mode(0o755)).expect("chmod lapse");
+    (dir, lapse)
+}
+
 /// Compiles `source` into `dir/name` with `compiler` (`gcc`, `g++`,
 /// `clang`) and `flags`; `None` (a skip) when the compiler is missing, a
 /// panic with its messages when it fails.

@@ -83,15 +83,9 @@ impl Default for MaybeTime {
     }
 }
 
-impl From<Option<Timestamp>> for MaybeTime {
-    fn from(t: Option<Timestamp>) -> Self {
-        t.map_or(Self::NONE, |t| MaybeTime(t.as_nanos().min(u64::MAX - 1)))
-    }
-}
-
 impl From<Timestamp> for MaybeTime {
     fn from(t: Timestamp) -> Self {
-        Some(t).into()
+        MaybeTime(t.as_nanos().min(u64::MAX - 1))
     }
 }
 
