@@ -15,6 +15,8 @@
 #
 # usage: bench/instrument/threads.sh [N ...]   (default: 50 5000 20000)
 #        RAISE=1 bench/instrument/threads.sh 60000 90000
+#        LAPSE=/path/to/other/lapse bench/instrument/threads.sh ...  (that
+#        build instead of this tree's)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -36,9 +38,13 @@ if [ "${RAISE:-0}" = 1 ]; then
 fi
 [ $# -gt 0 ] || set -- 50 5000 20000
 
-echo "building lapse (release)..." >&2
-(cd "$ROOT" && cargo build --release -q -p lapse-cli)
-L=$ROOT/target/release/lapse
+if [ -n "${LAPSE:-}" ]; then
+    L=$LAPSE # (another build, for a side-by-side run)
+else
+    echo "building lapse (release)..." >&2
+    (cd "$ROOT" && cargo build --release -q -p lapse-cli)
+    L=$ROOT/target/release/lapse
+fi
 gcc -O2 -finstrument-functions -pthread -o "$OUT/threads" "$HERE/threads.c"
 
 printf '%-8s %-12s %-10s %-10s %-8s %-9s %-9s %s\n' \

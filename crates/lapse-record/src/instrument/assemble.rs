@@ -348,7 +348,7 @@ mod tests {
         let all: Vec<_> = asm
             .threads
             .streams_mut()
-            .filter_map(|s| s.take_batch(true).map(|b| (s.key, b)))
+            .filter_map(|(key, s)| s.take_batch(true).map(|b| (key, b)))
             .collect();
         for (thread, b) in all {
             sink.events(thread, &b).unwrap();

@@ -48,6 +48,7 @@ mod os;
 mod output;
 mod pace;
 mod recover;
+mod roster;
 mod session;
 mod session_dir;
 mod stalls;

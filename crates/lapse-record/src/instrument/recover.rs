@@ -282,7 +282,7 @@ impl Merge {
             .asm
             .threads
             .streams_mut()
-            .filter_map(|s| s.take_batch(true).map(|b| (s.key, b)))
+            .filter_map(|(key, s)| s.take_batch(true).map(|b| (key, b)))
             .collect();
         for (thread, b) in rest {
             self.out.events(thread, &b).map_err(as_io)?;
@@ -294,7 +294,7 @@ impl Merge {
             .asm
             .threads
             .streams()
-            .map(|s| (s.key, s.last_ts()))
+            .map(|(key, s)| (key, s.last_ts()))
             .collect();
         let w = &mut self.out.w;
         let new_functions = function_table(&self.asm.book, data.functions.len(), None, true);

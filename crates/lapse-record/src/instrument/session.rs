@@ -15,6 +15,7 @@ use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
 use super::pace::{self, Pace, Spun};
 use super::session_dir::SessionDir;
+use super::stalls::HeldOsEvent;
 use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
 use crate::linux::proc_scan::{hostname, read_cmdline};
@@ -729,9 +730,9 @@ impl Session {
         }
         // (written as they are taken: with tens of thousands of threads, a
         // list of all of them first would be the recorder's peak)
-        for s in self.asm.threads.streams_mut() {
+        for (key, s) in self.asm.threads.streams_mut() {
             if let Some(b) = s.take_batch(true) {
-                self.out.events(s.key, &b)?;
+                self.out.events(key, &b)?;
             }
         }
         // OS events of threads with a timeline wait until the cuts before them are known.
@@ -745,13 +746,13 @@ impl Session {
                 None => out.record(&Record::OsEvents(OsEventBlock {
                     pid: key.pid,
                     tid: key.tid,
-                    events: events.into_iter().collect(),
+                    events: events.into_iter().map(HeldOsEvent::get).collect(),
                 })),
             })?;
-        for s in self.asm.threads.streams_mut() {
+        for (key, s) in self.asm.threads.streams_mut() {
             let events = s.stalls.release_os(force);
             if !events.is_empty() {
-                let (pid, tid) = (s.key.pid, s.key.tid);
+                let (pid, tid) = (key.pid, key.tid);
                 self.out
                     .record(&Record::OsEvents(OsEventBlock { pid, tid, events }))?;
             }

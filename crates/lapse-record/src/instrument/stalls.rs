@@ -16,6 +16,52 @@ use thin_vec::ThinVec;
 
 use crate::linux::clock::TickClock;
 
+/// An OS event while it waits in a thread's queue: 16 bytes, where an
+/// `OsEvent` takes 24 (in a storm, each of 100,000 threads holds a few
+/// while its events are still in its buffer). The kind is in the top two
+/// bits of the start: CLOCK_MONOTONIC stays below 2^62 ns for 146 years.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldOsEvent {
+    kind_from: u64,
+    to: u64,
+}
+
+const KIND_SHIFT: u32 = 62;
+const FROM_MASK: u64 = (1 << KIND_SHIFT) - 1;
+
+impl HeldOsEvent {
+    pub fn new(e: OsEvent) -> HeldOsEvent {
+        let kind: u64 = match e.kind {
+            OsEventKind::Switch => 0,
+            OsEventKind::Preempt => 1,
+            OsEventKind::Fault => 2,
+            OsEventKind::Syscall => 3,
+        };
+        HeldOsEvent {
+            kind_from: kind << KIND_SHIFT | e.from.as_nanos().min(FROM_MASK),
+            to: e.to.as_nanos(),
+        }
+    }
+
+    pub fn from(self) -> Timestamp {
+        Timestamp::from_nanos(self.kind_from & FROM_MASK)
+    }
+
+    pub fn get(self) -> OsEvent {
+        let kind = match self.kind_from >> KIND_SHIFT {
+            0 => OsEventKind::Switch,
+            1 => OsEventKind::Preempt,
+            2 => OsEventKind::Fault,
+            _ => OsEventKind::Syscall,
+        };
+        OsEvent {
+            from: self.from(),
+            to: Timestamp::from_nanos(self.to),
+            kind,
+        }
+    }
+}
+
 /// Cuts kept for mapping late OS events (the older half goes when there
 /// are more: what they removed is still known from the oldest one kept).
 const MAX_CUTS: usize = 1 << 16;
@@ -36,7 +82,7 @@ impl Cut {
     }
 }
 
-/// One per live thread, so it is small: 40 bytes, and one allocation of 40
+/// One per live thread, so it is small: 32 bytes, and one allocation of 40
 /// more for a thread that waited once; the queue of OS events gives its
 /// memory back whenever it empties (tens of thousands of threads
 /// blocked at once each hold one of these: `os::tests`, what a blocked
@@ -45,13 +91,12 @@ impl Cut {
 pub struct StallTimeline {
     /// The runtime's cumulative hand-over ticks as last reported.
     seen_ticks: Ticks,
-    offset_ns: u64,
-    /// (a pointer while empty)
+    /// (a pointer while empty; the last one says the total removed)
     cuts: ThinVec<Cut>,
     /// Real time up to which every cut is known (the last event's).
     known_until: u64,
     /// (a pointer while empty, which is most of the time)
-    pending_os: ThinVec<OsEvent>,
+    pending_os: ThinVec<HeldOsEvent>,
 }
 
 impl StallTimeline {
@@ -72,14 +117,14 @@ impl StallTimeline {
         // (a batch whose first event is stamped before events already seen,
         // e.g. after a clock step across CPUs, cuts nothing backwards)
         let from = to.saturating_sub(delta_ns).max(self.known_until).min(to);
-        self.offset_ns += to - from;
+        let offset_after = self.offset_ns() + (to - from);
         if self.cuts.capacity() == 0 {
             self.cuts.reserve_exact(1); // (most threads wait once, if at all)
         }
         self.cuts.push(Cut {
             from,
             to,
-            offset_after: self.offset_ns,
+            offset_after,
         });
         if self.cuts.len() > MAX_CUTS {
             self.cuts.drain(..MAX_CUTS / 2);
@@ -94,7 +139,7 @@ impl StallTimeline {
     /// Total cut so far: subtract from the real time of events being added now.
     #[inline]
     pub fn offset_ns(&self) -> u64 {
-        self.offset_ns
+        self.cuts.last().map_or(0, |c| c.offset_after)
     }
 
     /// Events up to real time `real` have been added (every cut before it is known).
@@ -103,7 +148,7 @@ impl StallTimeline {
     }
 
     pub fn removed_ns(&self) -> u64 {
-        self.offset_ns
+        self.offset_ns()
     }
 
     /// Real → timeline time for any moment whose cuts are known.
@@ -125,7 +170,7 @@ impl StallTimeline {
     }
 
     /// Queues OS events of this thread until the cuts before them are known.
-    pub fn add_os(&mut self, events: ThinVec<OsEvent>) {
+    pub fn add_os(&mut self, events: ThinVec<HeldOsEvent>) {
         if self.pending_os.is_empty() {
             self.pending_os = events; // (taken as it is: no copy)
         } else {
@@ -143,10 +188,10 @@ impl StallTimeline {
         } else {
             self.pending_os
                 .iter()
-                .position(|e| e.to.as_nanos() > known)
+                .position(|e| e.to > known)
                 .unwrap_or(self.pending_os.len())
         };
-        let ready: ThinVec<OsEvent> = if ready_len == self.pending_os.len() {
+        let ready: ThinVec<HeldOsEvent> = if ready_len == self.pending_os.len() {
             std::mem::take(&mut self.pending_os) // (its memory goes too)
         } else {
             self.pending_os.drain(..ready_len).collect()
@@ -154,6 +199,7 @@ impl StallTimeline {
         ready
             .into_iter()
             .filter_map(|e| {
+                let e = e.get();
                 let (from, to) = (self.map(e.from), self.map(e.to));
                 // A system call inside a cut was the runtime's own hand-over.
                 let instant = e.kind == OsEventKind::Fault;
@@ -178,7 +224,6 @@ mod tests {
     fn timeline_with_cut(from: u64, to: u64) -> StallTimeline {
         StallTimeline {
             known_until: from,
-            offset_ns: to - from,
             cuts: ThinVec::from([Cut {
                 from,
                 to,
@@ -219,6 +264,30 @@ mod tests {
     }
 
     #[test]
+    fn a_held_os_event_keeps_its_kind_and_times() {
+        for kind in [
+            OsEventKind::Switch,
+            OsEventKind::Preempt,
+            OsEventKind::Fault,
+            OsEventKind::Syscall,
+        ] {
+            let e = OsEvent {
+                from: ts(FROM_MASK - 5),
+                to: ts(u64::MAX - 1),
+                kind,
+            };
+            assert_eq!(HeldOsEvent::new(e).get(), e);
+            let e = OsEvent {
+                from: ts(0),
+                to: ts(7),
+                kind,
+            };
+            assert_eq!(HeldOsEvent::new(e).get(), e);
+        }
+        assert_eq!(std::mem::size_of::<HeldOsEvent>(), 16);
+    }
+
+    #[test]
     fn switch_inside_a_cut_disappears_and_across_shrinks() {
         let mut t = timeline_with_cut(1_000, 1_500);
         t.known_until = 10_000;
@@ -227,11 +296,11 @@ mod tests {
             to: ts(b),
             kind: OsEventKind::Switch,
         };
-        t.add_os(ThinVec::from([
-            sw(1_100, 1_400),
-            sw(800, 1_700),
-            sw(20_000, 20_100),
-        ]));
+        t.add_os(
+            [sw(1_100, 1_400), sw(800, 1_700), sw(20_000, 20_100)]
+                .map(HeldOsEvent::new)
+                .into(),
+        );
         let out = t.release_os(false);
         assert_eq!(out, vec![sw(800, 1_200)]);
         assert_eq!(t.release_os(true), vec![sw(19_500, 19_600)]);

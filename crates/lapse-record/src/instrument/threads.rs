@@ -12,12 +12,15 @@
 
 use std::collections::HashMap;
 
+use smallvec::SmallVec;
+
 use lapse_data::codec::EventEncoder;
 use lapse_data::{EventKind, FunctionId, OsEvent, ThreadKey, Timestamp};
 use lapse_rt::protocol::{RawEvent, Ticks, HOLE_FN, MARK_LIMIT, MARK_UNTRACED, MARK_UNWIND};
 
 use super::address::AddressBook;
-use super::stalls::StallTimeline;
+use super::roster::Roster;
+use super::stalls::{HeldOsEvent, StallTimeline};
 use crate::linux::clock::TickClock;
 
 /// Events per `write_events` chunk.
@@ -25,6 +28,10 @@ pub const BATCH_EVENTS: usize = 16384;
 /// Deeper stacks are not followed (the events are still written).
 const MAX_TRACKED_DEPTH: usize = 1 << 16;
 const CACHE_SLOTS: usize = 512;
+
+/// A thread's open calls: two fit in the record itself (tens of thousands
+/// of threads blocked at once are often two calls deep), more go to the heap.
+type Stack = SmallVec<[OpenCall; 2]>;
 
 /// An open call as the recorder follows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,11 +42,10 @@ pub struct OpenCall {
 }
 
 pub struct ThreadStream {
-    pub key: ThreadKey,
     /// Events not written yet, already encoded as the file holds them
     /// (none while the thread is quiet: then the pointer is all it costs).
     pending: Option<Box<EventEncoder>>,
-    stack: Vec<OpenCall>,
+    stack: Stack,
     /// Its thread record has been written (it sent events).
     pub announced: bool,
     /// Index of the next event the runtime will send for this thread.
@@ -71,11 +77,10 @@ impl FnCache {
 }
 
 impl ThreadStream {
-    fn new(key: ThreadKey) -> Self {
+    fn new() -> Self {
         ThreadStream {
-            key,
             pending: None, // grows to a batch only for busy threads
-            stack: Vec::new(),
+            stack: Stack::new(),
             announced: false,
             next_index: 0,
             last_ts: Timestamp::default(),
@@ -135,7 +140,7 @@ impl ThreadStream {
 #[inline(always)]
 fn append(
     last_ts: &mut Timestamp,
-    stack: &mut Vec<OpenCall>,
+    stack: &mut Stack,
     pending: &mut EventEncoder,
     ts: Timestamp,
     kind: EventKind,
@@ -185,10 +190,10 @@ fn append(
     pending.push(ts, kind, call.function);
 }
 
-/// Room for one more open call: two at first (tens of thousands of
-/// threads blocked at once are often two calls deep), then twice as many.
+/// Room for one more open call: twice as many as there are (past the two
+/// in the record).
 #[cold]
-fn grow(stack: &mut Vec<OpenCall>) {
+fn grow(stack: &mut Stack) {
     let more = stack.len().max(2);
     stack.reserve_exact(more);
 }
@@ -196,7 +201,7 @@ fn grow(stack: &mut Vec<OpenCall>) {
 /// An unwind marker: every open call whose frame lies below `floor` is gone.
 fn unwind_below(
     last_ts: &mut Timestamp,
-    stack: &mut Vec<OpenCall>,
+    stack: &mut Stack,
     pending: &mut EventEncoder,
     ts: Timestamp,
     floor: u64,
@@ -225,13 +230,12 @@ pub struct Retired {
 /// All threads' streams plus the stacks parked at fork time.
 #[derive(Default)]
 pub struct Threads {
-    /// Boxed: the table's empty slots then cost a pointer, not a stream
-    /// (it is half empty just after it grows, with 100,000 threads alive).
-    streams: HashMap<ThreadKey, Box<ThreadStream>>,
+    /// (one of the two records a thread alive costs: `roster.rs`)
+    streams: Roster<ThreadStream>,
     /// Hand-over waits cut out of the timelines of threads let go.
     retired_removed_ns: u64,
     /// (parent pid, fork ticks) → the forking thread's stack then.
-    fork_stacks: HashMap<(u32, Ticks), Vec<OpenCall>>,
+    fork_stacks: HashMap<(u32, Ticks), Stack>,
     /// pid → image generation its events resolve in (see AddressBook).
     gens: HashMap<u32, u32>,
     /// pid → its address cache.
@@ -245,17 +249,15 @@ pub struct Threads {
 
 impl Threads {
     pub fn stream(&mut self, key: ThreadKey) -> &mut ThreadStream {
-        self.streams
-            .entry(key)
-            .or_insert_with(|| Box::new(ThreadStream::new(key)))
+        self.streams.get_or_insert_with(key, ThreadStream::new)
     }
 
-    pub fn streams_mut(&mut self) -> impl Iterator<Item = &mut ThreadStream> {
-        self.streams.values_mut().map(|s| &mut **s)
+    pub fn streams_mut(&mut self) -> impl Iterator<Item = (ThreadKey, &mut ThreadStream)> {
+        self.streams.iter_mut()
     }
 
-    pub fn streams(&self) -> impl Iterator<Item = &ThreadStream> {
-        self.streams.values().map(|s| &**s)
+    pub fn streams(&self) -> impl Iterator<Item = (ThreadKey, &ThreadStream)> {
+        self.streams.iter()
     }
 
     /// Lets an ended thread's stream go, with its OS events not handed to
@@ -267,13 +269,14 @@ impl Threads {
         real_end: Timestamp,
         os: &mut Vec<OsEvent>,
     ) -> Option<Retired> {
-        let mut s = self.streams.remove(&key)?;
+        let mut s = self.streams.remove(key)?;
         let os = std::mem::take(os);
         if key.pid == key.tid {
             self.caches.remove(&key.pid); // (made again if its other threads go on)
         }
         if !os.is_empty() {
-            s.stalls.add_os(os.into_iter().collect());
+            s.stalls
+                .add_os(os.into_iter().map(HeldOsEvent::new).collect());
         }
         self.retired_removed_ns += s.stalls.removed_ns();
         Some(Retired {
@@ -300,11 +303,11 @@ impl Threads {
 
     /// The stream of a thread the runtime has sent events for, if any.
     pub fn get(&self, key: ThreadKey) -> Option<&ThreadStream> {
-        self.streams.get(&key).map(|s| &**s)
+        self.streams.get(key)
     }
 
     pub fn get_mut(&mut self, key: ThreadKey) -> Option<&mut ThreadStream> {
-        self.streams.get_mut(&key).map(|s| &mut **s)
+        self.streams.get_mut(key)
     }
 
     /// Adds one EVENTS datagram whose first event has index `first_index`,
@@ -331,10 +334,7 @@ impl Threads {
         if (cache.gen, cache.version) != (gen, version) {
             *cache = FnCache::new(gen, version);
         }
-        let s = self
-            .streams
-            .entry(key)
-            .or_insert_with(|| Box::new(ThreadStream::new(key)));
+        let s = self.streams.get_or_insert_with(key, ThreadStream::new);
         let skip = s.next_index.saturating_sub(first_index);
         let mut lost = 0;
         if first_index > s.next_index {
@@ -479,7 +479,7 @@ impl Threads {
     pub fn exec(&mut self, pid: u32, at: Timestamp) -> Vec<(ThreadKey, EventEncoder)> {
         self.caches.remove(&pid);
         let mut out = Vec::new();
-        for s in self.streams.values_mut().filter(|s| s.key.pid == pid) {
+        for (key, s) in self.streams.iter_mut().filter(|(k, _)| k.pid == pid) {
             let before = s.pending_len();
             let at = s.stalls.map(at);
             s.close_all(at.max(s.last_ts));
@@ -487,7 +487,7 @@ impl Threads {
             self.events += (s.pending_len() - before) as u64;
             s.next_index = 0;
             if let Some(b) = s.take_batch(true) {
-                out.push((s.key, b));
+                out.push((key, b));
             }
         }
         out

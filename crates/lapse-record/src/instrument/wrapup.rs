@@ -15,6 +15,9 @@ use super::session::{Session, RETIRE_AFTER};
 use crate::linux::clock;
 use crate::{RecordError, RecordOutcome};
 
+/// Threads let go in one flush at most.
+const RETIRE_AT_ONCE: usize = 16_384;
+
 impl Session {
     /// Writes the processes, threads and functions that appeared since the
     /// last call, with what is known of them so far (the reader merges later
@@ -56,9 +59,9 @@ impl Session {
         // (a flag in the stream, not a set beside it: a few bytes less for
         // each of tens of thousands of threads)
         let mut new_threads = Vec::new();
-        for s in self.asm.threads.streams_mut() {
+        for (key, s) in self.asm.threads.streams_mut() {
             if !std::mem::replace(&mut s.announced, true) {
-                new_threads.push(s.key);
+                new_threads.push(key);
             }
         }
         let mut threads = Vec::new();
@@ -122,18 +125,19 @@ impl Session {
     pub(super) fn retire_ended_threads(&mut self) -> Result<(), RecordError> {
         let now = clock::monotonic_now();
         let after = RETIRE_AFTER.as_nanos() as u64;
+        // (a slice at a time: after a storm of 100,000 threads ends, a list
+        // of all of them would add to the recorder's peak; the rest go at
+        // the next flush, a tenth of a second later)
         let ended: Vec<(ThreadKey, Timestamp)> = self
             .os
             .threads()
             .filter_map(|(key, t)| {
                 let end = t.end.get()?;
-                (now.since(end) > after).then_some((key, end))
+                (now.since(end) > after && self.all_in(key)).then_some((key, end))
             })
+            .take(RETIRE_AT_ONCE)
             .collect();
         for (key, real_end) in ended {
-            if !self.all_in(key) {
-                continue;
-            }
             let (life, mut os) = self.os.forget(key);
             let mut end = real_end; // (when it sent no events)
             if let Some(r) = self.asm.threads.retire(key, real_end, &mut os) {
@@ -193,7 +197,7 @@ impl Session {
             });
         }
         // (threads let go have their records written already)
-        let mut keys: Vec<ThreadKey> = self.asm.threads.streams().map(|s| s.key).collect();
+        let mut keys: Vec<ThreadKey> = self.asm.threads.streams().map(|(k, _)| k).collect();
         keys.extend(self.os.threads().map(|(k, _)| k));
         keys.sort_unstable();
         keys.dedup();
