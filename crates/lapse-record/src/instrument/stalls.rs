@@ -12,6 +12,7 @@
 use lapse_data::{OsEvent, OsEventKind, Timestamp};
 
 use lapse_rt::protocol::Ticks;
+use smallvec::SmallVec;
 use thin_vec::ThinVec;
 
 use crate::linux::clock::TickClock;
@@ -82,8 +83,9 @@ impl Cut {
     }
 }
 
-/// One per live thread, so it is small: 32 bytes, and one allocation of 40
-/// more for a thread that waited once; the queue of OS events gives its
+/// One per live thread, so it is small: 56 bytes with room for one cut
+/// (in a storm of threads, most wait once for a buffer: a separate
+/// allocation would take 48 bytes more); the queue of OS events gives its
 /// memory back whenever it empties (tens of thousands of threads
 /// blocked at once each hold one of these: `os::tests`, what a blocked
 /// thread costs).
@@ -91,8 +93,8 @@ impl Cut {
 pub struct StallTimeline {
     /// The runtime's cumulative hand-over ticks as last reported.
     seen_ticks: Ticks,
-    /// (a pointer while empty; the last one says the total removed)
-    cuts: ThinVec<Cut>,
+    /// (the last one says the total removed)
+    cuts: SmallVec<[Cut; 1]>,
     /// Real time up to which every cut is known (the last event's).
     known_until: u64,
     /// (a pointer while empty, which is most of the time)
@@ -118,9 +120,6 @@ impl StallTimeline {
         // e.g. after a clock step across CPUs, cuts nothing backwards)
         let from = to.saturating_sub(delta_ns).max(self.known_until).min(to);
         let offset_after = self.offset_ns() + (to - from);
-        if self.cuts.capacity() == 0 {
-            self.cuts.reserve_exact(1); // (most threads wait once, if at all)
-        }
         self.cuts.push(Cut {
             from,
             to,
@@ -224,7 +223,7 @@ mod tests {
     fn timeline_with_cut(from: u64, to: u64) -> StallTimeline {
         StallTimeline {
             known_until: from,
-            cuts: ThinVec::from([Cut {
+            cuts: SmallVec::from_buf([Cut {
                 from,
                 to,
                 offset_after: to - from,

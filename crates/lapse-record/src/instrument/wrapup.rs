@@ -109,7 +109,7 @@ impl Session {
             tid,
             name: life
                 .name
-                .map(String::from)
+                .map(|n| String::from_utf8_lossy(&n).into_owned())
                 .or_else(program)
                 .unwrap_or_default(),
             start,
