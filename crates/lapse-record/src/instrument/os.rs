@@ -537,12 +537,12 @@ impl OsCollector {
 
     /// Lets a thread go (it ended long ago): what the kernel said of it,
     /// and its OS events not taken yet.
-    pub fn forget(&mut self, thread: ThreadKey) -> (ThreadLife, Vec<OsEvent>) {
+    pub fn forget(&mut self, thread: ThreadKey) -> (ThreadLife, ThinVec<HeldOsEvent>) {
         let Some(Census { life, off }) = self.census.remove(thread) else {
             return Default::default();
         };
-        let mut events: Vec<OsEvent> = off.done.into_iter().map(HeldOsEvent::get).collect();
-        events.sort_by_key(|e| e.from);
+        let mut events = off.done;
+        events.sort_by_key(|e| e.from());
         (life, events)
     }
 
@@ -649,6 +649,10 @@ fn queued(r: PerfRecord<'_>, lost: &mut u64) -> Option<(u64, Queued)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::instrument::threads::Threads;
+    use crate::linux::clock::TickClock;
+    use lapse_data::alloc_count::held;
+    use lapse_rt::protocol::{RawEvent, Ticks};
 
     #[test]
     fn rings_share_one_budget_between_the_cpus() {
@@ -657,10 +661,6 @@ mod tests {
         let sizes: Vec<usize> = [1, 2, 3, 4, 5, 8, 64].map(ring_pages).into();
         assert_eq!(sizes, [1024, 1024, 512, 512, 256, 256, 256]);
     }
-    use crate::instrument::threads::Threads;
-    use crate::linux::clock::TickClock;
-    use lapse_data::alloc_count::held;
-    use lapse_rt::protocol::{RawEvent, Ticks};
 
     impl OsCollector {
         /// A collector with no perf events, fed through `apply`.
@@ -686,7 +686,8 @@ mod tests {
         // inside two calls, each having waited once for a buffer) are what
         // the recorder keeps the most of: its memory must stay within
         // 64 MiB whatever the thread count. 7,200 threads are just past the
-        // point where the tables double, so half their slots are empty.
+        // point where the tables' indexes double, so half their buckets are
+        // empty.
         // About 1,000 bytes a thread at first (streams and the kernel's
         // census inline in their tables, a batch buffer kept by each idle
         // thread, the OS-event queue's capacity kept once empty); 469 with

@@ -146,10 +146,6 @@ impl StallTimeline {
         self.known_until = self.known_until.max(real.as_nanos());
     }
 
-    pub fn removed_ns(&self) -> u64 {
-        self.offset_ns()
-    }
-
     /// Real → timeline time for any moment whose cuts are known.
     pub fn map(&self, real: Timestamp) -> Timestamp {
         let t = real.as_nanos();
@@ -259,7 +255,7 @@ mod tests {
             assert_eq!(t.map(ts(100 * k + 5)), ts(100 * k + 5 - 10 * k), "k {k}");
         }
         assert_eq!(t.map(ts(100 * n - 5)), ts(100 * n - 10 - 10 * (n - 1)));
-        assert_eq!(t.removed_ns(), 10 * n);
+        assert_eq!(t.offset_ns(), 10 * n);
     }
 
     #[test]

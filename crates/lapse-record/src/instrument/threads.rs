@@ -22,6 +22,7 @@ use super::address::AddressBook;
 use super::roster::Roster;
 use super::stalls::{HeldOsEvent, StallTimeline};
 use crate::linux::clock::TickClock;
+use thin_vec::ThinVec;
 
 /// Events per `write_events` chunk.
 pub const BATCH_EVENTS: usize = 16384;
@@ -30,7 +31,8 @@ const MAX_TRACKED_DEPTH: usize = 1 << 16;
 const CACHE_SLOTS: usize = 512;
 
 /// A thread's open calls: two fit in the record itself (tens of thousands
-/// of threads blocked at once are often two calls deep), more go to the heap.
+/// of threads blocked at once are often two calls deep), more go to the
+/// heap (twice as much room each time it fills).
 type Stack = SmallVec<[OpenCall; 2]>;
 
 /// An open call as the recorder follows it.
@@ -165,9 +167,6 @@ fn append(
                 pending.push(ts, EventKind::Unwind, top.function);
             }
             if stack.len() < MAX_TRACKED_DEPTH {
-                if stack.len() == stack.capacity() {
-                    grow(stack);
-                }
                 stack.push(call);
             }
         }
@@ -188,14 +187,6 @@ fn append(
         }
     }
     pending.push(ts, kind, call.function);
-}
-
-/// Room for one more open call: twice as many as there are (past the two
-/// in the record).
-#[cold]
-fn grow(stack: &mut Stack) {
-    let more = stack.len().max(2);
-    stack.reserve_exact(more);
 }
 
 /// An unwind marker: every open call whose frame lies below `floor` is gone.
@@ -267,18 +258,14 @@ impl Threads {
         &mut self,
         key: ThreadKey,
         real_end: Timestamp,
-        os: &mut Vec<OsEvent>,
+        os: &mut ThinVec<HeldOsEvent>,
     ) -> Option<Retired> {
         let mut s = self.streams.remove(key)?;
-        let os = std::mem::take(os);
         if key.pid == key.tid {
             self.caches.remove(&key.pid); // (made again if its other threads go on)
         }
-        if !os.is_empty() {
-            s.stalls
-                .add_os(os.into_iter().map(HeldOsEvent::new).collect());
-        }
-        self.retired_removed_ns += s.stalls.removed_ns();
+        s.stalls.add_os(std::mem::take(os));
+        self.retired_removed_ns += s.stalls.offset_ns();
         Some(Retired {
             events: s.take_batch(true).unwrap_or_default(),
             os: s.stalls.release_os(true),
@@ -292,7 +279,7 @@ impl Threads {
             + self
                 .streams
                 .values()
-                .map(|s| s.stalls.removed_ns())
+                .map(|s| s.stalls.offset_ns())
                 .sum::<u64>()
     }
 

@@ -12,6 +12,7 @@ use super::assemble::program_name;
 use super::functions::function_table;
 use super::os::ThreadLife;
 use super::session::{Session, RETIRE_AFTER};
+use super::stalls::HeldOsEvent;
 use crate::linux::clock;
 use crate::{RecordError, RecordOutcome};
 
@@ -138,12 +139,16 @@ impl Session {
             .take(RETIRE_AT_ONCE)
             .collect();
         for (key, real_end) in ended {
-            let (life, mut os) = self.os.forget(key);
+            let (life, mut held) = self.os.forget(key);
             let mut end = real_end; // (when it sent no events)
-            if let Some(r) = self.asm.threads.retire(key, real_end, &mut os) {
-                self.out.events(key, &r.events)?;
-                (end, os) = (r.end, r.os);
-            }
+            let os = match self.asm.threads.retire(key, real_end, &mut held) {
+                Some(r) => {
+                    self.out.events(key, &r.events)?;
+                    end = r.end;
+                    r.os
+                }
+                None => held.into_iter().map(HeldOsEvent::get).collect(),
+            };
             if !os.is_empty() {
                 self.out.record(&Record::OsEvents(OsEventBlock {
                     pid: key.pid,
