@@ -229,7 +229,7 @@ fn uncompressed(bytes: &[u8]) -> Vec<u8> {
         let raw = zstd::bulk::decompress(&body[prefix.len()..], h.raw_len as usize).unwrap();
         out.extend(format::encode_chunk(
             h.tag,
-            0,
+            h.flags & !format::FLAG_ZSTD, // (the event layout stays said)
             prefix,
             &raw,
             raw.len() as u32,

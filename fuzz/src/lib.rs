@@ -72,7 +72,7 @@ pub fn exercise_data_file(bytes: &[u8]) {
             // The engine's path: raw bytes, decoded one event at a time.
             if f.read_event_bytes(c, &mut raw).is_ok() {
                 assert!(raw.len() as u64 <= format::max_event_raw(c.count));
-                if let Some(mut d) = codec::EventDecoder::new(&raw, c.count as usize) {
+                if let Some(mut d) = codec::EventDecoder::new(&raw, c.layout, c.count as usize) {
                     let n = d.by_ref().count();
                     assert!(n <= c.count as usize);
                     let _ = d.finish();

@@ -1,12 +1,19 @@
 //! Compact encodings of the two high-volume streams.
 //!
-//! Events: `varint base_ts`, then per event `varint(function << 1 | is_exit)`
-//! and `varint(ts - previous ts)`. A call of a small function costs about
-//! four bytes before compression (two events of one-byte id and delta), and
-//! zstd takes repetitive call patterns well below that. Rarer kinds
-//! ([`EventKind::Unwind`]) are escaped: the word is [`EXTENDED`] +
-//! `(function << 2 | kind)`, a value no enter or exit word reaches (function
-//! ids are `u32`), so files written before they existed read as before.
+//! Events: each event is two varints, its word `function << 1 | is_exit`
+//! and its delta `ts - previous ts`. A chunk in the column layout
+//! ([`EventLayout::Columns`], what this writer makes) holds `varint base_ts
+//! | varint words_len`, then every event's word, then every event's delta;
+//! files written before it interleave them (`varint base_ts`, then word and
+//! delta per event). A call of a small function costs about four bytes
+//! before compression (two events of one-byte id and delta). Apart, the
+//! words repeat in long runs and the deltas are a few small values: zstd
+//! takes the columns about 1.4 times as fast as the interleaved bytes and
+//! to two thirds of their size (calls.c: 0.29 instead of 0.44 bytes an
+//! event). Rarer kinds ([`EventKind::Unwind`]) are escaped: the word is
+//! [`EXTENDED`] + `(function << 2 | kind)`, a value no enter or exit word
+//! reaches (function ids are `u32`), so files written before they existed
+//! read as before.
 //!
 //! Samples: per sample `varint pid, varint tid, varint zigzag(ts delta),
 //! varint cpu, varint(stack + 1 or 0), varint weight`.
@@ -50,38 +57,51 @@ fn word_event(word: u64) -> Option<(EventKind, FunctionId)> {
     }
 }
 
-/// Appends the encoding of `events` (which must be in time order) to `out`.
+/// How an event chunk's bytes are laid out (the chunk header says:
+/// [`crate::format::FLAG_COLUMNS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventLayout {
+    /// `varint base_ts`, then each event's word and delta (older files).
+    Interleaved,
+    /// `varint base_ts | varint words_len`, every word, then every delta.
+    Columns,
+}
+
+/// Appends the encoding of `events` (which must be in time order) to `out`,
+/// in the column layout.
 pub fn encode_events(events: &[Event], out: &mut Vec<u8>) {
-    let mut enc = EventEncoder {
-        bytes: std::mem::take(out),
-        count: 0,
-        prev: 0,
-    };
+    let mut enc = EventEncoder::with_capacity(events.len());
     for e in events {
         enc.push(e.ts, e.kind, e.function);
     }
-    if events.is_empty() {
-        varint::put(&mut enc.bytes, 0); // the base timestamp alone
-    }
-    *out = enc.bytes;
+    enc.write_to(out);
 }
 
 /// Events encoded as they come, for a producer that would otherwise store
 /// them only to encode them later (the recorder's per-thread batches): the
-/// bytes [`encode_events`] makes of the same events.
+/// bytes [`encode_events`] makes of the same events, once [`write_to`]
+/// puts the two columns together.
+///
+/// [`write_to`]: EventEncoder::write_to
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventEncoder {
-    bytes: Vec<u8>,
+    words: Vec<u8>,
+    deltas: Vec<u8>,
     count: usize,
+    base: u64,
     prev: u64,
 }
 
 impl EventEncoder {
     /// Room for about `events` events without reallocating.
     pub fn with_capacity(events: usize) -> EventEncoder {
+        // (most words and deltas take one byte, some two)
+        let room = events.saturating_add(events / 2).saturating_add(10);
         EventEncoder {
-            bytes: Vec::with_capacity(events.saturating_mul(3).saturating_add(10)),
+            words: Vec::with_capacity(room),
+            deltas: Vec::with_capacity(room),
             count: 0,
+            base: 0,
             prev: 0,
         }
     }
@@ -91,18 +111,11 @@ impl EventEncoder {
     pub fn push(&mut self, ts: Timestamp, kind: EventKind, function: FunctionId) {
         let ts = ts.as_nanos();
         if self.count == 0 {
-            varint::put(&mut self.bytes, ts);
+            self.base = ts;
             self.prev = ts;
         }
-        // Both varints straight into spare capacity: no per-byte capacity
-        // check and no copy call (this runs for every event recorded).
-        self.bytes.reserve(20);
-        let len = self.bytes.len();
-        let spare = self.bytes.spare_capacity_mut();
-        let n = varint::write_uninit(spare, 0, event_word(kind, function));
-        let n = varint::write_uninit(spare, n, ts.wrapping_sub(self.prev));
-        // SAFETY: write_uninit initialised spare[..n], and n <= 20 <= spare.len().
-        unsafe { self.bytes.set_len(len + n) };
+        put_fast(&mut self.words, event_word(kind, function));
+        put_fast(&mut self.deltas, ts.wrapping_sub(self.prev));
         self.prev = ts;
         self.count += 1;
     }
@@ -115,29 +128,52 @@ impl EventEncoder {
         self.count == 0
     }
 
-    /// The encoding so far (what an event chunk holds before compression).
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+    /// Appends the chunk's bytes (what an event chunk holds before
+    /// compression, in the column layout) to `out`.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        out.reserve(20 + self.words.len() + self.deltas.len());
+        varint::put(out, self.base);
+        varint::put(out, self.words.len() as u64);
+        out.extend_from_slice(&self.words);
+        out.extend_from_slice(&self.deltas);
     }
 
     /// The events back (for tools and tests).
     pub fn events(&self) -> Vec<Event> {
         let mut out = Vec::new();
         if self.count > 0 {
+            let mut raw = Vec::new();
+            self.write_to(&mut raw);
             // (our own encoding: it decodes)
-            let _ = decode_events(&self.bytes, self.count, &mut out);
+            let _ = decode_events(&raw, EventLayout::Columns, self.count, &mut out);
         }
         out
     }
 }
 
+/// Appends one varint straight into spare capacity: no per-byte capacity
+/// check and no copy call (this runs twice for every event recorded).
+#[inline(always)]
+fn put_fast(out: &mut Vec<u8>, v: u64) {
+    out.reserve(10);
+    let len = out.len();
+    let n = varint::write_uninit(out.spare_capacity_mut(), 0, v);
+    // SAFETY: write_uninit initialised the first n (<= 10) spare bytes.
+    unsafe { out.set_len(len + n) };
+}
+
 /// Decodes `count` events from `raw` into `out` (cleared first). `None` when
 /// the bytes do not hold that many well-formed events.
-pub fn decode_events(raw: &[u8], count: usize, out: &mut Vec<Event>) -> Option<()> {
+pub fn decode_events(
+    raw: &[u8],
+    layout: EventLayout,
+    count: usize,
+    out: &mut Vec<Event>,
+) -> Option<()> {
     out.clear();
     // Every event takes at least two bytes: never reserve more than the input allows.
     out.reserve(count.min(raw.len() / 2));
-    let mut d = EventDecoder::new(raw, count)?;
+    let mut d = EventDecoder::new(raw, layout, count)?;
     out.extend(d.by_ref());
     d.finish()
 }
@@ -145,20 +181,39 @@ pub fn decode_events(raw: &[u8], count: usize, out: &mut Vec<Event>) -> Option<(
 /// Decodes an event chunk one event at a time (an iterator), so a consumer
 /// can analyse events as they are decoded instead of storing the chunk.
 pub struct EventDecoder<'a> {
-    raw: &'a [u8],
-    pos: usize,
+    /// The words, and the deltas (the same bytes when interleaved).
+    words: &'a [u8],
+    deltas: &'a [u8],
+    word_pos: usize,
+    delta_pos: usize,
+    interleaved: bool,
     ts: u64,
     remaining: usize,
 }
 
 impl<'a> EventDecoder<'a> {
-    /// `None` when `raw` does not even hold the base timestamp.
-    pub fn new(raw: &'a [u8], count: usize) -> Option<EventDecoder<'a>> {
+    /// `None` when `raw` does not even hold its head (the base timestamp,
+    /// and in columns the length of the words).
+    pub fn new(raw: &'a [u8], layout: EventLayout, count: usize) -> Option<EventDecoder<'a>> {
         let mut pos = 0;
         let ts = varint::get(raw, &mut pos)?;
+        let (words, deltas) = match layout {
+            EventLayout::Interleaved => (&raw[pos..], &raw[pos..]),
+            EventLayout::Columns => {
+                let len = usize::try_from(varint::get(raw, &mut pos)?).ok()?;
+                let rest = &raw[pos..];
+                if len > rest.len() {
+                    return None;
+                }
+                rest.split_at(len)
+            }
+        };
         Some(EventDecoder {
-            raw,
-            pos,
+            words,
+            deltas,
+            word_pos: 0,
+            delta_pos: 0,
+            interleaved: layout == EventLayout::Interleaved,
             ts,
             remaining: count,
         })
@@ -166,7 +221,10 @@ impl<'a> EventDecoder<'a> {
 
     /// `Some` when every announced event was decoded and no byte is left over.
     pub fn finish(&self) -> Option<()> {
-        (self.remaining == 0 && self.pos == self.raw.len()).then_some(())
+        (self.remaining == 0
+            && self.word_pos == self.words.len()
+            && self.delta_pos == self.deltas.len())
+        .then_some(())
     }
 }
 
@@ -180,11 +238,20 @@ impl Iterator for EventDecoder<'_> {
         if self.remaining == 0 {
             return None;
         }
-        let mut pos = self.pos;
-        let word = varint::get(self.raw, &mut pos)?;
-        let delta = varint::get(self.raw, &mut pos)?;
+        let mut word_pos = self.word_pos;
+        let word = varint::get(self.words, &mut word_pos)?;
+        let mut delta_pos = if self.interleaved {
+            word_pos
+        } else {
+            self.delta_pos
+        };
+        let delta = varint::get(self.deltas, &mut delta_pos)?;
         let (kind, function) = word_event(word)?;
-        self.pos = pos;
+        if self.interleaved {
+            word_pos = delta_pos;
+        }
+        self.word_pos = word_pos;
+        self.delta_pos = delta_pos;
         self.ts = self.ts.wrapping_add(delta);
         self.remaining -= 1;
         Some(Event {
@@ -283,10 +350,10 @@ mod tests {
             .collect();
         let mut raw = Vec::new();
         encode_events(&events, &mut raw);
-        // two bytes per event plus the base timestamp
-        assert!(raw.len() <= 2 * events.len() + 4, "{} bytes", raw.len());
+        // two bytes per event plus the base timestamp and the words' length
+        assert!(raw.len() <= 2 * events.len() + 8, "{} bytes", raw.len());
         let mut back = Vec::new();
-        decode_events(&raw, events.len(), &mut back).unwrap();
+        decode_events(&raw, EventLayout::Columns, events.len(), &mut back).unwrap();
         assert_eq!(back, events);
     }
 
@@ -304,7 +371,9 @@ mod tests {
         for e in &events {
             enc.push(e.ts, e.kind, e.function);
         }
-        assert_eq!(enc.bytes(), &raw[..]);
+        let mut written = Vec::new();
+        enc.write_to(&mut written);
+        assert_eq!(written, raw);
         assert_eq!(enc.len(), 4);
         assert_eq!(enc.events(), events);
     }
@@ -322,7 +391,7 @@ mod tests {
         let mut raw = Vec::new();
         encode_events(&events, &mut raw);
         let mut back = Vec::new();
-        decode_events(&raw, events.len(), &mut back).unwrap();
+        decode_events(&raw, EventLayout::Columns, events.len(), &mut back).unwrap();
         assert_eq!(back, events);
         // enter and exit words are what they always were (old files read as before)
         assert_eq!(event_word(EventKind::Enter, FunctionId(5)), 10);
@@ -341,8 +410,67 @@ mod tests {
         let mut raw = Vec::new();
         encode_events(&[ev(5, EventKind::Enter, 1)], &mut raw);
         let mut back = Vec::new();
-        assert!(decode_events(&raw, 2, &mut back).is_none());
-        assert!(decode_events(&raw, 0, &mut back).is_none());
+        assert!(decode_events(&raw, EventLayout::Columns, 2, &mut back).is_none());
+        assert!(decode_events(&raw, EventLayout::Columns, 0, &mut back).is_none());
+    }
+
+    /// The layout of files written before the columns: word and delta
+    /// side by side.
+    fn encode_interleaved(events: &[Event]) -> Vec<u8> {
+        let mut raw = Vec::new();
+        let mut prev = events.first().map_or(0, |e| e.ts.as_nanos());
+        varint::put(&mut raw, prev);
+        for e in events {
+            varint::put(&mut raw, event_word(e.kind, e.function));
+            varint::put(&mut raw, e.ts.as_nanos() - prev);
+            prev = e.ts.as_nanos();
+        }
+        raw
+    }
+
+    #[test]
+    fn interleaved_chunks_of_older_files_still_decode() {
+        let events = vec![
+            ev(1_000, EventKind::Enter, 1),
+            ev(1_010, EventKind::Enter, 300),
+            ev(90_000, EventKind::Unwind, 300),
+            ev(90_020, EventKind::Exit, 1),
+        ];
+        let old = encode_interleaved(&events);
+        let mut back = Vec::new();
+        decode_events(&old, EventLayout::Interleaved, 4, &mut back).unwrap();
+        assert_eq!(back, events);
+        // in columns: the same varints in another order, and the words' length
+        let mut raw = Vec::new();
+        encode_events(&events, &mut raw);
+        assert_ne!(raw, old);
+        assert_eq!(raw.len(), old.len() + 1, "one more byte: the words' length");
+        decode_events(&raw, EventLayout::Columns, 4, &mut back).unwrap();
+        assert_eq!(back, events);
+    }
+
+    #[test]
+    fn columns_that_do_not_add_up_are_refused() {
+        let events: Vec<Event> = (0..4u64)
+            .map(|i| ev(100 + i * 10, EventKind::Enter, 2))
+            .collect();
+        let mut raw = Vec::new();
+        encode_events(&events, &mut raw);
+        // base 100 (one byte), then the words' length: 4 one-byte words
+        assert_eq!(raw[..2], [100, 4]);
+        let mut back = Vec::new();
+        // words said longer than the chunk
+        raw[1] = 40;
+        assert!(EventDecoder::new(&raw, EventLayout::Columns, 4).is_none());
+        // one word short: a delta is read as the last word, a delta is missing
+        raw[1] = 3;
+        assert!(decode_events(&raw, EventLayout::Columns, 4, &mut back).is_none());
+        // one word long: a word is left unread
+        raw[1] = 5;
+        assert!(decode_events(&raw, EventLayout::Columns, 4, &mut back).is_none());
+        raw[1] = 4;
+        decode_events(&raw, EventLayout::Columns, 4, &mut back).unwrap();
+        assert_eq!(back, events);
     }
 
     #[test]
@@ -352,18 +480,18 @@ mod tests {
             .collect();
         let mut raw = Vec::new();
         encode_events(&events, &mut raw);
-        let mut d = EventDecoder::new(&raw, events.len()).unwrap();
+        let mut d = EventDecoder::new(&raw, EventLayout::Columns, events.len()).unwrap();
         assert_eq!(d.by_ref().collect::<Vec<_>>(), events);
         assert!(d.finish().is_some());
         // a continuation bit on the last byte: the last event does not decode
         let last = raw.len() - 1;
         raw[last] |= 0x80;
-        let mut d = EventDecoder::new(&raw, events.len()).unwrap();
+        let mut d = EventDecoder::new(&raw, EventLayout::Columns, events.len()).unwrap();
         assert_eq!(d.by_ref().count(), events.len() - 1);
         assert!(d.finish().is_none());
         // more events announced than held
         raw[last] &= 0x7f;
-        let mut d = EventDecoder::new(&raw, events.len() + 1).unwrap();
+        let mut d = EventDecoder::new(&raw, EventLayout::Columns, events.len() + 1).unwrap();
         assert_eq!(d.by_ref().count(), events.len());
         assert!(d.finish().is_none());
     }

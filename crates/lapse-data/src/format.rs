@@ -9,7 +9,7 @@
 //! decompression (equal to `stored_len` when not compressed). Event chunks
 //! start their stored bytes with an uncompressed 12-byte prefix
 //! (`u32 pid | u32 tid | u32 count`) so a reader can index them without
-//! decompressing.
+//! decompressing; their flags say the layout of the events ([`FLAG_COLUMNS`]).
 
 pub const MAGIC: &[u8; 8] = b"LAPSEDAT";
 pub const VERSION: u16 = 1;
@@ -75,6 +75,9 @@ pub const TAG_EVENTS: u8 = 2;
 pub const TAG_SAMPLES: u8 = 3;
 
 pub const FLAG_ZSTD: u8 = 1;
+/// An event chunk in the column layout ([`crate::codec::EventLayout`]);
+/// without it, the interleaved layout of older files.
+pub const FLAG_COLUMNS: u8 = 2;
 
 pub const EVENT_PREFIX_LEN: usize = 12;
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::codec;
+use crate::codec::{self, EventLayout};
 use crate::error::DataError;
 use crate::format;
 use crate::model::*;
@@ -45,6 +45,8 @@ pub struct EventChunkRef {
     pub(crate) body_len: usize,
     pub(crate) raw_len: u32,
     pub(crate) compressed: bool,
+    /// How its events are laid out (the chunk's flags say).
+    pub layout: EventLayout,
 }
 
 impl EventChunkRef {
@@ -319,7 +321,8 @@ impl DataFile {
             chunk.raw_len,
             chunk.compressed,
         )?;
-        codec::decode_events(&raw, chunk.count as usize, out).ok_or_else(|| self.undecodable(chunk))
+        codec::decode_events(&raw, chunk.layout, chunk.count as usize, out)
+            .ok_or_else(|| self.undecodable(chunk))
     }
 
     pub fn read_samples(

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 
+use crate::codec::EventLayout;
 use crate::format::{self, ChunkHeader};
 use crate::model::*;
 use crate::reader::{EventChunkRef, SampleChunkRef};
@@ -143,6 +144,11 @@ impl Scan {
                     body_len: payload.len(),
                     raw_len: head.raw_len,
                     compressed,
+                    layout: if head.flags & format::FLAG_COLUMNS != 0 {
+                        EventLayout::Columns
+                    } else {
+                        EventLayout::Interleaved
+                    },
                 });
             }
             format::TAG_SAMPLES => {

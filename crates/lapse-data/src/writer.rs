@@ -99,9 +99,15 @@ impl<W: Write> DataWriter<W> {
             // Rare (a deep stack closed at once): re-encode in parts.
             return self.write_events(pid, tid, &events.events());
         }
-        self.write_event_bytes(pid, tid, events.len(), events.bytes())
+        let mut raw = std::mem::take(&mut self.scratch);
+        raw.clear();
+        events.write_to(&mut raw);
+        let r = self.write_event_bytes(pid, tid, events.len(), &raw);
+        self.scratch = raw;
+        r
     }
 
+    /// Writes an event chunk of `count` events encoded in columns.
     fn write_event_bytes(
         &mut self,
         pid: u32,
@@ -111,18 +117,18 @@ impl<W: Write> DataWriter<W> {
     ) -> io::Result<()> {
         let count = u32::try_from(count).map_err(io::Error::other)?;
         let prefix = format::event_prefix(pid, tid, count);
-        self.write_stream(format::TAG_EVENTS, &prefix, raw)
+        self.write_stream(format::TAG_EVENTS, format::FLAG_COLUMNS, &prefix, raw)
     }
 
-    /// Writes an event or sample chunk, compressed unless that would expand
-    /// more than the reader accepts.
-    fn write_stream(&mut self, tag: u8, prefix: &[u8], raw: &[u8]) -> io::Result<()> {
+    /// Writes an event or sample chunk (with `flags` besides compression),
+    /// compressed unless that would expand more than the reader accepts.
+    fn write_stream(&mut self, tag: u8, flags: u8, prefix: &[u8], raw: &[u8]) -> io::Result<()> {
         let packed = self.zstd.compress(raw)?;
         let expansion = format::MAX_STREAM_EXPANSION as usize;
         if packed.len().saturating_mul(expansion) >= raw.len() {
-            self.write_chunk(tag, format::FLAG_ZSTD, prefix, &packed, raw.len())
+            self.write_chunk(tag, flags | format::FLAG_ZSTD, prefix, &packed, raw.len())
         } else {
-            self.write_chunk(tag, 0, prefix, raw, raw.len())
+            self.write_chunk(tag, flags, prefix, raw, raw.len())
         }
     }
 
@@ -132,7 +138,7 @@ impl<W: Write> DataWriter<W> {
             let mut raw = std::mem::take(&mut self.scratch);
             raw.clear();
             codec::encode_samples(part, &mut raw);
-            let r = self.write_stream(format::TAG_SAMPLES, &[], &raw);
+            let r = self.write_stream(format::TAG_SAMPLES, 0, &[], &raw);
             self.scratch = raw;
             r?;
         }

@@ -6,7 +6,7 @@ use lapse_analysis::instrument::{Accumulator, ApplicationRule, Config, ThreadRun
 use lapse_analysis::sample::{Counts, SampleAnalysis};
 use lapse_analysis::tree::CallTree;
 use lapse_analysis::values::{FunctionStats, SessionTotals, ThreadStats};
-use lapse_data::codec::EventDecoder;
+use lapse_data::codec::{EventDecoder, EventLayout};
 use lapse_data::{
     DataError, DataFile, EventChunkRef, Method, ModuleId, ThreadInfo, ThreadKey, Timestamp,
 };
@@ -231,7 +231,7 @@ fn feed_pipelined(
             || {
                 let mut used = Vec::with_capacity(decompressed.len());
                 for (chunk, (bytes, ok)) in batch.iter().zip(decompressed) {
-                    let done = ok && feed_chunk(&bytes, chunk.count as usize, run);
+                    let done = ok && feed_chunk(&bytes, chunk.layout, chunk.count as usize, run);
                     if !done {
                         bad += 1;
                     }
@@ -251,8 +251,8 @@ fn feed_pipelined(
 
 /// Decodes one chunk's bytes straight into the run (no event is stored);
 /// `false` when they do not hold the events the chunk announces.
-fn feed_chunk(bytes: &[u8], count: usize, run: &mut ThreadRun<'_>) -> bool {
-    let Some(mut decoder) = EventDecoder::new(bytes, count) else {
+fn feed_chunk(bytes: &[u8], layout: EventLayout, count: usize, run: &mut ThreadRun<'_>) -> bool {
+    let Some(mut decoder) = EventDecoder::new(bytes, layout, count) else {
         return false;
     };
     run.feed_iter(decoder.by_ref());
