@@ -6,7 +6,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 14] = [
+const SOURCES: [&str; 15] = [
     "csrc/probe.c",
     "csrc/calibrate.c",
     "csrc/trampoline.c",
@@ -14,6 +14,7 @@ const SOURCES: [&str; 14] = [
     "csrc/libcalls.c",
     "csrc/threads.c",
     "csrc/buffers.c",
+    "csrc/slots.c",
     "csrc/arena.c",
     "csrc/transport.c",
     "csrc/lifecycle.c",

@@ -22,6 +22,10 @@
 
 struct lapse_arena *g_arena; /* NULL: private buffers only */
 static void *g_arena_map;    /* the mapping g_arena lies in (aligned inside it) */
+/* The buffers of g_arena this process has claimed at least once (their
+ * pages are mapped), and the arena the bits are about. */
+static uint64_t g_used[(LAPSE_ARENA_BUFS + 63) / 64];
+static const struct lapse_arena *g_used_of;
 static size_t g_arena_map_bytes;
 int g_no_arena;              /* LAPSE_NO_ARENA: always private buffers */
 static int g_spill_lock;
@@ -100,7 +104,20 @@ NOINSTR void lapse_arena_create(void)
         lapse_arena_forget();
         return;
     }
+    for (size_t i = 0; i < sizeof g_used / sizeof g_used[0]; i++)
+        __atomic_store_n(&g_used[i], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_used_of, a, __ATOMIC_RELEASE);
     g_arena = a;
+}
+
+NOINSTR int lapse_arena_first_use(const struct lapse_arena *a, int i)
+{
+    if (i < 0 || i >= LAPSE_ARENA_BUFS)
+        return 1;
+    if (__atomic_load_n(&g_used_of, __ATOMIC_ACQUIRE) != a)
+        return 1; /* (an arena from before a reconnection, or a fork's) */
+    uint64_t bit = 1ull << (i % 64);
+    return !(__atomic_fetch_or(&g_used[i / 64], bit, __ATOMIC_RELAXED) & bit);
 }
 
 NOINSTR void lapse_arena_forget(void)
@@ -109,6 +126,7 @@ NOINSTR void lapse_arena_forget(void)
         munmap(g_arena_map, g_arena_map_bytes);
     g_arena_map = NULL;
     g_arena = NULL;
+    __atomic_store_n(&g_used_of, NULL, __ATOMIC_RELEASE);
 }
 
 /* Handed over and not freed by the recorder yet (a quiet buffer it took

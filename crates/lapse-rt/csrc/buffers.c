@@ -8,27 +8,6 @@
 
 #include <sys/mman.h>
 
-/* Slots of b that its thread claimed, from its cursor (for the filling buffer). */
-NOINSTR uint32_t lapse_claimed_count(const struct lapse_buf *b, const struct lapse_event *cur)
-{
-    if (!b->base || cur <= b->base)
-        return 0;
-    size_t n = (size_t)(cur - b->base);
-    return (uint32_t)(n < BUF_USABLE ? n : BUF_USABLE);
-}
-
-/* Leading slots of b (of `count`) that hold events: a slot stamped before the
- * buffer was taken is left from its last use (or zero), not written yet. */
-NOINSTR uint32_t lapse_written_prefix(const struct lapse_buf *b, uint32_t count)
-{
-    const volatile struct lapse_event *e = b->base;
-    uint64_t since = b->claimed << 1;
-    uint32_t i = 0;
-    while (i < count && e[i].stamp >= since)
-        i++;
-    return i;
-}
-
 /* A private buffer for t: one of its mappings that no parked buffer uses. */
 NOINSTR int lapse_take_private(struct lapse_tls *t, struct lapse_buf *b)
 {
@@ -67,9 +46,12 @@ NOINSTR int lapse_take_buffer(struct lapse_tls *t)
         /* Here, in the hand-over's time rather than the probes': fault in the
          * pages of a buffer never used before (one store per page; what it
          * overwrites is left from the buffer's last use), and take back for
-         * writing the lines the recorder read on its core. */
+         * writing the lines the recorder read on its core. (The stores wait
+         * for their lines one page after the other: 0.45 us a buffer, so
+         * only at a buffer's first use.) */
+        int fault = lapse_arena_first_use(b->owner, b->arena);
         for (char *p = (char *)b->base; p < (char *)(b->base + BUF_USABLE); p += 64) {
-            if (((uintptr_t)p & 4095) == 0)
+            if (fault && ((uintptr_t)p & 4095) == 0)
                 *(volatile uint64_t *)p = *(volatile uint64_t *)p; /* (faults the page in) */
 #if defined(__x86_64__)
             __asm__ volatile("prefetchw (%0)" ::"r"(p));

@@ -222,6 +222,9 @@ void lapse_arena_create(void);
 void lapse_arena_forget(void);
 /* A free arena buffer for thread t into b (base, arena), or -1. */
 int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b);
+/* 1 the first time buffer `i` of arena `a` is claimed in this process (its
+ * pages may not be mapped yet), 0 after. */
+int lapse_arena_first_use(const struct lapse_arena *a, int i);
 /* Queues b's first `count` events for the recorder. */
 void lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count);
 /* Frees b's arena buffer without handing anything over. */
