@@ -83,9 +83,11 @@ pub const EVENT_PREFIX_LEN: usize = 12;
 
 /// zstd level used for event and sample chunks. The recorder compresses on
 /// the core the target does not use, and on call-heavy programs that core is
-/// the limit: a fast (negative) level keeps it ahead. Sizes stay far inside
-/// the 4 bytes per call budget (calls.c: 0.47; random-delta synthetic
-/// stream: 0.95 per event), and decompression is no slower than at level 3.
+/// the limit: a fast (negative) level keeps it ahead. On the event columns
+/// level 1 compresses a third smaller (calls.c: 0.42-0.46 bytes a call
+/// instead of 0.63) but made calls.c wait for the recorder 9.9 % of its run
+/// instead of 7.6 % (BENCHMARKS.md, tenth session). Decompression is no
+/// slower than at level 3.
 pub const ZSTD_LEVEL: i32 = -3;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
