@@ -46,15 +46,15 @@ pub const MAX_SAMPLE_BYTES: u32 = 60;
 /// stacks, OS events) whose encoding would be larger into several records;
 /// a single record this large would take a 16 MiB command line.
 pub const MAX_RECORD_RAW: u32 = 16 << 20;
-/// Most a compressed record may grow when decompressed. Tables compress 1x to
-/// 9x at [`ZSTD_LEVEL`] (a 58,000-function Rust binary: 8.7x); the writer
+/// Most a compressed record may grow when decompressed. Tables compressed 1x
+/// to 9x at level -3 (a 58,000-function Rust binary: 8.7x); the writer
 /// stores a record uncompressed rather than beyond this. It bounds the
 /// records' decoded bytes, hence the memory their tables take, by a multiple
 /// of the file's size (a zstd bomb is refused).
 pub const MAX_RECORD_EXPANSION: u32 = 32;
 
 /// Most a compressed event or sample chunk may grow when decompressed. The
-/// recorder's chunks expand 2x to 11x (calls.c: at most 11.1x); perfectly
+/// recorder's chunks expand 2x to 26x (calls.c: 5.9x to 25.6x); perfectly
 /// regular streams (a synthetic trace at fixed intervals) compress thousands
 /// of times, and the writer stores those uncompressed (2 to 4 bytes a call)
 /// rather than beyond this. It bounds what a file holds by its size: an
@@ -83,12 +83,13 @@ pub const EVENT_PREFIX_LEN: usize = 12;
 
 /// zstd level used for event and sample chunks. The recorder compresses on
 /// the core the target does not use, and on call-heavy programs that core is
-/// the limit: a fast (negative) level keeps it ahead. On the event columns
-/// level 1 compresses a third smaller (calls.c: 0.42-0.46 bytes a call
-/// instead of 0.63) but made calls.c wait for the recorder 9.9 % of its run
-/// instead of 7.6 % (BENCHMARKS.md, tenth session). Decompression is no
-/// slower than at level 3.
-pub const ZSTD_LEVEL: i32 = -3;
+/// the limit. On the event columns level 1 is about as fast as the negative
+/// levels (which leave the literals, most of the deltas, without entropy
+/// coding) and a third smaller: calls.c 0.44 bytes a call instead of 0.64
+/// at -3 (SPEC 7: at most 0.5), for 0.4-2 points more of its run spent
+/// waiting for the recorder in A/B runs (BENCHMARKS.md, tenth session).
+/// Decompression is no slower than at -3.
+pub const ZSTD_LEVEL: i32 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkHeader {
