@@ -191,6 +191,16 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         progress: None,
     };
     let (analysis, query) = crate::progress::analyze_with_progress(&file, query)?;
+    let bad_chunks = match &analysis {
+        Analysis::Instr(r) => r.bad_chunks,
+        Analysis::Sample(r) => r.bad_chunks,
+    };
+    if bad_chunks > 0 {
+        eprintln!(
+            "lapse: warning: {}: {bad_chunks} chunks do not decode (damaged); their events are left out",
+            a.file.display()
+        );
+    }
     let focus_query = Query {
         function: regex("function", &a.function)?,
         ..query.clone()

@@ -349,3 +349,40 @@ fn recover_of_a_crafted_spill_neither_panics_nor_hangs() {
     }
     assert!(faults.is_empty(), "{}", faults.join("\n"));
 }
+
+/// The fixed recording with its event chunks' layout flag flipped (the
+/// chunk header's flags are not under the checksum): every chunk is read in
+/// the wrong layout.
+#[test]
+fn event_chunks_read_in_the_wrong_layout_are_refused_not_taken_for_calls() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-layout");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/instr.lapse");
+    let mut bytes = std::fs::read(fixture).unwrap();
+    let (mut pos, mut flipped) = (16, 0);
+    while pos + 16 <= bytes.len() {
+        let stored = u32::from_le_bytes(bytes[pos + 4..pos + 8].try_into().unwrap()) as usize;
+        if bytes[pos] == 2 {
+            bytes[pos + 1] ^= 2; // FLAG_COLUMNS
+            flipped += 1;
+        }
+        pos += 16 + stored;
+    }
+    assert!(flipped > 0);
+    std::fs::write(dir.join("flipped.lapse"), &bytes).unwrap();
+    let out = lapse(&dir, &["report", "flipped.lapse"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{flipped} chunks do not decode")),
+        "{err}"
+    );
+    // no call of the recording's functions is made up from the bytes
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(!table.contains("main"), "{table}");
+    let info = lapse(&dir, &["info", "flipped.lapse"]);
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        text.contains(&format!("invalid:     {flipped} events or chunks skipped")),
+        "{text}"
+    );
+}
