@@ -16,11 +16,12 @@ pub enum DataError {
     Empty { path: PathBuf },
     #[error("{path}: not a lapse data file (bad magic bytes)")]
     Foreign { path: PathBuf },
-    #[error("{path}: lapse data format version {found} is not supported (this lapse reads version {supported})")]
+    #[error("{path}: lapse data format version {found} is not supported (this lapse reads versions {oldest} to {newest})")]
     Version {
         path: PathBuf,
         found: u16,
-        supported: u16,
+        oldest: u16,
+        newest: u16,
     },
     #[error("{path}: no intact data after the file header (damaged at byte {offset}: {what})")]
     NothingIntact {

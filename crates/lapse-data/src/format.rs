@@ -12,7 +12,12 @@
 //! decompressing; their flags say the layout of the events ([`FLAG_COLUMNS`]).
 
 pub const MAGIC: &[u8; 8] = b"LAPSEDAT";
-pub const VERSION: u16 = 1;
+/// The version this lapse writes. 2: event chunks may be in columns
+/// ([`FLAG_COLUMNS`]), which a lapse that reads version 1 only would take
+/// for interleaved events (garbage, millions of them) instead of refusing.
+pub const VERSION: u16 = 2;
+/// The oldest version this lapse reads (1: every event chunk interleaved).
+pub const OLDEST_VERSION: u16 = 1;
 pub const FILE_HEADER_LEN: usize = 16;
 pub const CHUNK_HEADER_LEN: usize = 16;
 

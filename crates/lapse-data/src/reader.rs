@@ -159,11 +159,12 @@ impl DataFile {
             return Err(DataError::Foreign { path });
         }
         let version = u16::from_le_bytes([data[8], data[9]]);
-        if version != format::VERSION {
+        if !(format::OLDEST_VERSION..=format::VERSION).contains(&version) {
             return Err(DataError::Version {
                 path,
                 found: version,
-                supported: format::VERSION,
+                oldest: format::OLDEST_VERSION,
+                newest: format::VERSION,
             });
         }
         let mut scan = Scan::default();

@@ -322,3 +322,21 @@ fn file_header_alone_is_not_a_recording() {
         Err(DataError::NoSession { .. })
     ));
 }
+
+#[test]
+fn versions_one_and_two_are_read_and_others_refused() {
+    let bytes = with_records(&[]);
+    assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), format::VERSION);
+    for (version, read) in [(0u16, false), (1, true), (2, true), (3, false)] {
+        let mut b = bytes.clone();
+        b[8..10].copy_from_slice(&version.to_le_bytes());
+        match open(b) {
+            Ok(_) => assert!(read, "version {version} was read"),
+            Err(DataError::Version { found, .. }) => {
+                assert!(!read, "version {version} was refused");
+                assert_eq!(found, version);
+            }
+            Err(e) => panic!("version {version}: {e}"),
+        }
+    }
+}
