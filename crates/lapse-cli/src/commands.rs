@@ -191,10 +191,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         progress: None,
     };
     let (analysis, query) = crate::progress::analyze_with_progress(&file, query)?;
-    let bad_chunks = match &analysis {
-        Analysis::Instr(r) => r.bad_chunks,
-        Analysis::Sample(r) => r.bad_chunks,
-    };
+    let bad_chunks = analysis.bad_chunks();
     if bad_chunks > 0 {
         eprintln!(
             "lapse: warning: {}: {bad_chunks} chunks do not decode (damaged); their events are left out",

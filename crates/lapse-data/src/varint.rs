@@ -1,7 +1,7 @@
 //! LEB128 unsigned varints: the building block of the event codec.
 
 /// Appends `v` as an unsigned LEB128 varint.
-#[inline]
+#[inline(always)]
 pub fn put(out: &mut Vec<u8>, v: u64) {
     out.reserve(10);
     let len = out.len();

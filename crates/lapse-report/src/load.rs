@@ -108,6 +108,14 @@ impl Analysis {
             Analysis::Sample(r) => &r.session,
         }
     }
+
+    /// Chunks that failed to decode (their events are left out).
+    pub fn bad_chunks(&self) -> u64 {
+        match self {
+            Analysis::Instr(r) => r.bad_chunks,
+            Analysis::Sample(r) => r.bad_chunks,
+        }
+    }
 }
 
 /// Analyses `file` as `query` says.
