@@ -71,7 +71,13 @@ impl Run {
 
     /// `lapse record [extra] -o out.lapse -- program args`; `None` means skip.
     fn record(&self, extra: &[&str], args: &[&str]) -> Option<Output> {
+        self.record_with(&[], extra, args)
+    }
+
+    /// The same with variables set for lapse (and so the program).
+    fn record_with(&self, env: &[(&str, &str)], extra: &[&str], args: &[&str]) -> Option<Output> {
         let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+            .envs(env.iter().copied())
             .arg("record")
             .args(extra)
             .arg("-o")
@@ -413,6 +419,89 @@ fn five_thousand_threads_at_once_run_as_natively_and_the_recorder_stays_small() 
         peak - few <= 16.0 && peak <= 80.0,
         "recorder peak memory {peak} MiB with 5,000 threads, {few} MiB with 50"
     );
+}
+
+#[test]
+fn threads_past_the_recorders_limit_are_left_out_whole_and_counted_as_lost() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
+    // The recorder keeps about 340 bytes for each thread alive (streams and
+    // the kernel's census), so its memory has a bound only if the number of
+    // threads it follows at once has one (100,000 by default: a raised
+    // pid_max lets 190,000 live here, which took 71 MiB). Past it, a new
+    // thread is not followed: none of its calls is recorded, all its events
+    // count as lost, and the program runs as it does natively. 600 threads
+    // alive at once (each 11 calls: body, then work 10 times) against a
+    // limit of 50.
+    let Some(run) = build(
+        "threads_past_limit",
+        include_str!("../../../bench/instrument/threads.c"),
+    ) else {
+        return;
+    };
+    let native = run.native(&["600"]);
+    assert_eq!(
+        native.status.code(),
+        Some(0),
+        "natively: {}",
+        stderr(&native)
+    );
+    let Some(out) = run.record_with(&[("LAPSE_MAX_THREADS", "50")], &[], &["600"]) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
+    assert_eq!(out.stdout, native.stdout);
+    let info = info(&run);
+    let refused: u64 = info
+        .lines()
+        .find_map(|l| l.split_once(" thread(s) were not recorded"))
+        .and_then(|(before, _)| before.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no note of threads left out in: {info}"));
+    let r = run.report();
+    let (body, work) = (r.calls_of("body"), r.calls_of("work"));
+    // Every worker is either recorded whole or left out whole. (Threads
+    // that ended half a second before another's first events arrive are
+    // let go and make room, so the split is not exactly 50 / 550 on a busy
+    // machine.) The main thread sends its events last, at its exit, and is
+    // followed still: main threads have room of their own.
+    assert_eq!(r.calls_of("main"), 1);
+    assert_eq!(body + refused, 600, "{body} recorded, {refused} left out");
+    assert_eq!(work, 10 * body);
+    assert!(
+        (1..=550).contains(&refused) && body >= 49,
+        "{body} recorded, {refused} left out with a limit of 50"
+    );
+    assert!(
+        r.lost() >= 22 * refused,
+        "{} lost events for {refused} threads of 22 events each",
+        r.lost()
+    );
+}
+
+#[test]
+fn a_thread_limit_that_is_not_a_number_is_refused_before_anything_runs() {
+    let Some(run) = build("limit_bad", "int main(void) { puts(\"ran\"); return 0; }") else {
+        return;
+    };
+    for bad in ["0", "-3", "lots"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+            .env("LAPSE_MAX_THREADS", bad)
+            .args(["record", "-o"])
+            .arg(run.data())
+            .arg("--")
+            .arg(&run.exe)
+            .current_dir(&run.dir)
+            .output()
+            .expect("run lapse record");
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains("LAPSE_MAX_THREADS") && err.trim().lines().count() == 1,
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "the program ran");
+        assert!(!run.data().exists());
+    }
 }
 
 #[test]

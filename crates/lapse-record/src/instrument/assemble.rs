@@ -84,10 +84,11 @@ pub(super) struct Assembler {
 }
 
 impl Assembler {
-    pub(super) fn new(book: AddressBook, clock: TickClock) -> Assembler {
+    /// An assembler following at most `max_threads` threads alive at once.
+    pub(super) fn new(book: AddressBook, clock: TickClock, max_threads: usize) -> Assembler {
         Assembler {
             book,
-            threads: Threads::default(),
+            threads: Threads::with_limit(max_threads),
             clock,
             procs: HashMap::new(),
             probe_cost_ns: None,
@@ -300,7 +301,7 @@ mod tests {
                 time: Timestamp::from_nanos(0),
             });
         }
-        Assembler::new(book, clock)
+        Assembler::new(book, clock, usize::MAX)
     }
 
     fn from(pid: u32, tid: u32) -> Sender {

@@ -184,6 +184,8 @@ pub struct OsCollector {
     census: Roster<Census>,
     pub processes: HashMap<u32, ProcessLife>,
     pub lost_records: u64,
+    /// Records of threads past the census's limit, left out (lost events).
+    pub refused_records: u64,
     scratch: Vec<u8>,
 }
 
@@ -213,11 +215,14 @@ impl OsCollector {
     /// its threads and children when `inherit`. System calls are optional
     /// even when asked for: where the kernel refuses them, the reason is kept
     /// in `syscalls_refused` and recording goes on without them.
+    /// It keeps what the kernel says of at most `max_threads` threads alive
+    /// at once (records of others are lost records).
     pub fn open(
         pid: i32,
         faults: bool,
         syscalls: bool,
         inherit: bool,
+        max_threads: usize,
     ) -> Result<OsCollector, PerfError> {
         let sample_type = u64::from(b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME);
         let mut events = Vec::new();
@@ -271,9 +276,10 @@ impl OsCollector {
             syscalls_refused,
             layout: SampleIdLayout::new(sample_type),
             queue: Vec::new(),
-            census: Roster::default(),
+            census: Roster::with_limit(max_threads),
             processes: HashMap::new(),
             lost_records: 0,
+            refused_records: 0,
             scratch: Vec::new(),
         })
     }
@@ -439,13 +445,28 @@ impl OsCollector {
 
     fn apply(&mut self, time: u64, q: Queued, book: &mut AddressBook) {
         let ts = Timestamp::from_nanos(time);
+        let thread = match q {
+            Queued::SyscallGap => {
+                for c in self.census.values_mut() {
+                    c.off.in_syscall = MaybeTime::NONE;
+                }
+                return;
+            }
+            Queued::Switch { thread, .. }
+            | Queued::Fault { thread }
+            | Queued::Syscall { thread, .. }
+            | Queued::Fork { thread, .. }
+            | Queued::Exit { thread }
+            | Queued::Comm { thread, .. } => thread,
+        };
+        let Some(c) = self.census.entry_or_default(thread) else {
+            // (past the threads followed at once: not followed)
+            self.refused_records += 1;
+            return;
+        };
         match q {
-            Queued::Switch {
-                thread,
-                out,
-                preempted,
-            } => {
-                let c = self.census.entry_or_default(thread);
+            Queued::SyscallGap => {}
+            Queued::Switch { out, preempted, .. } => {
                 let oc = &mut c.off;
                 let first = !std::mem::replace(&mut oc.switched, true);
                 // A new thread waits, runnable, from its creation until a
@@ -469,16 +490,15 @@ impl OsCollector {
                     oc.add(OsEvent { from, to: ts, kind });
                 }
             }
-            Queued::Fault { thread } => {
-                let oc = &mut self.census.entry_or_default(thread).off;
-                oc.add(OsEvent {
+            Queued::Fault { .. } => {
+                c.off.add(OsEvent {
                     from: ts,
                     to: ts,
                     kind: OsEventKind::Fault,
                 });
             }
-            Queued::Syscall { thread, enter } => {
-                let oc = &mut self.census.entry_or_default(thread).off;
+            Queued::Syscall { enter, .. } => {
+                let oc = &mut c.off;
                 if enter {
                     // (an enter without an exit was a lost record, or exit())
                     oc.in_syscall = ts.into();
@@ -490,14 +510,9 @@ impl OsCollector {
                     });
                 }
             }
-            Queued::SyscallGap => {
-                for c in self.census.values_mut() {
-                    c.off.in_syscall = MaybeTime::NONE;
-                }
-            }
-            Queued::Fork { thread, ppid } => {
+            Queued::Fork { ppid, .. } => {
                 let pid = thread.pid;
-                self.thread_mut(thread).start = ts.into();
+                c.life.start = ts.into();
                 if pid == thread.tid && pid != ppid {
                     let p = self.processes.entry(pid).or_default();
                     p.ppid = Some(ppid);
@@ -505,32 +520,29 @@ impl OsCollector {
                     book.fork(ppid, pid);
                 }
             }
-            Queued::Exit { thread } => {
+            Queued::Exit { .. } => {
                 let pid = thread.pid;
-                let c = self.census.entry_or_default(thread);
                 c.off.in_syscall = MaybeTime::NONE; // exit() never returns
                 c.life.end = ts.into();
                 if pid == thread.tid {
                     self.processes.entry(pid).or_default().end = Some(ts);
                 }
             }
-            Queued::Comm { thread, name, exec } => {
+            Queued::Comm { name, exec, .. } => {
                 let pid = thread.pid;
                 if exec {
                     // An exec from a thread other than the main one: the
                     // kernel ended the old main thread (an exit record for
                     // pid/pid), and the exec'ing thread goes on as pid/pid.
                     // Neither that thread nor the process has ended.
-                    if let Some(c) = self.census.get_mut(thread) {
-                        c.life.end = MaybeTime::NONE;
-                    }
+                    c.life.end = MaybeTime::NONE;
                     if thread.tid == pid {
                         if let Some(p) = self.processes.get_mut(&pid) {
                             p.end = None;
                         }
                     }
                 }
-                self.thread_mut(thread).name = Some(ThinVec::from(name.as_bytes()));
+                c.life.name = Some(ThinVec::from(name.as_bytes()));
             }
         }
     }
@@ -551,9 +563,9 @@ impl OsCollector {
         self.census.get(thread).map(|c| &c.life)
     }
 
-    /// The same, to change (made if the thread is new).
-    pub fn thread_mut(&mut self, thread: ThreadKey) -> &mut ThreadLife {
-        &mut self.census.entry_or_default(thread).life
+    /// The same, to change (made if the thread is new and there is room).
+    pub fn thread_mut(&mut self, thread: ThreadKey) -> Option<&mut ThreadLife> {
+        self.census.entry_or_default(thread).map(|c| &mut c.life)
     }
 
     /// Every thread the kernel told of, with what it said.
@@ -664,7 +676,7 @@ mod tests {
 
     impl OsCollector {
         /// A collector with no perf events, fed through `apply`.
-        fn empty() -> OsCollector {
+        fn empty(max_threads: usize) -> OsCollector {
             OsCollector {
                 events: Vec::new(),
                 _redirected: Vec::new(),
@@ -672,12 +684,74 @@ mod tests {
                 syscalls_refused: None,
                 layout: SampleIdLayout::new(0),
                 queue: Vec::new(),
-                census: Roster::default(),
+                census: Roster::with_limit(max_threads),
                 processes: HashMap::new(),
                 lost_records: 0,
+                refused_records: 0,
                 scratch: Vec::new(),
             }
         }
+    }
+
+    /// Threads `tids` of process 1 as a barrier leaves them, recorded the
+    /// way the session does: each made, run, inside two calls (having
+    /// waited once for a buffer), switched out, then the periodic flush.
+    /// Returns how many threads had OS events to hand over.
+    fn block_threads(
+        threads: &mut Threads,
+        os: &mut OsCollector,
+        tids: std::ops::Range<u32>,
+        book: &mut AddressBook,
+        clock: &TickClock,
+    ) -> usize {
+        let ev = |function, ticks, is_exit, sp| RawEvent {
+            function,
+            ticks: Ticks::new(ticks),
+            is_exit,
+            sp,
+        };
+        let events = [
+            ev(0x4010, 100, false, 0x7000), // body
+            ev(0x4020, 200, false, 0x6f00), // work
+            ev(0x4020, 300, true, 0x6f00),
+            ev(0x4030, 400, false, 0x6f00), // pthread_barrier_wait
+        ];
+        for tid in tids {
+            let key = ThreadKey::new(1, tid);
+            let fork = Queued::Fork {
+                thread: key,
+                ppid: 1,
+            };
+            os.apply(1_000, fork, book);
+            let switch = |out| Queued::Switch {
+                thread: key,
+                out,
+                preempted: false,
+            };
+            os.apply(2_000, switch(false), book);
+            // (it waited 1,000 ticks for a buffer before these)
+            let stalled = Ticks::new(1_000);
+            threads.add_events(key, 0, stalled, events.into_iter(), book, clock);
+            os.apply(3_000, switch(true), book);
+        }
+        // The periodic flush, as the session does it.
+        for (_, s) in threads.streams_mut() {
+            let _ = s.take_batch(true);
+        }
+        // (each thread's wait from its creation to its first run)
+        let mut blocks = 0;
+        let none: Result<(), ()> = os.take_blocks(false, |key, events| {
+            if let Some(s) = threads.get_mut(key) {
+                blocks += 1;
+                s.stalls.add_os(events);
+            }
+            Ok(())
+        });
+        assert_eq!(none, Ok(()));
+        for (_, s) in threads.streams_mut() {
+            s.stalls.release_os(true);
+        }
+        blocks
     }
 
     #[test]
@@ -703,73 +777,53 @@ mod tests {
         const N: u32 = 7_200;
         let clock = TickClock::calibrate(None);
         let mut book = AddressBook::default();
-        let mut os = OsCollector::empty();
+        let mut os = OsCollector::empty(usize::MAX);
         let mut threads = Threads::default();
-        let ev = |function, ticks, is_exit, sp| RawEvent {
-            function,
-            ticks: Ticks::new(ticks),
-            is_exit,
-            sp,
-        };
-        let events = [
-            ev(0x4010, 100, false, 0x7000), // body
-            ev(0x4020, 200, false, 0x6f00), // work
-            ev(0x4020, 300, true, 0x6f00),
-            ev(0x4030, 400, false, 0x6f00), // pthread_barrier_wait
-        ];
-        let mut run = |threads: &mut Threads, os: &mut OsCollector, tids: std::ops::Range<u32>| {
-            let made = tids.len();
-            for tid in tids {
-                let key = ThreadKey::new(1, tid);
-                os.apply(
-                    1_000,
-                    Queued::Fork {
-                        thread: key,
-                        ppid: 1,
-                    },
-                    &mut book,
-                );
-                let switch = |out| Queued::Switch {
-                    thread: key,
-                    out,
-                    preempted: false,
-                };
-                os.apply(2_000, switch(false), &mut book);
-                // (it waited 1,000 ticks for a buffer before these)
-                let stalled = Ticks::new(1_000);
-                threads.add_events(key, 0, stalled, events.into_iter(), &mut book, &clock);
-                os.apply(3_000, switch(true), &mut book);
-            }
-            // The periodic flush, as the session does it.
-            for (_, s) in threads.streams_mut() {
-                let _ = s.take_batch(true);
-            }
-            // (each thread's wait from its creation to its first run)
-            let mut blocks = 0;
-            let none: Result<(), ()> = os.take_blocks(false, |key, events| {
-                blocks += 1;
-                threads
-                    .get_mut(key)
-                    .expect("a stream")
-                    .stalls
-                    .add_os(events);
-                Ok(())
-            });
-            assert_eq!((none, blocks), (Ok(()), made));
-            for (_, s) in threads.streams_mut() {
-                s.stalls.release_os(true);
-            }
-        };
+        let (book, clock) = (&mut book, &clock);
         // (the caches and the names of the functions are not per thread)
-        run(&mut threads, &mut os, 2..3);
+        block_threads(&mut threads, &mut os, 2..3, book, clock);
         let before = held();
-        run(&mut threads, &mut os, 3..N + 2);
+        let made = block_threads(&mut threads, &mut os, 3..N + 2, book, clock);
+        assert_eq!(made, N as usize - 1);
         let per_thread = (held() - before) / (N as isize - 1);
         let open: usize = threads.streams().map(|(_, s)| s.open_calls()).sum();
         assert_eq!(open, 2 * N as usize, "each inside body and the wait");
         assert!(
             per_thread <= 260,
             "{per_thread} bytes kept per blocked thread"
+        );
+    }
+
+    #[test]
+    fn threads_past_the_limit_cost_the_recorder_nothing() {
+        // "Recorder memory at most 64 MiB whatever the thread count": past
+        // the threads it follows at once, a new thread costs no record in
+        // either table; what is kept of those refused is a bit each, in a
+        // map of thread ids made once (512 KiB).
+        const LIMIT: u32 = 2_000;
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let (book, clock) = (&mut book, &clock);
+        let mut os = OsCollector::empty(LIMIT as usize + LIMIT as usize / 4);
+        let mut threads = Threads::with_limit(LIMIT as usize);
+        let made = block_threads(&mut threads, &mut os, 2..LIMIT + 2, book, clock);
+        assert_eq!(made, LIMIT as usize);
+        let before = held();
+        // Five times as many more, all alive at once.
+        let made = block_threads(&mut threads, &mut os, LIMIT + 2..6 * LIMIT + 2, book, clock);
+        let grown = held() - before;
+        assert_eq!(made, 0, "OS events handed to threads not followed");
+        assert_eq!(threads.streams().count(), LIMIT as usize);
+        assert_eq!(threads.refused_threads, 5 * u64::from(LIMIT));
+        assert_eq!(threads.lost_events, 4 * 5 * u64::from(LIMIT));
+        // (a quarter more census room: 500 threads' records, then none)
+        assert_eq!(os.threads().count(), LIMIT as usize * 5 / 4);
+        assert_eq!(os.refused_records, 3 * (5 * u64::from(LIMIT) - 500));
+        // (measured: the map of ids, and the census's slab doubled for its
+        // 500 more records, 128 KiB; 10,000 threads followed take 2.5 MB)
+        assert!(
+            grown <= 512 * 1024 + 500 * 300,
+            "{grown} bytes more for 10,000 threads past the limit"
         );
     }
 }

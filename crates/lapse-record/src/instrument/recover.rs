@@ -117,7 +117,7 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
     })
     .map_err(out_err)?;
     let mut m = Merge {
-        asm: Assembler::new(book, clock),
+        asm: Assembler::new(book, clock, usize::MAX),
         out: Streamed {
             w: writer,
             path: file.to_owned(),

@@ -9,6 +9,10 @@
 //! three quarters of the slots are free, the records move to the front and
 //! the rest is given back (after a storm of threads, the recorder does not
 //! keep its memory for the rest of the recording).
+//!
+//! A roster holds at most `limit` records: the recorder's memory has a
+//! bound whatever the number of threads alive at once, and a thread past it
+//! is refused (the caller counts what that loses) rather than followed.
 
 use hashbrown::hash_table::Entry;
 use hashbrown::{DefaultHashBuilder, HashTable};
@@ -23,19 +27,26 @@ pub struct Roster<T> {
     index: HashTable<u32>,
     records: Slab<(ThreadKey, T)>,
     hasher: DefaultHashBuilder,
+    limit: usize,
 }
 
 impl<T> Default for Roster<T> {
     fn default() -> Self {
-        Roster {
-            index: HashTable::new(),
-            records: Slab::new(),
-            hasher: DefaultHashBuilder::default(),
-        }
+        Self::with_limit(usize::MAX)
     }
 }
 
 impl<T> Roster<T> {
+    /// A roster of at most `limit` records.
+    pub fn with_limit(limit: usize) -> Self {
+        Roster {
+            index: HashTable::new(),
+            records: Slab::new(),
+            hasher: DefaultHashBuilder::default(),
+            limit,
+        }
+    }
+
     fn slot(&self, key: ThreadKey) -> Option<usize> {
         let records = &self.records;
         self.index
@@ -51,8 +62,13 @@ impl<T> Roster<T> {
         self.slot(key).map(|i| &mut self.records[i].1)
     }
 
-    /// The record of `key`, made with `new` if there is none.
-    pub fn get_or_insert_with(&mut self, key: ThreadKey, new: impl FnOnce() -> T) -> &mut T {
+    /// The record of `key`, made with `new` if there is none and the
+    /// roster is not full (none: it is).
+    pub fn get_or_insert_with(
+        &mut self,
+        key: ThreadKey,
+        new: impl FnOnce() -> T,
+    ) -> Option<&mut T> {
         let (records, hasher) = (&self.records, &self.hasher);
         let entry = self.index.entry(
             hasher.hash_one(key),
@@ -61,6 +77,7 @@ impl<T> Roster<T> {
         );
         let i = match entry {
             Entry::Occupied(e) => *e.get() as usize,
+            Entry::Vacant(_) if self.records.len() >= self.limit => return None,
             Entry::Vacant(e) => {
                 let i = self.records.insert((key, new()));
                 // (thread ids are below the kernel's pid_max, 2^22)
@@ -68,7 +85,7 @@ impl<T> Roster<T> {
                 i
             }
         };
-        &mut self.records[i].1
+        Some(&mut self.records[i].1)
     }
 
     pub fn remove(&mut self, key: ThreadKey) -> Option<T> {
@@ -105,7 +122,6 @@ impl<T> Roster<T> {
             .shrink_to(records.len(), |&i| hasher.hash_one(records[i as usize].0));
     }
 
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.records.len()
     }
@@ -128,7 +144,7 @@ impl<T> Roster<T> {
 }
 
 impl<T: Default> Roster<T> {
-    pub fn entry_or_default(&mut self, key: ThreadKey) -> &mut T {
+    pub fn entry_or_default(&mut self, key: ThreadKey) -> Option<&mut T> {
         self.get_or_insert_with(key, T::default)
     }
 }
@@ -141,16 +157,16 @@ mod tests {
     fn records_are_found_changed_and_let_go_by_key() {
         let mut r: Roster<u64> = Roster::default();
         for tid in 0..1000 {
-            *r.entry_or_default(ThreadKey::new(1, tid)) += u64::from(tid);
+            *r.entry_or_default(ThreadKey::new(1, tid)).unwrap() += u64::from(tid);
         }
-        *r.entry_or_default(ThreadKey::new(1, 7)) += 100;
+        *r.entry_or_default(ThreadKey::new(1, 7)).unwrap() += 100;
         assert_eq!(r.get(ThreadKey::new(1, 7)), Some(&107));
         assert_eq!(r.get(ThreadKey::new(2, 7)), None);
         assert_eq!(r.remove(ThreadKey::new(1, 7)), Some(107));
         assert_eq!(r.remove(ThreadKey::new(1, 7)), None);
         assert_eq!(r.get(ThreadKey::new(1, 7)), None);
         // (the freed slot goes to the next thread; the others stay found)
-        *r.entry_or_default(ThreadKey::new(3, 3)) = 33;
+        *r.entry_or_default(ThreadKey::new(3, 3)).unwrap() = 33;
         assert_eq!(r.get(ThreadKey::new(3, 3)), Some(&33));
         assert_eq!(r.get(ThreadKey::new(1, 999)), Some(&999));
         assert_eq!(r.iter().count(), 1000);
@@ -164,7 +180,7 @@ mod tests {
     fn a_table_mostly_let_go_gives_its_memory_back() {
         let mut r: Roster<[u64; 8]> = Roster::default();
         for tid in 0..100_000 {
-            r.entry_or_default(ThreadKey::new(1, tid))[0] = u64::from(tid);
+            r.entry_or_default(ThreadKey::new(1, tid)).unwrap()[0] = u64::from(tid);
         }
         let full = r.records.capacity();
         assert!(full >= 100_000);
@@ -188,5 +204,22 @@ mod tests {
             );
         }
         assert_eq!(r.get(ThreadKey::new(1, 5)), None);
+    }
+
+    #[test]
+    fn a_full_roster_refuses_new_threads_until_one_goes() {
+        let mut r: Roster<u32> = Roster::with_limit(3);
+        for tid in 0..3 {
+            *r.entry_or_default(ThreadKey::new(1, tid)).unwrap() = tid;
+        }
+        assert!(r.entry_or_default(ThreadKey::new(1, 3)).is_none());
+        assert_eq!(r.len(), 3);
+        // (a thread it holds is still found and changed)
+        *r.entry_or_default(ThreadKey::new(1, 2)).unwrap() += 10;
+        assert_eq!(r.get(ThreadKey::new(1, 2)), Some(&12));
+        assert_eq!(r.remove(ThreadKey::new(1, 0)), Some(0));
+        *r.entry_or_default(ThreadKey::new(1, 3)).unwrap() = 3;
+        assert_eq!(r.get(ThreadKey::new(1, 3)), Some(&3));
+        assert!(r.entry_or_default(ThreadKey::new(1, 4)).is_none());
     }
 }

@@ -16,6 +16,7 @@ use super::output::{Output, FLUSH_EVERY};
 use super::pace::{self, Pace, Spun};
 use super::session_dir::SessionDir;
 use super::stalls::HeldOsEvent;
+use super::threads;
 use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
 use crate::linux::proc_scan::{hostname, read_cmdline};
@@ -83,6 +84,7 @@ pub fn record(
     program: &Path,
     argv: &[String],
 ) -> Result<RecordOutcome, RecordError> {
+    let max_threads = threads::threads_followed().map_err(RecordError::Unsupported)?;
     let dir = SessionDir::create()?;
     let listener =
         Listener::bind(&dir.socket_path()).map_err(|source| RecordError::SessionDir {
@@ -130,7 +132,10 @@ pub fn record(
         })?;
     let faults = opts.os_events.contains(&OsEventSource::Fault);
     let syscalls = opts.os_events.contains(&OsEventSource::Syscall);
-    let os = match OsCollector::open(child.pid, faults, syscalls, opts.inherit) {
+    // (the kernel's census also keeps threads that never call an
+    // instrumented function, and the streams' room for main threads)
+    let census_max = max_threads.saturating_add(max_threads / 4);
+    let os = match OsCollector::open(child.pid, faults, syscalls, opts.inherit, census_max) {
         Ok(os) => os,
         Err(e) => {
             child.abandon();
@@ -141,7 +146,7 @@ pub fn record(
     launch::catch_termination_signals();
     let mut s = Session {
         out,
-        asm: Assembler::new(AddressBook::default(), clock),
+        asm: Assembler::new(AddressBook::default(), clock, max_threads),
         os,
         listener,
         conns: Vec::new(),
@@ -610,7 +615,9 @@ impl Session {
                     .asm
                     .message(msg, protocol::events(datagram), &mut self.out)?;
                 if let Took::ThreadEnded { thread, at } = took {
-                    self.os.thread_mut(thread).end = at.into();
+                    if let Some(t) = self.os.thread_mut(thread) {
+                        t.end = at.into();
+                    }
                 }
                 if hello {
                     if let Some(cmd) = read_cmdline(from.pid) {

@@ -218,8 +218,67 @@ pub struct Retired {
     pub end: Timestamp,
 }
 
-/// All threads' streams plus the stacks parked at fork time.
+/// How many threads alive at once the recorder follows by default: about
+/// 340 bytes of its memory each (two calls open, a wait cut, an OS event
+/// held; BENCHMARKS.md), so 17 MiB of code and arena plus these stay
+/// within 64 MiB with room for deeper stacks. (With the kernel's default
+/// pid_max of 32,768 it is never reached.)
+pub const THREADS_FOLLOWED: usize = 100_000;
+
+/// The variable that changes [`THREADS_FOLLOWED`].
+pub const ENV_MAX_THREADS: &str = "LAPSE_MAX_THREADS";
+
+/// How many threads alive at once this recording follows: `LAPSE_MAX_THREADS`
+/// when set (a whole number, at least 1), [`THREADS_FOLLOWED`] otherwise.
+pub fn threads_followed() -> Result<usize, String> {
+    match std::env::var_os(ENV_MAX_THREADS) {
+        None => Ok(THREADS_FOLLOWED),
+        Some(v) => v
+            .to_str()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| {
+                format!(
+                    "{ENV_MAX_THREADS}={} is not a number of threads (a whole number, at least 1)",
+                    v.to_string_lossy()
+                )
+            }),
+    }
+}
+
+/// Threads refused because the roster was full, by thread id (a bit each,
+/// made at the first refusal: the kernel's ids are below 2^22, so 512 KiB
+/// at most). Their later batches are refused too: a thread is followed
+/// whole or not at all, and what it loses is counted once.
 #[derive(Default)]
+struct Refused(Vec<u64>);
+
+impl Refused {
+    const IDS: usize = 1 << 22;
+
+    fn has(&self, tid: u32) -> bool {
+        let i = tid as usize % Self::IDS;
+        self.0.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
+    fn set(&mut self, tid: u32, refused: bool) {
+        let i = tid as usize % Self::IDS;
+        if self.0.is_empty() {
+            if !refused {
+                return;
+            }
+            self.0 = vec![0; Self::IDS / 64];
+        }
+        let bit = 1u64 << (i % 64);
+        if refused {
+            self.0[i / 64] |= bit;
+        } else {
+            self.0[i / 64] &= !bit;
+        }
+    }
+}
+
+/// All threads' streams plus the stacks parked at fork time.
 pub struct Threads {
     /// (one of the two records a thread alive costs: `roster.rs`)
     streams: Roster<ThreadStream>,
@@ -236,11 +295,66 @@ pub struct Threads {
     pub events: u64,
     /// Threads that stopped installing return trampolines (too deep).
     pub untraced_threads: u64,
+    /// Threads not followed: they began while the recorder followed as many
+    /// threads as it may at once (their events are lost events).
+    pub refused_threads: u64,
+    refused: Refused,
+    limit: usize,
+}
+
+impl Default for Threads {
+    /// (no limit)
+    fn default() -> Self {
+        Threads::with_limit(usize::MAX)
+    }
 }
 
 impl Threads {
-    pub fn stream(&mut self, key: ThreadKey) -> &mut ThreadStream {
-        self.streams.get_or_insert_with(key, ThreadStream::new)
+    /// Streams for at most `limit` threads alive at once, where processes'
+    /// main threads may go an eighth past it (a program's main thread often
+    /// sends its first events last, at its exit: it is still followed).
+    pub fn with_limit(limit: usize) -> Threads {
+        Threads {
+            streams: Roster::with_limit(limit.saturating_add(limit / 8)),
+            retired_removed_ns: 0,
+            fork_stacks: HashMap::new(),
+            gens: HashMap::new(),
+            caches: HashMap::new(),
+            lost_events: 0,
+            events: 0,
+            untraced_threads: 0,
+            refused_threads: 0,
+            refused: Refused::default(),
+            limit,
+        }
+    }
+
+    /// How many threads alive at once it follows (main threads apart).
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The stream of `key`, made if the thread is new, it was not refused
+    /// before and there is room (a thread's batch numbered 0 is its first: a
+    /// thread id refused before is then a new thread's).
+    fn admit(&mut self, key: ThreadKey, first_index: u64) -> Option<&mut ThreadStream> {
+        if self.streams.get(key).is_none() {
+            if first_index == 0 {
+                self.refused.set(key.tid, false);
+            }
+            let full = key.pid != key.tid && self.streams.len() >= self.limit;
+            if full || self.refused.has(key.tid) {
+                self.refused_threads += u64::from(!self.refused.has(key.tid));
+                self.refused.set(key.tid, true);
+                return None;
+            }
+        }
+        let s = self.streams.get_or_insert_with(key, ThreadStream::new);
+        if s.is_none() {
+            self.refused_threads += 1;
+            self.refused.set(key.tid, true);
+        }
+        s
     }
 
     pub fn streams_mut(&mut self) -> impl Iterator<Item = (ThreadKey, &mut ThreadStream)> {
@@ -311,6 +425,12 @@ impl Threads {
         book: &mut AddressBook,
         clock: &TickClock,
     ) -> Option<EventEncoder> {
+        if self.admit(key, first_index).is_none() {
+            // (a thread past the limit: all it sends is lost)
+            let n = raw.count() as u64;
+            self.lost_events = self.lost_events.saturating_add(n);
+            return None;
+        }
         let pid = key.pid;
         let gen = self.gens.get(&pid).copied().unwrap_or(0);
         let version = book.version(pid, gen);
@@ -321,7 +441,9 @@ impl Threads {
         if (cache.gen, cache.version) != (gen, version) {
             *cache = FnCache::new(gen, version);
         }
-        let s = self.streams.get_or_insert_with(key, ThreadStream::new);
+        let Some(s) = self.streams.get_mut(key) else {
+            return None; // (admitted above)
+        };
         let skip = s.next_index.saturating_sub(first_index);
         let mut lost = 0;
         if first_index > s.next_index {
@@ -440,7 +562,9 @@ impl Threads {
 
     /// The thread is about to fork: remember its stack for the child.
     pub fn fork(&mut self, key: ThreadKey, fork_ticks: Ticks) {
-        let stack = self.stream(key).stack.clone();
+        // (a thread with no stream has no call open)
+        let stack = self.streams.get(key).map(|s| s.stack.clone());
+        let stack = stack.unwrap_or_default();
         self.fork_stacks.insert((key.pid, fork_ticks), stack);
     }
 
@@ -452,8 +576,10 @@ impl Threads {
             .fork_stacks
             .remove(&(ppid, fork_ticks))
             .unwrap_or_default();
+        let Some(s) = self.admit(key, 0) else {
+            return 0;
+        };
         let frames = stack.len() as u32;
-        let s = self.stream(key);
         for f in stack {
             s.push(at, EventKind::Enter, f);
         }
@@ -515,7 +641,8 @@ mod tests {
     /// (kind, function) of what a thread's stream holds so far.
     fn stream_of(t: &mut Threads, pid: u32, tid: u32) -> Vec<(EventKind, FunctionId)> {
         let b = t
-            .stream(ThreadKey::new(pid, tid))
+            .get_mut(ThreadKey::new(pid, tid))
+            .expect("a stream")
             .take_batch(true)
             .unwrap_or_default();
         b.events().iter().map(|e| (e.kind, e.function)).collect()
@@ -580,13 +707,15 @@ mod tests {
             Timestamp::from_nanos(5),
         );
         let child = t
-            .stream(ThreadKey::new(2, 2))
+            .get_mut(ThreadKey::new(2, 2))
+            .expect("a stream")
             .take_batch(true)
             .unwrap_or_default()
             .events();
         let kinds: Vec<_> = child.iter().map(|e| (e.kind, e.function)).collect();
         let parent_ids: Vec<_> = t
-            .stream(ThreadKey::new(1, 1))
+            .get_mut(ThreadKey::new(1, 1))
+            .expect("a stream")
             .stack
             .iter()
             .map(|c| c.function)
@@ -595,8 +724,8 @@ mod tests {
         assert_eq!(kinds.iter().map(|k| k.1).collect::<Vec<_>>(), parent_ids);
         assert!(kinds.iter().all(|k| k.0 == EventKind::Enter));
         // (the child's frames are where the parent's were)
-        let parent = t.stream(ThreadKey::new(1, 1)).stack.clone();
-        assert_eq!(t.stream(ThreadKey::new(2, 2)).stack, parent);
+        let parent = t.get(ThreadKey::new(1, 1)).map(|s| s.stack.clone());
+        assert_eq!(t.get(ThreadKey::new(2, 2)).map(|s| s.stack.clone()), parent);
     }
 
     #[test]
@@ -675,5 +804,50 @@ mod tests {
         // the markers kept their place in the thread's numbering
         add(&mut t, &mut book, &clock, 6, [raw(0x4050, 600, false)]);
         assert_eq!(t.lost_events, 0);
+    }
+
+    #[test]
+    fn threads_past_the_limit_are_left_out_whole_and_counted_once() {
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        // 8 threads, main threads one more (an eighth)
+        let mut t = Threads::with_limit(8);
+        let evs = [raw(0x4010, 100, false), raw(0x4010, 200, true)];
+        let mut send = |t: &mut Threads, tid: u32, first: u64| {
+            let key = ThreadKey::new(1, tid);
+            let _ = t.add_events(key, first, Ticks::ZERO, evs.into_iter(), &mut book, &clock);
+        };
+        for tid in 11..19 {
+            send(&mut t, tid, 0);
+        }
+        send(&mut t, 30, 0); // (no room)
+        assert_eq!((t.refused_threads, t.lost_events, t.events), (1, 2, 16));
+        send(&mut t, 30, 2); // (its second batch: still left out)
+        assert_eq!((t.refused_threads, t.lost_events), (1, 4));
+        // The main thread has room of its own; a second main one does not.
+        send(&mut t, 1, 0);
+        send(&mut t, 2, 0);
+        assert_eq!((t.refused_threads, t.lost_events, t.events), (2, 6, 18));
+        assert!(t.get(ThreadKey::new(1, 1)).is_some());
+        // Room made (the main thread counts among the 8): thread 30 stays
+        // left out, not followed from its middle (its lost events were
+        // counted), and a new thread is followed.
+        let mut none = ThinVec::new();
+        let end = Timestamp::from_nanos(300);
+        for tid in [11, 12] {
+            assert!(t.retire(ThreadKey::new(1, tid), end, &mut none).is_some());
+        }
+        send(&mut t, 30, 4);
+        assert_eq!((t.refused_threads, t.lost_events), (2, 8));
+        assert!(t.get(ThreadKey::new(1, 30)).is_none());
+        send(&mut t, 31, 0);
+        assert!(t.get(ThreadKey::new(1, 31)).is_some());
+        send(&mut t, 32, 0);
+        assert_eq!((t.refused_threads, t.lost_events), (3, 10));
+        // A later thread with 30's id is a new thread (its batch 0).
+        let _ = t.retire(ThreadKey::new(1, 31), end, &mut none);
+        send(&mut t, 30, 0);
+        assert!(t.get(ThreadKey::new(1, 30)).is_some());
+        assert_eq!((t.refused_threads, t.lost_events, t.events), (3, 10, 22));
     }
 }

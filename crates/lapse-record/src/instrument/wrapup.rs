@@ -283,6 +283,17 @@ impl Session {
                     self.asm.threads.untraced_threads
                 ));
             }
+            if self.asm.threads.refused_threads + self.os.refused_records > 0 {
+                let why = format!(
+                    "{} thread(s) were not recorded: they began while lapse followed {} threads alive at once, its limit (their events, and {} records the kernel made of threads past it, are lost events; {} raises it, at about 340 bytes of the recorder's memory a thread)",
+                    self.asm.threads.refused_threads,
+                    self.asm.threads.limit(),
+                    self.os.refused_records,
+                    super::threads::ENV_MAX_THREADS,
+                );
+                eprintln!("lapse: warning: {why}");
+                header.notes.push(why);
+            }
             if self.os.lost_records > 0 {
                 header.notes.push(format!(
                     "{} of the lost events are the kernel's records (context switches, forks, exits) that its rings could not hold: some threads' off-CPU time is incomplete",
@@ -300,7 +311,9 @@ impl Session {
         }
         let footer = Footer {
             end,
-            lost_events: self.asm.threads.lost_events + self.os.lost_records,
+            lost_events: self.asm.threads.lost_events
+                + self.os.lost_records
+                + self.os.refused_records,
             discarded_samples: 0,
             target_exit_status: exit_status,
             events: self.out.events,
