@@ -6,7 +6,7 @@
 //!   (probe-cost) time; a call's inclusive values are the clock's advance
 //!   between its enter and its exit.
 //! - A function's inclusive values are taken only from its *outermost* frame
-//!   on the stack (per-function depth counters), which is exactly "each
+//!   on the stack (the stack counts each function's open frames), which is exactly "each
 //!   distinct function once per interval".
 //! - A call's exclusive values are the intervals during which *its own
 //!   frame* is on top, summed in the frame while it is (so under recursion
@@ -99,9 +99,11 @@ pub struct Accumulator {
     pub modules: Vec<ModuleStats>,
     pub threads: Vec<ThreadStats>,
     pub trees: Vec<ThreadTree>,
-    /// Frames of each function currently on the stack of the running thread.
-    fn_depth: Vec<u32>,
+    /// Frames of each module currently on the stack of the running thread.
     mod_depth: Vec<u32>,
+    /// The running thread's stack, kept (empty) for the next thread: it
+    /// counts each function's open frames.
+    stack: CallStack<Frame>,
 }
 
 impl Accumulator {
@@ -120,8 +122,8 @@ impl Accumulator {
             modules: vec![ModuleStats::default(); modules],
             threads: Vec::new(),
             trees: Vec::new(),
-            fn_depth: vec![0; module_of.len()],
             mod_depth: vec![0; modules],
+            stack: CallStack::default(),
         }
     }
 
@@ -227,7 +229,6 @@ struct Sink<'r> {
     /// lengths then stay in registers too.
     functions: &'r mut [FunctionStats],
     modules: &'r mut [ModuleStats],
-    fn_depth: &'r mut [u32],
     mod_depth: &'r mut [u32],
     module_of: &'r [ModuleId],
     window: Option<(Timestamp, Timestamp)>,
@@ -254,6 +255,8 @@ impl<'a> ThreadRun<'a> {
         } else {
             Fine::ZERO
         };
+        // (the last thread's stack, empty: its counts stay allocated)
+        let stack = std::mem::take(&mut acc.stack);
         ThreadRun {
             acc,
             module_of,
@@ -266,7 +269,7 @@ impl<'a> ThreadRun<'a> {
                 last_was_probe: false,
                 inherited: 0,
             },
-            stack: CallStack::default(),
+            stack,
             stats: ThreadStats {
                 pid: thread.pid,
                 tid: thread.tid,
@@ -295,7 +298,6 @@ impl<'a> ThreadRun<'a> {
                 stats: self.stats,
                 functions: &mut acc.functions,
                 modules: &mut acc.modules,
-                fn_depth: &mut acc.fn_depth,
                 mod_depth: &mut acc.mod_depth,
                 module_of: self.module_of,
                 window: self.config.window,
@@ -350,6 +352,7 @@ impl<'a> ThreadRun<'a> {
             let sink = &mut s.sink;
             s.stack.close_all(|frame, how| sink.close(frame, how));
         });
+        self.acc.stack = std::mem::take(&mut self.stack);
         let clock = self.state.clock;
         self.stats.probe_overhead = clock.removed;
         self.stats.time[TimeValue::ElapsedInclusive] = clock.elapsed;
@@ -377,17 +380,14 @@ impl Step<'_> {
         self.sink.advance(self.stack.top_mut(), e.ts, true);
         match e.kind {
             EventKind::Enter => {
-                let frame = self.sink.enter(self.stack.top(), e.function, e.ts);
-                self.stack.push(frame);
+                let parent = self.stack.top().map_or(NodeId::ROOT, |p| p.node);
+                let sink = &mut self.sink;
+                self.stack.push_new(e.function, |open| {
+                    sink.enter(parent, e.function, e.ts, open == 0)
+                });
             }
             EventKind::Exit => {
                 let sink = &mut self.sink;
-                // An exit of a function with no open frame matches nothing:
-                // known without searching the stack.
-                if sink.fn_depth[e.function.0 as usize] == 0 {
-                    sink.stats.unmatched_exits += 1;
-                    return;
-                }
                 match self
                     .stack
                     .exit(e.function, |frame, how| sink.close(frame, how))
@@ -472,9 +472,16 @@ impl Sink<'_> {
         }
     }
 
-    /// A new frame of `function`, entered at `ts` under `parent`.
+    /// A new frame of `function`, entered at `ts` under the call-tree node
+    /// `parent`; `first_of_function`: no frame of the function is open.
     #[inline(always)]
-    fn enter(&mut self, parent: Option<&Frame>, function: FunctionId, ts: Timestamp) -> Frame {
+    fn enter(
+        &mut self,
+        parent: NodeId,
+        function: FunctionId,
+        ts: Timestamp,
+        first_of_function: bool,
+    ) -> Frame {
         let f = function.0 as usize;
         let module = self.module_of[f];
         let mut counted = self.window.is_none_or(|(from, to)| ts >= from && ts <= to);
@@ -482,8 +489,6 @@ impl Sink<'_> {
             self.st.inherited -= 1;
             counted = false;
         }
-        let first_of_function = self.fn_depth[f] == 0;
-        self.fn_depth[f] += 1;
         let first_of_module = self.mod_depth[module.0 as usize] == 0;
         self.mod_depth[module.0 as usize] += 1;
         if counted {
@@ -493,7 +498,6 @@ impl Sink<'_> {
         }
         let node = match &mut self.tree {
             Some(tree) => {
-                let parent = parent.map_or(NodeId::ROOT, |p| p.node);
                 let node = tree.child(parent, FrameKey::Function(function));
                 if counted {
                     tree.weight_mut(node).calls += 1;
@@ -527,7 +531,6 @@ impl Sink<'_> {
         }
         let f = frame.function.0 as usize;
         let m = frame.module.0 as usize;
-        self.fn_depth[f] -= 1;
         self.mod_depth[m] -= 1;
         let clock = self.st.clock;
         let inc_e = clock.elapsed - frame.at_enter.elapsed;

@@ -16,6 +16,13 @@
 //!   ([`Closed::Unwound`]);
 //! - at the thread's end the frames still open are closed innermost first
 //!   ([`Closed::ThreadEnd`]).
+//!
+//! The stack counts the open frames of each function, so an exit or an
+//! unwind of a function with none open is known to match nothing without a
+//! search: a crafted file of a deep stack and many such events costs time
+//! in proportion to its events, not to their product. The counts are kept
+//! (all zero) from one thread to the next: reuse one stack for a file's
+//! threads, so that a function id makes room once, not once a thread.
 
 use lapse_data::FunctionId;
 
@@ -60,18 +67,68 @@ pub enum Exit {
 #[derive(Clone, Debug)]
 pub struct CallStack<F> {
     frames: Vec<F>,
+    /// Open frames of each function, by id (as long as the largest id
+    /// pushed so far).
+    open: Vec<u32>,
 }
 
 impl<F> Default for CallStack<F> {
     fn default() -> Self {
-        CallStack { frames: Vec::new() }
+        CallStack {
+            frames: Vec::new(),
+            open: Vec::new(),
+        }
     }
 }
 
 impl<F: StackFrame> CallStack<F> {
     #[inline(always)]
     pub fn push(&mut self, frame: F) {
-        self.frames.push(frame);
+        let function = frame.function();
+        self.push_new(function, |_| frame);
+    }
+
+    /// Pushes the frame `make` makes for a new call of `function`, told how
+    /// many frames of the function are open below it.
+    #[inline(always)]
+    pub fn push_new(&mut self, function: FunctionId, make: impl FnOnce(u32) -> F) {
+        let i = function.0 as usize;
+        let before = match self.open.get_mut(i) {
+            Some(open) => {
+                let before = *open;
+                *open = before + 1;
+                before
+            }
+            None => self.grow(i),
+        };
+        self.frames.push(make(before));
+    }
+
+    /// Makes room for function `i`, whose first frame this is.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, i: usize) -> u32 {
+        self.open.resize(i + 1, 0);
+        self.open[i] = 1;
+        0
+    }
+
+    /// Takes the top frame off (every frame leaves through here).
+    #[inline(always)]
+    fn take_top(&mut self) -> Option<F> {
+        let f = self.frames.pop()?;
+        let i = f.function().0 as usize;
+        let open = self.open.as_mut_slice();
+        if i < open.len() {
+            open[i] -= 1;
+        }
+        Some(f)
+    }
+
+    /// How many frames of `function` are open.
+    #[inline(always)]
+    pub fn open_frames_of(&self, function: FunctionId) -> u32 {
+        self.open.get(function.0 as usize).copied().unwrap_or(0)
     }
 
     #[inline(always)]
@@ -103,11 +160,17 @@ impl<F: StackFrame> CallStack<F> {
     pub fn exit(&mut self, function: FunctionId, mut close: impl FnMut(F, Closed)) -> Exit {
         match self.frames.last() {
             Some(top) if top.function() == function => {
+                // (counted down by the id in hand, not read back from the
+                // frame taken off: the common case, kept short)
+                if let Some(n) = self.open.get_mut(function.0 as usize) {
+                    *n -= 1;
+                }
                 if let Some(f) = self.frames.pop() {
                     close(f, Closed::Returned);
                 }
                 Exit::Returned
             }
+            _ if self.open_frames_of(function) == 0 => Exit::Unmatched,
             _ => self.exit_below(function, close),
         }
     }
@@ -130,11 +193,11 @@ impl<F: StackFrame> CallStack<F> {
         };
         let skipped = self.frames.len() - pos - 1;
         while self.frames.len() > pos + 1 {
-            if let Some(f) = self.frames.pop() {
+            if let Some(f) = self.take_top() {
                 close(f, Closed::Skipped);
             }
         }
-        if let Some(f) = self.frames.pop() {
+        if let Some(f) = self.take_top() {
             close(f, Closed::Returned);
         }
         if skipped == 0 {
@@ -149,12 +212,15 @@ impl<F: StackFrame> CallStack<F> {
     /// innermost first, so that is normally the top). All close as
     /// [`Closed::Unwound`]; [`Exit::Repaired`] counts the frames above.
     pub fn unwind(&mut self, function: FunctionId, mut close: impl FnMut(F, Closed)) -> Exit {
+        if self.open_frames_of(function) == 0 {
+            return Exit::Unmatched;
+        }
         let Some(pos) = self.frames.iter().rposition(|f| f.function() == function) else {
             return Exit::Unmatched;
         };
         let above = self.frames.len() - pos - 1;
         while self.frames.len() > pos {
-            if let Some(f) = self.frames.pop() {
+            if let Some(f) = self.take_top() {
                 close(f, Closed::Unwound);
             }
         }
@@ -168,14 +234,20 @@ impl<F: StackFrame> CallStack<F> {
     /// Closes the top frame whatever its function (an exit that names none,
     /// as a Chrome trace's `E` without a name); `None` on an empty stack.
     pub fn pop(&mut self) -> Option<F> {
-        self.frames.pop()
+        self.take_top()
     }
 
     /// Closes every open frame, innermost first, as the thread ends.
     pub fn close_all(&mut self, mut close: impl FnMut(F, Closed)) {
-        while let Some(f) = self.frames.pop() {
+        while let Some(f) = self.take_top() {
             close(f, Closed::ThreadEnd);
         }
+    }
+
+    /// Lets every open frame go without closing it (the next thread starts
+    /// on an empty stack).
+    pub fn clear(&mut self) {
+        while self.take_top().is_some() {}
     }
 }
 
@@ -265,5 +337,55 @@ mod tests {
         s.close_all(|g, how| closed.push((g.0, how)));
         assert_eq!(closed, [(2, Closed::ThreadEnd), (1, Closed::ThreadEnd)]);
         assert!(s.is_empty());
+    }
+
+    /// A frame that counts how often the stack asks for its function.
+    struct Looked(FunctionId, std::rc::Rc<std::cell::Cell<u64>>);
+
+    impl StackFrame for Looked {
+        fn function(&self) -> FunctionId {
+            self.1.set(self.1.get() + 1);
+            self.0
+        }
+    }
+
+    #[test]
+    fn an_exit_or_unwind_of_a_function_with_no_open_frame_searches_nothing() {
+        // (a crafted file: a deep stack, then many exits and unwinds of a
+        // function never entered; searched each, that is their product)
+        let looks = std::rc::Rc::new(std::cell::Cell::new(0));
+        let mut s = CallStack::default();
+        for _ in 0..10_000 {
+            s.push(Looked(f(1), looks.clone()));
+        }
+        looks.set(0);
+        for _ in 0..100 {
+            assert_eq!(
+                s.exit(f(2), |_, _| panic!("nothing closes")),
+                Exit::Unmatched
+            );
+            assert_eq!(
+                s.unwind(f(2), |_, _| panic!("nothing closes")),
+                Exit::Unmatched
+            );
+            // (an id past every one pushed so far)
+            assert_eq!(
+                s.exit(f(70_000), |_, _| panic!("nothing closes")),
+                Exit::Unmatched
+            );
+        }
+        // (only the top frame, once an exit)
+        assert!(looks.get() <= 200, "{} frames looked at", looks.get());
+        assert_eq!(s.open_frames_of(f(1)), 10_000);
+        s.push(Looked(f(2), looks.clone()));
+        assert_eq!(s.open_frames_of(f(2)), 1);
+        let mut closed = 0;
+        assert_eq!(s.exit(f(1), |_, _| closed += 1), Exit::Repaired(1));
+        assert_eq!(
+            (closed, s.open_frames_of(f(2)), s.open_frames_of(f(1))),
+            (2, 0, 9_999)
+        );
+        s.clear();
+        assert!(s.is_empty() && s.open_frames_of(f(1)) == 0);
     }
 }

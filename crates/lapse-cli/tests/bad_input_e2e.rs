@@ -386,3 +386,143 @@ fn event_chunks_read_in_the_wrong_layout_are_refused_not_taken_for_calls() {
         "{text}"
     );
 }
+
+/// A well-formed file built to be slow: one thread `n` calls deep in
+/// `deep`, then `n` unwinds and `n` exits of `absent` (a function with no
+/// frame open), then the `n` exits of `deep`.
+fn deep_stack_then_strays(n: u64) -> Vec<u8> {
+    use lapse_data::*;
+    let mut w = DataWriter::new(Vec::new()).unwrap();
+    w.write_record(&Record::Session(SessionHeader {
+        command: vec!["./crafted".into()],
+        start_unix_ns: 0,
+        start: Timestamp::from_nanos(0),
+        clock: "monotonic".into(),
+        host: "h".into(),
+        method: Method::Instrumentation,
+        probe_cost_ns: 0.0,
+        os_events: vec![],
+        sample_event: None,
+        sample_period: None,
+        sample_period_is_time: false,
+        lapse_version: "t".into(),
+        notes: vec![],
+        tsc: None,
+    }))
+    .unwrap();
+    w.write_record(&Record::Module(ModuleInfo {
+        id: ModuleId(0),
+        path: "/crafted".into(),
+        build_id: None,
+    }))
+    .unwrap();
+    let function = |id, name: &str| FunctionInfo {
+        id: FunctionId(id),
+        module: ModuleId(0),
+        address: 0x1000 + u64::from(id) * 16,
+        name: name.into(),
+        source_file: None,
+        line: None,
+    };
+    w.write_record(&Record::Functions(vec![
+        function(0, "deep"),
+        function(1, "absent"),
+    ]))
+    .unwrap();
+    let kinds = [
+        (EventKind::Enter, 0),
+        (EventKind::Unwind, 1),
+        (EventKind::Exit, 1),
+        (EventKind::Exit, 0),
+    ];
+    let mut ts = 0;
+    let mut batch = Vec::with_capacity(16_384);
+    for (kind, f) in kinds {
+        for _ in 0..n {
+            ts += 1;
+            batch.push(Event {
+                ts: Timestamp::from_nanos(ts),
+                kind,
+                function: FunctionId(f),
+            });
+            if batch.len() == batch.capacity() {
+                w.write_events(1, 1, &batch).unwrap();
+                batch.clear();
+            }
+        }
+    }
+    w.write_events(1, 1, &batch).unwrap();
+    w.write_record(&Record::Thread(ThreadInfo {
+        pid: 1,
+        tid: 1,
+        name: "crafted".into(),
+        start: Some(Timestamp::from_nanos(0)),
+        end: Some(Timestamp::from_nanos(ts + 1)),
+    }))
+    .unwrap();
+    w.write_record(&Record::Footer(Footer {
+        events: 4 * n,
+        ..Footer::default()
+    }))
+    .unwrap();
+    w.into_inner()
+}
+
+/// Item 11 ("no input makes lapse hang"): exits and unwinds of a function
+/// with no open frame, under a deep stack, each searched the whole stack in
+/// the report and in the timeline exports: 400,000 of each under 400,000
+/// frames took minutes. Now the stack counts each function's open frames.
+#[test]
+fn strays_under_a_deep_stack_are_dropped_without_a_search() {
+    const N: u64 = 400_000;
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-deep-strays");
+    std::fs::write(dir.join("deep.lapse"), deep_stack_then_strays(N)).unwrap();
+    let info = lapse(&dir, &["info", "deep.lapse"]);
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(info.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("unmatched:   {} exits", 2 * N)),
+        "{text}"
+    );
+    let out = lapse(
+        &dir,
+        &[
+            "report",
+            "deep.lapse",
+            "--view",
+            "functions",
+            "--format",
+            "csv",
+        ],
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deep = table
+        .lines()
+        .find(|l| l.starts_with("deep,"))
+        .unwrap_or_else(|| panic!("no row of deep in {table}"));
+    assert!(deep.contains(&format!(",{N},")), "{deep}");
+    assert!(!table.contains("absent"), "{table}");
+    for format in ["perfetto", "speedscope"] {
+        let out = lapse(
+            &dir,
+            &[
+                "export",
+                "deep.lapse",
+                "--format",
+                format,
+                "-o",
+                "out.trace",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

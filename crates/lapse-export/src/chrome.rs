@@ -113,11 +113,12 @@ fn instrumentation(
             (quote(&f.name), quote(module))
         })
         .collect();
+    let mut nesting = timeline::Nesting::default();
     for t in timeline::threads(file) {
         let thread = t.key();
         let ThreadKey { pid, tid } = thread;
         let mut line = String::with_capacity(128);
-        let walked = timeline::walk(file, &t, false, timing, |at, step| {
+        let walked = timeline::walk(file, &t, &mut nesting, false, timing, |at, step| {
             let (ph, f) = match step {
                 Step::Open(f) => ("B", f),
                 Step::Close(f) => ("E", f),

@@ -105,6 +105,7 @@ fn instrumentation(
     doc: &mut Document<'_>,
 ) -> io::Result<()> {
     let threads = timeline::threads(file);
+    let mut nesting = timeline::Nesting::default();
     for (header, i) in headers(file, &threads) {
         let t = &threads[i];
         let mut thread = doc.thread(header)?;
@@ -142,21 +143,28 @@ fn instrumentation(
             cpu_before = at.application_ns;
             Ok(())
         };
-        let walked = timeline::walk(file, t, true, timing, |at, step| -> io::Result<()> {
-            interval(doc, &mut thread, &stack, at)?;
-            match step {
-                Step::Open(f) => {
-                    let parent = stack.last().map(|s| s.1);
-                    let fr = frame(doc, &mut thread, &mut frames, file, FrameKey::Function(f));
-                    stack.push((f, thread.stack(parent, fr)));
+        let walked = timeline::walk(
+            file,
+            t,
+            &mut nesting,
+            true,
+            timing,
+            |at, step| -> io::Result<()> {
+                interval(doc, &mut thread, &stack, at)?;
+                match step {
+                    Step::Open(f) => {
+                        let parent = stack.last().map(|s| s.1);
+                        let fr = frame(doc, &mut thread, &mut frames, file, FrameKey::Function(f));
+                        stack.push((f, thread.stack(parent, fr)));
+                    }
+                    Step::Close(_) => {
+                        stack.pop();
+                    }
+                    Step::End => {}
                 }
-                Step::Close(_) => {
-                    stack.pop();
-                }
-                Step::End => {}
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         let markers: Vec<(ProfileNs, ProfileNs)> = walked
             .off_cpu
             .iter()

@@ -242,21 +242,29 @@ fn instrumentation(
             )
         })
         .collect();
+    let mut nesting = timeline::Nesting::default();
     for t in timeline::threads(file) {
         let track = tracks.thread(t.key());
-        let walked = timeline::walk(file, &t, true, timing, |at, step| -> io::Result<()> {
-            let ts = at.at.since(origin);
-            match step {
-                Step::Open(f) => w.event(
-                    ts,
-                    track,
-                    TYPE_SLICE_BEGIN,
-                    names.get(f.0 as usize).copied(),
-                ),
-                Step::Close(_) => w.event(ts, track, TYPE_SLICE_END, None),
-                Step::End => Ok(()),
-            }
-        })?;
+        let walked = timeline::walk(
+            file,
+            &t,
+            &mut nesting,
+            true,
+            timing,
+            |at, step| -> io::Result<()> {
+                let ts = at.at.since(origin);
+                match step {
+                    Step::Open(f) => w.event(
+                        ts,
+                        track,
+                        TYPE_SLICE_BEGIN,
+                        names.get(f.0 as usize).copied(),
+                    ),
+                    Step::Close(_) => w.event(ts, track, TYPE_SLICE_END, None),
+                    Step::End => Ok(()),
+                }
+            },
+        )?;
         let off = tracks.off_cpu(t.key());
         for (from, to) in walked.off_cpu {
             w.event(

@@ -87,6 +87,7 @@ fn instrumentation(
     out.write_all(head.as_bytes()).map_err(w)?;
     let origin = timeline::origin(file);
     let mut first_profile = true;
+    let mut nesting = timeline::Nesting::default();
     for t in timeline::threads(file) {
         let start = t.start.map_or(0, |s| s.since(origin));
         if !first_profile {
@@ -100,7 +101,7 @@ fn instrumentation(
         )
         .map_err(w)?;
         let mut first = true;
-        let walked = timeline::walk(file, &t, true, timing, |at, step| {
+        let walked = timeline::walk(file, &t, &mut nesting, true, timing, |at, step| {
             let (kind, f) = match step {
                 Step::Open(f) => ("O", f),
                 Step::Close(f) => ("C", f),

@@ -185,19 +185,24 @@ pub fn origin(file: &DataFile) -> Timestamp {
         .unwrap_or(file.session.start)
 }
 
+/// The call stack [`walk`] follows a thread with: one for all the threads
+/// of an export (it keeps a count of open frames by function id, made once).
+pub type Nesting = CallStack<FunctionId>;
+
 /// Walks the calls of `thread` in time order, calling `f` for every open
 /// and close, then for the thread's end. Calls still open at the end are
 /// closed at the thread's end only when `close_open` is set; either way
-/// they are listed in the result.
+/// they are listed in the result, and `stack` is left empty.
 pub fn walk<E>(
     file: &DataFile,
     thread: &ThreadInfo,
+    stack: &mut Nesting,
     close_open: bool,
     timing: Timing,
     mut f: impl FnMut(Moment, Step) -> Result<(), E>,
 ) -> Result<Walked, E> {
     let known = file.functions.len();
-    let mut stack: CallStack<FunctionId> = CallStack::default();
+    stack.clear();
     let mut clock = Clock::new(file, thread, timing);
     let mut last: Option<Timestamp> = None;
     let mut bad_chunks = 0;
@@ -273,6 +278,7 @@ pub fn walk<E>(
             std::mem::replace(&mut result, Ok(()))?;
         }
     }
+    stack.clear();
     if let Some(m) = end_moment {
         f(m, Step::End)?;
     }

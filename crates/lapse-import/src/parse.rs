@@ -373,12 +373,14 @@ pub fn import_reader(reader: impl Read, name: &str) -> Result<Imported, ImportEr
     let mut os_events = Vec::new();
     let mut unmatched_ends = 0u64;
     let mut first_ts = u64::MAX;
+    // The analysis' own stack repair: an end that skips frames closes them
+    // first (as explicit exits), an end of nothing is dropped. (One stack
+    // for all threads: its count of open frames by function is made once.)
+    let mut stack: CallStack<FunctionId> = CallStack::default();
     for key in keys {
         let mut pending = per_thread.remove(&key).unwrap_or_default();
         pending.sort_unstable_by_key(|p| (p.ts, p.order));
-        // The analysis' own stack repair: an end that skips frames closes
-        // them first (as explicit exits), an end of nothing is dropped.
-        let mut stack: CallStack<FunctionId> = CallStack::default();
+        stack.clear();
         // Open frames per event name: a named end of a name with none open
         // matches nothing, known without searching the stack.
         let mut open_names: HashMap<u32, u32> = HashMap::new();

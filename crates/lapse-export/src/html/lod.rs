@@ -244,7 +244,12 @@ pub(crate) fn instrumented(
     // (parent, function) -> child saves most of the searches.
     let mut recent = vec![(u32::MAX, FunctionId(0), 0u32); 4096];
     let mut prev = start;
-    let walked = timeline::walk(file, thread, true, timing, |moment, step| {
+    // (one stack for all the threads a worker walks: see `timeline::Nesting`)
+    thread_local! {
+        static NESTING: std::cell::RefCell<timeline::Nesting> = Default::default();
+    }
+    let mut nesting = NESTING.take();
+    let walked = timeline::walk(file, thread, &mut nesting, true, timing, |moment, step| {
         let at = moment.at.as_nanos();
         let top = *stack.last().unwrap_or(&0);
         buckets.span(prev, at, row_of.get(top as usize).copied().unwrap_or(0));
@@ -268,6 +273,7 @@ pub(crate) fn instrumented(
         }
         Ok::<(), Infallible>(())
     });
+    NESTING.set(nesting);
     let walked = match walked {
         Ok(w) => w,
         Err(e) => match e {},
