@@ -242,11 +242,10 @@ fn a_target_that_cannot_run_is_refused_before_anything_is_written() {
     }
 }
 
-/// A small instrumentation recording with a tick calibration (1 tick = 1 ns).
-fn recording() -> Vec<u8> {
+/// The session record of an instrumentation recording of `./app`.
+fn header(tsc: Option<lapse_data::TscCalibration>) -> lapse_data::SessionHeader {
     use lapse_data::*;
-    let mut w = DataWriter::new(Vec::new()).unwrap();
-    w.write_record(&Record::Session(SessionHeader {
+    SessionHeader {
         command: vec!["./app".into()],
         start_unix_ns: 0,
         start: Timestamp::from_nanos(0),
@@ -260,13 +259,20 @@ fn recording() -> Vec<u8> {
         sample_period_is_time: false,
         lapse_version: "t".into(),
         notes: vec![],
-        tsc: Some(TscCalibration {
-            ticks_per_sec: 1e9,
-            ref_ticks: 0,
-            ref_ns: 0,
-        }),
-    }))
-    .unwrap();
+        tsc,
+    }
+}
+
+/// A small instrumentation recording with a tick calibration (1 tick = 1 ns).
+fn recording() -> Vec<u8> {
+    use lapse_data::*;
+    let mut w = DataWriter::new(Vec::new()).unwrap();
+    let tsc = TscCalibration {
+        ticks_per_sec: 1e9,
+        ref_ticks: 0,
+        ref_ns: 0,
+    };
+    w.write_record(&Record::Session(header(Some(tsc)))).unwrap();
     w.write_record(&Record::Footer(Footer::default())).unwrap();
     w.into_inner()
 }
@@ -393,23 +399,7 @@ fn event_chunks_read_in_the_wrong_layout_are_refused_not_taken_for_calls() {
 fn deep_stack_then_strays(n: u64) -> Vec<u8> {
     use lapse_data::*;
     let mut w = DataWriter::new(Vec::new()).unwrap();
-    w.write_record(&Record::Session(SessionHeader {
-        command: vec!["./crafted".into()],
-        start_unix_ns: 0,
-        start: Timestamp::from_nanos(0),
-        clock: "monotonic".into(),
-        host: "h".into(),
-        method: Method::Instrumentation,
-        probe_cost_ns: 0.0,
-        os_events: vec![],
-        sample_event: None,
-        sample_period: None,
-        sample_period_is_time: false,
-        lapse_version: "t".into(),
-        notes: vec![],
-        tsc: None,
-    }))
-    .unwrap();
+    w.write_record(&Record::Session(header(None))).unwrap();
     w.write_record(&Record::Module(ModuleInfo {
         id: ModuleId(0),
         path: "/crafted".into(),

@@ -363,8 +363,23 @@ fn recorder_peak_mib(info: &str) -> f64 {
         .unwrap_or_else(|| panic!("no recorder peak memory note in: {info}"))
 }
 
-/// Held by the two tests that run thousands of threads.
+/// Held by the tests that run hundreds or thousands of threads.
 static THOUSANDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The program of bench/instrument/threads.sh (`n` threads alive at once,
+/// each making calls before and after a barrier they all wait at), built
+/// and run natively; `None` means skip.
+fn threads_at_once(name: &str, n: &str) -> Option<(Run, Output)> {
+    let run = build(name, include_str!("../../../bench/instrument/threads.c"))?;
+    let native = run.native(&[n]);
+    assert_eq!(
+        native.status.code(),
+        Some(0),
+        "natively: {}",
+        stderr(&native)
+    );
+    Some((run, native))
+}
 
 #[test]
 fn five_thousand_threads_at_once_run_as_natively_and_the_recorder_stays_small() {
@@ -376,20 +391,9 @@ fn five_thousand_threads_at_once_run_as_natively_and_the_recorder_stays_small() 
     // 2,000 short threads took 19 s (0.1 s natively), 5,000 ran for minutes,
     // and the recorder grew with the thread count (8 KiB per thread alone
     // for an address cache).
-    // (the program of bench/instrument/threads.sh: N threads alive at once)
-    let Some(run) = build(
-        "threads5000",
-        include_str!("../../../bench/instrument/threads.c"),
-    ) else {
+    let Some((run, native)) = threads_at_once("threads5000", "5000") else {
         return;
     };
-    let native = run.native(&["5000"]);
-    assert_eq!(
-        native.status.code(),
-        Some(0),
-        "natively: {}",
-        stderr(&native)
-    );
     // The same program with 50 threads first: what the recorder needs
     // whatever the thread count (its own code, the symbol and line tables
     // it reads to name the program's and the C library's functions).
@@ -432,19 +436,9 @@ fn threads_past_the_recorders_limit_are_left_out_whole_and_counted_as_lost() {
     // count as lost, and the program runs as it does natively. 600 threads
     // alive at once (each 11 calls: body, then work 10 times) against a
     // limit of 50.
-    let Some(run) = build(
-        "threads_past_limit",
-        include_str!("../../../bench/instrument/threads.c"),
-    ) else {
+    let Some((run, native)) = threads_at_once("threads_past_limit", "600") else {
         return;
     };
-    let native = run.native(&["600"]);
-    assert_eq!(
-        native.status.code(),
-        Some(0),
-        "natively: {}",
-        stderr(&native)
-    );
     let Some(out) = run.record_with(&[("LAPSE_MAX_THREADS", "50")], &[], &["600"]) else {
         return;
     };
@@ -462,13 +456,15 @@ fn threads_past_the_recorders_limit_are_left_out_whole_and_counted_as_lost() {
     // Every worker is either recorded whole or left out whole. (Threads
     // that ended half a second before another's first events arrive are
     // let go and make room, so the split is not exactly 50 / 550 on a busy
-    // machine.) The main thread sends its events last, at its exit, and is
-    // followed still: main threads have room of their own.
+    // machine.) The main thread usually sends its events last, at its exit,
+    // and is followed still: main threads have room of their own past the
+    // limit. (On a busy machine its first buffer can go out earlier, on
+    // its timer, and take one of the 50.)
     assert_eq!(r.calls_of("main"), 1);
     assert_eq!(body + refused, 600, "{body} recorded, {refused} left out");
     assert_eq!(work, 10 * body);
     assert!(
-        (1..=550).contains(&refused) && body >= 49,
+        refused >= 1 && body >= 49,
         "{body} recorded, {refused} left out with a limit of 50"
     );
     assert!(
