@@ -350,6 +350,21 @@ impl AddressBook {
         }
     }
 
+    /// Process `pid` ended and all it sent has been read: its address spaces
+    /// go (a process's mappings take about a kilobyte; a run of tens of
+    /// thousands of short processes kept them all). A later process with
+    /// the same id starts afresh, not on top of the old one's mappings.
+    pub fn forget(&mut self, pid: u32) {
+        for gen in 0..=self.latest_gen(pid) {
+            self.spaces.remove(&(pid, gen));
+        }
+        self.latest.remove(&pid);
+        self.exec_times.remove(&pid);
+        if self.spaces.capacity() > 4 * self.spaces.len().max(64) {
+            self.spaces.shrink_to_fit();
+        }
+    }
+
     /// A new image replaced the process at `time`: later mappings belong to a
     /// new generation.
     pub fn exec(&mut self, pid: u32, time: Timestamp) {
@@ -544,5 +559,35 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(book.functions()[a.0 as usize].1, 0x40);
+    }
+
+    #[test]
+    fn an_ended_process_leaves_no_mappings_behind() {
+        // Tens of thousands of short processes, each forked with its
+        // parent's mappings: the book keeps only those alive.
+        let mut book = AddressBook::resume(&[], &[], &[]);
+        map(&mut book, "[a]", 0x1000_0000, 100);
+        for child in 2..10_002 {
+            book.fork(1, child);
+            book.forget(child);
+        }
+        assert_eq!(book.spaces.len(), 1);
+        // A later process with a used id has its own parent's mappings only.
+        book.add_mapping(NewMapping {
+            pid: 7,
+            start: 0x2000_0000,
+            len: 0x1000,
+            pgoff: 0,
+            path: "[b]",
+            build_id: None,
+            time: Timestamp::from_nanos(200),
+        });
+        book.fork(1, 7);
+        book.forget(7);
+        book.fork(1, 7);
+        let (f, _) = book.resolve(7, 0, 0x2000_0040, Timestamp::from_nanos(300));
+        let module = book.functions()[f.0 as usize].0;
+        assert_ne!(book.modules[module.0 as usize].path, "[b]");
+        assert_eq!(book.spaces.len(), 2);
     }
 }

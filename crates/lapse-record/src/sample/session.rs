@@ -14,7 +14,7 @@
 //! until the kernel's switch-in record for the thread, and the two make an
 //! off-CPU period ([`OffCpuPeriod`]) written beside the samples.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Write};
 
 use lapse_data::{
@@ -40,6 +40,11 @@ pub(crate) const TRUNCATED: &str = "[truncated]";
 /// `--call-graph fp`: warn when more than half of at least this many
 /// stacks have a single frame.
 const SHORT_STACKS_MIN: u64 = 50;
+/// A thread that ended this long before the latest record seen is written
+/// out and let go (records from other CPUs' rings are ordered within
+/// milliseconds): the session's memory follows the threads alive, not all
+/// the threads a long run ever had.
+const RETIRE_AFTER_NS: u64 = 500_000_000;
 
 /// A thread switched out and not back in yet (`--off-cpu`).
 #[derive(Clone, Copy, Debug)]
@@ -65,6 +70,12 @@ pub(crate) struct SampleSession<W: Write> {
     targets: HashSet<u32>,
     processes: HashMap<u32, ProcessInfo>,
     threads: HashMap<ThreadKey, ThreadInfo>,
+    /// Threads ended, in the order of their ends, to let go (a process
+    /// with its main thread).
+    ended: VecDeque<(Timestamp, ThreadKey)>,
+    /// The processes lapse launched or attached to (kept to the end: their
+    /// exit status goes into their record).
+    roots: HashSet<u32>,
     pending: Vec<Sample>,
     addresses: Vec<u64>,
     frame_ids: Vec<FrameId>,
@@ -114,6 +125,8 @@ impl<W: Write> SampleSession<W> {
             targets: HashSet::new(),
             processes: HashMap::new(),
             threads: HashMap::new(),
+            ended: VecDeque::new(),
+            roots: HashSet::new(),
             pending: Vec::new(),
             addresses: Vec::new(),
             frame_ids: Vec::new(),
@@ -155,6 +168,7 @@ impl<W: Write> SampleSession<W> {
         start: Timestamp,
     ) -> io::Result<()> {
         self.targets.insert(pid);
+        self.roots.insert(pid);
         let p = ProcessInfo {
             pid,
             ppid: None,
@@ -255,14 +269,21 @@ impl<W: Write> SampleSession<W> {
                 let time = Timestamp::from_nanos(time);
                 let thread = ThreadKey::new(pid, tid);
                 self.switched_out.remove(&thread);
+                let mut known = false;
                 if let Some(t) = self.threads.get_mut(&thread) {
                     t.end = Some(time);
+                    known = true;
                 }
                 if pid == tid {
                     if let Some(p) = self.processes.get_mut(&pid) {
                         p.end = Some(time);
+                        known = true;
                     }
                 }
+                if known {
+                    self.ended.push_back((time, thread));
+                }
+                self.last_time = self.last_time.max(time);
             }
             PerfRecord::Comm {
                 pid,
@@ -526,7 +547,49 @@ impl<W: Write> SampleSession<W> {
     /// Writes everything buffered; call at least every 100 ms.
     pub(crate) fn flush(&mut self) -> io::Result<()> {
         self.write_pending()?;
+        self.retire_ended_threads()?;
         self.writer.flush()
+    }
+
+    /// Writes the records of threads and processes that ended a while ago
+    /// and lets them go (a sample of a thread after that starts it again:
+    /// the reader merges the two records into one thread).
+    fn retire_ended_threads(&mut self) -> io::Result<()> {
+        let before = self.last_time.as_nanos().saturating_sub(RETIRE_AFTER_NS);
+        while let Some(&(end, key)) = self.ended.front() {
+            if end.as_nanos() > before {
+                break;
+            }
+            self.ended.pop_front();
+            // (still ended then: not a later thread with the same id)
+            if self.threads.get(&key).is_some_and(|t| t.end == Some(end)) {
+                if let Some(t) = self.threads.remove(&key) {
+                    self.writer.write_record(&Record::Thread(t))?;
+                }
+            }
+            let pid = key.pid;
+            let gone = self.processes.get(&pid).is_some_and(|p| p.end == Some(end));
+            if key.tid == pid && gone && !self.roots.contains(&pid) {
+                if let Some(p) = self.processes.remove(&pid) {
+                    self.writer.write_record(&Record::Process(p))?;
+                }
+                self.spaces.forget(pid);
+                self.targets.remove(&pid);
+            }
+        }
+        if self.threads.capacity() > 4 * self.threads.len().max(256) {
+            self.threads.shrink_to_fit(); // (after a storm of threads)
+        }
+        if self.processes.capacity() > 4 * self.processes.len().max(64) {
+            self.processes.shrink_to_fit();
+        }
+        Ok(())
+    }
+
+    /// Threads, processes and address spaces kept in memory.
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> (usize, usize, usize) {
+        (self.threads.len(), self.processes.len(), self.spaces.len())
     }
 
     /// Ends the file: final process and thread records, the symbolized frame

@@ -338,6 +338,20 @@ impl AddressSpaces {
         }
     }
 
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.processes.len()
+    }
+
+    /// `pid` ended: its mappings and unwinder go (a process's unwinder
+    /// keeps a cache of about 16 KiB).
+    pub(crate) fn forget(&mut self, pid: u32) {
+        self.processes.remove(&pid);
+        if self.processes.capacity() > 4 * self.processes.len().max(64) {
+            self.processes.shrink_to_fit();
+        }
+    }
+
     /// `pid` called exec: the old image is gone, the new one's mmaps follow.
     pub(crate) fn exec(&mut self, pid: u32) {
         self.processes.insert(pid, ProcessSpace::default());
