@@ -775,6 +775,7 @@ impl Session {
         self.announce_new()?;
         self.release_ended_arenas()?;
         self.retire_ended_threads()?;
+        self.retire_ended_processes()?;
         self.flushes += 1;
         if self.flushes.is_multiple_of(10) {
             super::wrapup::release_free_memory(); // about once a second

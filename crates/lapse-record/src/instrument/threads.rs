@@ -397,6 +397,12 @@ impl Threads {
                 .sum::<u64>()
     }
 
+    /// Process `pid` is gone and all its threads were let go.
+    pub fn forget_process(&mut self, pid: u32) {
+        self.gens.remove(&pid);
+        self.caches.remove(&pid);
+    }
+
     /// From now on, events of `pid` come from image generation `gen`.
     pub fn set_gen(&mut self, pid: u32, gen: u32) {
         self.gens.insert(pid, gen);

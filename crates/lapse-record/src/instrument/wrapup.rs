@@ -4,13 +4,15 @@
 //! give up their streams, and the end completes the tables and writes the
 //! footer.
 
+use std::collections::HashSet;
+
 use lapse_data::{
     Footer, Method, OsEventBlock, ProcessInfo, Record, ThreadInfo, ThreadKey, Timestamp,
 };
 
 use super::assemble::program_name;
 use super::functions::function_table;
-use super::os::ThreadLife;
+use super::os::{ProcessLife, ThreadLife};
 use super::session::{Session, RETIRE_AFTER};
 use super::stalls::HeldOsEvent;
 use crate::linux::clock;
@@ -166,6 +168,89 @@ impl Session {
         Ok(())
     }
 
+    /// Processes that ended a while ago, once every thread of theirs has
+    /// been let go and nothing of theirs is left to read, are written out
+    /// and forgotten: the recorder's memory follows the processes alive, not
+    /// every process a long run had (about 430 bytes each were kept). The
+    /// process lapse started stays, for its exit status at the end.
+    pub(super) fn retire_ended_processes(&mut self) -> Result<(), RecordError> {
+        let now = clock::monotonic_now();
+        let after = RETIRE_AFTER.as_nanos() as u64;
+        let root = self.root;
+        let ended: Vec<u32> = self
+            .os
+            .processes
+            .iter()
+            .filter(|&(&pid, p)| pid != root && p.end.is_some_and(|e| now.since(e) > after))
+            .map(|(&pid, _)| pid)
+            .collect();
+        if ended.is_empty() {
+            return Ok(());
+        }
+        // (one pass over what is alive, not one per process)
+        let mut busy: HashSet<u32> = self.asm.threads.streams().map(|(k, _)| k.pid).collect();
+        busy.extend(self.os.threads().map(|(k, _)| k.pid));
+        busy.extend(self.arenas.keys().map(|&(_, pid)| pid));
+        // (a connection still has datagrams queued: fork children share
+        // their parent's, which stays open while it lives)
+        let unread = self
+            .conns
+            .iter()
+            .filter(|(c, closed)| !c.drained && !*closed);
+        busy.extend(unread.flat_map(|(c, _)| c.pids.iter().copied()));
+        for pid in ended.into_iter().filter(|pid| !busy.contains(pid)) {
+            let life = self.os.processes.remove(&pid).unwrap_or_default();
+            let info = self.process_record(pid, life, None, None);
+            if self.inherit {
+                self.out.record(&Record::Process(info))?;
+            }
+            self.announced_procs.remove(&pid);
+            self.asm.threads.forget_process(pid);
+            self.asm.book.forget(pid);
+            for (c, _) in &mut self.conns {
+                c.pids.retain(|&p| p != pid);
+            }
+        }
+        Ok(())
+    }
+
+    /// Process `pid`'s record, from what its runtime said (taken from the
+    /// assembler) and what the kernel saw over it, ending with the latest of
+    /// `threads_end` and its threads let go; the tables forget it.
+    fn process_record(
+        &mut self,
+        pid: u32,
+        life: ProcessLife,
+        threads_end: Option<Timestamp>,
+        exit_status: Option<i32>,
+    ) -> ProcessInfo {
+        let p = self.asm.procs.remove(&pid).unwrap_or_default();
+        let retired_end = self.retired_end.remove(&pid);
+        let end = threads_end
+            .into_iter()
+            .chain(retired_end)
+            .max()
+            .or(life.end);
+        // What the runtime said, then what the kernel saw over it.
+        let mut info = ProcessInfo {
+            pid,
+            ppid: p.ppid,
+            command: p.command,
+            start: p.start,
+            end,
+            exit_status,
+        };
+        info.merge(ProcessInfo {
+            pid,
+            ppid: life.ppid,
+            command: Vec::new(),
+            start: life.start,
+            end: None,
+            exit_status: None,
+        });
+        info
+    }
+
     /// Whether everything thread `key` sent has been read: no buffer of it
     /// in its process's arenas, and nothing queued on its connections.
     fn all_in(&self, key: ThreadKey) -> bool {
@@ -227,32 +312,9 @@ impl Session {
                 };
                 threads.push(self.thread_record(key, t, Some(end_ts)));
             }
-            let p = self.asm.procs.remove(&pid).unwrap_or_default();
-            let retired_end = self.retired_end.get(&pid).copied();
-            let proc_end = threads
-                .iter()
-                .filter_map(|t| t.end)
-                .chain(retired_end)
-                .max()
-                .or(life.end);
-            let is_root = pid == self.root;
-            // What the runtime said, then what the kernel saw over it.
-            let mut info = ProcessInfo {
-                pid,
-                ppid: p.ppid,
-                command: p.command.clone(),
-                start: p.start,
-                end: proc_end,
-                exit_status: if is_root { exit_status } else { None },
-            };
-            info.merge(ProcessInfo {
-                pid,
-                ppid: life.ppid,
-                command: Vec::new(),
-                start: life.start,
-                end: None,
-                exit_status: None,
-            });
+            let threads_end = threads.iter().filter_map(|t| t.end).max();
+            let status = if pid == self.root { exit_status } else { None };
+            let info = self.process_record(pid, life, threads_end, status);
             self.out.record(&Record::Process(info))?;
             for t in threads {
                 self.out.record(&Record::Thread(t))?;
