@@ -443,30 +443,21 @@ fn threads_and_processes_that_ended_are_written_out_and_let_go() {
     // one with its start and end.
     const N: u32 = 5_000;
     const P: u32 = 2_000;
-    let dir = std::env::temp_dir().join(format!("lapse-sample-retire-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("s.lapse");
-    let file = std::fs::File::create(&path).expect("create");
     let layout = SampleLayout {
         callchain: false,
         user_state: true,
         id: false,
     };
-    let mut session = SampleSession::new(file, header(), layout, SampleIdLayout::new(SAMPLE_TYPE))
-        .expect("write");
+    let (mut session, dir) = own_code_session("sample-retire", layout, SAMPLE_TYPE);
+    let path = dir.join("s.lapse");
     let pid = 100;
-    let t0 = Timestamp::from_nanos(10);
     session
-        .add_target(pid, vec!["prog".into()], t0)
+        .add_thread(
+            ThreadKey::new(pid, pid),
+            "prog".into(),
+            Timestamp::from_nanos(10),
+        )
         .expect("write");
-    session
-        .add_thread(ThreadKey::new(pid, pid), "prog".into(), t0)
-        .expect("write");
-    for m in proc_scan::executable_mappings(std::process::id()) {
-        session
-            .add_mapping(pid, m.start, m.end - m.start, m.offset, &m.path, t0)
-            .expect("write");
-    }
     let ms = 1_000_000;
     for i in 0..N + P {
         // (threads of the target, then processes it forks)
