@@ -98,6 +98,20 @@ impl Run {
     fn report(&self) -> Report {
         report_of(&self.dir, &self.data())
     }
+
+    /// The runtime's events lost: the file's lost events less the kernel's
+    /// context-switch records its rings could not hold (on a busy machine
+    /// the recorder can fall that far behind; those cost off-CPU detail,
+    /// never a call).
+    fn events_lost(&self, r: &Report) -> u64 {
+        let info = info(self);
+        let kernel: u64 = info
+            .lines()
+            .find_map(|l| l.split_once(" of the lost events are the kernel's records"))
+            .and_then(|(before, _)| before.split_whitespace().last()?.parse().ok())
+            .unwrap_or(0);
+        r.lost() - kernel
+    }
 }
 
 /// `lapse report --view functions --format json` of a recording.
@@ -196,7 +210,7 @@ int main(void) {
     assert_eq!(r.calls_of("work"), 10_000_000);
     assert_eq!(r.calls_of("on_prof"), handled, "every handler run");
     assert_eq!(r.calls_of("in_handler"), handled * 2000);
-    assert_eq!(r.lost(), 0, "nothing was lost");
+    assert_eq!(run.events_lost(&r), 0, "nothing was lost");
 }
 
 #[test]
@@ -240,12 +254,12 @@ int main(void) {
     assert_eq!(r.calls_of("in_handler"), jumps * 3000);
     // A jump abandons at most one probe (a hole, lost) and at most one call
     // of work that had started but was not counted by the program.
-    assert!(r.lost() <= jumps, "lost {} > jumps {jumps}", r.lost());
+    let lost = run.events_lost(&r);
+    assert!(lost <= jumps, "lost {lost} > jumps {jumps}");
     let work = r.calls_of("work");
     assert!(
-        work + r.lost() >= done && work <= done + jumps,
-        "work entered {work} times, done {done}, jumps {jumps}, lost {}",
-        r.lost()
+        work + lost >= done && work <= done + jumps,
+        "work entered {work} times, done {done}, jumps {jumps}, lost {lost}"
     );
 }
 
@@ -269,7 +283,7 @@ fn record_matches_native(run: &Run, key: &str, calls: u64) {
     let r = run.report();
     assert_eq!(r.calls_of("work"), calls);
     assert_eq!(r.calls_of("main"), 1);
-    assert_eq!(r.lost(), 0);
+    assert_eq!(run.events_lost(&r), 0);
     assert!(
         !run.dir.join("out.lapse.spill").exists(),
         "the events reached the recorder"
@@ -410,7 +424,7 @@ fn five_thousand_threads_at_once_run_as_natively_and_the_recorder_stays_small() 
     let r = run.report();
     assert_eq!(r.calls_of("work"), 50_000);
     assert_eq!(r.calls_of("body"), 5_000);
-    assert_eq!(r.lost(), 0);
+    assert_eq!(run.events_lost(&r), 0);
     let info = info(&run);
     assert!(info.contains("threads:     5001"), "{info}");
     // 100 times the threads may not make the recorder grow by more than
@@ -525,7 +539,7 @@ fn thousands_of_short_processes_in_turn_are_recorded_whole_and_let_go() {
     assert_eq!(r.calls_of("main"), 1);
     assert_eq!(r.calls_of("child"), 8_000);
     assert_eq!(r.calls_of("work"), 800_000);
-    assert_eq!(r.lost(), 0);
+    assert_eq!(run.events_lost(&r), 0);
     let info = info(&run);
     assert!(info.contains("processes:   8001"), "{info}");
     // Every child's record: its command (inherited), its parent, its end.
@@ -622,7 +636,7 @@ int main(int argc, char **argv) {
         let r = run.report();
         assert_eq!(r.calls_of("work"), threads * 10);
         assert_eq!(r.calls_of("body"), threads);
-        assert_eq!(r.lost(), 0);
+        assert_eq!(run.events_lost(&r), 0);
         let peak = recorder_peak_mib(&info(&run));
         assert!(
             peak <= 64.0,
