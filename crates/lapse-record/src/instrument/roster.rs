@@ -122,6 +122,10 @@ impl<T> Roster<T> {
             .shrink_to(records.len(), |&i| hasher.hash_one(records[i as usize].0));
     }
 
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
     pub fn len(&self) -> usize {
         self.records.len()
     }

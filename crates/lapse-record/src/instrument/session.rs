@@ -709,15 +709,7 @@ impl Session {
         if done.is_empty() {
             return Ok(());
         }
-        self.salvage(|k| done.contains(k))?;
-        // (nothing more of these processes can come: their events are all
-        // resolved, so their mappings go)
-        for &(_, pid) in &done {
-            if !self.arenas.keys().any(|&(_, p)| p == pid) {
-                self.asm.book.forget(pid);
-            }
-        }
-        Ok(())
+        self.salvage(|k| done.contains(k))
     }
 
     fn note_pid(&mut self, conn: usize, pid: u32) {

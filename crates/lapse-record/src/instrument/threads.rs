@@ -342,19 +342,22 @@ impl Threads {
             if first_index == 0 {
                 self.refused.set(key.tid, false);
             }
-            let full = key.pid != key.tid && self.streams.len() >= self.limit;
-            if full || self.refused.has(key.tid) {
-                self.refused_threads += u64::from(!self.refused.has(key.tid));
-                self.refused.set(key.tid, true);
+            let refused = self.refused.has(key.tid);
+            // (main threads have the roster's room past the limit)
+            let room = if key.pid == key.tid {
+                self.streams.limit()
+            } else {
+                self.limit
+            };
+            if refused || self.streams.len() >= room {
+                if !refused {
+                    self.refused_threads += 1;
+                    self.refused.set(key.tid, true);
+                }
                 return None;
             }
         }
-        let s = self.streams.get_or_insert_with(key, ThreadStream::new);
-        if s.is_none() {
-            self.refused_threads += 1;
-            self.refused.set(key.tid, true);
-        }
-        s
+        self.streams.get_or_insert_with(key, ThreadStream::new)
     }
 
     pub fn streams_mut(&mut self) -> impl Iterator<Item = (ThreadKey, &mut ThreadStream)> {
