@@ -14,6 +14,18 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// Notes the signal dispositions and mask lapse inherited before Rust's
+/// runtime ignores SIGPIPE (it does so before `main`, after `.init_array`):
+/// the target gets what lapse got, so `lapse record -- prog | head` ends
+/// `prog` by SIGPIPE as it would end without lapse.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_INHERITED_SIGNALS: extern "C" fn() = note_inherited_signals;
+
+extern "C" fn note_inherited_signals() {
+    lapse_record::linux::launch::note_inherited_signals();
+}
+
 fn main() -> ExitCode {
     let args = match cli::Cli::try_parse() {
         Ok(a) => a,

@@ -752,3 +752,98 @@ int main(void) {
     assert_eq!(r.0["session"]["complete"], true);
     assert!(r.calls_of("work") > 0);
 }
+
+/// `lapse record` as started by a parent that ignores `ignore` and blocks
+/// `block` (both may be 0), with stdout piped to a reader that closes it
+/// after `keep` bytes; the recorder's exit status and what the target said
+/// on stderr.
+fn record_under_parent(
+    run: &Run,
+    method: &str,
+    args: &[&str],
+    ignore: i32,
+    block: i32,
+    keep: usize,
+) -> Option<(Option<i32>, String)> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lapse"));
+    cmd.args(["record", "--method", method, "-o"])
+        .arg(run.data())
+        .arg("--")
+        .arg(&run.exe)
+        .args(args)
+        .current_dir(&run.dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if ignore != 0 {
+                libc::signal(ignore, libc::SIG_IGN);
+            }
+            if block != 0 {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, block);
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("start lapse record");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut got = vec![0u8; keep];
+    stdout
+        .read_exact(&mut got)
+        .expect("the program's first bytes");
+    drop(stdout); // as `| head -c KEEP` does
+    let out = child.wait_with_output().expect("lapse ends");
+    let err = stderr(&out);
+    if perf_refused(&err) && !run.data().exists() {
+        return skip(format!("perf events are not available here: {err}"));
+    }
+    Some((out.status.code(), err))
+}
+
+#[test]
+fn the_target_gets_the_signal_dispositions_and_mask_lapse_inherited() {
+    // Rust programs ignore SIGPIPE; a target that inherited that would write
+    // on into a closed pipe (`lapse record -- prog | head`) and not end by
+    // the signal as it does natively.
+    let Some(run) = build(
+        "inherited_signals",
+        r#"
+NOINLINE void say(int i) { printf("line %d\n", i); fflush(stdout); }
+int main(int argc, char **argv) {
+    sigset_t s;
+    sigprocmask(SIG_SETMASK, NULL, &s);
+    fprintf(stderr, "usr1 blocked: %d\n", sigismember(&s, SIGUSR1));
+    if (argc > 1) {        /* writes until the pipe is closed */
+        for (int i = 0; i < 100000000; i++) say(i);
+        return 3;
+    }
+    say(0);
+    kill(getpid(), SIGPIPE);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    for method in ["instrument", "sample"] {
+        // Natively: killed by SIGPIPE either way.
+        let Some((status, err)) = record_under_parent(&run, method, &["endless"], 0, 0, 8) else {
+            return;
+        };
+        assert_eq!(status, Some(128 + libc::SIGPIPE), "{method}: {err}");
+        assert!(err.contains("usr1 blocked: 0"), "{method}: {err}");
+        let (status, err) = record_under_parent(&run, method, &[], 0, 0, 7).expect("ran before");
+        assert_eq!(status, Some(128 + libc::SIGPIPE), "{method}: {err}");
+        // A parent that ignores SIGPIPE and blocks SIGUSR1 passes both on.
+        let (status, err) = record_under_parent(&run, method, &[], libc::SIGPIPE, libc::SIGUSR1, 7)
+            .expect("ran before");
+        assert_eq!(status, Some(0), "{method}: {err}");
+        assert!(err.contains("usr1 blocked: 1"), "{method}: {err}");
+    }
+}

@@ -1,13 +1,15 @@
 //! Starting the target held: it is forked, waits on a pipe until the
 //! recorder has armed its perf events, then execs. Also signal forwarding
-//! (Ctrl-C and SIGTERM reach the target, the recorder finishes the file) and
-//! reaping with the exit status `record` reports.
+//! (Ctrl-C and SIGTERM reach the target, the recorder finishes the file),
+//! reaping with the exit status `record` reports, and giving the target the
+//! signal dispositions and mask lapse itself inherited (Rust ignores SIGPIPE
+//! in every program it starts; the target must not inherit that).
 
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 /// Finds `cmd` the way execvp would: as given when it holds a `/`, else in PATH.
 pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
@@ -43,6 +45,97 @@ pub fn not_runnable(program: &Path) -> Option<&'static str> {
     } else {
         Some("it is neither a program (ELF) nor a script starting with #!")
     }
+}
+
+/// Signals (bit `sig - 1`) that lapse's parent left ignored.
+static INHERITED_IGNORED: AtomicU64 = AtomicU64::new(0);
+/// Signals (bit `sig - 1`) that lapse's parent left blocked.
+static INHERITED_BLOCKED: AtomicU64 = AtomicU64::new(0);
+static INHERITED_NOTED: AtomicBool = AtomicBool::new(false);
+/// Signals 1..=64, the ones a `u64` mask holds (glibc's real-time signals end at 64).
+const MASK_SIGNALS: i32 = 64;
+
+/// Notes which signals lapse's parent ignored and blocked, for the target to
+/// get the same. Must run before Rust's runtime ignores SIGPIPE, so the
+/// `lapse` binary calls it from an `.init_array` constructor; a program that
+/// never calls it starts its targets as `std::process::Command` does
+/// (every signal at its default, none blocked).
+pub fn note_inherited_signals() {
+    let mut ignored = 0u64;
+    let mut blocked = 0u64;
+    // SAFETY: querying (not changing) dispositions and the mask into zeroed
+    // structures of the right types.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        let have_mask = libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut set) == 0;
+        for sig in 1..=MASK_SIGNALS {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+            {
+                ignored |= 1 << (sig - 1);
+            }
+            if have_mask && libc::sigismember(&set, sig) == 1 {
+                blocked |= 1 << (sig - 1);
+            }
+        }
+    }
+    INHERITED_IGNORED.store(ignored, Ordering::SeqCst);
+    INHERITED_BLOCKED.store(blocked, Ordering::SeqCst);
+    INHERITED_NOTED.store(true, Ordering::SeqCst);
+}
+
+/// What the target starts with: signals to ignore and to block.
+#[derive(Clone, Copy)]
+struct InheritedSignals {
+    ignored: u64,
+    blocked: u64,
+}
+
+fn inherited_signals() -> InheritedSignals {
+    if INHERITED_NOTED.load(Ordering::SeqCst) {
+        InheritedSignals {
+            ignored: INHERITED_IGNORED.load(Ordering::SeqCst),
+            blocked: INHERITED_BLOCKED.load(Ordering::SeqCst),
+        }
+    } else {
+        InheritedSignals {
+            ignored: 0,
+            blocked: 0,
+        }
+    }
+}
+
+/// In the forked child, just before exec: every signal ignored or at its
+/// default as lapse's parent had it (handlers lapse installed would reset to
+/// the default at exec, which is wrong for a signal the parent ignored), and
+/// the parent's mask. Only async-signal-safe calls.
+///
+/// # Safety
+/// Call only in a forked child that execs or exits next.
+unsafe fn restore_inherited_signals(inherited: InheritedSignals) {
+    let mut sa: libc::sigaction = std::mem::zeroed();
+    libc::sigemptyset(&mut sa.sa_mask);
+    let mut set: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut set);
+    for sig in 1..=MASK_SIGNALS {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        let bit = 1u64 << (sig - 1);
+        sa.sa_sigaction = if inherited.ignored & bit != 0 {
+            libc::SIG_IGN
+        } else {
+            libc::SIG_DFL
+        };
+        // (glibc refuses its two internal signals: nothing to restore there)
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+        if inherited.blocked & bit != 0 {
+            libc::sigaddset(&mut set, sig);
+        }
+    }
+    libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
 }
 
 /// A forked target blocked before exec.
@@ -88,13 +181,14 @@ pub fn spawn_held(
     let mut envp: Vec<*const libc::c_char> = env_c.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
 
+    let signals = inherited_signals();
     let mut fds = [0i32; 2];
     // SAFETY: fds is a valid array of two ints.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the child only calls async-signal-safe functions (read, close,
-    // execve, write, _exit) on memory prepared above.
+    // sigaction, sigprocmask, execve, write, _exit) on memory prepared above.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         let e = io::Error::last_os_error();
@@ -112,6 +206,7 @@ pub fn spawn_held(
             let mut b = 0u8;
             // Wait until the recorder releases us (writes a byte or closes the pipe).
             while libc::read(fds[0], (&mut b as *mut u8).cast(), 1) < 0 {}
+            restore_inherited_signals(signals);
             libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
             let msg = b"lapse: could not execute the target\n";
             libc::write(2, msg.as_ptr().cast(), msg.len());
