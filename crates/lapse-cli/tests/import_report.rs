@@ -351,3 +351,41 @@ fn bad_files_give_one_clear_line_and_no_panic() {
     let out = lapse(&dir, &["info", "cut.data"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("damage:"));
 }
+
+#[test]
+fn names_are_escaped_for_the_terminal_and_exact_in_json() {
+    // Before: a name holding ESC ] 0 ; ... BEL retitled the user's terminal
+    // window, a newline split a row, U+202E reversed what followed.
+    let trace = r#"{"traceEvents": [
+  {"ph": "X", "name": "evil\u001b]0;pwned\u0007\nrow\u202efdp.exe", "pid": 1, "tid": 1, "ts": 0, "dur": 5}
+]}"#;
+    let dir = imported("escaped", trace);
+    let out = lapse(&dir, &["report", "t.data", "--view", "functions"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains(r"evil\x1b]0;pwned\x07\x0arow\u{202e}fdp.exe"),
+        "{table}"
+    );
+    assert!(!table.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{table}");
+    let doc = json(
+        &dir,
+        &[
+            "report",
+            "t.data",
+            "--view",
+            "functions",
+            "--format",
+            "json",
+        ],
+    );
+    row(
+        &doc,
+        "function",
+        "evil\u{1b}]0;pwned\u{7}\nrow\u{202e}fdp.exe",
+    );
+}

@@ -353,7 +353,7 @@ pub fn human(cell: &Cell, kind: Kind) -> String {
         (Cell::Int(v), Kind::Nanos) => units::duration(*v),
         (Cell::Float(p), Kind::Percent) => units::percent(*p),
         (Cell::Int(v), Kind::Hex) => format!("{v:#x}"),
-        (Cell::Text(s), _) => s.clone(),
+        (Cell::Text(s), _) => units::terminal_text(s).into_owned(),
         (Cell::Int(v), _) => v.to_string(),
         (Cell::Float(v), _) => format!("{v:.2}"),
         (Cell::Bool(b), _) => b.to_string(),

@@ -40,8 +40,10 @@ pub fn cut_middle(s: &str, width: usize) -> String {
     out
 }
 
-/// One header line, cut to the width.
+/// One header line, cut to the width (its command line and notes escaped
+/// for the terminal).
 fn line(out: &mut dyn Write, width: Option<usize>, text: &str) -> io::Result<()> {
+    let text = &*crate::units::terminal_text(text);
     match width {
         Some(w) => writeln!(out, "{}", cut_middle(text, w)),
         None => writeln!(out, "{text}"),
