@@ -23,9 +23,16 @@ fn non_negative(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A time to record for: finite and above 0.
+/// The longest time to record for: ten years, far past any recording,
+/// and far from where a clock's deadline would overflow.
+const MAX_DURATION_SECS: f64 = 10.0 * 365.0 * 86_400.0;
+
+/// A time to record for: finite, above 0 and at most [`MAX_DURATION_SECS`].
 fn positive_seconds(s: &str) -> Result<f64, String> {
     match non_negative(s)? {
+        v if v > MAX_DURATION_SECS => Err(format!(
+            "{s}: the duration is at most {MAX_DURATION_SECS} seconds (ten years)"
+        )),
         v if v > 0.0 => Ok(v),
         _ => Err(format!("{s}: the duration is more than 0 seconds")),
     }

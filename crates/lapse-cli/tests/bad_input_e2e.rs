@@ -166,6 +166,32 @@ fn values_that_would_be_changed_or_select_nothing_are_refused() {
             ]),
             "not a finite number".into(),
         ),
+        // (1e30 panicked; 1e19 overflowed the deadline into an instant,
+        // empty recording)
+        (
+            owned(&[
+                "record",
+                "-o",
+                "keep.data",
+                "--pid",
+                "1",
+                "--duration",
+                "1e30",
+            ]),
+            "at most".into(),
+        ),
+        (
+            owned(&[
+                "record",
+                "-o",
+                "keep.data",
+                "--pid",
+                "1",
+                "--duration",
+                "1e19",
+            ]),
+            "at most".into(),
+        ),
         (
             owned(&["report", "rec.data", "--from", "nan"]),
             "nan is not a finite number".into(),
