@@ -18,9 +18,14 @@ pub fn run() -> Result<u8> {
     if DEMO_ELF.is_empty() {
         bail!("this lapse was built without a C compiler, so the demo program is not bundled (install gcc and rebuild)");
     }
-    let dir = std::env::temp_dir().join(format!("lapse-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
-    let prog = dir.join("lapse-demo");
+    // A private directory of its own (0700, a new unpredictable name, never
+    // an existing one or a planted link), removed when the demo ends.
+    let tmp = std::env::temp_dir();
+    let dir = tempfile::Builder::new()
+        .prefix("lapse-demo-")
+        .tempdir_in(&tmp)
+        .with_context(|| tmp.display().to_string())?;
+    let prog = dir.path().join("lapse-demo");
     std::fs::write(&prog, DEMO_ELF).with_context(|| prog.display().to_string())?;
     std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755))
         .with_context(|| prog.display().to_string())?;
@@ -45,7 +50,7 @@ pub fn run() -> Result<u8> {
         command: vec![prog.display().to_string()],
     };
     let status = commands::record(record);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     status?;
     let report = |view: View, limit: Option<usize>| ReportArgs {
         file: data.clone(),
