@@ -1,6 +1,5 @@
 //! One function per subcommand; each returns the process exit code.
 
-use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
@@ -418,10 +417,13 @@ fn import(trace: &Path, output: &Path) -> Result<u8> {
     let name = trace.display().to_string();
     let reader = crate::progress::reading(reader, len, "importing");
     let imported = lapse_import::import_reader(io::BufReader::new(reader), &name)?;
-    let out =
-        File::create(output).with_context(|| format!("{}: cannot create", output.display()))?;
+    // Written beside a regular file and put in place when complete (a
+    // failure keeps the previous file); a device or a pipe in place.
+    let (mut pending, out) = lapse_data::OutputFile::create(output, "import")
+        .with_context(|| format!("{}: cannot create", output.display()))?;
     let events = imported
         .write(BufWriter::new(out))
+        .and_then(|n| pending.commit().map(|()| n))
         .with_context(|| output.display().to_string())?;
     let mut line = format!(
         "lapse: imported {events} events from {} into {}",

@@ -1,10 +1,9 @@
 //! `lapse export` and `lapse diff`: flags mapped onto `lapse-export`.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use lapse_data::OutputFile;
 use lapse_export::diff::{self, DiffOptions};
 use lapse_report::{Query, View};
 
@@ -24,28 +23,27 @@ pub fn export(a: ExportArgs) -> Result<u8> {
     let (analysis, _) = analyze_with_progress(&file, query)?;
     let format = a.format;
     let opts = lapse_export::ExportOptions { weight: a.weight };
-    if a.output == Path::new("-") {
-        let mut w = BufWriter::new(io::stdout().lock());
-        lapse_export::export_with(&file, &analysis, format, opts, &mut w)?;
-        return Ok(0);
-    }
-    let out = File::create(&a.output)
+    // A regular file is written beside its name and put in place when
+    // complete (a failure keeps the previous one); `-`, a device or a pipe
+    // is written where it is.
+    let (mut output, out) = OutputFile::create(&a.output, "export")
         .with_context(|| format!("{}: cannot create", a.output.display()))?;
+    let in_place = output.is_in_place();
     let mut w = BufWriter::new(out);
     let written =
         lapse_export::export_with(&file, &analysis, format, opts, &mut w).and_then(|()| {
             w.into_inner()
                 .map_err(|e| e.into_error())
-                .and_then(|f| f.sync_all())
+                .and_then(|f| if in_place { Ok(()) } else { f.sync_all() })
+                .and_then(|()| output.commit())
                 .map_err(|source| lapse_export::ExportError::Write {
                     format: format.name(),
                     source,
                 })
         });
-    if let Err(e) = written {
-        // Leave no half-written export behind.
-        let _ = std::fs::remove_file(&a.output);
-        return Err(e).with_context(|| a.output.display().to_string());
+    written.with_context(|| a.output.display().to_string())?;
+    if in_place {
+        return Ok(0);
     }
     eprintln!(
         "lapse: wrote the {} export of {} to {}",

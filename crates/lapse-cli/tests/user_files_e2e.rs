@@ -416,3 +416,233 @@ exit $rc"#;
         );
     }
 }
+
+/// True for a character device (what /dev/null must stay).
+fn is_char_device(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_char_device())
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A program with probes that prints nothing (its stdout may carry a
+/// recording) and makes `argv[1]` calls.
+fn quiet_calls(dir: &Path) -> Option<PathBuf> {
+    compile(
+        dir,
+        "gcc",
+        "quiet",
+        r#"
+#include <stdint.h>
+#include <stdlib.h>
+volatile uint64_t sink;
+__attribute__((noinline)) void work(long i) { sink ^= (uint64_t)i * 2654435761u; }
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 1000;
+    for (long i = 0; i < n; i++) work(i);
+    return 0;
+}
+"#,
+        &["-finstrument-functions", "-O1", "-g"],
+    )
+}
+
+#[test]
+fn outputs_that_are_not_regular_files_are_written_in_place() {
+    // Before the fix `record -o /dev/null` as root wrote /dev/.null.partial-*
+    // and renamed it over the machine's /dev/null; `-o -` wrote a file named
+    // "-". A device node of the test's own stands in for /dev/null.
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("a character device is made with mknod: needs root").unwrap_or(());
+    }
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-in_place");
+    let Some(exe) = quiet_calls(&dir) else {
+        return;
+    };
+    let exe = exe.to_str().expect("utf-8");
+    let null = dir.join("null");
+    let c = std::ffi::CString::new(null.to_str().expect("utf-8")).expect("no NUL");
+    // SAFETY: a NUL-terminated path; makes the device 1:3 (the null device).
+    let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
+    let before = names(&dir);
+    for method in ["instrument", "sample"] {
+        let out = lapse(
+            &dir,
+            &[
+                "record", "--method", method, "-o", "null", "--", exe, "100000",
+            ],
+        );
+        if perf_refused(&stderr(&out)) {
+            return skip(stderr(&out)).unwrap_or(());
+        }
+        assert!(out.status.success(), "{method}: {}", stderr(&out));
+        assert!(is_char_device(&null), "{method}: the device was replaced");
+        assert_eq!(names(&dir), before, "{method}: files left beside it");
+    }
+    // export and import into the device.
+    assert!(lapse(&dir, &["record", "-o", "out.lapse", "--", exe])
+        .status
+        .success());
+    let export = lapse(
+        &dir,
+        &["export", "out.lapse", "--format", "chrome", "-o", "null"],
+    );
+    assert!(export.status.success(), "{}", stderr(&export));
+    let json = lapse(
+        &dir,
+        &["export", "out.lapse", "--format", "chrome", "-o", "t.json"],
+    );
+    assert!(json.status.success(), "{}", stderr(&json));
+    let import = lapse(&dir, &["import", "t.json", "-o", "null"]);
+    assert!(import.status.success(), "{}", stderr(&import));
+    assert!(
+        is_char_device(&null),
+        "export or import replaced the device"
+    );
+    // Standard output by `-`, by /dev/stdout and by a link to /proc/self/fd/1:
+    // the recording arrives on the pipe, the link stays a link.
+    std::os::unix::fs::symlink("/proc/self/fd/1", dir.join("to-stdout")).expect("symlink");
+    let before = names(&dir);
+    for output in ["-", "/dev/stdout", "to-stdout"] {
+        for method in ["instrument", "sample"] {
+            let out = lapse(
+                &dir,
+                &[
+                    "record", "--method", method, "-o", output, "--", exe, "100000",
+                ],
+            );
+            assert!(out.status.success(), "{output} {method}: {}", stderr(&out));
+            assert!(
+                out.stdout.starts_with(lapse_data::format::MAGIC) && out.stdout.len() > 200,
+                "{output} {method}: {} bytes on stdout",
+                out.stdout.len()
+            );
+            assert_eq!(names(&dir), before, "{output} {method}: files left");
+        }
+        let out = lapse(
+            &dir,
+            &["export", "out.lapse", "--format", "chrome", "-o", output],
+        );
+        assert!(out.status.success(), "{output}: {}", stderr(&out));
+        assert!(
+            out.stdout.starts_with(b"{"),
+            "{output}: the export on stdout"
+        );
+    }
+    assert!(std::fs::symlink_metadata(dir.join("to-stdout"))
+        .expect("link")
+        .is_symlink());
+}
+
+#[test]
+fn a_failed_export_or_import_keeps_the_previous_file() {
+    // Before the fix export and import truncated the file first: a full disk
+    // left a half-written file where the user's was (export then deleted it).
+    // The disk is a 64 KiB tmpfs of the test's own mount namespace (root).
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("a full disk is simulated with a tmpfs mount: needs root").unwrap_or(());
+    }
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-failed_export");
+    let Some(exe) = quiet_calls(&dir) else {
+        return;
+    };
+    let rec = lapse(
+        &dir,
+        &[
+            "record",
+            "-o",
+            "out.lapse",
+            "--",
+            exe.to_str().expect("utf-8"),
+            "400000",
+        ],
+    );
+    if perf_refused(&stderr(&rec)) {
+        return skip(stderr(&rec)).unwrap_or(());
+    }
+    assert!(rec.status.success(), "{}", stderr(&rec));
+    let json = lapse(
+        &dir,
+        &["export", "out.lapse", "--format", "chrome", "-o", "t.json"],
+    );
+    assert!(json.status.success(), "{}", stderr(&json));
+    std::fs::create_dir_all(dir.join("disk")).expect("mount point");
+    let script = r#"mount -t tmpfs -o size=64k tmpfs disk || exit 99
+echo precious > disk/out
+"$LAPSE" export out.lapse --format chrome -o disk/out; echo "export $?"
+cat disk/out
+"$LAPSE" import t.json -o disk/out; echo "import $?"
+cat disk/out
+ls -A disk"#;
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", script])
+        .env("LAPSE", env!("CARGO_BIN_EXE_lapse"))
+        .current_dir(&dir)
+        .output();
+    let out = match out {
+        Ok(o) if o.status.code() != Some(99) => o,
+        Ok(o) => return skip(format!("cannot mount a tmpfs: {}", stderr(&o))).unwrap_or(()),
+        Err(e) => return skip(format!("unshare is not available: {e}")).unwrap_or(()),
+    };
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        said,
+        "export 1\nprecious\nimport 1\nprecious\nout\n",
+        "lapse said: {}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("No space left"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_demo_builds_in_a_private_directory_of_its_own() {
+    // Before the fix the demo wrote its program into $TMPDIR/lapse-demo-<pid>,
+    // following a link planted at that name into another user's directory.
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-demo");
+    let tmp = dir.join("tmp");
+    let victim = dir.join("victim");
+    std::fs::create_dir_all(&tmp).expect("tmp");
+    std::fs::create_dir_all(&victim).expect("victim");
+    // Links at the names of the next few hundred pids.
+    let next: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    for pid in next + 1..next + 400 {
+        std::os::unix::fs::symlink(&victim, tmp.join(format!("lapse-demo-{pid}"))).expect("plant");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .arg("demo")
+        .env("TMPDIR", &tmp)
+        .current_dir(&dir)
+        .output()
+        .expect("run lapse demo");
+    if perf_refused(&stderr(&out)) {
+        return skip(stderr(&out)).unwrap_or(());
+    }
+    if stderr(&out).contains("without a C compiler") {
+        return skip(stderr(&out)).unwrap_or(());
+    }
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        names(&victim).is_empty(),
+        "the demo wrote into a planted link"
+    );
+    assert_eq!(
+        names(&tmp).len(),
+        399,
+        "the demo's own directory is removed"
+    );
+}

@@ -23,6 +23,7 @@ pub mod codec;
 pub mod error;
 pub mod format;
 pub mod model;
+pub mod output;
 pub mod reader;
 mod scan;
 pub mod varint;
@@ -30,5 +31,6 @@ pub mod writer;
 
 pub use error::DataError;
 pub use model::*;
+pub use output::OutputFile;
 pub use reader::{open_regular, Damage, DataFile, EventChunkRef};
 pub use writer::DataWriter;

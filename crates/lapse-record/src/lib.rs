@@ -23,12 +23,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use lapse_data::Method;
+use lapse_data::OutputFile;
 
 mod error;
 mod instrument;
 pub mod linux;
 pub mod method;
-mod output_file;
 mod sample;
 
 pub use error::RecordError;
@@ -248,33 +248,16 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     }
 }
 
-/// Sampling writes its file at the end: under a temporary name until then.
+/// Sampling writes its file at the end: under a temporary name until then
+/// (or in place, for an output that is not a regular file).
 fn record_sampling(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let err = |source| RecordError::Output {
         path: opts.output.clone(),
         source,
     };
-    let (mut pending, file) =
-        output_file::PendingFile::create(&opts.output, "partial").map_err(err)?;
-    drop(file); // (the sampling session opens it by name)
-    let mut temp_opts = opts.clone();
-    temp_opts.output = pending.temp_path().to_owned();
-    // (errors name the file the user asked for, not the temporary one)
-    let mut outcome = sample::record(&temp_opts).map_err(|e| match e {
-        RecordError::Output { source, .. } => err(source),
-        RecordError::Stopped {
-            source,
-            exit_status,
-            ..
-        } => RecordError::Stopped {
-            path: opts.output.clone(),
-            source,
-            exit_status,
-        },
-        e => e,
-    })?;
-    pending.commit().map_err(err)?;
-    outcome.output = opts.output.clone();
+    let (mut output, file) = OutputFile::create(&opts.output, "partial").map_err(err)?;
+    let outcome = sample::record(opts, file)?;
+    output.commit().map_err(err)?;
     Ok(outcome)
 }
 

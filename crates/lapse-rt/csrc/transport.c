@@ -89,8 +89,18 @@ NOINSTR static int open_spill(void)
     /* Created by the first writer, 0600; never through a symlink planted at
      * that name (O_EXCL, then O_NOFOLLOW without O_CREAT). */
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0 && errno == EEXIST)
+    if (fd < 0 && errno == EEXIST) {
+        /* Another process of this recording made it first (the recorder
+         * removed any older one): appended to only if it is a regular file
+         * of ours that no one else may write, never to another user's. */
         fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+                        (st.st_mode & 077) != 0)) {
+            close(fd);
+            fd = -1;
+        }
+    }
     return fd;
 }
 

@@ -4,6 +4,8 @@
 //! The file is written under a temporary name beside the output (0600) and
 //! put in place once it holds events ([`Output::commit`]): a recording that
 //! fails before that, or records nothing, leaves an existing file as it was.
+//! An output that is not a regular file (`/dev/null`, a pipe) is written in
+//! place ([`lapse_data::output`]).
 //!
 //! A write that fails (a full disk) stops the recording, not the session:
 //! it is said once on stderr, every later write is skipped, and the session
@@ -16,16 +18,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lapse_data::codec::EventEncoder;
-use lapse_data::{DataWriter, Record, ThreadKey};
+use lapse_data::{DataWriter, OutputFile, Record, ThreadKey};
 
-use crate::output_file::PendingFile;
 use crate::RecordError;
 
 /// The file is flushed at least this often (SPEC 8: at most ~100 ms lost).
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
 pub struct Output {
-    file: PendingFile,
+    file: OutputFile,
     writer: DataWriter<BufWriter<File>>,
     last_flush: Instant,
     pub events: u64,
@@ -39,7 +40,7 @@ impl Output {
             path: path.to_owned(),
             source,
         };
-        let (pending, file) = PendingFile::create(path, "partial").map_err(err)?;
+        let (pending, file) = OutputFile::create(path, "partial").map_err(err)?;
         let writer = DataWriter::new(BufWriter::with_capacity(1 << 20, file)).map_err(err)?;
         Ok(Output {
             file: pending,
@@ -56,7 +57,7 @@ impl Output {
             if self.failed.is_none() {
                 eprintln!(
                     "lapse: cannot write the data file {}: {e}; recording stopped, waiting for the target to end",
-                    self.file.final_path().display()
+                    self.file.path().display()
                 );
                 self.failed = Some(e);
             }
@@ -120,7 +121,13 @@ impl Output {
 
     /// The output's name (the file is there once committed).
     pub fn path(&self) -> &Path {
-        self.file.final_path()
+        self.file.path()
+    }
+
+    /// True for an output written where it is (a device, a pipe): nothing
+    /// may be created beside it.
+    pub fn is_in_place(&self) -> bool {
+        self.file.is_in_place()
     }
 
     pub fn bytes(&self) -> u64 {

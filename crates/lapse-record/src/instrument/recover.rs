@@ -32,7 +32,6 @@ use super::address::AddressBook;
 use super::assemble::{program_name, thread_of, Assembler, Proc, Sink};
 use super::functions::function_table;
 use crate::linux::clock::TickClock;
-use crate::output_file::PendingFile;
 use crate::RecordError;
 
 /// Where the runtime spills when the recorder of `output` is gone.
@@ -95,7 +94,7 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
         path: file.to_owned(),
         source,
     };
-    let (mut pending, tmp) = PendingFile::create(file, "recovering").map_err(out_err)?;
+    let (mut pending, tmp) = lapse_data::OutputFile::create(file, "recovering").map_err(out_err)?;
     let intact = data
         .damage
         .as_ref()

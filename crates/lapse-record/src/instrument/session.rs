@@ -98,7 +98,19 @@ pub fn record(
             preload = format!("{preload} {old}");
         }
     }
-    let spill_path = super::recover::spill_path(&opts.output);
+    // The spill's path is absolute (a target that changes directory still
+    // finds it); an output written in place (/dev/null, a pipe) has no
+    // neighbour to recover into, so its spill stays in the session directory.
+    let spill_path = if out.is_in_place() {
+        dir.spill_path()
+    } else {
+        std::path::absolute(super::recover::spill_path(&opts.output)).map_err(|source| {
+            RecordError::Output {
+                path: opts.output.clone(),
+                source,
+            }
+        })?
+    };
     // A spill left by an earlier recording to the same output is not this one's.
     let _ = std::fs::remove_file(&spill_path);
     let spill = spill_path.display().to_string();

@@ -19,6 +19,7 @@ use crate::RecordError;
 
 /// What a session directory holds (and all it may hold to be removed as stale).
 const SOCKET_NAME: &str = "sock";
+const SPILL_NAME: &str = "spill";
 
 pub struct SessionDir {
     path: PathBuf,
@@ -49,6 +50,12 @@ impl SessionDir {
 
     pub fn socket_path(&self) -> PathBuf {
         self.path.join(SOCKET_NAME)
+    }
+
+    /// Where the runtime spills for an output that has no directory of its
+    /// own to spill beside (a device, a pipe): removed with the directory.
+    pub fn spill_path(&self) -> PathBuf {
+        self.path.join(SPILL_NAME)
     }
 }
 
@@ -138,7 +145,7 @@ fn only_session_files(dir: &Path) -> bool {
     };
     entries.flatten().all(|e| {
         let n = e.file_name();
-        n == SOCKET_NAME || n == lapse_rt::RUNTIME_FILE_NAME
+        n == SOCKET_NAME || n == SPILL_NAME || n == lapse_rt::RUNTIME_FILE_NAME
     })
 }
 

@@ -85,13 +85,6 @@ fn header(plan: &Plan, command: Vec<String>, start: Timestamp) -> SessionHeader 
     }
 }
 
-fn create_output(opts: &RecordOptions) -> Result<File, RecordError> {
-    File::create(&opts.output).map_err(|source| RecordError::Output {
-        path: opts.output.clone(),
-        source,
-    })
-}
-
 fn io_error(opts: &RecordOptions) -> impl Fn(std::io::Error) -> RecordError + '_ {
     move |source| RecordError::Output {
         path: opts.output.clone(),
@@ -103,12 +96,12 @@ fn io_error(opts: &RecordOptions) -> impl Fn(std::io::Error) -> RecordError + '_
 pub(crate) fn record_command(
     opts: &RecordOptions,
     command: &[String],
+    file: File,
 ) -> Result<RecordOutcome, RecordError> {
     let mut plan = Plan::from_options(opts)?;
     let program_name = command.first().ok_or(RecordError::NoCommand)?;
     let program = launch::resolve_command(program_name)
         .ok_or_else(|| RecordError::CommandNotFound(program_name.clone()))?;
-    let file = create_output(opts)?;
     launch::catch_termination_signals();
     let child =
         launch::spawn_held(&program, command, &[]).map_err(|source| RecordError::Spawn {
@@ -227,12 +220,12 @@ pub(crate) fn record_pid(
     opts: &RecordOptions,
     pid: u32,
     duration: Option<Duration>,
+    file: File,
 ) -> Result<RecordOutcome, RecordError> {
     let mut plan = Plan::from_options(opts)?;
     plan.foreign_owner = foreign_owner(pid);
     let threads = crate::linux::proc_scan::threads(pid)
         .ok_or_else(|| RecordError::Unsupported(format!("no process with pid {pid}")))?;
-    let file = create_output(opts)?;
     raise_fd_limit();
     let tids: Vec<i32> = threads.iter().map(|(tid, _)| *tid as i32).collect();
     let mut rings = Rings::open(&mut plan, &tids, false)?;
@@ -317,10 +310,10 @@ fn raise_fd_limit() {
     }
 }
 
-/// Dispatches a sampling recording by target.
-pub(crate) fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
+/// Dispatches a sampling recording by target; it is written into `file`.
+pub(crate) fn record(opts: &RecordOptions, file: File) -> Result<RecordOutcome, RecordError> {
     match &opts.target {
-        Target::Command(cmd) => record_command(opts, cmd),
-        Target::Pid { pid, duration } => record_pid(opts, *pid, *duration),
+        Target::Command(cmd) => record_command(opts, cmd, file),
+        Target::Pid { pid, duration } => record_pid(opts, *pid, *duration, file),
     }
 }
