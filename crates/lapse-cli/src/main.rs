@@ -27,6 +27,11 @@ extern "C" fn note_inherited_signals() {
 }
 
 fn main() -> ExitCode {
+    on_own_stack(lapse_main)
+}
+
+/// `lapse` itself: parses the flags and runs the command.
+fn lapse_main() -> ExitCode {
     let args = match cli::Cli::try_parse() {
         Ok(a) => a,
         Err(e) => {
@@ -67,6 +72,41 @@ fn main() -> ExitCode {
             eprintln!("lapse: error: {}", one_line(&e));
             ExitCode::from(1)
         }
+    }
+}
+
+/// The stack lapse's work runs on, whatever `ulimit -s` gave the main
+/// thread: deep recursions in a recording (a call tree millions deep) and
+/// a 64 KiB limit (which the target is meant to inherit, not lapse) must
+/// not abort lapse. Untouched pages cost nothing.
+const STACK_BYTES: usize = 256 << 20;
+
+/// Runs `work` on a thread with a stack of [`STACK_BYTES`] (on this one
+/// if no such thread can be had). The main thread then blocks every
+/// signal, so that Ctrl-C and the like reach the thread doing the work, as
+/// they did when it was the main thread.
+fn on_own_stack(work: fn() -> ExitCode) -> ExitCode {
+    let worker = std::thread::Builder::new()
+        .name("lapse".into())
+        .stack_size(STACK_BYTES)
+        .spawn(work);
+    match worker {
+        Ok(handle) => {
+            block_all_signals();
+            handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        }
+        Err(_) => work(),
+    }
+}
+
+fn block_all_signals() {
+    // SAFETY: a full set built in place, applied to this thread only.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
     }
 }
 

@@ -847,3 +847,59 @@ int main(int argc, char **argv) {
         assert!(err.contains("usr1 blocked: 1"), "{method}: {err}");
     }
 }
+
+#[test]
+fn lapse_runs_under_a_64_kib_stack_limit_and_the_target_inherits_it() {
+    // Before: `ulimit -s 64` aborted lapse itself ("stack overflow") before
+    // the target ran; the limit is the target's to inherit, not lapse's.
+    use std::os::unix::process::CommandExt;
+    let Some(run) = build(
+        "small_stack",
+        r#"
+#include <sys/resource.h>
+NOINLINE long depth(long n) { return n ? depth(n - 1) + 1 : 0; }
+int main(void) {
+    struct rlimit r;
+    getrlimit(RLIMIT_STACK, &r);
+    printf("stack %ld KiB, depth %ld\n", (long)(r.rlim_cur >> 10), depth(100));
+    return 5;
+}
+"#,
+    ) else {
+        return;
+    };
+    let limited = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lapse"));
+        cmd.args(args).current_dir(&run.dir);
+        // SAFETY: setrlimit is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                let r = libc::rlimit {
+                    rlim_cur: 64 << 10,
+                    rlim_max: libc::RLIM_INFINITY,
+                };
+                libc::setrlimit(libc::RLIMIT_STACK, &r);
+                Ok(())
+            });
+        }
+        cmd.output().expect("run lapse")
+    };
+    let data = run.data();
+    let data = data.to_str().expect("utf-8");
+    let exe = run.exe.to_str().expect("utf-8");
+    for method in ["sample", "instrument"] {
+        let out = limited(&["record", "--method", method, "-o", data, "--", exe]);
+        if perf_refused(&stderr(&out)) {
+            return skip(stderr(&out)).unwrap_or(());
+        }
+        assert_eq!(out.status.code(), Some(5), "{method}: {}", stderr(&out));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "stack 64 KiB, depth 100\n",
+            "{method}"
+        );
+        let report = limited(&["report", data, "--view", "calltree"]);
+        assert!(report.status.success(), "{method}: {}", stderr(&report));
+    }
+    assert_eq!(run.report().calls_of("depth"), 101, "every call recorded");
+}
