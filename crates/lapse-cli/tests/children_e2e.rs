@@ -364,3 +364,59 @@ int main(int argc, char **argv) {
     }
     assert_eq!(run.calls().get("child_work"), None);
 }
+
+#[test]
+fn record_returns_when_the_target_exits_though_a_daemon_it_started_runs_on() {
+    // Before: a descendant that left lapse's session (setsid) and kept
+    // making calls kept `record` waiting until the daemon itself ended.
+    let Some(run) = build(
+        "daemon",
+        r#"
+#include <fcntl.h>
+#include <sys/stat.h>
+NOINLINE void tick(long i) { sink += (uint64_t)i; }
+int main(void) {
+    if (fork() == 0) {
+        setsid();
+        if (fork() == 0) {
+            int null = open("/dev/null", O_RDWR);   /* as daemons do */
+            dup2(null, 0), dup2(null, 1), dup2(null, 2);
+            FILE *f = fopen("daemon.pid", "w");
+            fprintf(f, "%d\n", getpid());
+            fclose(f);
+            struct stat st;
+            for (long i = 0; i < 600000 && stat("stop", &st) != 0; i++) {
+                tick(i);
+                usleep(1000);
+            }
+            _exit(0);
+        }
+        _exit(0);
+    }
+    wait(NULL);
+    while (access("daemon.pid", F_OK) != 0) usleep(1000);
+    return 3;
+}
+"#,
+    ) else {
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(["record", "-o", "out.lapse", "--"])
+        .arg(&run.exe)
+        .current_dir(&run.dir)
+        .output()
+        .expect("run lapse record");
+    // (a daemon left running if the test fails: stopped by its file)
+    let stop = || std::fs::write(run.dir.join("stop"), "").expect("stop file");
+    if perf_refused(&stderr(&out)) {
+        stop();
+        return skip(stderr(&out)).unwrap_or(());
+    }
+    let pid = std::fs::read_to_string(run.dir.join("daemon.pid")).expect("daemon.pid");
+    let alive = !lapse_testkit::ended(&pid);
+    stop();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(alive, "record waited for the daemon to end");
+    lapse_testkit::wait_until("the daemon ends", || lapse_testkit::ended(&pid));
+}

@@ -19,7 +19,7 @@ use super::stalls::HeldOsEvent;
 use super::threads;
 use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
-use crate::linux::proc_scan::{hostname, read_cmdline};
+use crate::linux::proc_scan::{self, hostname, read_cmdline};
 use crate::{OsEventSource, RecordError, RecordOptions, RecordOutcome};
 
 /// A probe-cost calibration whose trials spread wider than this (90th over
@@ -429,14 +429,32 @@ impl Session {
     }
 
     /// After the target exited at `since`: true once nothing is connected,
-    /// or descendants have been silent (and the target gone) for LINGER.
+    /// or descendants have been silent (and the target gone) for LINGER,
+    /// or those still sending are daemons (they left lapse's session with
+    /// `setsid`) and have had LINGER: `record` does not wait for them.
     fn lingered(&mut self, since: Instant) -> Result<bool, RecordError> {
+        if since.elapsed() > LINGER && self.only_daemons_left() {
+            return Ok(true);
+        }
         if self.conns.is_empty() || (self.last_data.elapsed() > LINGER && since.elapsed() > LINGER)
         {
             self.accept()?;
             return Ok(self.conns.is_empty() || since.elapsed() > LINGER);
         }
         Ok(false)
+    }
+
+    /// True when every live process that has sent on an open connection
+    /// is in another session than lapse's (a daemon).
+    fn only_daemons_left(&self) -> bool {
+        let Some(ours) = proc_scan::own_session() else {
+            return false;
+        };
+        self.conns
+            .iter()
+            .flat_map(|(c, _)| c.pids.iter())
+            .filter_map(|&pid| proc_scan::session_of(pid))
+            .all(|session| session != ours)
     }
 
     /// The session header: written once the first runtime said hello (its

@@ -12,6 +12,24 @@ pub(crate) fn hostname() -> String {
 
 /// The command line of a live process, from `/proc/PID/cmdline` (`None`
 /// when it is gone or has none, as a kernel thread).
+/// The session a live process belongs to (`None` once it is gone).
+pub(crate) fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name: state ppid pgrp session ...
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    if fields.next()? == "Z" {
+        return None;
+    }
+    fields.nth(2)?.parse().ok()
+}
+
+/// lapse's own session (the one a target started from a terminal or a
+/// script shares until it calls `setsid`).
+pub(crate) fn own_session() -> Option<u32> {
+    session_of(std::process::id())
+}
+
 pub(crate) fn read_cmdline(pid: u32) -> Option<Vec<String>> {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let args: Vec<String> = raw
