@@ -379,6 +379,69 @@ impl Children {
     }
 }
 
+/// A line of a shown tree after [`elide_chains`]: a node, or the lines
+/// left out of the middle of a long chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShownLine {
+    Node(TreeLine),
+    /// `count` lines of a chain, the first at `depth`, left out (`hot`:
+    /// on the hot path).
+    Elided {
+        depth: usize,
+        count: usize,
+        hot: bool,
+    },
+}
+
+/// `lines` (pre-order, as [`CallTree::lines`] gives them) with the middle
+/// of every chain longer than `2 * keep + 1` lines replaced by one
+/// [`ShownLine::Elided`]: a chain is a run of lines each of which has
+/// exactly one line below it (a deep recursion, a long call path). Its
+/// first and last `keep` lines stay, at their real depths. A 2-million-deep
+/// recursion prints a few dozen lines instead of two million.
+pub fn elide_chains(lines: &[TreeLine], keep: usize) -> Vec<ShownLine> {
+    // How many lines each line has directly below it.
+    let mut below = vec![0usize; lines.len()];
+    let mut open: Vec<usize> = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        while open.last().is_some_and(|&j| lines[j].depth >= l.depth) {
+            open.pop();
+        }
+        if let Some(&parent) = open.last() {
+            below[parent] += 1;
+        }
+        open.push(i);
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        // The chain from i: lines with one line below, and that line.
+        let mut end = i;
+        while end + 1 < lines.len() && below[end] == 1 {
+            end += 1;
+        }
+        let len = end - i + 1;
+        if len > 2 * keep + 1 {
+            out.extend(lines[i..i + keep].iter().copied().map(ShownLine::Node));
+            out.push(ShownLine::Elided {
+                depth: lines[i + keep].depth,
+                count: len - 2 * keep,
+                hot: lines[i + keep].hot,
+            });
+            out.extend(
+                lines[end + 1 - keep..=end]
+                    .iter()
+                    .copied()
+                    .map(ShownLine::Node),
+            );
+        } else {
+            out.extend(lines[i..=end].iter().copied().map(ShownLine::Node));
+        }
+        i = end + 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,5 +527,40 @@ mod tests {
         }
         assert_eq!(deep.pre_order().len(), 200_000);
         drop(deep);
+    }
+
+    fn line(node: u32, depth: usize) -> TreeLine {
+        TreeLine {
+            node: NodeId(node),
+            depth,
+            hot: false,
+        }
+    }
+
+    #[test]
+    fn the_middle_of_a_long_chain_is_elided_and_branches_are_kept() {
+        // 0 > 1 > 2 > ... > 9, then 10 and 11 both under 9; 12 a second root.
+        let mut lines: Vec<TreeLine> = (0..10).map(|d| line(d as u32, d)).collect();
+        lines.push(line(10, 10));
+        lines.push(line(11, 10));
+        lines.push(line(12, 0));
+        let shown = elide_chains(&lines, 2);
+        let nodes = |s: &[ShownLine]| -> Vec<String> {
+            s.iter()
+                .map(|l| match l {
+                    ShownLine::Node(t) => format!("{}@{}", t.node.0, t.depth),
+                    ShownLine::Elided { depth, count, .. } => format!("...{count}@{depth}"),
+                })
+                .collect()
+        };
+        // The chain 0..=9 (each with one line below; 9 has two): 10 lines,
+        // the first and last two kept, six elided from depth 2.
+        assert_eq!(
+            nodes(&shown),
+            ["0@0", "1@1", "...6@2", "8@8", "9@9", "10@10", "11@10", "12@0"]
+        );
+        // Short chains stay whole.
+        assert_eq!(elide_chains(&lines, 5).len(), lines.len());
+        assert!(elide_chains(&[], 2).is_empty());
     }
 }

@@ -16,6 +16,8 @@
 
 use std::io::Write;
 
+use rustc_hash::FxHashMap as HashMap;
+
 use lapse_analysis::sample::Counts;
 use lapse_analysis::tree::{CallTree, Weight};
 use lapse_data::DataFile;
@@ -76,40 +78,67 @@ pub fn sample_lines(
 
 /// The folded lines of `tree`: `own` gives a node's weight on its path and
 /// its weight on the path extended by `[off-cpu]`.
+///
+/// Paths are kept as ids of interned names while the tree is walked, so a
+/// deep path costs a few bytes a frame, and a path past [`MAX_PATH`] costs
+/// its cut form's ids (not its names) to merge: a 2-million-deep recursion
+/// folds in about a second.
 fn fold<W: Weight>(
     file: &DataFile,
     tree: &CallTree<W>,
     own: impl Fn(&W) -> (u64, u64),
 ) -> Vec<String> {
+    // Names by id: [off-cpu] and the cut frame first, then frames as met.
+    let mut names: Vec<String> = vec![OFF_CPU_FRAME.to_owned(), CUT.to_owned()];
+    const OFF_CPU_ID: u32 = 0;
+    const CUT_ID: u32 = 1;
+    let mut ids: HashMap<Option<lapse_analysis::tree::FrameKey>, u32> = HashMap::default();
     let mut out = Vec::new();
-    let mut cut: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
-    // The path to the current node, as names, cut back as pre-order climbs.
-    let mut names: Vec<String> = Vec::new();
+    let mut cut: HashMap<Vec<u32>, u64> = HashMap::default();
+    // The path to the current node, cut back as pre-order climbs.
+    let mut path: Vec<u32> = Vec::new();
+    let join = |names: &[String], path: &[u32]| -> String {
+        let mut line = String::new();
+        for (i, &id) in path.iter().enumerate() {
+            if i > 0 {
+                line.push(';');
+            }
+            line.push_str(&names[id as usize]);
+        }
+        line
+    };
     for (node, depth) in tree.pre_order() {
-        names.truncate(depth);
-        names.push(frame_name(
-            &tree.key(node).map_or_else(String::new, |k| k.label(file)),
-        ));
+        path.truncate(depth);
+        let key = tree.key(node);
+        let id = *ids.entry(key).or_insert_with(|| {
+            names.push(frame_name(&key.map_or_else(String::new, |k| k.label(file))));
+            (names.len() - 1) as u32
+        });
+        path.push(id);
         let (on_path, off_cpu) = own(tree.weight(node));
         for (weight, leaf) in [(on_path, false), (off_cpu, true)] {
             if weight == 0 {
                 continue;
             }
             if leaf {
-                names.push(OFF_CPU_FRAME.to_owned());
+                path.push(OFF_CPU_ID);
             }
-            if names.len() <= MAX_PATH {
-                out.push(format!("{} {weight}", names.join(";")));
+            if path.len() <= MAX_PATH {
+                out.push(format!("{} {weight}", join(&names, &path)));
             } else {
-                let path = cut_middle(&names, CUT.to_owned()).join(";");
-                *cut.entry(path).or_default() += weight;
+                *cut.entry(cut_middle(&path, CUT_ID)).or_default() += weight;
             }
             if leaf {
-                names.pop();
+                path.pop();
             }
         }
     }
-    out.extend(cut.into_iter().map(|(path, w)| format!("{path} {w}")));
+    let mut deep: Vec<(String, u64)> = cut
+        .into_iter()
+        .map(|(p, w)| (join(&names, &p), w))
+        .collect();
+    deep.sort();
+    out.extend(deep.into_iter().map(|(path, w)| format!("{path} {w}")));
     out
 }
 

@@ -204,13 +204,16 @@ fn recorder_wait_ns(file: &DataFile) -> Option<u64> {
 fn write_tree_json(out: &mut dyn Write, columns: &[Column], rows: &[TreeRow]) -> io::Result<()> {
     out.write_all(b"[")?;
     // One entry per open array (the roots', then each open node's
-    // children): whether it holds an element yet.
+    // children): whether it holds an element yet; and the depth of each
+    // open node (depths may jump where a chain's lines were left out).
     let mut open: Vec<bool> = vec![false];
+    let mut depths: Vec<usize> = Vec::new();
     for r in rows {
         // Close the nodes this line is not inside of.
-        while open.len() > r.depth + 1 {
+        while depths.last().is_some_and(|&d| d >= r.depth) {
             out.write_all(b"]}")?;
             open.pop();
+            depths.pop();
         }
         if let Some(has) = open.last_mut() {
             if *has {
@@ -225,8 +228,12 @@ fn write_tree_json(out: &mut dyn Write, columns: &[Column], rows: &[TreeRow]) ->
         if row.len() > 2 {
             out.write_all(b",")?;
         }
+        if r.elided > 0 {
+            write!(out, "\"elided\":{},", r.elided)?;
+        }
         write!(out, "\"hot\":{},\"children\":[", r.hot)?;
         open.push(false);
+        depths.push(r.depth);
     }
     for _ in 1..open.len() {
         out.write_all(b"]}")?;

@@ -337,7 +337,14 @@ pub fn table(
             .iter()
             .map(|r| (tree_prefix(r), &r.cells[..]))
             .collect();
-        writeln!(out, "(* marks the hot path)")?;
+        if tree.iter().any(|r| r.elided > 0) {
+            writeln!(
+                out,
+                "(* marks the hot path; …N stands for N levels of a long chain left out)"
+            )?;
+        } else {
+            writeln!(out, "(* marks the hot path)")?;
+        }
         return grid(out, &v.columns, &rows, opts, "call tree");
     }
     if let Some((f, callers, callees)) = &v.focus {

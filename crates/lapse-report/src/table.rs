@@ -99,6 +99,9 @@ pub struct TreeRow {
     pub depth: usize,
     pub hot: bool,
     pub cells: Vec<Cell>,
+    /// Not 0: this row stands for that many lines of a long chain left out
+    /// (its first cell says so, the others are empty).
+    pub elided: usize,
 }
 
 #[derive(Clone, Debug, Default)]

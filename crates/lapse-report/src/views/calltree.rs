@@ -2,17 +2,22 @@
 //! first, with the hot path marked and `--threshold` applied; and the hot
 //! path `summary` names.
 
-use lapse_analysis::tree::{CallTree, NodeId, Weight};
+use lapse_analysis::tree::{elide_chains, CallTree, NodeId, ShownLine, Weight};
 use lapse_data::DataFile;
 
 use super::{columns, frame_identity, frame_matches, ViewOutput, FUNCTION_ID};
 use crate::columns::{Ctx, Values};
 use crate::load::{Analysis, Query};
-use crate::table::TreeRow;
+use crate::table::{Cell, TreeRow};
 
 /// The hot path follows the heaviest child while it carries at least this
 /// share of the session.
 pub const HOT_SHARE: f64 = 0.05;
+
+/// A chain of lines (each with one line below it: a deep recursion) longer
+/// than twice this keeps this many lines at each end; one row says how many
+/// were left out between them.
+pub const CHAIN_KEEP: usize = 32;
 
 pub fn view(file: &DataFile, a: &Analysis, q: &Query, ctx: &Ctx<'_>, threshold: f64) -> ViewOutput {
     match a {
@@ -55,18 +60,33 @@ fn rows<W: Weight + Values>(
         r.extend(tree.weight(node).cells(ctx));
         r
     };
+    let columns = columns::<W>(&FUNCTION_ID);
+    let elided = |depth: usize, count: usize, hot: bool| {
+        let mut cells = vec![Cell::Null; columns.len()];
+        cells[0] = Cell::Text(format!("…{count}"));
+        TreeRow {
+            depth,
+            hot,
+            cells,
+            elided: count,
+        }
+    };
     ViewOutput {
-        columns: columns::<W>(&FUNCTION_ID),
         tree: Some(
-            lines
+            elide_chains(&lines, CHAIN_KEEP)
                 .into_iter()
-                .map(|l| TreeRow {
-                    depth: l.depth,
-                    hot: l.hot,
-                    cells: row(l.node),
+                .map(|l| match l {
+                    ShownLine::Node(l) => TreeRow {
+                        depth: l.depth,
+                        hot: l.hot,
+                        cells: row(l.node),
+                        elided: 0,
+                    },
+                    ShownLine::Elided { depth, count, hot } => elided(depth, count, hot),
                 })
                 .collect(),
         ),
+        columns,
         hot_path: hot
             .iter()
             .filter_map(|&n| tree.key(n))
