@@ -55,6 +55,15 @@ pub fn open(path: &Path) -> Result<DataFile> {
     Ok(file)
 }
 
+/// A sampling run with too few samples to say much: why, and what to do.
+fn few_samples_hint(samples: u64) -> Option<String> {
+    match samples {
+        0 => Some("no sample was taken: the target ended before it had run one sampling period on the CPU; record a longer run, or raise -F".into()),
+        1..100 => Some(format!("only {samples} samples: too few to say where the time went; record a longer run, or raise -F")),
+        _ => None,
+    }
+}
+
 /// One line when events wait in `<path>.spill` (the recorder ended before
 /// the target); an empty spill holds nothing to recover.
 fn spill_hint(path: &Path) -> Option<String> {
@@ -126,6 +135,13 @@ pub fn record(a: RecordArgs) -> Result<u8> {
             eprintln!("lapse: error: {e}");
             return Ok(u8::try_from(exit_status.clamp(0, 255)).unwrap_or(1));
         }
+        // The target ran: its status is passed on, with why nothing came of
+        // it (a non-zero status of its own says failure; 0 would hide that
+        // the recording failed, so that becomes 1).
+        Err(e @ lapse_record::RecordError::NothingRecorded { status, .. }) => {
+            eprintln!("lapse: error: {e}");
+            return Ok(u8::try_from(status.clamp(1, 255)).unwrap_or(1));
+        }
         Err(e) => return Err(e.into()),
     };
     let what = match outcome.method {
@@ -150,6 +166,11 @@ pub fn record(a: RecordArgs) -> Result<u8> {
     );
     if let Some(line) = spill_hint(&outcome.output) {
         eprintln!("lapse: note: {line}");
+    }
+    if outcome.method == lapse_data::Method::Sampling {
+        if let Some(line) = few_samples_hint(outcome.samples) {
+            eprintln!("lapse: note: {line}");
+        }
     }
     Ok(u8::try_from(outcome.exit_status.clamp(0, 255)).unwrap_or(1))
 }

@@ -903,3 +903,59 @@ int main(void) {
     }
     assert_eq!(run.report().calls_of("depth"), 101, "every call recorded");
 }
+
+#[test]
+fn a_setuid_or_instantly_killed_target_passes_its_status_on_and_lapse_says_why() {
+    // Before: "recorded nothing ... is it built with -finstrument-functions?"
+    // and status 1 for a set-user-ID program (the dynamic linker ignores
+    // LD_PRELOAD there), and nothing said for a sampling run with no sample.
+    let Some(run) = build("setuid", "int main(void) { return 9; }") else {
+        return;
+    };
+    let exe = run.exe.to_str().expect("utf-8");
+    let data = run.data();
+    let data = data.to_str().expect("utf-8");
+    let lapse = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_lapse"))
+            .args(args)
+            .current_dir(&run.dir)
+            .output()
+            .expect("run lapse")
+    };
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::os::unix::fs::chown(exe, Some(65534), Some(65534)).expect("chown");
+        std::fs::set_permissions(exe, std::fs::Permissions::from_mode(0o4755)).expect("chmod");
+        let out = lapse(&["record", "--method", "instrument", "-o", data, "--", exe]);
+        assert_eq!(out.status.code(), Some(9), "{}", stderr(&out));
+        assert!(stderr(&out).contains("set-user-ID"), "{}", stderr(&out));
+        assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+    }
+    let killed = compile(
+        &run.dir,
+        "gcc",
+        "killed",
+        "#include <signal.h>\n#include <unistd.h>\nint main(void) { kill(getpid(), SIGKILL); return 0; }",
+        &[],
+    )
+    .expect("built before");
+    let killed = killed.to_str().expect("utf-8");
+    let out = lapse(&["record", "--method", "instrument", "-o", data, "--", killed]);
+    assert_eq!(out.status.code(), Some(128 + 9), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("killed by signal 9"),
+        "{}",
+        stderr(&out)
+    );
+    let out = lapse(&["record", "--method", "sample", "-o", data, "--", killed]);
+    if perf_refused(&stderr(&out)) {
+        return skip(stderr(&out)).unwrap_or(());
+    }
+    assert_eq!(out.status.code(), Some(128 + 9), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no sample was taken"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -17,10 +17,13 @@ pub enum RecordError {
     NoSuchProcess(u32),
     #[error("process {0} is a kernel thread: it has no user space to record")]
     KernelThread(u32),
-    #[error("recorded nothing: {command} exited with status {status} without a single instrumented call (is it built with -finstrument-functions, or by lapse build for Rust? --method sample needs no probes); {} was left as it was", path.display())]
+    /// The target ran and ended without one event; `status` is its exit
+    /// status (which `record` passes on), `why` the likely reason.
+    #[error("recorded nothing: {command} exited with status {status} without a single instrumented call ({why}); {} was left as it was", path.display())]
     NothingRecorded {
         command: String,
         status: i32,
+        why: String,
         path: PathBuf,
     },
     #[error("cannot write the data file {path}: {source}")]

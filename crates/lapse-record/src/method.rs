@@ -206,6 +206,39 @@ pub fn is_static(path: &Path) -> bool {
         .any(|ph| ph.p_type(endian) == object::elf::PT_INTERP)
 }
 
+/// True when exec'ing `path` runs it as another user or with more
+/// privileges (set-user-ID or set-group-ID to ids other than ours, or file
+/// capabilities): the dynamic linker then ignores `LD_PRELOAD`, so lapse's
+/// runtime is not loaded into it.
+pub fn runs_privileged(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(path) else {
+        return false;
+    };
+    // SAFETY: geteuid and getegid cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let setuid = m.mode() & libc::S_ISUID != 0 && m.uid() != uid;
+    let setgid = m.mode() & libc::S_ISGID != 0 && m.gid() != gid;
+    setuid || setgid || has_file_capabilities(path)
+}
+
+fn has_file_capabilities(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: NUL-terminated strings; a zero-sized query writes nothing.
+    let n = unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            c"security.capability".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    n > 0
+}
+
 /// True for commands that run another program (`sh -c`, `env`, `taskset`,
 /// ...): when such a command has no probes, its child may.
 pub fn is_wrapper(program: &Path) -> bool {

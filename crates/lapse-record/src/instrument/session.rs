@@ -76,6 +76,9 @@ pub(super) struct Session {
     pub(super) next_look: Instant,
     /// [`Session::handed_over`] when the arenas were last looked at.
     pub(super) handed_over_seen: u64,
+    /// The target runs set-user-ID (or the like): the runtime cannot be
+    /// preloaded into it, which is why it would record nothing.
+    pub(super) privileged_target: bool,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -177,6 +180,7 @@ pub fn record(
         pace: Pace::default(),
         next_look: Instant::now(),
         handed_over_seen: 0,
+        privileged_target: crate::method::runs_privileged(program),
     };
     let start = clock::monotonic_now();
     let start_unix_ns = clock::realtime_unix_ns();

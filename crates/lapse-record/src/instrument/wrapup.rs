@@ -384,9 +384,21 @@ impl Session {
         self.out.record(&Record::Footer(footer))?;
         if self.out.events == 0 {
             // (the file was never put in place: an older one stays as it was)
+            let status = exit_status.unwrap_or(0);
+            let why = if self.privileged_target {
+                "it runs set-user-ID, set-group-ID or with file capabilities, and the dynamic linker does not preload lapse's runtime into such a program: record it with --method sample, or as the user it runs as".to_owned()
+            } else if status > 128 {
+                format!(
+                    "it was killed by signal {} before its first one; is it built with -finstrument-functions?",
+                    status - 128
+                )
+            } else {
+                "is it built with -finstrument-functions, or by lapse build for Rust? --method sample needs no probes".to_owned()
+            };
             return Err(RecordError::NothingRecorded {
                 command,
-                status: exit_status.unwrap_or(0),
+                status,
+                why,
                 path: self.out_path(),
             });
         }
