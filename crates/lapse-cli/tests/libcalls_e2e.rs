@@ -100,6 +100,37 @@ int main(void) { io(); mem(); nap(); printf("done\n"); return 0; }
 }
 
 #[test]
+fn a_library_call_is_named_by_the_symbol_the_program_called() {
+    // Before: the C library's first alias at the address (fopen64, open64,
+    // ssignal), as uftrace's t-tests (fopen, open, signal) showed.
+    let body = r#"
+#include <fcntl.h>
+#include <signal.h>
+static void on(int s) { (void)s; }
+int main(void) {
+    FILE *f = fopen("/dev/null", "r");
+    if (f) fclose(f);
+    signal(SIGUSR1, on);
+    int fd = open("/dev/null", O_RDONLY);
+    close(fd);
+    return 0;
+}
+"#;
+    let Some(r) = run("called_names", "gcc", Cyg, body, &[]) else {
+        return;
+    };
+    let v = report(&r, "functions", &[]);
+    for (called, alias) in [
+        ("fopen", "fopen64"),
+        ("open", "open64"),
+        ("signal", "ssignal"),
+    ] {
+        assert_eq!(libc_calls(&v, called), 1, "{called}: {v}");
+        assert_eq!(libc_calls(&v, alias), 0, "{alias}");
+    }
+}
+
+#[test]
 fn no_libcalls_leaves_library_calls_out() {
     let body = "int main(void) { printf(\"%d\\n\", getpid() > 0); return 0; }";
     let Some(r) = run_with("no_libcalls", "gcc", Cyg, body, &[], &["--no-libcalls"]) else {

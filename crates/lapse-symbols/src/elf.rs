@@ -86,6 +86,8 @@ pub struct ElfModule {
     ranges: OnceCell<CodeRanges>,
     /// The `lapse_sites` section (the `lapse` crate's site records).
     sites: Option<Section>,
+    /// Undefined dynamic function symbols (see [`ElfModule::imports`]).
+    imports: Vec<String>,
 }
 
 impl ElfModule {
@@ -146,6 +148,7 @@ impl ElfModule {
             address_size: if file.is_64() { 8 } else { 4 },
             ranges: OnceCell::new(),
             sites: section(&file, &data, SITES_SECTION),
+            imports: imports(&file),
         };
         Ok((module, debuglink))
     }
@@ -252,6 +255,23 @@ impl ElfModule {
     /// `foo@plt`).
     pub fn function_at(&self, addr: u64) -> Option<&FunctionSymbol> {
         self.symbols.lookup(addr)
+    }
+
+    /// Other global names of the function symbol starting at `start`
+    /// (aliases such as glibc's `fopen` for `fopen64`), demangled.
+    pub fn aliases(&self, start: u64) -> Vec<String> {
+        self.symbols
+            .aliases(start)
+            .iter()
+            .map(|raw| crate::demangle(raw))
+            .collect()
+    }
+
+    /// The function names this module imports (its undefined dynamic
+    /// symbols, without versions): what its calls into other libraries
+    /// call them.
+    pub fn imports(&self) -> &[String] {
+        &self.imports
     }
 
     /// The function holding `addr` when no symbol does: the unwind table's
@@ -414,4 +434,21 @@ fn unwind_sections(file: &object::File<'_>, data: &SectionData) -> UnwindSection
             .section_by_name(".got")
             .map(|s| s.address()..s.address() + s.size()),
     }
+}
+
+/// The names of the functions `file` imports: undefined dynamic symbols,
+/// without their versions.
+fn imports(file: &object::File<'_>) -> Vec<String> {
+    use object::ObjectSymbol;
+    let mut names: Vec<String> = file
+        .dynamic_symbols()
+        .filter(|s| s.is_undefined())
+        .filter_map(|s| s.name().ok())
+        .map(|n| n.split('@').next().unwrap_or(n))
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
 }

@@ -8,6 +8,7 @@
 //! of functions a profile hits pay for demangling.
 
 use std::cell::OnceCell;
+use std::collections::HashMap;
 
 use object::{Object, ObjectSymbol, SymbolKind};
 
@@ -54,6 +55,8 @@ impl Entry {
 pub(crate) struct SymbolTable {
     /// Sorted by start; at most one entry per start address.
     symbols: Vec<Entry>,
+    /// Other global names by start address (only addresses that have some).
+    aliases: HashMap<u64, Vec<Box<str>>>,
 }
 
 impl SymbolTable {
@@ -93,6 +96,21 @@ impl SymbolTable {
                 .then(b.3.cmp(&a.3))
                 .then(underscores(a.4).cmp(&underscores(b.4)))
         });
+        // The other global names of an address (glibc's `fopen` beside the
+        // `fopen64` kept, `signal` beside `ssignal`): a caller may know
+        // which one a program called.
+        let mut aliases: HashMap<u64, Vec<Box<str>>> = HashMap::new();
+        for group in raw.chunk_by(|a, b| a.0 == b.0) {
+            let kept = group[0].4;
+            for other in &group[1..] {
+                if other.3 && other.4 != kept {
+                    let names = aliases.entry(other.0).or_default();
+                    if !names.iter().any(|n| &**n == other.4) {
+                        names.push(other.4.into());
+                    }
+                }
+            }
+        }
         raw.dedup_by_key(|s| s.0);
         let mut symbols: Vec<Entry> = raw
             .into_iter()
@@ -123,7 +141,13 @@ impl SymbolTable {
             });
         }
         symbols.sort_by_key(|e| e.start);
-        SymbolTable { symbols }
+        SymbolTable { symbols, aliases }
+    }
+
+    /// Other global names of the symbol starting at `start` (raw, as the
+    /// table has them), besides the one lookups give.
+    pub(crate) fn aliases(&self, start: u64) -> &[Box<str>] {
+        self.aliases.get(&start).map_or(&[], Vec::as_slice)
     }
 
     /// The start of the first symbol after `addr`, if any.

@@ -263,6 +263,17 @@ impl AddressBook {
         &self.functions
     }
 
+    /// Every function name the session's modules import (what their calls
+    /// into other libraries call them).
+    pub fn imported_names(&self) -> std::collections::HashSet<&str> {
+        self.module_entries
+            .iter()
+            .filter_map(|m| m.elf.as_ref())
+            .flat_map(|e| e.imports())
+            .map(String::as_str)
+            .collect()
+    }
+
     /// The parsed ELF of `module`, if it could be read.
     pub fn elf(&self, module: ModuleId) -> Option<&ElfModule> {
         self.module_entries.get(module.0 as usize)?.elf.as_ref()

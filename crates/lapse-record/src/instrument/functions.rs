@@ -23,6 +23,7 @@ pub fn function_table(
     lines: bool,
 ) -> Vec<FunctionInfo> {
     let functions = book.functions();
+    let imported = book.imported_names();
     if let Some(p) = progress {
         p.add_work(functions.len().saturating_sub(from) as u64);
     }
@@ -58,12 +59,34 @@ pub fn function_table(
                 // (-pg's mcount knows an address inside its function, not
                 // its start: the symbol says where it starts)
                 address: symbol.map_or(address, |s| s.start),
-                name: symbol.map_or_else(|| format!("{address:#x}"), |s| s.name.clone()),
+                name: symbol.map_or_else(
+                    || format!("{address:#x}"),
+                    |s| called_name(elf, s, &imported),
+                ),
                 source_file,
                 line,
             }
         })
         .collect()
+}
+
+/// The name of symbol `s` as the recorded modules call it: a library
+/// function with aliases at its address (glibc's `fopen` and `fopen64`,
+/// `signal` and `ssignal`) is named by the alias that a module imports,
+/// when the name the symbol table prefers is not imported itself.
+fn called_name(
+    elf: Option<&lapse_symbols::ElfModule>,
+    s: &lapse_symbols::FunctionSymbol,
+    imported: &std::collections::HashSet<&str>,
+) -> String {
+    if imported.is_empty() || imported.contains(s.name.as_str()) {
+        return s.name.clone();
+    }
+    elf.map(|e| e.aliases(s.start))
+        .unwrap_or_default()
+        .into_iter()
+        .find(|alias| imported.contains(alias.as_str()))
+        .unwrap_or_else(|| s.name.clone())
 }
 
 #[cfg(test)]
