@@ -830,3 +830,63 @@ int main(int argc, char **argv) {
         );
     }
 }
+
+#[test]
+fn a_binary_replaced_or_deleted_during_the_recording_is_named_from_what_ran() {
+    // Before: the symbols were read from whatever the path named by then
+    // (the rebuilt program's functions on the old one's samples).
+    const RAN: &str = r#"
+#include <time.h>
+NOINLINE uint64_t alpha_spin(uint64_t x) { for (int i = 0; i < 1000; i++) x = x * 6364136223846793005u + 1; return x; }
+int main(int argc, char **argv) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ready", argv[1]);
+    fclose(fopen(path, "w"));
+    snprintf(path, sizeof path, "%s/go", argv[1]);
+    while (access(path, F_OK) != 0) usleep(1000);
+    uint64_t x = 1;
+    clock_t end = clock() + CLOCKS_PER_SEC / 5;
+    while (clock() < end) x = alpha_spin(x);
+    return (int)(x & 0);
+}
+"#;
+    for how in ["replaced", "deleted"] {
+        let dir = work_dir(&format!("replaced-{how}"));
+        let Some(exe) = gcc(&dir, "prog", RAN, &[]) else {
+            return;
+        };
+        // The same program with other names, a page further on.
+        let other = RAN.replace("alpha_spin", "zz_other_name").replace(
+            "NOINLINE uint64_t zz",
+            "char pad[8192] = {1};\nNOINLINE uint64_t zz",
+        );
+        let new = gcc(&dir, "prog.new", &other, &[]).expect("built before");
+        let (d, e) = (dir.to_path_buf(), exe.clone());
+        let recorder = std::thread::spawn(move || {
+            record(
+                &d,
+                &[],
+                &[e.to_str().expect("utf-8"), d.to_str().expect("utf-8")],
+            )
+        });
+        lapse_testkit::wait_until("the program is ready", || {
+            dir.join("ready").exists() || recorder.is_finished()
+        });
+        if how == "replaced" {
+            std::fs::rename(&new, &exe).expect("replace the program");
+        } else {
+            std::fs::remove_file(&exe).expect("delete the program");
+        }
+        std::fs::write(dir.join("go"), "").expect("go");
+        let Some(data) = recorder.join().expect("recorder thread") else {
+            return;
+        };
+        let v = report(&data, "functions");
+        let names: Vec<&str> = rows(&v)
+            .iter()
+            .filter_map(|r| r["function"].as_str())
+            .collect();
+        assert!(names.contains(&"alpha_spin"), "{how}: {names:?}");
+        assert!(!names.contains(&"zz_other_name"), "{how}: {names:?}");
+    }
+}

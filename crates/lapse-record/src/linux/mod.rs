@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod launch;
+pub mod mapped;
 pub mod perf;
 pub(crate) mod proc_scan;
 pub mod records;

@@ -113,6 +113,9 @@ pub enum PerfRecord<'a> {
         pgoff: u64,
         prot: u32,
         build_id: Option<&'a [u8]>,
+        /// The mapped file's device and inode (when the record carries
+        /// them rather than a build-id).
+        inode: Option<FileInode>,
         path: String,
         id: SampleId,
     },
@@ -127,6 +130,14 @@ pub enum PerfRecord<'a> {
     Other {
         kind: u32,
     },
+}
+
+/// A file's identity on disk: its device and inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileInode {
+    pub major: u32,
+    pub minor: u32,
+    pub ino: u64,
 }
 
 /// Parses one record (header included). `None` when it is malformed.
@@ -176,11 +187,19 @@ pub fn parse<'a>(record: &'a [u8], layout: &SampleIdLayout) -> Option<PerfRecord
         b::PERF_RECORD_MMAP2 => {
             let (pid, tid, addr, len, pgoff) = (r.u32()?, r.u32()?, r.u64()?, r.u64()?, r.u64()?);
             let id_bytes = r.bytes(24)?;
-            let build_id = if u32::from(misc) & b::PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+            let (build_id, inode) = if u32::from(misc) & b::PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
                 let n = usize::from(id_bytes[0]).min(20);
-                Some(&id_bytes[4..4 + n])
+                (Some(&id_bytes[4..4 + n]), None)
             } else {
-                None
+                let word =
+                    |at: usize| -> Option<[u8; 4]> { id_bytes.get(at..at + 4)?.try_into().ok() };
+                let ino: [u8; 8] = id_bytes.get(8..16)?.try_into().ok()?;
+                let inode = FileInode {
+                    major: u32::from_ne_bytes(word(0)?),
+                    minor: u32::from_ne_bytes(word(4)?),
+                    ino: u64::from_ne_bytes(ino),
+                };
+                (None, Some(inode))
             };
             let (prot, _flags) = (r.u32()?, r.u32()?);
             let end = record.len().checked_sub(layout.len())?;
@@ -192,6 +211,7 @@ pub fn parse<'a>(record: &'a [u8], layout: &SampleIdLayout) -> Option<PerfRecord
                 pgoff,
                 prot,
                 build_id,
+                inode,
                 path: c_string(record.get(r.pos..end)?),
                 id: trailer()?,
             }

@@ -27,7 +27,7 @@ use super::attr::CALLCHAIN_MAX;
 use super::parse::{self, RawSample, SampleLayout};
 use super::stack_table::StackTable;
 use super::symbols::FrameSymbols;
-use super::unwind_glue::{AddressSpaces, NewMapping};
+use super::unwind_glue::{AddressSpaces, MapRequest, NewMapping};
 use crate::linux::records::{self, PerfRecord, SampleIdLayout};
 use crate::SymbolProgress;
 
@@ -202,7 +202,15 @@ impl<W: Write> SampleSession<W> {
         path: &str,
         time: Timestamp,
     ) -> io::Result<()> {
-        let new = self.spaces.map(pid, start, len, offset, path, time);
+        let new = self.spaces.map(MapRequest {
+            pid,
+            start,
+            len,
+            file_offset: offset,
+            path,
+            inode: None,
+            time,
+        });
         self.write_mapping(new)
     }
 
@@ -230,11 +238,20 @@ impl<W: Write> SampleSession<W> {
                 pgoff,
                 prot,
                 path,
+                inode,
                 id,
                 ..
             } if prot & libc::PROT_EXEC as u32 != 0 && self.targets.contains(&pid) => {
                 let time = Timestamp::from_nanos(id.time);
-                let new = self.spaces.map(pid, addr, len, pgoff, &path, time);
+                let new = self.spaces.map(MapRequest {
+                    pid,
+                    start: addr,
+                    len,
+                    file_offset: pgoff,
+                    path: &path,
+                    inode,
+                    time,
+                });
                 self.write_mapping(new)?;
             }
             PerfRecord::Fork {

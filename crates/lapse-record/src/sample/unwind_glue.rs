@@ -19,6 +19,9 @@ use lapse_data::{MappingInfo, ModuleId, ModuleInfo, Timestamp};
 use lapse_symbols::{ElfModule, PerfMap};
 use lapse_unwind::{ProcessUnwinder, StackCopy, StackEnd, UserRegs};
 
+use crate::linux::mapped::{self, open_mapped_elf};
+use crate::linux::records::FileInode;
+
 /// Largest perf map read (Node's can reach tens of MB).
 const PERF_MAP_MAX_BYTES: u64 = 256 << 20;
 
@@ -67,12 +70,16 @@ pub(crate) struct ModuleTable {
 
 impl ModuleTable {
     /// The id for `path`, and the module's record when it is new (to be written).
-    pub(crate) fn intern(&mut self, path: &str) -> (ModuleId, Option<ModuleInfo>) {
+    pub(crate) fn intern(
+        &mut self,
+        path: &str,
+        mapped: Option<mapped::Mapped>,
+    ) -> (ModuleId, Option<ModuleInfo>) {
         if let Some(&id) = self.by_path.get(path) {
             return (id, None);
         }
         let id = ModuleId(self.modules.len() as u32);
-        let elf = open_module(path);
+        let elf = open_module(path, mapped);
         let info = ModuleInfo {
             id,
             path: path.to_owned(),
@@ -198,17 +205,14 @@ fn read_perf_map(path: &Path, owner: Option<u32>) -> Option<String> {
     Some(text)
 }
 
-/// Opens the ELF behind a mapping's path; `[vdso]` is read from lapse's own
-/// process, whose vdso is the same image the kernel gives every process.
-fn open_module(path: &str) -> Option<ElfModule> {
+/// Opens the ELF behind a mapping (the file that was mapped, see
+/// [`open_mapped_elf`]); `[vdso]` is read from lapse's own process, whose
+/// vdso is the same image the kernel gives every process.
+fn open_module(path: &str, mapped: Option<mapped::Mapped>) -> Option<ElfModule> {
     if path == "[vdso]" {
         return own_vdso().and_then(|b| ElfModule::from_bytes(Path::new(path), b).ok());
     }
-    let real = path.strip_suffix(" (deleted)").unwrap_or(path);
-    if !real.starts_with('/') {
-        return None;
-    }
-    ElfModule::open(Path::new(real)).ok()
+    open_mapped_elf(path, mapped)
 }
 
 fn own_vdso() -> Option<Vec<u8>> {
@@ -254,6 +258,18 @@ pub(crate) struct NewMapping {
     pub(crate) mapping: MappingInfo,
 }
 
+/// An executable mapping of `pid`: where, of which file (its path, and its
+/// device and inode when the kernel said), and when.
+pub(crate) struct MapRequest<'a> {
+    pub(crate) pid: u32,
+    pub(crate) start: u64,
+    pub(crate) len: u64,
+    pub(crate) file_offset: u64,
+    pub(crate) path: &'a str,
+    pub(crate) inode: Option<FileInode>,
+    pub(crate) time: Timestamp,
+}
+
 #[derive(Default)]
 pub(crate) struct AddressSpaces {
     pub(crate) modules: ModuleTable,
@@ -261,22 +277,29 @@ pub(crate) struct AddressSpaces {
 }
 
 impl AddressSpaces {
-    /// An executable mapping appeared in `pid` (mmap2 record or /proc/PID/maps).
-    pub(crate) fn map(
-        &mut self,
-        pid: u32,
-        start: u64,
-        len: u64,
-        file_offset: u64,
-        path: &str,
-        time: Timestamp,
-    ) -> NewMapping {
+    /// An executable mapping appeared (mmap2 record or /proc/PID/maps).
+    pub(crate) fn map(&mut self, m: MapRequest<'_>) -> NewMapping {
+        let MapRequest {
+            pid,
+            start,
+            len,
+            file_offset,
+            path,
+            inode,
+            time,
+        } = m;
         let end = start.saturating_add(len);
         let anonymous = is_anonymous(path);
         let (module, new_module) = if anonymous {
             self.modules.intern_anonymous(pid)
         } else {
-            self.modules.intern(path)
+            let mapped = mapped::Mapped {
+                pid,
+                start,
+                end,
+                inode,
+            };
+            self.modules.intern(path, Some(mapped))
         };
         let loaded = self.modules.get(module);
         let elf = loaded.and_then(|m| m.elf.as_ref());
@@ -395,9 +418,25 @@ mod tests {
         let exe = exe.to_str().expect("utf-8 path");
         let t = Timestamp::from_nanos(1);
         let mut spaces = AddressSpaces::default();
-        let first = spaces.map(1, 0x5000_0000, 0x1000, 0, exe, t);
+        let first = spaces.map(MapRequest {
+            pid: 1,
+            start: 0x5000_0000,
+            len: 0x1000,
+            file_offset: 0,
+            path: exe,
+            inode: None,
+            time: t,
+        });
         assert!(first.module.is_some(), "a new module is reported once");
-        let again = spaces.map(1, 0x6000_0000, 0x1000, 0, exe, t);
+        let again = spaces.map(MapRequest {
+            pid: 1,
+            start: 0x6000_0000,
+            len: 0x1000,
+            file_offset: 0,
+            path: exe,
+            inode: None,
+            time: t,
+        });
         assert!(again.module.is_none());
         assert_eq!(again.mapping.module, first.mapping.module);
 
@@ -422,7 +461,15 @@ mod tests {
         );
 
         // A new mapping over an old one replaces it.
-        let other = spaces.map(1, 0x5000_0000, 0x2000, 0, "/nonexistent/lib.so", t);
+        let other = spaces.map(MapRequest {
+            pid: 1,
+            start: 0x5000_0000,
+            len: 0x2000,
+            file_offset: 0,
+            path: "/nonexistent/lib.so",
+            inode: None,
+            time: t,
+        });
         assert_ne!(other.mapping.module, first.mapping.module);
         assert_eq!(
             spaces.resolve(1, 0x5000_1800).map(|r| r.0),
@@ -436,8 +483,24 @@ mod tests {
         // A pid no process has: its perf map is this test's alone.
         let pid = u32::MAX - 7;
         let mut spaces = AddressSpaces::default();
-        let a = spaces.map(pid, 0x7000_0000, 0x1000, 0x7000_0000, "//anon", t);
-        let b = spaces.map(pid, 0x7100_0000, 0x1000, 0x7100_0000, "[anon:jit]", t);
+        let a = spaces.map(MapRequest {
+            pid,
+            start: 0x7000_0000,
+            len: 0x1000,
+            file_offset: 0x7000_0000,
+            path: "//anon",
+            inode: None,
+            time: t,
+        });
+        let b = spaces.map(MapRequest {
+            pid,
+            start: 0x7100_0000,
+            len: 0x1000,
+            file_offset: 0x7100_0000,
+            path: "[anon:jit]",
+            inode: None,
+            time: t,
+        });
         assert_eq!(
             a.module.as_ref().map(|m| m.path.as_str()),
             Some(&*format!("[anon:{pid}]"))
@@ -449,7 +512,15 @@ mod tests {
             Some((a.mapping.module, 0x7100_0010)),
             "addresses stay absolute"
         );
-        let other = spaces.map(pid - 1, 0x7000_0000, 0x1000, 0, "//anon", t);
+        let other = spaces.map(MapRequest {
+            pid: pid - 1,
+            start: 0x7000_0000,
+            len: 0x1000,
+            file_offset: 0,
+            path: "//anon",
+            inode: None,
+            time: t,
+        });
         assert_ne!(other.mapping.module, a.mapping.module);
 
         let path = format!("/tmp/perf-{pid}.map");
