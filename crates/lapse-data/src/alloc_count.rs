@@ -28,6 +28,7 @@ fn account(delta: isize) {
 // touches only const-initialised thread-locals, which never allocate.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: the caller's layout, passed on as GlobalAlloc::alloc requires.
         let p = unsafe { System.alloc(l) };
         if !p.is_null() {
             account(l.size() as isize);
@@ -35,6 +36,7 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        // SAFETY: as for alloc.
         let p = unsafe { System.alloc_zeroed(l) };
         if !p.is_null() {
             account(l.size() as isize);
@@ -42,10 +44,12 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` came from System with layout `l` (every alloc goes there).
         unsafe { System.dealloc(p, l) };
         account(-(l.size() as isize));
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        // SAFETY: as for dealloc; `new` is the caller's, checked by it.
         let q = unsafe { System.realloc(p, l, new) };
         if !q.is_null() {
             account(new as isize - l.size() as isize);

@@ -385,8 +385,8 @@ impl Drop for Arena {
     }
 }
 
-// The mapping is plain memory shared with another process; the recorder
-// uses it from one thread at a time.
+// SAFETY: the mapping is plain memory shared with another process; the
+// recorder uses it from one thread at a time.
 unsafe impl Send for Arena {}
 
 #[cfg(test)]

@@ -285,10 +285,10 @@ static TARGET: AtomicI32 = AtomicI32::new(0);
 const SENT: i32 = 0x100;
 
 extern "C" fn note_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
     let code = if info.is_null() {
         0
     } else {
+        // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
         unsafe { (*info).si_code }
     };
     let from_tty = code == libc::SI_KERNEL;
