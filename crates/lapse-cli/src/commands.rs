@@ -126,6 +126,8 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         output: a.output,
         target,
         symbol_progress: None,
+        // What the recorder says goes out at once, one line each.
+        notices: lapse_record::Notices::to(|n| eprintln!("lapse: {n}")),
     };
     let outcome = match crate::progress::record_with_progress(opts) {
         Ok(outcome) => outcome,

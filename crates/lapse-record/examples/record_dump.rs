@@ -25,6 +25,7 @@ fn main() {
         output: PathBuf::from(&args[0]),
         target: Target::Command(args[1..].to_vec()),
         symbol_progress: None,
+        notices: lapse_record::Notices::to(|n| eprintln!("record_dump: {n}")),
     };
     let outcome = match record(&opts) {
         Ok(o) => o,

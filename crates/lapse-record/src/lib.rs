@@ -29,10 +29,12 @@ mod error;
 mod instrument;
 pub mod linux;
 pub mod method;
+mod notice;
 mod sample;
 
 pub use error::RecordError;
 pub use instrument::{recover, spill_path, RecoverOutcome};
+pub use notice::{Notice, Notices};
 
 /// Unit tests can say how many bytes the recorder keeps (per thread alive).
 #[cfg(test)]
@@ -132,6 +134,8 @@ pub struct RecordOptions {
     /// Counts the symbol resolution done once the target has exited, for a
     /// progress display; `None` when nobody watches.
     pub symbol_progress: Option<Arc<SymbolProgress>>,
+    /// Where what the recorder has to say goes (it prints nothing itself).
+    pub notices: Notices,
 }
 
 /// How far the symbol resolution at the end of a recording has got. The
@@ -210,20 +214,20 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         MethodChoice::Auto => match &found {
             None => {
                 if method::is_wrapper(&program) {
-                    eprintln!(
-                        "lapse: {} carries no probes, so recording by sampling; if the program it runs was built with probes, add --method instrument",
+                    opts.notices.say(Notice::Method(format!(
+                        "{} carries no probes, so recording by sampling; if the program it runs was built with probes, add --method instrument",
                         program.display()
-                    );
+                    )));
                 }
                 Method::Sampling
             }
             Some(f) => {
                 if f.module != program {
-                    eprintln!(
-                        "lapse: probes found in {} (needed by {}): recording by instrumentation",
+                    opts.notices.say(Notice::Method(format!(
+                        "probes found in {} (needed by {}): recording by instrumentation",
                         f.module.display(),
                         program.display()
-                    );
+                    )));
                 }
                 Method::Instrumentation
             }

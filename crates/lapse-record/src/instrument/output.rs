@@ -8,7 +8,7 @@
 //! place ([`lapse_data::output`]).
 //!
 //! A write that fails (a full disk) stops the recording, not the session:
-//! it is said once on stderr, every later write is skipped, and the session
+//! it is said once (a [`Notice`]), every later write is skipped, and the session
 //! goes on supervising the target (and draining the runtime, so that the
 //! target never waits) until it ends; [`Output::failed`] then tells.
 
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use lapse_data::codec::EventEncoder;
 use lapse_data::{DataWriter, OutputFile, Record, ThreadKey};
 
-use crate::RecordError;
+use crate::{Notice, Notices, RecordError};
 
 /// The file is flushed at least this often (SPEC 8: at most ~100 ms lost).
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -32,10 +32,12 @@ pub struct Output {
     pub events: u64,
     /// The first write that failed; nothing is written after it.
     failed: Option<std::io::Error>,
+    /// Where the failure is said, once.
+    notices: Notices,
 }
 
 impl Output {
-    pub fn create(path: &Path) -> Result<Output, RecordError> {
+    pub fn create(path: &Path, notices: Notices) -> Result<Output, RecordError> {
         let err = |source| RecordError::Output {
             path: path.to_owned(),
             source,
@@ -48,6 +50,7 @@ impl Output {
             last_flush: Instant::now(),
             events: 0,
             failed: None,
+            notices,
         })
     }
 
@@ -55,10 +58,10 @@ impl Output {
     fn check(&mut self, r: std::io::Result<()>) -> Result<(), RecordError> {
         if let Err(e) = r {
             if self.failed.is_none() {
-                eprintln!(
-                    "lapse: cannot write the data file {}: {e}; recording stopped, waiting for the target to end",
+                self.notices.say(Notice::WriteFailed(format!(
+                    "cannot write the data file {}: {e}; recording stopped, waiting for the target to end",
                     self.file.path().display()
-                );
+                )));
                 self.failed = Some(e);
             }
         }

@@ -20,7 +20,7 @@ use super::threads;
 use crate::linux::clock::{self, TickClock};
 use crate::linux::launch::{self, HeldChild};
 use crate::linux::proc_scan::{self, hostname, read_cmdline};
-use crate::{OsEventSource, RecordError, RecordOptions, RecordOutcome};
+use crate::{Notice, Notices, OsEventSource, RecordError, RecordOptions, RecordOutcome};
 
 /// A probe-cost calibration whose trials spread wider than this (90th over
 /// 10th percentile, in percent) ran on a machine too busy to trust it.
@@ -79,6 +79,7 @@ pub(super) struct Session {
     /// The target runs set-user-ID (or the like): the runtime cannot be
     /// preloaded into it, which is why it would record nothing.
     pub(super) privileged_target: bool,
+    pub(super) notices: Notices,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -94,7 +95,7 @@ pub fn record(
             path: dir.socket_path(),
             source,
         })?;
-    let out = Output::create(&opts.output)?;
+    let out = Output::create(&opts.output, opts.notices.clone())?;
     let mut preload = dir.runtime_path().display().to_string();
     if let Ok(old) = std::env::var("LD_PRELOAD") {
         if !old.is_empty() {
@@ -181,6 +182,7 @@ pub fn record(
         next_look: Instant::now(),
         handed_over_seen: 0,
         privileged_target: crate::method::runs_privileged(program),
+        notices: opts.notices.clone(),
     };
     let start = clock::monotonic_now();
     let start_unix_ns = clock::realtime_unix_ns();
@@ -482,7 +484,7 @@ impl Session {
             ));
             if self.asm.probe_spread_pct > UNRELIABLE_SPREAD_PCT {
                 let why = "the machine was very busy while lapse measured its probe cost at start-up, so probe-cost compensation may be off (lapse report --no-compensation shows raw times)";
-                eprintln!("lapse: warning: {why}");
+                self.notices.say(Notice::Warning(why.to_owned()));
                 notes.push(format!("warning: {why}"));
             }
         }
@@ -491,7 +493,9 @@ impl Session {
         }
         if let Some(why) = &self.os.syscalls_refused {
             // One line now (the run goes on), and the same in the header.
-            eprintln!("lapse: warning: recording without syscall OS events: {why}");
+            self.notices.say(Notice::Warning(format!(
+                "recording without syscall OS events: {why}"
+            )));
             notes.push(format!(
                 "syscall OS events were asked for but not recorded: {why}"
             ));

@@ -16,7 +16,7 @@ use super::os::{ProcessLife, ThreadLife};
 use super::session::{Session, RETIRE_AFTER};
 use super::stalls::HeldOsEvent;
 use crate::linux::clock;
-use crate::{RecordError, RecordOutcome};
+use crate::{Notice, RecordError, RecordOutcome};
 
 /// Threads let go in one flush at most.
 const RETIRE_AT_ONCE: usize = 16_384;
@@ -353,7 +353,7 @@ impl Session {
                     self.os.refused_records,
                     super::threads::ENV_MAX_THREADS,
                 );
-                eprintln!("lapse: warning: {why}");
+                self.notices.say(Notice::Warning(why.clone()));
                 header.notes.push(why);
             }
             if self.os.lost_records > 0 {

@@ -31,7 +31,7 @@ use super::session::SampleSession;
 use crate::linux::clock::{monotonic_now, realtime_unix_ns};
 use crate::linux::launch;
 use crate::linux::proc_scan::{hostname, read_cmdline};
-use crate::{RecordError, RecordOptions, RecordOutcome, Target};
+use crate::{Notice, RecordError, RecordOptions, RecordOutcome, Target};
 
 /// How long the driver sleeps between drains when the rings stay quiet.
 const POLL_MS: i32 = 50;
@@ -149,9 +149,10 @@ pub(crate) fn record_command(
         launch::forward_pending_signal(child.pid);
         if failed.is_none() {
             if let Err(e) = rings.pump(&mut session, &id_layout, false) {
-                eprintln!(
-                    "lapse: cannot write the data file: {e}; recording stopped, waiting for the target to end"
-                );
+                opts.notices.say(Notice::WriteFailed(format!(
+                    "cannot write the data file {}: {e}; recording stopped, waiting for the target to end",
+                    opts.output.display()
+                )));
                 rings.events.clear(); // (closes the events: nothing more is sampled)
                 failed = Some(e);
             }
@@ -174,7 +175,7 @@ pub(crate) fn record_command(
         .map_err(io_error(opts))?;
     let samples = session.samples();
     if let Some(warning) = session.short_stacks_warning() {
-        eprintln!("lapse: warning: {warning}");
+        opts.notices.say(Notice::Warning(warning));
     }
     let bytes = session
         .finish(
@@ -279,7 +280,7 @@ pub(crate) fn record_pid(
         .map_err(io_error(opts))?;
     let samples = session.samples();
     if let Some(warning) = session.short_stacks_warning() {
-        eprintln!("lapse: warning: {warning}");
+        opts.notices.say(Notice::Warning(warning));
     }
     let bytes = session
         .finish(None, monotonic_now(), opts.symbol_progress.as_deref())
