@@ -6,7 +6,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 15] = [
+const SOURCES: [&str; 16] = [
     "csrc/probe.c",
     "csrc/calibrate.c",
     "csrc/trampoline.c",
@@ -20,6 +20,7 @@ const SOURCES: [&str; 15] = [
     "csrc/lifecycle.c",
     "csrc/env.c",
     "csrc/exec.c",
+    "csrc/rawfork.c",
     "csrc/sancov.c",
     "csrc/scope.c",
 ];

@@ -420,3 +420,77 @@ int main(void) {
     assert!(alive, "record waited for the daemon to end");
     lapse_testkit::wait_until("the daemon ends", || lapse_testkit::ended(&pid));
 }
+
+#[test]
+fn raw_forks_make_processes_of_their_own_and_the_parent_keeps_its_calls() {
+    // Before: syscall(SYS_fork), _Fork() and clone() without CLONE_VM ran
+    // no fork handlers: the child wrote into the parent's arena, its calls
+    // were taken for the parent's and the parent's after the fork were lost.
+    let Some(run) = build(
+        "raw_forks",
+        r#"
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+pid_t _Fork(void);
+NOINLINE void by_syscall(long i) { sink += (uint64_t)i; }
+NOINLINE void by_underscore_fork(long i) { sink ^= (uint64_t)i; }
+NOINLINE void by_clone(long i) { sink -= (uint64_t)i; }
+NOINLINE void in_parent(long i) { sink *= (uint64_t)i | 1; }
+static int clone_body(void *arg) { (void)arg; for (long i = 0; i < 3000; i++) by_clone(i); return 0; }
+static void parent_part(void) { for (long i = 0; i < 1000; i++) in_parent(i); }
+int main(void) {
+    pid_t p = syscall(SYS_fork);
+    if (p == 0) { for (long i = 0; i < 1000; i++) by_syscall(i); _exit(0); }
+    parent_part();
+    waitpid(p, NULL, 0);
+    p = _Fork();
+    if (p == 0) { for (long i = 0; i < 2000; i++) by_underscore_fork(i); _exit(0); }
+    parent_part();
+    waitpid(p, NULL, 0);
+    static char stack[1 << 16];
+    p = clone(clone_body, stack + sizeof stack, SIGCHLD, NULL);
+    parent_part();
+    waitpid(p, NULL, 0);
+    printf("done 1\n");
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    let Some(out) = run.record(&[]) else {
+        return;
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "done 1\n");
+    let calls = run.calls();
+    for (f, n) in [
+        ("in_parent", 3000),
+        ("by_syscall", 1000),
+        ("by_underscore_fork", 2000),
+        ("by_clone", 3000),
+        ("main", 1),
+    ] {
+        assert_eq!(calls.get(f).copied(), Some(n), "{f}: {calls:?}");
+    }
+    // Each child is a process of its own, holding its own calls only (the
+    // clone child's function and what it calls).
+    let procs = run.report("processes");
+    let rows = procs["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4, "{procs}");
+    let root = rows
+        .iter()
+        .map(|r| r["pid"].as_u64())
+        .min()
+        .expect("a root");
+    let mut children: Vec<u64> = rows
+        .iter()
+        .filter(|r| r["pid"].as_u64() != root)
+        .filter_map(|r| r["calls"].as_u64())
+        .collect();
+    children.sort_unstable();
+    assert_eq!(children, [1000, 2000, 3001], "{procs}");
+    let info = run.info();
+    assert!(info.contains("lost:        0 events"), "{info}");
+}

@@ -94,7 +94,7 @@ static const char *const g_probes[] = {"__cyg_profile_func_enter", "__cyg_profil
 /* The lapse runtime's wrappers that stand for a C library function. */
 static const char *const g_as_libc[] = {"execve", "execv", "execvp", "execvpe", "execl",
                                         "execlp", "execle", "fexecve", "posix_spawn",
-                                        "posix_spawnp"};
+                                        "posix_spawnp", "syscall", "_Fork"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -35,7 +35,7 @@ NOINSTR uint32_t lapse_gettid(void) { return (uint32_t)syscall(SYS_gettid); }
 
 /* ---- fork ---- */
 
-NOINSTR static void before_fork(void)
+NOINSTR void lapse_before_fork(void)
 {
     struct lapse_tls *t = &lapse_t;
     if (g_inited != 1 || g_no_inherit)
@@ -55,7 +55,7 @@ NOINSTR static void before_fork(void)
     lapse_unblock(&old);
 }
 
-NOINSTR static void after_fork_parent(void)
+NOINSTR void lapse_after_fork_parent(void)
 {
     g_forking = 0;
     if (g_inited != 1 || g_no_inherit)
@@ -70,7 +70,7 @@ NOINSTR static void after_fork_parent(void)
 
 /* The child: only the forking thread exists. Its buffer was handed over just
  * before fork, so it starts empty; the recorder gives it the parent's stack. */
-NOINSTR static void after_fork_child(void)
+NOINSTR void lapse_after_fork_child(void)
 {
     struct lapse_tls *self = &lapse_t;
     if (g_inited != 1)
@@ -186,7 +186,7 @@ NOINSTR static void lapse_init_connected(void)
     }
     if (lapse_threads_init() != 0)
         return;
-    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    pthread_atfork(lapse_before_fork, lapse_after_fork_parent, lapse_after_fork_child);
     install_handlers();
     __atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
     if (getenv(LAPSE_ENV_CALIBRATE)) {

@@ -329,6 +329,11 @@ void lapse_libcalls_scan(void);
 /* ---- exec.c / lifecycle.c ---- */
 /* Hands every buffer over before the process image is replaced. */
 void lapse_before_exec(void);
+/* fork's handlers (pthread_atfork), also run around the forks that bypass
+ * fork() (rawfork.c). */
+void lapse_before_fork(void);
+void lapse_after_fork_parent(void);
+void lapse_after_fork_child(void);
 
 /* ---- the probe (probe.c's hooks, scope.c's) ---- */
 /* Records one event of the calling thread: `fn` entered (is_exit 0) or
