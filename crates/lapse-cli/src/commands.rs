@@ -55,6 +55,38 @@ pub fn open(path: &Path) -> Result<DataFile> {
     Ok(file)
 }
 
+/// `--pid`/`--tid` values the file has no process or thread of are an
+/// error, not an empty report.
+fn check_selected_exist(file: &lapse_data::DataFile, pids: &[u32], tids: &[u32]) -> Result<()> {
+    let name = file.path().display();
+    let list = |mut ids: Vec<u32>| {
+        ids.sort_unstable();
+        ids.dedup();
+        let shown: Vec<String> = ids.iter().take(10).map(u32::to_string).collect();
+        let more = if ids.len() > 10 { ", ..." } else { "" };
+        format!("{}{more}", shown.join(", "))
+    };
+    if let Some(pid) = pids
+        .iter()
+        .find(|&&p| !file.processes.iter().any(|q| q.pid == p))
+    {
+        bail!(
+            "--pid {pid}: {name} holds no process {pid} (its processes: {})",
+            list(file.processes.iter().map(|p| p.pid).collect())
+        );
+    }
+    if let Some(tid) = tids
+        .iter()
+        .find(|&&t| !file.threads.iter().any(|q| q.tid == t))
+    {
+        bail!(
+            "--tid {tid}: {name} holds no thread {tid} (its threads: {})",
+            list(file.threads.iter().map(|t| t.tid).collect())
+        );
+    }
+    Ok(())
+}
+
 /// A sampling run with too few samples to say much: why, and what to do.
 fn few_samples_hint(samples: u64) -> Option<String> {
     match samples {
@@ -146,9 +178,10 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         }
         Err(e) => return Err(e.into()),
     };
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let what = match outcome.method {
-        lapse_data::Method::Instrumentation => format!("{} events", outcome.events),
-        lapse_data::Method::Sampling => format!("{} samples", outcome.samples),
+        lapse_data::Method::Instrumentation => plural(outcome.events, "event", "events"),
+        lapse_data::Method::Sampling => plural(outcome.samples, "sample", "samples"),
     };
     // An attached process is not ours to wait for: whether it still runs is
     // all there is to say (its exit status goes to its own parent).
@@ -194,6 +227,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         }
     }
     let file = open(&a.file)?;
+    check_selected_exist(&file, &a.pid, &a.tid)?;
     let view = a.view;
     let query = Query {
         pids: a.pid,

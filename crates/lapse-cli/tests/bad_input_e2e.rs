@@ -216,6 +216,20 @@ fn values_that_would_be_changed_or_select_nothing_are_refused() {
             "inf".into(),
         ),
         (owned(&["report", "rec.data", "--limit", "-1"]), "-1".into()),
+        // (an empty table, silently, before)
+        (
+            owned(&["report", "rec.data", "--tid", "999999"]),
+            "holds no thread 999999".into(),
+        ),
+        (
+            owned(&["report", "rec.data", "--pid", "999999"]),
+            "holds no process 999999".into(),
+        ),
+        // (a file here that is not on PATH: "command not found" before)
+        (
+            owned(&["record", "-o", "keep.data", "--", "keep.data"]),
+            "give ./keep.data".into(),
+        ),
         (
             owned(&["diff", "rec.data", "rec.data", "--threshold", "NaN"]),
             "NaN".into(),

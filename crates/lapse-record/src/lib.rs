@@ -199,8 +199,16 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         }
     };
     let first = argv.first().ok_or(RecordError::NoCommand)?;
-    let program = linux::launch::resolve_command(first)
-        .ok_or_else(|| RecordError::CommandNotFound(first.clone()))?;
+    let Some(program) = linux::launch::resolve_command(first) else {
+        // A file of that name here is not run from PATH: say so, rather
+        // than "command not found" about a file the user can see.
+        if !first.contains('/') && std::path::Path::new(first).is_file() {
+            return Err(RecordError::Unsupported(format!(
+                "cannot run {first}: a command without a / is looked for on PATH, not here; to run the file in this directory, give ./{first}"
+            )));
+        }
+        return Err(RecordError::CommandNotFound(first.clone()));
+    };
     if let Some(why) = linux::launch::not_runnable(&program) {
         return Err(RecordError::Unsupported(format!(
             "cannot run {}: {why}",
