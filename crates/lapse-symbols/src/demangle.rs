@@ -13,8 +13,73 @@ pub fn demangle(name: &str) -> String {
                 return text;
             }
         }
+        // cpp_demangle 0.5 refuses some names GCC writes (an `sr`
+        // expression in an `enable_if` return type); the C++ library's own
+        // demangler, which c++filt shares, reads them.
+        if let Some(text) = cxa::demangle(name) {
+            return text;
+        }
     }
     name.to_owned()
+}
+
+/// The C++ runtime's `__cxa_demangle`, from `libstdc++.so.6` when the
+/// machine has it (looked up once; lapse does not link it).
+mod cxa {
+    use std::ffi::{c_char, c_int, c_void, CStr, CString};
+    use std::sync::OnceLock;
+
+    type CxaDemangle =
+        unsafe extern "C" fn(*const c_char, *mut c_char, *mut usize, *mut c_int) -> *mut c_char;
+
+    fn function() -> Option<CxaDemangle> {
+        static FOUND: OnceLock<Option<usize>> = OnceLock::new();
+        let address = *FOUND.get_or_init(|| {
+            // SAFETY: dlopen/dlsym with NUL-terminated names; the library
+            // stays loaded (never dlclosed), so the address stays valid.
+            unsafe {
+                let lib = libc::dlopen(
+                    c"libstdc++.so.6".as_ptr(),
+                    libc::RTLD_LAZY | libc::RTLD_LOCAL,
+                );
+                if lib.is_null() {
+                    return None;
+                }
+                let f = libc::dlsym(lib, c"__cxa_demangle".as_ptr());
+                (!f.is_null()).then_some(f as usize)
+            }
+        });
+        // SAFETY: the address is __cxa_demangle's, whose C signature
+        // CxaDemangle is.
+        address.map(|a| unsafe { std::mem::transmute::<usize, CxaDemangle>(a) })
+    }
+
+    pub(super) fn demangle(name: &str) -> Option<String> {
+        let f = function()?;
+        let c = CString::new(name).ok()?;
+        let mut status: c_int = -1;
+        // SAFETY: a NUL-terminated name; no buffer of ours (it mallocs one,
+        // freed below); status is written.
+        let out = unsafe {
+            f(
+                c.as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &mut status,
+            )
+        };
+        if out.is_null() {
+            return None;
+        }
+        let text = (status == 0).then(|| {
+            // SAFETY: on success it returns a NUL-terminated malloc'd string.
+            let c = unsafe { CStr::from_ptr(out) };
+            c.to_string_lossy().into_owned()
+        });
+        // SAFETY: the buffer is malloc'd by __cxa_demangle and ours to free.
+        unsafe { libc::free(out.cast::<c_void>()) };
+        text
+    }
 }
 
 /// v0 names an inherent method `<app::Counter>::bump` and legacy names it
@@ -135,5 +200,15 @@ mod tests {
         assert_eq!(demangle("main"), "main");
         assert_eq!(demangle("_Z"), "_Z");
         assert_eq!(demangle("_ZZZZZ"), "_ZZZZZ");
+    }
+
+    #[test]
+    fn cpp_names_with_an_sr_expression_in_enable_if_demangle() {
+        // (uftrace's t255/t256: GCC's names for enable_if overloads)
+        let name = "_Z5twiceIiENSt9enable_ifIXsrSt11is_integralIT_E5valueES2_E4typeES2_";
+        assert_eq!(
+            demangle(name),
+            "std::enable_if<std::is_integral<int>::value, int>::type twice<int>(int)"
+        );
     }
 }
