@@ -494,3 +494,73 @@ int main(void) {
     let info = run.info();
     assert!(info.contains("lost:        0 events"), "{info}");
 }
+
+#[test]
+fn a_program_in_its_own_pid_namespace_is_recorded_with_its_off_cpu_time() {
+    // Before: the runtime's pid 1 was taken for the machine's init process
+    // (its command, its mappings: every name [unknown]), and a 300 ms sleep
+    // counted as application time (its switches were not matched).
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("a PID namespace is made with unshare -p: needs root").unwrap_or(());
+    }
+    let Some(run) = build(
+        "pid_namespace",
+        r#"
+NOINLINE void nap(void) { usleep(300000); }
+NOINLINE void *sleeper(void *arg) { (void)arg; nap(); return NULL; }
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, sleeper, NULL);
+    pthread_join(t, NULL);
+    nap();
+    printf("pid %d\n", getpid());
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(["record", "--method", "instrument", "-o"])
+        .arg(run.data())
+        .args(["--", "unshare", "-p", "-f", "--mount-proc"])
+        .arg(&run.exe)
+        .current_dir(&run.dir)
+        .output()
+        .expect("run lapse record");
+    if stderr(&out).contains("unshare failed") || stderr(&out).contains("Operation not permitted") {
+        return skip(format!("no PID namespace here: {}", stderr(&out))).unwrap_or(());
+    }
+    if perf_refused(&stderr(&out)) {
+        return skip(stderr(&out)).unwrap_or(());
+    }
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "pid 1\n",
+        "in its namespace"
+    );
+    let v = run.report("functions");
+    let nap = v["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["function"] == "nap")
+        .unwrap_or_else(|| panic!("a nap row (named): {v}"));
+    assert_eq!(nap["calls"], 2, "{nap}");
+    let ms = |k: &str| nap[k].as_f64().unwrap_or(f64::NAN) / 1e6;
+    assert!(ms("elapsed_inclusive_ns") >= 590.0, "{nap}");
+    assert!(
+        ms("application_inclusive_ns") < 100.0,
+        "asleep is not application time: {nap}"
+    );
+    // Two processes (unshare's and the program), no machine's init.
+    let procs = run.report("processes");
+    let rows = procs["rows"].as_array().expect("rows");
+    assert!(
+        rows.iter().all(|r| r["pid"] != 1),
+        "the runtime's pid 1 is not the machine's: {procs}"
+    );
+    assert_eq!(rows.len(), 2, "{procs}");
+}

@@ -238,6 +238,79 @@ impl Msg {
         }
     }
 
+    /// The same message with every process id passed through `pid` and
+    /// every thread id through `tid` (given its process's new id): for
+    /// runtimes in another PID namespace, whose ids are their own.
+    pub fn map_ids(self, pid: impl Fn(u32) -> u32, mut tid: impl FnMut(u32, u32) -> u32) -> Msg {
+        let mut sender = |s: Sender| {
+            let p = pid(s.pid);
+            Sender {
+                pid: p,
+                tid: tid(p, s.tid),
+            }
+        };
+        match self {
+            Msg::Hello {
+                from,
+                probe_cost_x1024,
+                probe_spread_pct,
+                ticks,
+                ppid,
+            } => Msg::Hello {
+                from: sender(from),
+                probe_cost_x1024,
+                probe_spread_pct,
+                ticks,
+                ppid: pid(ppid),
+            },
+            Msg::Events { from, batch } => Msg::Events {
+                from: sender(from),
+                batch,
+            },
+            Msg::ShmEvents { from, batch, buf } => Msg::ShmEvents {
+                from: sender(from),
+                batch,
+                buf,
+            },
+            Msg::Fork { from, ticks } => Msg::Fork {
+                from: sender(from),
+                ticks,
+            },
+            Msg::Child {
+                from,
+                fork_ticks,
+                ppid,
+                parent_tid,
+            } => {
+                let parent = sender(Sender {
+                    pid: ppid,
+                    tid: parent_tid,
+                });
+                Msg::Child {
+                    from: sender(from),
+                    fork_ticks,
+                    ppid: parent.pid,
+                    parent_tid: parent.tid,
+                }
+            }
+            Msg::Exec { from, ticks } => Msg::Exec {
+                from: sender(from),
+                ticks,
+            },
+            Msg::Arena {
+                from,
+                bytes,
+                bufs,
+                buf_events,
+            } => Msg::Arena {
+                from: sender(from),
+                bytes,
+                bufs,
+                buf_events,
+            },
+        }
+    }
+
     /// Parses a datagram; for `Events`, checks that the body holds `count`
     /// events, for `ShmEvents` that buffer and count are in the arena's bounds.
     pub fn parse(datagram: &[u8]) -> Result<Msg, ParseError> {

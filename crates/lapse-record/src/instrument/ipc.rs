@@ -67,6 +67,17 @@ impl Listener {
                 (&addr as *const libc::sockaddr_un).cast(),
                 std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
             ))?;
+            // Each datagram then comes with its sender's process id as
+            // this process sees it (accepted connections inherit this):
+            // what a runtime in another PID namespace cannot tell itself.
+            let on: libc::c_int = 1;
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PASSCRED,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
             cvt(libc::listen(fd.as_raw_fd(), 128))?;
             // (in a 0700 directory already; the socket itself is ours alone too)
             std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
@@ -135,12 +146,14 @@ impl Conn {
     }
 
     /// Receives one datagram into `buf` (at least [`MAX_DATAGRAM`] long),
-    /// and the file descriptor that came with it (SCM_RIGHTS), if any.
-    pub fn recv_with_fd(&self, buf: &mut [u8]) -> io::Result<(Recv, Option<OwnedFd>)> {
+    /// the file descriptor that came with it (SCM_RIGHTS), if any, and its
+    /// sender's process id as this process sees it (SCM_CREDENTIALS).
+    pub fn recv_with_fd(&self, buf: &mut [u8]) -> io::Result<Received> {
         debug_assert!(buf.len() >= MAX_DATAGRAM);
-        // Room for a few descriptors: more than one is not expected, but any
-        // that come must be closed, not leaked.
-        let mut ctl = [0u64; 8];
+        // Room for the sender's credentials and a few descriptors: more
+        // than one is not expected, but any that come must be closed, not
+        // leaked.
+        let mut ctl = [0u64; 16];
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
@@ -163,12 +176,13 @@ impl Conn {
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok((Recv::WouldBlock, None)),
-                Some(libc::ECONNRESET) => Ok((Recv::Closed, None)),
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(Received::nothing(Recv::WouldBlock)),
+                Some(libc::ECONNRESET) => Ok(Received::nothing(Recv::Closed)),
                 _ => Err(e),
             };
         }
         let mut fd = None;
+        let mut sender_pid = None;
         // SAFETY: walking the control messages recvmsg filled in; an
         // SCM_RIGHTS payload is an array of descriptors now ours.
         unsafe {
@@ -184,15 +198,41 @@ impl Conn {
                         } // (others drop here, closed)
                     }
                 }
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_CREDENTIALS {
+                    let cred = libc::CMSG_DATA(c).cast::<libc::ucred>().read_unaligned();
+                    sender_pid = u32::try_from(cred.pid).ok();
+                }
                 c = libc::CMSG_NXTHDR(&mh, c);
             }
         }
-        let r = if n == 0 {
+        let recv = if n == 0 {
             Recv::Closed
         } else {
             Recv::Datagram(n as usize)
         };
-        Ok((r, fd))
+        Ok(Received {
+            recv,
+            fd,
+            sender_pid,
+        })
+    }
+}
+
+/// What [`Conn::recv_with_fd`] got.
+pub struct Received {
+    pub recv: Recv,
+    pub fd: Option<OwnedFd>,
+    /// The sending process, as this process's PID namespace numbers it.
+    pub sender_pid: Option<u32>,
+}
+
+impl Received {
+    fn nothing(recv: Recv) -> Received {
+        Received {
+            recv,
+            fd: None,
+            sender_pid: None,
+        }
     }
 }
 

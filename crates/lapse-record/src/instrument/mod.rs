@@ -44,6 +44,7 @@ mod arena;
 mod assemble;
 mod functions;
 mod ipc;
+mod ns_ids;
 mod os;
 mod output;
 mod pace;

@@ -187,6 +187,9 @@ pub struct OsCollector {
     /// Records of threads past the census's limit, left out (lost events).
     pub refused_records: u64,
     scratch: Vec<u8>,
+    /// Threads the kernel said began since the session last took them
+    /// (for runtimes in another PID namespace: see ns_ids.rs).
+    pub born: Vec<ThreadKey>,
 }
 
 /// An event on the target's OS activity: armed at the target's exec,
@@ -281,6 +284,7 @@ impl OsCollector {
             lost_records: 0,
             refused_records: 0,
             scratch: Vec::new(),
+            born: Vec::new(),
         })
     }
 
@@ -316,6 +320,7 @@ impl OsCollector {
     fn read_slice(&mut self, book: &mut AddressBook) -> Option<u64> {
         let layout = self.layout;
         let queue = &mut self.queue;
+        let born = &mut self.born;
         let mut lost = 0;
         let mut held_back = None;
         for ev in &mut self.events {
@@ -359,6 +364,9 @@ impl OsCollector {
                         }
                         if let Some(q) = queued(r, &mut lost) {
                             last = q.0;
+                            if let Queued::Fork { thread, .. } = q.1 {
+                                born.push(thread);
+                            }
                             queue.push(q);
                         }
                     }
@@ -689,6 +697,7 @@ mod tests {
                 lost_records: 0,
                 refused_records: 0,
                 scratch: Vec::new(),
+                born: Vec::new(),
             }
         }
     }

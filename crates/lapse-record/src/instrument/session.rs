@@ -11,6 +11,7 @@ use super::address::AddressBook;
 use super::arena::Arena;
 use super::assemble::{Assembler, Proc, Took};
 use super::ipc::{wait_readable, Conn, Listener, Recv};
+use super::ns_ids::NsIds;
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
 use super::pace::{self, Pace, Spun};
@@ -79,6 +80,8 @@ pub(super) struct Session {
     /// The target runs set-user-ID (or the like): the runtime cannot be
     /// preloaded into it, which is why it would record nothing.
     pub(super) privileged_target: bool,
+    /// Ids of runtimes in another PID namespace, in the recorder's.
+    pub(super) ns: NsIds,
     pub(super) notices: Notices,
 }
 
@@ -182,6 +185,7 @@ pub fn record(
         next_look: Instant::now(),
         handed_over_seen: 0,
         privileged_target: crate::method::runs_privileged(program),
+        ns: NsIds::default(),
         notices: opts.notices.clone(),
     };
     let start = clock::monotonic_now();
@@ -388,7 +392,10 @@ impl Session {
             self.pace.arrived(Instant::now());
             // (mappings the kernel reported before these events)
             self.os.drain(&mut self.asm.book);
-            let from = Sender { pid, tid: q.tid };
+            let from = Sender {
+                pid,
+                tid: self.ns.tid(pid, q.tid),
+            };
             let r = self.add_events(from, &q.batch, arena.events(q.buf, q.batch.count as usize));
             arena.release(q.buf);
             r?;
@@ -539,15 +546,15 @@ impl Session {
         let mut n = 0;
         self.conns[i].0.drained = false;
         while n < max && !self.conns[i].1 {
-            let (r, fd) = self.conns[i]
+            let got_one = self.conns[i]
                 .0
                 .recv_with_fd(&mut buf)
                 .map_err(RecordError::Receive)?;
-            match r {
+            match got_one.recv {
                 Recv::Datagram(len) => {
                     got = true;
                     n += 1;
-                    self.handle(i, &buf[..len], fd)?;
+                    self.handle(i, &buf[..len], got_one.fd, got_one.sender_pid)?;
                 }
                 Recv::WouldBlock => {
                     self.conns[i].0.drained = true;
@@ -577,10 +584,31 @@ impl Session {
         conn: usize,
         datagram: &[u8],
         fd: Option<std::os::fd::OwnedFd>,
+        sender_pid: Option<u32>,
     ) -> Result<(), RecordError> {
         let Ok(msg) = Msg::parse(datagram) else {
             self.bad_datagrams += 1;
             return Ok(());
+        };
+        // The runtime's own ids (its arena speaks them), then the message
+        // in the ids of the recorder's PID namespace (see ns_ids.rs).
+        let local = msg.from();
+        let id = self.conns[conn].0.id;
+        self.ns.learn(id, local.pid, sender_pid);
+        let ns = &mut self.ns;
+        let msg = if ns.pid(id, local.pid) == local.pid {
+            msg
+        } else {
+            let pids: Vec<(u32, u32)> = [local.pid]
+                .into_iter()
+                .chain(match msg {
+                    Msg::Hello { ppid, .. } | Msg::Child { ppid, .. } => Some(ppid),
+                    _ => None,
+                })
+                .map(|p| (p, ns.pid(id, p)))
+                .collect();
+            let pid = |p: u32| pids.iter().find(|m| m.0 == p).map_or(p, |m| m.1);
+            msg.map_ids(pid, |p, t| ns.tid(p, t))
         };
         let from = msg.from();
         if !self.inherit && from.pid != self.root {
@@ -603,11 +631,12 @@ impl Session {
         let key = (self.conns[conn].0.id, from.pid);
         if let Some(arena) = self.arenas.get_mut(&key) {
             arena.take_quiet();
-            self.read_quiet(key, protocol::arena_seq(datagram), Some(from.tid))?;
+            self.read_quiet(key, protocol::arena_seq(datagram), Some(local.tid))?;
         }
         // Mappings and execs the kernel reported must be known before the
         // addresses in this datagram are looked up.
         self.os.drain(&mut self.asm.book);
+        self.note_born();
         match msg {
             Msg::Arena {
                 bytes,
@@ -750,6 +779,16 @@ impl Session {
         self.salvage(|k| done.contains(k))
     }
 
+    /// Threads the kernel said began: their ids in a runtime's namespace
+    /// are read while they live (see ns_ids.rs).
+    fn note_born(&mut self) {
+        for thread in self.os.born.drain(..) {
+            if !self.ns.is_empty() {
+                self.ns.thread_began(thread.pid, thread.tid);
+            }
+        }
+    }
+
     fn note_pid(&mut self, conn: usize, pid: u32) {
         let pids = &mut self.conns[conn].0.pids;
         if !pids.contains(&pid) {
@@ -764,6 +803,7 @@ impl Session {
             clock::monotonic_now().as_nanos()
         };
         self.os.poll(upto, &mut self.asm.book);
+        self.note_born();
         self.asm.write_book(&mut self.out)
     }
 

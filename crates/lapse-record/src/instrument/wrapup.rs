@@ -207,6 +207,7 @@ impl Session {
             self.announced_procs.remove(&pid);
             self.asm.threads.forget_process(pid);
             self.asm.book.forget(pid);
+            self.ns.forget(pid);
             for (c, _) in &mut self.conns {
                 c.pids.retain(|&p| p != pid);
             }

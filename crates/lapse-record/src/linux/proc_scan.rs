@@ -24,6 +24,36 @@ pub(crate) fn session_of(pid: u32) -> Option<u32> {
     fields.nth(2)?.parse().ok()
 }
 
+/// The threads of process `pid` (an id of lapse's namespace) as pairs
+/// (its id in the innermost PID namespace, its id here), from the `NSpid`
+/// lines of /proc; empty once the process is gone.
+pub(crate) fn namespace_tids(pid: u32) -> Vec<(u32, u32)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| nspid_ends(&e.path().join("status")))
+        .collect()
+}
+
+/// Thread `tid` of `pid`'s id in its innermost PID namespace, while it lives.
+pub(crate) fn namespace_tid(pid: u32, tid: u32) -> Option<u32> {
+    let path = format!("/proc/{pid}/task/{tid}/status");
+    nspid_ends(std::path::Path::new(&path)).map(|(inner, _)| inner)
+}
+
+/// The first and last ids of a status file's `NSpid` line, as (innermost, here).
+fn nspid_ends(status: &std::path::Path) -> Option<(u32, u32)> {
+    let status = std::fs::read_to_string(status).ok()?;
+    let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
+    let ids: Vec<u32> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    Some((*ids.last()?, *ids.first()?))
+}
+
 /// lapse's own session (the one a target started from a terminal or a
 /// script shares until it calls `setsid`).
 pub(crate) fn own_session() -> Option<u32> {
