@@ -35,7 +35,8 @@ measure "lapse report --view calltree --format json" "$lapse" report deep.data -
 measure "lapse export --format collapsed" "$lapse" export deep.data --format collapsed -o deep.folded
 measure "lapse export --format flamegraph" "$lapse" export deep.data --format flamegraph -o deep.svg
 if command -v uftrace >/dev/null; then
-  ( ulimit -s unlimited; uftrace record -d uftrace.data ./deep "$DEPTH" >/dev/null 2>&1 ) || true
-  measure "uftrace report" uftrace report -d uftrace.data
-  measure "uftrace dump --flame-graph" uftrace dump -d uftrace.data --flame-graph
+  ( ulimit -s unlimited; timeout 600 uftrace record -d uftrace.data ./deep "$DEPTH" >/dev/null 2>&1 ) || true
+  measure "uftrace report (at most 600 s)" timeout 600 uftrace report -d uftrace.data
+  measure "uftrace graph (at most 600 s)" timeout 600 uftrace graph -d uftrace.data
+  measure "uftrace dump --flame-graph (at most 600 s)" timeout 600 uftrace dump -d uftrace.data --flame-graph
 fi
