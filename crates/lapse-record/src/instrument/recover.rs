@@ -41,6 +41,33 @@ pub fn spill_path(output: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The newest temporary file (`.NAME.partial-PID-N`) that a recorder of
+/// `output`, gone now, left beside it.
+fn abandoned_partial(output: &Path) -> Option<PathBuf> {
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let prefix = format!(".{}.partial-", output.file_name()?.to_string_lossy());
+    std::fs::read_dir(&dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid: u32 = name
+                .strip_prefix(&prefix)?
+                .split('-')
+                .next()?
+                .parse()
+                .ok()?;
+            let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+            let meta = std::fs::symlink_metadata(e.path()).ok()?;
+            (!alive && meta.is_file()).then(|| (meta.modified().ok(), e.path()))
+        })
+        .max()
+        .map(|(_, path)| path)
+}
+
 /// What a recovery added.
 #[derive(Clone, Debug)]
 pub struct RecoverOutcome {
@@ -73,7 +100,15 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
         }
         Err(e) => return Err(fail(e.to_string())),
     };
-    let data = DataFile::open(file)?;
+    // A recorder killed before its first flush of events left its file
+    // under the temporary name only: that is the file to recover.
+    let partial = if file.exists() {
+        None
+    } else {
+        abandoned_partial(file)
+    };
+    let source = partial.clone().unwrap_or_else(|| file.to_owned());
+    let data = DataFile::open(&source)?;
     let Some(calibration) = data.session.tsc else {
         return Err(fail(format!(
             "{} holds no tick calibration (not an instrumentation recording)",
@@ -101,7 +136,7 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
         .map_or(data.file_len, |d| d.offset)
         .max(format::FILE_HEADER_LEN as u64);
     let mut out = BufWriter::with_capacity(1 << 20, tmp);
-    let copied = File::open(file)
+    let copied = File::open(&source)
         .and_then(|f| io::copy(&mut f.take(intact), &mut out))
         .map_err(out_err)?;
     if copied != intact {
@@ -145,6 +180,10 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
     let outcome = m.finish(&data, file, &spill).map_err(out_err)?;
     pending.commit().map_err(out_err)?;
     let _ = std::fs::remove_file(&spill);
+    if let Some(partial) = partial {
+        // (its content is in the recovered file now)
+        let _ = std::fs::remove_file(partial);
+    }
     Ok(outcome)
 }
 

@@ -251,6 +251,12 @@ impl Session {
                             }
                         }
                         self.write_header(opts, start, start_unix_ns, faults)?;
+                        // On disk at once (under the temporary name), with
+                        // the mappings known so far: a recorder killed
+                        // before its first flush leaves what `lapse recover`
+                        // needs to merge the spill into.
+                        self.asm.write_book(&mut self.out)?;
+                        self.out.flush(true)?;
                         match exited {
                             true => Phase::Lingering {
                                 since: Instant::now(),
