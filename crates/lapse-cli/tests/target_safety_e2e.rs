@@ -959,3 +959,50 @@ fn a_setuid_or_instantly_killed_target_passes_its_status_on_and_lapse_says_why()
         stderr(&out)
     );
 }
+
+#[test]
+fn a_child_exec_d_after_a_privilege_drop_gets_no_ld_so_error_and_the_file_says_so() {
+    // Before: the dynamic linker printed "ERROR: ld.so: object ... cannot be
+    // preloaded" on the child's stderr (the runtime is readable by root
+    // only), and the file said nothing of the child.
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("dropping privileges needs root").unwrap_or(());
+    }
+    let Some(run) = build(
+        "privilege_drop",
+        r#"
+NOINLINE void work(long i) { sink += (uint64_t)i; }
+int main(void) {
+    for (long i = 0; i < 1000; i++) work(i);
+    pid_t p = fork();
+    if (p == 0) {
+        if (setgid(65534) || setuid(65534)) return 9;
+        execl("/bin/echo", "echo", "child says hi", (char *)NULL);
+        return 8;
+    }
+    int st;
+    waitpid(p, &st, 0);
+    printf("child status %d\n", WEXITSTATUS(st));
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    let Some(out) = run.record(&[], &[]) else {
+        return;
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "child says hi\nchild status 0\n"
+    );
+    assert!(!stderr(&out).contains("ld.so"), "{}", stderr(&out));
+    assert!(
+        info(&run).contains("ran without lapse's runtime"),
+        "{}",
+        info(&run)
+    );
+    assert_eq!(run.report().calls_of("work"), 1000);
+}

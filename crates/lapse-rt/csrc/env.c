@@ -14,6 +14,7 @@
 #include "rt.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -123,6 +124,12 @@ NOINSTR const char *lapse_env_self(void)
  * number of entries. */
 NOINSTR long lapse_env_fix(char *const envp[], long n, char **out, char *preload)
 {
+    /* A process that cannot read this library now (it dropped privileges
+     * since it started: setuid to another user) would make the dynamic
+     * linker print an error on its new image's stderr: that image gets no
+     * runtime, as with --no-inherit, and the recorder notes the process
+     * that never said hello. */
+    int strip = g_no_inherit || (g_self[0] && faccessat(AT_FDCWD, g_self, R_OK, AT_EACCESS) != 0);
     int have[N_NAMES] = {0};
     int preload_seen = 0;
     long k = 0;
@@ -135,7 +142,7 @@ NOINSTR long lapse_env_fix(char *const envp[], long n, char **out, char *preload
                 ours = 1;
             }
         }
-        if (g_no_inherit && (ours || has_name(e, LAPSE_ENV_CALIBRATE)))
+        if (strip && (ours || has_name(e, LAPSE_ENV_CALIBRATE)))
             continue; /* (only lapse's own: a user's LAPSE_X stays) */
         if (!has_name(e, "LD_PRELOAD") || preload_seen) {
             out[k++] = e;
@@ -144,7 +151,7 @@ NOINSTR long lapse_env_fix(char *const envp[], long n, char **out, char *preload
         preload_seen = 1;
         const char *list = e + strlen("LD_PRELOAD=");
         const char *me = find_self(list);
-        if (!g_no_inherit && !me && g_self[0]) {
+        if (!strip && !me && g_self[0]) {
             /* the runtime first, then the program's own preloads */
             strcpy(preload, "LD_PRELOAD=");
             strcat(preload, g_self);
@@ -153,7 +160,7 @@ NOINSTR long lapse_env_fix(char *const envp[], long n, char **out, char *preload
                 strcat(preload, list);
             }
             out[k++] = preload;
-        } else if (g_no_inherit && me) {
+        } else if (strip && me) {
             size_t before = (size_t)(me - list), len = strlen(g_self);
             const char *after = me + len + (me[len] ? 1 : 0);
             strcpy(preload, "LD_PRELOAD=");
@@ -165,7 +172,7 @@ NOINSTR long lapse_env_fix(char *const envp[], long n, char **out, char *preload
             out[k++] = e;
         }
     }
-    if (!g_no_inherit) {
+    if (!strip) {
         if (!preload_seen && g_self[0]) {
             strcpy(preload, "LD_PRELOAD=");
             strcat(preload, g_self);

@@ -82,6 +82,8 @@ pub(super) struct Session {
     pub(super) privileged_target: bool,
     /// Ids of runtimes in another PID namespace, in the recorder's.
     pub(super) ns: NsIds,
+    /// Processes whose images never loaded the runtime.
+    pub(super) without_runtime: super::wrapup::WithoutRuntime,
     pub(super) notices: Notices,
 }
 
@@ -186,6 +188,7 @@ pub fn record(
         handed_over_seen: 0,
         privileged_target: crate::method::runs_privileged(program),
         ns: NsIds::default(),
+        without_runtime: Default::default(),
         notices: opts.notices.clone(),
     };
     let start = clock::monotonic_now();

@@ -226,6 +226,18 @@ impl Session {
         exit_status: Option<i32>,
     ) -> ProcessInfo {
         let p = self.asm.procs.remove(&pid).unwrap_or_default();
+        // (an exec the runtime announced counts once the kernel saw it
+        // happen: a failed execvp goes on in the old image)
+        let exec_done = p.exec_at.is_some_and(|at| {
+            self.asm.book.gen_at(pid, Timestamp::from_nanos(u64::MAX))
+                > self.asm.book.gen_at(pid, at)
+        });
+        if !p.said_hello || exec_done {
+            // (its image, or the one it exec'd last, never loaded the
+            // runtime: set-user-ID, static, or a privilege drop before exec
+            // that the runtime left it out for)
+            self.without_runtime.note(pid);
+        }
         let retired_end = self.retired_end.remove(&pid);
         let end = threads_end
             .into_iter()
@@ -357,6 +369,13 @@ impl Session {
                 self.notices.say(Notice::Warning(why.clone()));
                 header.notes.push(why);
             }
+            if let Some(why) = self.without_runtime.note_text() {
+                // (a recording of nothing says why in its one error line)
+                if self.out.events > 0 {
+                    self.notices.say(Notice::Warning(why.clone()));
+                }
+                header.notes.push(why);
+            }
             if self.os.lost_records > 0 {
                 header.notes.push(format!(
                     "{} of the lost events are the kernel's records (context switches, forks, exits) that its rings could not hold: some threads' off-CPU time is incomplete",
@@ -434,5 +453,44 @@ pub(super) fn release_free_memory() {
     // SAFETY: malloc_trim only returns unused memory; no pointers change.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Processes the kernel saw that never said hello: lapse's runtime was not
+/// in them (a set-user-ID or statically linked program, or an image exec'd
+/// after a privilege drop that left the runtime unreadable), so their calls
+/// are not in the recording.
+#[derive(Default)]
+pub(super) struct WithoutRuntime {
+    count: u64,
+    /// The first few, to name them.
+    first: Vec<u32>,
+}
+
+impl WithoutRuntime {
+    const NAMED: usize = 8;
+
+    fn note(&mut self, pid: u32) {
+        self.count += 1;
+        if self.first.len() < Self::NAMED {
+            self.first.push(pid);
+        }
+    }
+
+    fn note_text(&self) -> Option<String> {
+        if self.count == 0 {
+            return None;
+        }
+        let pids: Vec<String> = self.first.iter().map(u32::to_string).collect();
+        let more = if self.count > self.first.len() as u64 {
+            ", ..."
+        } else {
+            ""
+        };
+        Some(format!(
+            "{} process(es) ran without lapse's runtime, so their calls are not recorded (pid {}{more}): set-user-ID or statically linked programs, or programs exec'd after a privilege drop that left the runtime unreadable",
+            self.count,
+            pids.join(", ")
+        ))
     }
 }
