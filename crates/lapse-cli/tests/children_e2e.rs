@@ -564,3 +564,45 @@ int main(void) {
     );
     assert_eq!(rows.len(), 2, "{procs}");
 }
+
+#[test]
+fn a_relative_tmpdir_loses_no_child_of_a_target_that_changes_directory() {
+    // Before: with TMPDIR=tmp the runtime's socket and library paths were
+    // relative; a child exec'd after the target's chdir("/") found neither.
+    let Some(run) = build(
+        "relative_tmpdir",
+        r#"
+NOINLINE void in_child(long i) { sink += (uint64_t)i; }
+int main(int argc, char **argv) {
+    if (argc > 1) { for (long i = 0; i < 5000; i++) in_child(i); return 0; }
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return 3;
+    self[n] = 0;
+    if (chdir("/") != 0) return 4;
+    pid_t p = fork();
+    if (p == 0) { execl(self, self, "child", (char *)NULL); _exit(5); }
+    int st;
+    waitpid(p, &st, 0);
+    printf("child %d\n", WEXITSTATUS(st));
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    std::fs::create_dir_all(run.dir.join("tmp")).expect("tmp");
+    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
+        .args(["record", "-o", "out.lapse", "--"])
+        .arg(&run.exe)
+        .env("TMPDIR", "tmp")
+        .current_dir(&run.dir)
+        .output()
+        .expect("run lapse record");
+    if perf_refused(&stderr(&out)) {
+        return skip(stderr(&out)).unwrap_or(());
+    }
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "child 0\n");
+    assert_eq!(run.calls().get("in_child").copied(), Some(5000));
+}

@@ -27,12 +27,16 @@ pub struct SessionDir {
 
 impl SessionDir {
     pub fn create() -> Result<SessionDir, RecordError> {
-        let base = std::env::temp_dir();
-        remove_stale(&base);
         let err = |path: &Path| {
             let path = path.to_owned();
             move |source| RecordError::SessionDir { path, source }
         };
+        // Absolute even when TMPDIR is not: the socket's and the runtime's
+        // paths go to the target, which may change directory before its
+        // children connect.
+        let tmp = std::env::temp_dir();
+        let base = std::path::absolute(&tmp).map_err(err(&tmp))?;
+        remove_stale(&base);
         let path = mkdtemp(&base.join(format!("lapse-{}-XXXXXX", std::process::id())))
             .map_err(err(&base))?;
         let dir = SessionDir { path };
