@@ -500,9 +500,8 @@ fn a_program_in_its_own_pid_namespace_is_recorded_with_its_off_cpu_time() {
     // Before: the runtime's pid 1 was taken for the machine's init process
     // (its command, its mappings: every name [unknown]), and a 300 ms sleep
     // counted as application time (its switches were not matched).
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return skip("a PID namespace is made with unshare -p: needs root").unwrap_or(());
+    if lapse_testkit::root("a PID namespace is made with unshare -p").is_none() {
+        return;
     }
     let Some(run) = build(
         "pid_namespace",

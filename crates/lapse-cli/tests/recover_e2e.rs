@@ -488,7 +488,10 @@ int main(void) {
     for (int i = 0; i < 100000 && !header_written(); i++) usleep(1000);
     kill(getppid(), SIGKILL);      /* before its first flush of events */
     usleep(1000);
-    for (long i = 0; i < 40000; i++) work(i);
+    /* More events than the arena holds (128 buffers of 2,730): handed over
+     * quietly, buffers stay there once nobody frees them, so the runtime
+     * must find the recorder gone and spill them all. */
+    for (long i = 0; i < 400000; i++) work(i);
     printf("done\n");
     return 0;
 }
@@ -545,7 +548,15 @@ int main(void) {
         .stdout,
     )
     .expect("the recovered file reports");
-    assert_eq!(calls(&v, "work"), 40000.0, "{v}");
+    // Every event is accounted for: merged, or counted lost (buffers the
+    // runtime had handed over quietly to the recorder that was killed).
+    let merged = calls(&v, "work");
+    let lost = v["session"]["lost_events"].as_f64().unwrap_or(0.0);
+    assert!(merged > 0.0, "{v}");
+    assert!(
+        2.0 * merged + lost >= 2.0 * 400000.0,
+        "merged {merged} calls, lost {lost} events: {v}"
+    );
     let left: Vec<String> = std::fs::read_dir(&dir)
         .expect("dir")
         .flatten()

@@ -336,9 +336,8 @@ fn a_full_disk_stops_the_recording_not_the_supervision() {
     // session). The disk is a 256 KiB tmpfs mounted in a mount namespace of
     // the test's own (root only; it vanishes with it); for sampling, whose
     // file grows slowly, all but 16 KiB of it are taken first.
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return skip("a full disk is simulated with a tmpfs mount: needs root").unwrap_or(());
+    if lapse_testkit::root("a full disk is simulated with a tmpfs mount").is_none() {
+        return;
     }
     let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-full");
     let Some(exe) = compile(
@@ -461,9 +460,8 @@ fn outputs_that_are_not_regular_files_are_written_in_place() {
     // Before the fix `record -o /dev/null` as root wrote /dev/.null.partial-*
     // and renamed it over the machine's /dev/null; `-o -` wrote a file named
     // "-". A device node of the test's own stands in for /dev/null.
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return skip("a character device is made with mknod: needs root").unwrap_or(());
+    if lapse_testkit::root("a character device is made with mknod").is_none() {
+        return;
     }
     let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-in_place");
     let Some(exe) = quiet_calls(&dir) else {
@@ -550,9 +548,8 @@ fn a_failed_export_or_import_keeps_the_previous_file() {
     // Before the fix export and import truncated the file first: a full disk
     // left a half-written file where the user's was (export then deleted it).
     // The disk is a 64 KiB tmpfs of the test's own mount namespace (root).
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return skip("a full disk is simulated with a tmpfs mount: needs root").unwrap_or(());
+    if lapse_testkit::root("a full disk is simulated with a tmpfs mount").is_none() {
+        return;
     }
     let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "user_files-failed_export");
     let Some(exe) = quiet_calls(&dir) else {

@@ -27,18 +27,6 @@
 
 #define EXPORT __attribute__((no_instrument_function, visibility("default")))
 
-NOINSTR static long raw_syscall(long nr, long a, long b, long c, long d, long e, long f)
-{
-    long ret;
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    register long r9 __asm__("r9") = f;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                     : "rcx", "r11", "memory");
-    return ret;
-}
 
 /* The C library's convention: -1 and errno for -4095..-1. */
 NOINSTR static long with_errno(long ret)
@@ -82,10 +70,10 @@ EXPORT long syscall(long nr, ...)
     va_end(ap);
     if (!forks_here(nr, a, b)) {
         syscall_fn real = g_real_syscall;
-        return real ? real(nr, a, b, c, d, e, f) : with_errno(raw_syscall(nr, a, b, c, d, e, f));
+        return real ? real(nr, a, b, c, d, e, f) : with_errno(lapse_raw_syscall(nr, a, b, c, d, e, f));
     }
     lapse_before_fork();
-    long ret = raw_syscall(nr, a, b, c, d, e, f);
+    long ret = lapse_raw_syscall(nr, a, b, c, d, e, f);
     if (ret == 0)
         lapse_after_fork_child();
     else

@@ -326,6 +326,22 @@ extern struct lapse_import lapse_imports[];
  * (not a signal handler), the vector state saved. */
 void lapse_libcalls_scan(void);
 
+/* A system call made by its instruction: no errno, no C library (the
+ * return value is the kernel's, -errno on failure). */
+static inline __attribute__((always_inline, no_instrument_function)) long
+lapse_raw_syscall(long nr, long a, long b, long c, long d, long e, long f)
+{
+    long ret;
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    register long r9 __asm__("r9") = f;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+
 /* ---- exec.c / lifecycle.c ---- */
 /* Hands every buffer over before the process image is replaced. */
 void lapse_before_exec(void);

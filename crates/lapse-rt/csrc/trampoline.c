@@ -119,28 +119,15 @@ INLINE uintptr_t sp_now(void)
     return sp;
 }
 
-INLINE long raw_syscall6(long n, long a, long b, long c, long d, long e, long f)
-{
-    long ret;
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    register long r9 __asm__("r9") = f;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                     : "rcx", "r11", "memory");
-    return ret;
-}
-
 /* Reads or writes one word through the kernel, so that memory that is no
  * longer mapped (the stack of a context that is gone) is an error, not a
  * fault: 0 done, -EFAULT not mapped, other: the kernel does not allow it. */
 INLINE long vm_word(uintptr_t *p, uintptr_t *v, int write)
 {
-    long me = raw_syscall6(SYS_gettid, 0, 0, 0, 0, 0, 0); /* (a vfork or fork child too) */
+    long me = lapse_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0); /* (a vfork or fork child too) */
     struct iovec local = {v, sizeof *v}, remote = {p, sizeof *p};
-    long r = raw_syscall6(write ? SYS_process_vm_writev : SYS_process_vm_readv, me,
-                          (long)&local, 1, (long)&remote, 1, 0);
+    long r = lapse_raw_syscall(write ? SYS_process_vm_writev : SYS_process_vm_readv, me,
+                               (long)&local, 1, (long)&remote, 1, 0);
     return r == (long)sizeof *v ? 0 : (r < 0 ? r : -14);
 }
 

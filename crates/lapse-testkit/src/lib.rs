@@ -29,6 +29,22 @@ pub fn skip<T>(why: impl Display) -> Option<T> {
     None
 }
 
+/// `Some(())` when the test runs as root; else a skip saying `why` root
+/// is needed (what the test does that only root may).
+#[track_caller]
+pub fn root(why: &str) -> Option<()> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    // "Uid: real effective saved fs": the effective one decides.
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1)?.parse::<u32>().ok());
+    match euid {
+        Some(0) => Some(()),
+        _ => skip(format!("{why}: needs root")),
+    }
+}
+
 /// The path of program `name` on PATH, or a skip.
 #[track_caller]
 pub fn tool(name: &str) -> Option<PathBuf> {
