@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use lapse_data::DataFile;
-use lapse_record::{RecordOptions, Target};
+use lapse_record::{RecordOptions, SampleRate, Target};
 use lapse_report::render::sort_rows;
 use lapse_report::{analyze, build_view, render, Analysis, Format, Query, RenderOptions, View};
 use regex::Regex;
@@ -145,10 +145,17 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         (None, false) => Target::Command(a.command),
         (None, true) => bail!("nothing to record: give a command after `--` (lapse record -- ./prog args) or --pid PID"),
     };
+    // The rate is settled here, once; its errors are put in flag terms.
+    let rate = match (a.frequency, a.period) {
+        (_, Some(n)) => SampleRate::period(n).map_err(|e| anyhow::anyhow!("--period {n}: {e}"))?,
+        (Some(hz), None) => {
+            SampleRate::frequency(hz).map_err(|e| anyhow::anyhow!("-F {hz}: {e}"))?
+        }
+        (None, None) => SampleRate::DEFAULT,
+    };
     let opts = RecordOptions {
         method: a.method,
-        frequency: a.frequency,
-        period: a.period,
+        rate,
         event: a.event,
         call_graph: a.call_graph,
         os_events: a.os_events,
@@ -165,6 +172,9 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         Ok(outcome) => outcome,
         // A full disk stopped the recording, not the supervision: the
         // target's exit status is passed on all the same.
+        Err(lapse_record::RecordError::RateAboveLimit { hz, max }) => bail!(
+            "-F {hz}: the kernel samples at most {max} times a second (kernel.perf_event_max_sample_rate); give -F {max} or less, or raise that limit"
+        ),
         Err(e @ lapse_record::RecordError::Stopped { exit_status, .. }) => {
             eprintln!("lapse: error: {e}");
             return Ok(u8::try_from(exit_status.clamp(0, 255)).unwrap_or(1));

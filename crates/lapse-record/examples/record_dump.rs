@@ -14,8 +14,7 @@ fn main() {
     }
     let opts = RecordOptions {
         method: MethodChoice::Auto,
-        frequency: None,
-        period: None,
+        rate: lapse_record::SampleRate::DEFAULT,
         event: None,
         call_graph: CallGraph::FramePointer,
         os_events: vec![OsEventSource::Switch],

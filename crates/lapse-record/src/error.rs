@@ -9,6 +9,10 @@ use crate::linux::perf::PerfError;
 pub enum RecordError {
     #[error("{0}")]
     Unsupported(String),
+    /// A sampling frequency above the kernel's limit
+    /// (kernel.perf_event_max_sample_rate).
+    #[error("{hz} Hz: the kernel samples at most {max} times a second (kernel.perf_event_max_sample_rate); sample at {max} Hz or less, or raise that limit")]
+    RateAboveLimit { hz: u64, max: u64 },
     #[error("no command to record")]
     NoCommand,
     #[error("command not found: {0}")]

@@ -17,11 +17,6 @@
 //! through, even when the disk fills up; no panics on anything the target
 //! or the OS does.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
 pub use lapse_data::Method;
 use lapse_data::OutputFile;
 
@@ -30,162 +25,27 @@ mod instrument;
 pub mod linux;
 pub mod method;
 mod notice;
+mod options;
 mod sample;
 
 pub use error::RecordError;
 pub use instrument::{recover, spill_path, RecoverOutcome};
 pub use notice::{Notice, Notices};
+pub use options::{
+    CallGraph, MethodChoice, OsEventSource, RateError, RecordOptions, RecordOutcome, SampleRate,
+    SymbolProgress, Target,
+};
 
 /// Unit tests can say how many bytes the recorder keeps (per thread alive).
 #[cfg(test)]
 #[global_allocator]
 static ALLOC: lapse_data::alloc_count::Counting = lapse_data::alloc_count::Counting;
 
-/// Which collection method `record` uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MethodChoice {
-    /// Instrumentation when the target carries probes, sampling otherwise.
-    Auto,
-    Instrument,
-    Sample,
-}
-
-impl MethodChoice {
-    pub const ALL: [(&'static str, MethodChoice); 3] = [
-        ("auto", MethodChoice::Auto),
-        ("instrument", MethodChoice::Instrument),
-        ("sample", MethodChoice::Sample),
-    ];
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CallGraph {
-    Dwarf,
-    FramePointer,
-}
-
-impl CallGraph {
-    pub const ALL: [(&'static str, CallGraph); 2] =
-        [("dwarf", CallGraph::Dwarf), ("fp", CallGraph::FramePointer)];
-}
-
-/// The OS events instrumentation records besides context switches
-/// (`--os-events`; switches are always on).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OsEventSource {
-    /// Context switches: when the thread was off the CPU.
-    Switch,
-    /// Major page faults.
-    Fault,
-    /// System calls (raw_syscalls tracepoints).
-    Syscall,
-}
-
-impl OsEventSource {
-    pub const ALL: [(&'static str, OsEventSource); 3] = [
-        ("switch", OsEventSource::Switch),
-        ("fault", OsEventSource::Fault),
-        ("syscall", OsEventSource::Syscall),
-    ];
-
-    /// Its name on the command line and in the session header.
-    pub fn name(self) -> &'static str {
-        match self {
-            OsEventSource::Switch => "switch",
-            OsEventSource::Fault => "fault",
-            OsEventSource::Syscall => "syscall",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// Launch this command line.
-    Command(Vec<String>),
-    /// Attach to a running process (for `duration`, or until Ctrl-C).
-    Pid {
-        pid: u32,
-        duration: Option<Duration>,
-    },
-}
-
-/// Everything `lapse record` was asked to do.
-#[derive(Clone, Debug)]
-pub struct RecordOptions {
-    pub method: MethodChoice,
-    /// Sampling frequency in Hz (default 1000) ...
-    pub frequency: Option<u64>,
-    /// ... or a fixed period in the event's unit.
-    pub period: Option<u64>,
-    /// Sampling event name (`cpu-clock` by default).
-    pub event: Option<String>,
-    pub call_graph: CallGraph,
-    /// OS event kinds: `switch` (always), `fault`, `syscall`.
-    pub os_events: Vec<OsEventSource>,
-    /// Sampling: also capture each thread's stack when it is switched out,
-    /// and the time until it runs again (`--off-cpu`).
-    pub off_cpu: bool,
-    pub inherit: bool,
-    /// Instrumentation: calls from instrumented modules into other shared
-    /// libraries are functions of their library (`--no-libcalls`: not traced).
-    pub libcalls: bool,
-    pub output: PathBuf,
-    pub target: Target,
-    /// Counts the symbol resolution done once the target has exited, for a
-    /// progress display; `None` when nobody watches.
-    pub symbol_progress: Option<Arc<SymbolProgress>>,
-    /// Where what the recorder has to say goes (it prints nothing itself).
-    pub notices: Notices,
-}
-
-/// How far the symbol resolution at the end of a recording has got. The
-/// recorder only counts (it draws nothing): `total` addresses (functions for
-/// instrumentation, frames for sampling) are announced before they are
-/// resolved, `done` counts the resolved ones; both only grow.
-#[derive(Debug, Default)]
-pub struct SymbolProgress {
-    total: AtomicU64,
-    done: AtomicU64,
-}
-
-impl SymbolProgress {
-    pub fn total(&self) -> u64 {
-        self.total.load(Ordering::Relaxed)
-    }
-
-    pub fn done(&self) -> u64 {
-        self.done.load(Ordering::Relaxed)
-    }
-
-    /// `n` more addresses are about to be resolved.
-    pub(crate) fn add_work(&self, n: u64) {
-        self.total.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// One more address was resolved.
-    pub(crate) fn advance(&self) {
-        self.done.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// What a finished recording produced; `lapse record` prints it in one line
-/// and exits with `exit_status`.
-#[derive(Clone, Debug)]
-pub struct RecordOutcome {
-    pub output: PathBuf,
-    pub method: Method,
-    pub events: u64,
-    pub samples: u64,
-    pub bytes: u64,
-    /// The target's exit status (128 + signal if it was killed); 0 for attach.
-    pub exit_status: i32,
-}
-
 /// Records the target as `opts` says. Until the recording holds something,
 /// it is written under a temporary name beside `opts.output`: a recording
 /// that fails (or records nothing) leaves an existing output as it was.
 pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
-    check_rate(opts.frequency, opts.period, sample_rate_limit())?;
+    check_rate(opts.rate, sample_rate_limit())?;
     let argv = match &opts.target {
         Target::Command(argv) => argv,
         &Target::Pid { pid, .. } => {
@@ -283,28 +143,11 @@ fn sample_rate_limit() -> Option<u64> {
         .ok()
 }
 
-/// A frequency or period that sampling cannot honour is refused, not
-/// changed behind the user's back: 0 of either, or a frequency above the
-/// kernel's limit (`limit`).
-fn check_rate(
-    frequency: Option<u64>,
-    period: Option<u64>,
-    limit: Option<u64>,
-) -> Result<(), RecordError> {
-    if frequency == Some(0) {
-        return Err(RecordError::Unsupported(
-            "-F 0: the sampling frequency is at least 1 Hz".into(),
-        ));
-    }
-    if period == Some(0) {
-        return Err(RecordError::Unsupported(
-            "--period 0: the sampling period is at least 1".into(),
-        ));
-    }
-    match (frequency, limit) {
-        (Some(hz), Some(max)) if hz > max => Err(RecordError::Unsupported(format!(
-            "-F {hz}: the kernel samples at most {max} times a second (kernel.perf_event_max_sample_rate); give -F {max} or less, or raise that limit"
-        ))),
+/// A frequency above the kernel's limit (`limit`) is refused, not lowered
+/// behind the user's back (0 cannot be a [`SampleRate`]).
+fn check_rate(rate: SampleRate, limit: Option<u64>) -> Result<(), RecordError> {
+    match (rate.hz(), limit) {
+        (Some(hz), Some(max)) if hz > max => Err(RecordError::RateAboveLimit { hz, max }),
         _ => Ok(()),
     }
 }
@@ -336,16 +179,16 @@ mod tests {
     #[test]
     fn rates_sampling_cannot_honour_are_refused_not_changed() {
         let max = Some(100_000);
-        assert!(check_rate(None, None, max).is_ok());
-        assert!(check_rate(Some(1), None, max).is_ok());
-        assert!(check_rate(Some(100_000), None, max).is_ok());
-        assert!(check_rate(None, Some(1), max).is_ok());
-        let said = |f, p, m| check_rate(f, p, m).unwrap_err().to_string();
-        assert!(said(Some(0), None, max).contains("-F 0"));
-        assert!(said(None, Some(0), max).contains("--period 0"));
-        let above = said(Some(100_001), None, max);
+        let hz = |n| SampleRate::frequency(n).expect("not 0");
+        assert!(check_rate(SampleRate::DEFAULT, max).is_ok());
+        assert!(check_rate(hz(1), max).is_ok());
+        assert!(check_rate(hz(100_000), max).is_ok());
+        assert!(check_rate(SampleRate::period(1).expect("not 0"), max).is_ok());
+        assert_eq!(SampleRate::frequency(0), Err(RateError::ZeroFrequency));
+        assert_eq!(SampleRate::period(0), Err(RateError::ZeroPeriod));
+        let above = check_rate(hz(100_001), max).unwrap_err().to_string();
         assert!(above.contains("at most 100000"), "{above}");
-        // (a kernel that does not say: only 0 is refused)
-        assert!(check_rate(Some(1_000_000), None, None).is_ok());
+        // (a kernel that does not say: any frequency goes)
+        assert!(check_rate(hz(1_000_000), None).is_ok());
     }
 }

@@ -4,6 +4,7 @@
 use perf_event_open_sys::bindings as sys;
 
 use super::parse::regs;
+use crate::SampleRate;
 
 /// Bytes of user stack the kernel copies per sample. 16 KiB (perf's default
 /// is 8 KiB) keeps deep optimised stacks whole at a cost the benchmark shows
@@ -93,13 +94,11 @@ pub(crate) enum Rate {
 impl Rate {
     /// Time-based events always get a fixed period (1e9 / Hz ns), so that
     /// every sample stands for the same, known time.
-    pub(crate) fn choose(event: SampleEvent, frequency: Option<u64>, period: Option<u64>) -> Rate {
-        // (0 and frequencies above the kernel's limit are refused before:
-        // `check_rate`)
-        if let Some(p) = period {
-            return Rate::Period(p.max(1));
+    pub(crate) fn choose(event: SampleEvent, rate: SampleRate) -> Rate {
+        if let Some(p) = rate.events() {
+            return Rate::Period(p);
         }
-        let hz = frequency.unwrap_or(1000).max(1);
+        let hz = rate.hz().unwrap_or(SampleRate::DEFAULT_HZ);
         if event.time_based {
             Rate::Period(1_000_000_000 / hz)
         } else {
@@ -270,11 +269,16 @@ mod tests {
     fn names_and_rates() {
         let cpu = SampleEvent::by_name(None).expect("default event");
         assert_eq!(cpu.name, "cpu-clock");
-        assert_eq!(Rate::choose(cpu, None, None), Rate::Period(1_000_000));
-        assert_eq!(Rate::choose(cpu, Some(250), None), Rate::Period(4_000_000));
+        let hz = |n| SampleRate::frequency(n).expect("not 0");
+        let every = |n| SampleRate::period(n).expect("not 0");
+        assert_eq!(
+            Rate::choose(cpu, SampleRate::DEFAULT),
+            Rate::Period(1_000_000)
+        );
+        assert_eq!(Rate::choose(cpu, hz(250)), Rate::Period(4_000_000));
         let pf = SampleEvent::by_name(Some("faults")).expect("alias");
-        assert_eq!(Rate::choose(pf, None, None), Rate::Frequency(1000));
-        assert_eq!(Rate::choose(pf, None, Some(10)), Rate::Period(10));
+        assert_eq!(Rate::choose(pf, SampleRate::DEFAULT), Rate::Frequency(1000));
+        assert_eq!(Rate::choose(pf, every(10)), Rate::Period(10));
         assert!(SampleEvent::by_name(Some("bogus")).is_err());
         let cycles = SampleEvent::by_name(Some("cycles")).expect("hardware event");
         assert!(open_error(cycles, libc::ENOENT).contains("not supported"));

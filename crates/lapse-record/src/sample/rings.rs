@@ -67,7 +67,7 @@ impl Plan {
         }
         Ok(Plan {
             event,
-            rate: Rate::choose(event, opts.frequency, opts.period),
+            rate: Rate::choose(event, opts.rate),
             callchain: opts.call_graph == CallGraph::FramePointer,
             inherit: opts.inherit,
             exclude_kernel: false,

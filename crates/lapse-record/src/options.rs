@@ -1,0 +1,214 @@
+//! What `record` is asked to do and what it gives back: the options
+//! (each settled where it is built: a [`SampleRate`] that exists is valid),
+//! the progress it counts, and the outcome.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{Method, Notices};
+
+/// Which collection method `record` uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MethodChoice {
+    /// Instrumentation when the target carries probes, sampling otherwise.
+    Auto,
+    Instrument,
+    Sample,
+}
+
+impl MethodChoice {
+    pub const ALL: [(&'static str, MethodChoice); 3] = [
+        ("auto", MethodChoice::Auto),
+        ("instrument", MethodChoice::Instrument),
+        ("sample", MethodChoice::Sample),
+    ];
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallGraph {
+    Dwarf,
+    FramePointer,
+}
+
+impl CallGraph {
+    pub const ALL: [(&'static str, CallGraph); 2] =
+        [("dwarf", CallGraph::Dwarf), ("fp", CallGraph::FramePointer)];
+}
+
+/// The OS events instrumentation records besides context switches
+/// (`--os-events`; switches are always on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OsEventSource {
+    /// Context switches: when the thread was off the CPU.
+    Switch,
+    /// Major page faults.
+    Fault,
+    /// System calls (raw_syscalls tracepoints).
+    Syscall,
+}
+
+impl OsEventSource {
+    pub const ALL: [(&'static str, OsEventSource); 3] = [
+        ("switch", OsEventSource::Switch),
+        ("fault", OsEventSource::Fault),
+        ("syscall", OsEventSource::Syscall),
+    ];
+
+    /// Its name on the command line and in the session header.
+    pub fn name(self) -> &'static str {
+        match self {
+            OsEventSource::Switch => "switch",
+            OsEventSource::Fault => "fault",
+            OsEventSource::Syscall => "syscall",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Launch this command line.
+    Command(Vec<String>),
+    /// Attach to a running process (for `duration`, or until Ctrl-C).
+    Pid {
+        pid: u32,
+        duration: Option<Duration>,
+    },
+}
+
+/// Everything `lapse record` was asked to do.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    pub method: MethodChoice,
+    /// How often sampling samples.
+    pub rate: SampleRate,
+    /// Sampling event name (`cpu-clock` by default).
+    pub event: Option<String>,
+    pub call_graph: CallGraph,
+    /// OS event kinds: `switch` (always), `fault`, `syscall`.
+    pub os_events: Vec<OsEventSource>,
+    /// Sampling: also capture each thread's stack when it is switched out,
+    /// and the time until it runs again (`--off-cpu`).
+    pub off_cpu: bool,
+    pub inherit: bool,
+    /// Instrumentation: calls from instrumented modules into other shared
+    /// libraries are functions of their library (`--no-libcalls`: not traced).
+    pub libcalls: bool,
+    pub output: PathBuf,
+    pub target: Target,
+    /// Counts the symbol resolution done once the target has exited, for a
+    /// progress display; `None` when nobody watches.
+    pub symbol_progress: Option<Arc<SymbolProgress>>,
+    /// Where what the recorder has to say goes (it prints nothing itself).
+    pub notices: Notices,
+}
+
+/// How far the symbol resolution at the end of a recording has got. The
+/// recorder only counts (it draws nothing): `total` addresses (functions for
+/// instrumentation, frames for sampling) are announced before they are
+/// resolved, `done` counts the resolved ones; both only grow.
+#[derive(Debug, Default)]
+pub struct SymbolProgress {
+    total: AtomicU64,
+    done: AtomicU64,
+}
+
+impl SymbolProgress {
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    pub fn done(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
+
+    /// `n` more addresses are about to be resolved.
+    pub(crate) fn add_work(&self, n: u64) {
+        self.total.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// One more address was resolved.
+    pub(crate) fn advance(&self) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What a finished recording produced; `lapse record` prints it in one line
+/// and exits with `exit_status`.
+#[derive(Clone, Debug)]
+pub struct RecordOutcome {
+    pub output: PathBuf,
+    pub method: Method,
+    pub events: u64,
+    pub samples: u64,
+    pub bytes: u64,
+    /// The target's exit status (128 + signal if it was killed); 0 for attach.
+    pub exit_status: i32,
+}
+
+/// How often sampling samples: so many times a second (a time-based event
+/// then gets the fixed period that makes: 1e9 / Hz ns), or every so many
+/// events. Made by [`SampleRate::frequency`] or [`SampleRate::period`],
+/// which refuse 0, or [`SampleRate::DEFAULT`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleRate(Rate);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rate {
+    Hz(u64),
+    Every(u64),
+}
+
+/// Why a sampling rate cannot be had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RateError {
+    #[error("the sampling frequency is at least 1 Hz")]
+    ZeroFrequency,
+    #[error("the sampling period is at least 1")]
+    ZeroPeriod,
+}
+
+impl SampleRate {
+    /// The frequency when none is asked for (perf's and samply's too).
+    pub const DEFAULT_HZ: u64 = 1000;
+    pub const DEFAULT: SampleRate = SampleRate(Rate::Hz(Self::DEFAULT_HZ));
+
+    pub fn frequency(hz: u64) -> Result<SampleRate, RateError> {
+        match hz {
+            0 => Err(RateError::ZeroFrequency),
+            _ => Ok(SampleRate(Rate::Hz(hz))),
+        }
+    }
+
+    /// Every `events` events of the sampling event (nanoseconds for the
+    /// time-based ones).
+    pub fn period(events: u64) -> Result<SampleRate, RateError> {
+        match events {
+            0 => Err(RateError::ZeroPeriod),
+            _ => Ok(SampleRate(Rate::Every(events))),
+        }
+    }
+
+    /// The frequency asked for, if it is one.
+    pub fn hz(self) -> Option<u64> {
+        match self.0 {
+            Rate::Hz(hz) => Some(hz),
+            Rate::Every(_) => None,
+        }
+    }
+
+    /// The period asked for, if it is one.
+    pub fn events(self) -> Option<u64> {
+        match self.0 {
+            Rate::Every(n) => Some(n),
+            Rate::Hz(_) => None,
+        }
+    }
+}
+
+impl Default for SampleRate {
+    fn default() -> SampleRate {
+        SampleRate::DEFAULT
+    }
+}
