@@ -287,7 +287,10 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         limit,
     )
     .map_err(anyhow::Error::msg)?;
-    if let Some((_, callers, callees)) = &mut out.focus {
+    if let Some(lapse_report::views::Focus {
+        callers, callees, ..
+    }) = &mut out.focus
+    {
         sort_rows(
             &out.columns,
             callers,

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::load::Analysis;
 use crate::table::{Cell, Column, Kind, Table, TreeRow};
 use crate::units;
-use crate::views::{View, ViewOutput};
+use crate::views::{Focus, View, ViewOutput};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -263,7 +263,12 @@ pub fn render(
             doc.insert("view".into(), json!(opts.view.name()));
             doc.insert("method".into(), json!(file.session.method.name()));
             doc.insert("session".into(), session_json(file, a));
-            if let Some((f, callers, callees)) = &v.focus {
+            if let Some(Focus {
+                function: f,
+                callers,
+                callees,
+            }) = &v.focus
+            {
                 doc.insert(
                     "function".into(),
                     Value::Object(Table::row_json(&v.columns, f)),
@@ -320,7 +325,12 @@ pub fn render(
                 for r in tree {
                     line(out, &[r.depth.to_string(), r.hot.to_string()], &r.cells)?;
                 }
-            } else if let Some((f, callers, callees)) = &v.focus {
+            } else if let Some(Focus {
+                function: f,
+                callers,
+                callees,
+            }) = &v.focus
+            {
                 line(out, &["function".into()], f)?;
                 for r in callers {
                     line(out, &["caller".into()], r)?;

@@ -12,7 +12,7 @@ use crate::load::Analysis;
 use crate::render::{human, RenderOptions};
 use crate::table::{Cell, Column, Kind, TreeRow, COMPACT};
 use crate::units;
-use crate::views::{View, ViewOutput};
+use crate::views::{Focus, View, ViewOutput};
 
 const BOLD: &str = "\x1b[1m";
 const RESET: &str = "\x1b[0m";
@@ -347,7 +347,12 @@ pub fn table(
         }
         return grid(out, &v.columns, &rows, opts, "call tree");
     }
-    if let Some((f, callers, callees)) = &v.focus {
+    if let Some(Focus {
+        function: f,
+        callers,
+        callees,
+    }) = &v.focus
+    {
         grid(
             out,
             &v.columns,

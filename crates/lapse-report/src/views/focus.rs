@@ -91,7 +91,11 @@ fn rows<W: Weight + Values>(
             callees.push(row(Some(callee), &w));
         }
     }
-    let focus: Focus = (row(Some(target), own), callers, callees);
+    let focus = Focus {
+        function: row(Some(target), own),
+        callers,
+        callees,
+    };
     ViewOutput {
         columns: columns::<W>(&FUNCTION_ID),
         focus: Some(focus),

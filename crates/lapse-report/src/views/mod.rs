@@ -60,7 +60,12 @@ impl View {
 }
 
 /// callers/callees: the focus function's row, its callers' rows, its callees' rows.
-pub type Focus = (Vec<Cell>, Vec<Vec<Cell>>, Vec<Vec<Cell>>);
+#[derive(Clone, Debug, Default)]
+pub struct Focus {
+    pub function: Vec<Cell>,
+    pub callers: Vec<Vec<Cell>>,
+    pub callees: Vec<Vec<Cell>>,
+}
 
 /// A built view: rows (or a tree, or a focus function with its callers and
 /// callees), ready for any renderer.
@@ -116,9 +121,12 @@ impl ViewOutput {
         if let Some(tree) = &mut self.tree {
             tree.iter_mut().for_each(|r| pick(&mut r.cells));
         }
-        if let Some((f, callers, callees)) = &mut self.focus {
-            pick(f);
-            callers.iter_mut().chain(callees.iter_mut()).for_each(pick);
+        if let Some(f) = &mut self.focus {
+            pick(&mut f.function);
+            f.callers
+                .iter_mut()
+                .chain(f.callees.iter_mut())
+                .for_each(pick);
         }
         Ok(())
     }
