@@ -284,22 +284,9 @@ fn a_target_that_cannot_run_is_refused_before_anything_is_written() {
 
 /// The session record of an instrumentation recording of `./app`.
 fn header(tsc: Option<lapse_data::TscCalibration>) -> lapse_data::SessionHeader {
-    use lapse_data::*;
-    SessionHeader {
-        command: vec!["./app".into()],
-        start_unix_ns: 0,
-        start: Timestamp::from_nanos(0),
-        clock: "monotonic".into(),
-        host: "h".into(),
-        method: Method::Instrumentation,
-        probe_cost_ns: 0.0,
-        os_events: vec![],
-        sample_event: None,
-        sample_period: None,
-        sample_period_is_time: false,
-        lapse_version: "t".into(),
-        notes: vec![],
+    lapse_data::SessionHeader {
         tsc,
+        ..lapse_data::SessionHeader::example(lapse_data::Method::Instrumentation)
     }
 }
 

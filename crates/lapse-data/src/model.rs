@@ -96,6 +96,32 @@ pub struct SessionHeader {
     pub tsc: Option<TscCalibration>,
 }
 
+impl SessionHeader {
+    /// A session header for tests and examples: `method`, the command
+    /// `./app` started at 0 on the monotonic clock, host `h`, version `t`,
+    /// nothing else said (sampling: `cpu-clock` every 1 ms). A case sets
+    /// what it needs with struct update syntax.
+    pub fn example(method: Method) -> SessionHeader {
+        let sampling = method == Method::Sampling;
+        SessionHeader {
+            command: vec!["./app".into()],
+            start_unix_ns: 0,
+            start: Timestamp::from_nanos(0),
+            clock: "monotonic".into(),
+            host: "h".into(),
+            method,
+            probe_cost_ns: 0.0,
+            os_events: vec![],
+            sample_event: sampling.then(|| "cpu-clock".into()),
+            sample_period: sampling.then_some(1_000_000),
+            sample_period_is_time: sampling,
+            lapse_version: "t".into(),
+            notes: vec![],
+            tsc: None,
+        }
+    }
+}
+
 /// `ns = ref_ns + (ticks - ref_ticks) * 1e9 / ticks_per_sec`: the conversion
 /// the recorder applied to the runtime's raw timestamps, kept for the record.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

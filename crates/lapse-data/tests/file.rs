@@ -10,17 +10,10 @@ fn session() -> SessionHeader {
         command: vec!["./app".into(), "x".into()],
         start_unix_ns: 1,
         start: Timestamp::from_nanos(1000),
-        clock: "monotonic".into(),
-        host: "h".into(),
-        method: Method::Instrumentation,
         probe_cost_ns: 12.5,
         os_events: vec!["switch".into()],
-        sample_event: None,
-        sample_period: None,
-        sample_period_is_time: false,
         lapse_version: "0".into(),
-        notes: vec![],
-        tsc: None,
+        ..SessionHeader::example(Method::Instrumentation)
     }
 }
 

@@ -8,22 +8,7 @@ use lapse_data::format;
 use lapse_data::*;
 
 fn session() -> SessionHeader {
-    SessionHeader {
-        command: vec!["./app".into()],
-        start_unix_ns: 0,
-        start: Timestamp::from_nanos(0),
-        clock: "monotonic".into(),
-        host: "h".into(),
-        method: Method::Instrumentation,
-        probe_cost_ns: 0.0,
-        os_events: vec![],
-        sample_event: None,
-        sample_period: None,
-        sample_period_is_time: false,
-        lapse_version: "t".into(),
-        notes: vec![],
-        tsc: None,
-    }
+    SessionHeader::example(Method::Instrumentation)
 }
 
 fn write(f: impl FnOnce(&mut DataWriter<Vec<u8>>)) -> DataFile {

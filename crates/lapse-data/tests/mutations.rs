@@ -25,19 +25,7 @@ fn valid_file() -> Vec<u8> {
     let mut w = DataWriter::new(Vec::new()).unwrap();
     w.write_record(&Record::Session(SessionHeader {
         command: vec!["x".into()],
-        start_unix_ns: 0,
-        start: Timestamp::from_nanos(0),
-        clock: "monotonic".into(),
-        host: "h".into(),
-        method: Method::Sampling,
-        probe_cost_ns: 0.0,
-        os_events: vec![],
-        sample_event: Some("cpu-clock".into()),
-        sample_period: Some(1_000_000),
-        sample_period_is_time: true,
-        lapse_version: "t".into(),
-        notes: vec![],
-        tsc: None,
+        ..SessionHeader::example(Method::Sampling)
     }))
     .unwrap();
     w.write_record(&Record::Functions(

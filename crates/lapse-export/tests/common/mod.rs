@@ -37,17 +37,10 @@ fn header(method: Method) -> SessionHeader {
         command: vec!["./app".into(), "arg".into()],
         start_unix_ns: 1_700_000_000_000_000_000,
         start: Timestamp::from_nanos(START),
-        clock: "monotonic".into(),
         host: "test".into(),
-        method,
-        probe_cost_ns: 0.0,
         os_events: vec!["switch".into()],
-        sample_event: (method == Method::Sampling).then(|| "cpu-clock".into()),
-        sample_period: (method == Method::Sampling).then_some(1_000_000),
-        sample_period_is_time: method == Method::Sampling,
         lapse_version: "test".into(),
-        notes: vec![],
-        tsc: None,
+        ..SessionHeader::example(method)
     }
 }
 

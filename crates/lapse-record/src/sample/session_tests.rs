@@ -57,19 +57,10 @@ fn sample(pid: u32, tid: u32, time: u64, ip: u64) -> Vec<u8> {
 fn header() -> SessionHeader {
     SessionHeader {
         command: vec!["test".into()],
-        start_unix_ns: 0,
         start: Timestamp::from_nanos(1),
-        clock: "monotonic".into(),
         host: String::new(),
-        method: Method::Sampling,
-        probe_cost_ns: 0.0,
-        os_events: Vec::new(),
-        sample_event: Some("cpu-clock".into()),
-        sample_period: Some(1_000_000),
-        sample_period_is_time: true,
         lapse_version: String::new(),
-        notes: Vec::new(),
-        tsc: None,
+        ..SessionHeader::example(Method::Sampling)
     }
 }
 
