@@ -45,13 +45,28 @@ pub trait Values {
     fn cells(&self, ctx: &Ctx<'_>) -> Vec<Cell>;
 }
 
+/// Column keys that more than the column tables name: the default sort
+/// orders and the off-CPU columns. One spelling, shared.
+pub mod key {
+    pub const PID: &str = "pid";
+    pub const TID: &str = "tid";
+    pub const ELAPSED_INCLUSIVE_NS: &str = "elapsed_inclusive_ns";
+    pub const ELAPSED_EXCLUSIVE_NS: &str = "elapsed_exclusive_ns";
+    pub const INCLUSIVE_SAMPLES: &str = "inclusive_samples";
+    pub const EXCLUSIVE_SAMPLES: &str = "exclusive_samples";
+    pub const ESTIMATED_INCLUSIVE_NS: &str = "estimated_inclusive_ns";
+    pub const ESTIMATED_EXCLUSIVE_NS: &str = "estimated_exclusive_ns";
+    pub const OFF_CPU_INCLUSIVE_NS: &str = "off_cpu_inclusive_ns";
+    pub const OFF_CPU_EXCLUSIVE_NS: &str = "off_cpu_exclusive_ns";
+}
+
 // `drop` (the last number) says which columns a narrow terminal gives up
 // first: percentages before times, application before elapsed, extras
 // (7 and above: only when there is room, never in the summary) first of all.
 const TIMES: [Column; 9] = [
     shown_unless("calls", Kind::Int, "calls", 4),
-    shown("elapsed_inclusive_ns", Kind::Nanos, "elapsed incl"),
-    shown("elapsed_exclusive_ns", Kind::Nanos, "elapsed excl"),
+    shown(key::ELAPSED_INCLUSIVE_NS, Kind::Nanos, "elapsed incl"),
+    shown(key::ELAPSED_EXCLUSIVE_NS, Kind::Nanos, "elapsed excl"),
     shown_unless("application_inclusive_ns", Kind::Nanos, "app incl", 2),
     shown_unless("application_exclusive_ns", Kind::Nanos, "app excl", 1),
     shown_unless("elapsed_inclusive_pct", Kind::Percent, "el incl %", 5),
@@ -81,19 +96,19 @@ const OPEN_CALLS: Column = col("open_calls", Kind::Int);
 /// On-CPU (estimated from the samples) and off-CPU time side by side; the
 /// off-CPU columns only for recordings that have them (see [`OFF_CPU_KEYS`]).
 const SAMPLES: [Column; 8] = [
-    shown("inclusive_samples", Kind::Int, "incl samples"),
-    shown("exclusive_samples", Kind::Int, "excl samples"),
+    shown(key::INCLUSIVE_SAMPLES, Kind::Int, "incl samples"),
+    shown(key::EXCLUSIVE_SAMPLES, Kind::Int, "excl samples"),
     shown_unless("inclusive_pct", Kind::Percent, "incl %", 2),
     shown_unless("exclusive_pct", Kind::Percent, "excl %", 1),
-    shown_unless("estimated_inclusive_ns", Kind::Nanos, "est incl", 4),
-    shown_unless("estimated_exclusive_ns", Kind::Nanos, "est excl", 3),
-    shown_unless("off_cpu_inclusive_ns", Kind::Nanos, "off-cpu incl", 4),
-    shown_unless("off_cpu_exclusive_ns", Kind::Nanos, "off-cpu excl", 3),
+    shown_unless(key::ESTIMATED_INCLUSIVE_NS, Kind::Nanos, "est incl", 4),
+    shown_unless(key::ESTIMATED_EXCLUSIVE_NS, Kind::Nanos, "est excl", 3),
+    shown_unless(key::OFF_CPU_INCLUSIVE_NS, Kind::Nanos, "off-cpu incl", 4),
+    shown_unless(key::OFF_CPU_EXCLUSIVE_NS, Kind::Nanos, "off-cpu excl", 3),
 ];
 
 /// The columns of off-CPU time, which a view leaves out when the recording
 /// has none (SPEC 5: "with `--off-cpu` also ...").
-pub const OFF_CPU_KEYS: [&str; 2] = ["off_cpu_inclusive_ns", "off_cpu_exclusive_ns"];
+pub const OFF_CPU_KEYS: [&str; 2] = [key::OFF_CPU_INCLUSIVE_NS, key::OFF_CPU_EXCLUSIVE_NS];
 
 /// calls, the four times, the four percentages.
 fn time_cells(calls: u64, t: &TimeValues, ctx: &Ctx<'_>) -> Vec<Cell> {

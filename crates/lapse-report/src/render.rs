@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use lapse_data::DataFile;
 use serde_json::{json, Map, Value};
 
+use crate::columns::key;
 use crate::load::Analysis;
 use crate::table::{Cell, Column, Kind, Table, TreeRow};
 use crate::units;
@@ -54,12 +55,12 @@ pub fn sort_rows(
     limit: Option<usize>,
 ) -> Result<(), String> {
     let default = match (view, is_sampling) {
-        (View::Threads, _) => "tid",
-        (View::Processes, _) => "pid",
-        (View::Modules, false) => "elapsed_inclusive_ns",
-        (View::Modules, true) => "inclusive_samples",
-        (_, false) => "elapsed_exclusive_ns",
-        (_, true) => "exclusive_samples",
+        (View::Threads, _) => key::TID,
+        (View::Processes, _) => key::PID,
+        (View::Modules, false) => key::ELAPSED_INCLUSIVE_NS,
+        (View::Modules, true) => key::INCLUSIVE_SAMPLES,
+        (_, false) => key::ELAPSED_EXCLUSIVE_NS,
+        (_, true) => key::EXCLUSIVE_SAMPLES,
     };
     // With off-CPU time, rows go by time, running or waiting: the on-CPU
     // estimate plus the off-CPU time, when no --sort says otherwise.
@@ -67,9 +68,11 @@ pub fn sort_rows(
     let by_time = match (view, is_sampling, sort) {
         (View::Threads | View::Processes, _, _) | (_, false, _) | (_, _, Some(_)) => None,
         (View::Modules, true, None) => {
-            position("estimated_inclusive_ns").zip(position("off_cpu_inclusive_ns"))
+            position(key::ESTIMATED_INCLUSIVE_NS).zip(position(key::OFF_CPU_INCLUSIVE_NS))
         }
-        (_, true, None) => position("estimated_exclusive_ns").zip(position("off_cpu_exclusive_ns")),
+        (_, true, None) => {
+            position(key::ESTIMATED_EXCLUSIVE_NS).zip(position(key::OFF_CPU_EXCLUSIVE_NS))
+        }
     };
     if let Some((on, off)) = by_time {
         let time = |r: &[Cell]| {
@@ -82,19 +85,19 @@ pub fn sort_rows(
         }
         return Ok(());
     }
-    let key = sort.unwrap_or(default);
-    let Some(i) = columns.iter().position(|c| c.key == key) else {
+    let sort_key = sort.unwrap_or(default);
+    let Some(i) = columns.iter().position(|c| c.key == sort_key) else {
         if sort.is_none() {
             return Ok(());
         }
         let names: Vec<&str> = columns.iter().map(|c| c.key).collect();
         return Err(format!(
-            "--sort: no column {key} in this view (columns: {})",
+            "--sort: no column {sort_key} in this view (columns: {})",
             names.join(", ")
         ));
     };
     let numeric = !matches!(columns[i].kind, Kind::Text);
-    let ascending = !numeric || matches!(key, "pid" | "tid");
+    let ascending = !numeric || sort_key == key::PID || sort_key == key::TID;
     rows.sort_by(|a, b| {
         let ord = match (&a[i], &b[i]) {
             (Cell::Text(x), Cell::Text(y)) => x.cmp(y),

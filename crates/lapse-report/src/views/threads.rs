@@ -9,18 +9,18 @@ use lapse_analysis::values::ModuleStats;
 use lapse_data::{DataFile, ThreadKey};
 
 use super::{columns, ViewOutput};
-use crate::columns::{Ctx, Values};
+use crate::columns::{key, Ctx, Values};
 use crate::load::Analysis;
 use crate::table::{shown, Cell, Column, Kind};
 
 const THREAD_ID: [Column; 3] = [
-    shown("pid", Kind::Int, "pid"),
-    shown("tid", Kind::Int, "tid"),
+    shown(key::PID, Kind::Int, "pid"),
+    shown(key::TID, Kind::Int, "tid"),
     shown("thread_name", Kind::Text, "thread"),
 ];
 
 const PROCESS_ID: [Column; 2] = [
-    shown("pid", Kind::Int, "pid"),
+    shown(key::PID, Kind::Int, "pid"),
     shown("command", Kind::Text, "command"),
 ];
 
