@@ -267,7 +267,23 @@ int main(void) {
             std::os::unix::fs::symlink(&victim, dir.join("out.lapse.spill")).expect("plant");
         }
         std::fs::write(dir.join("go"), b"").expect("go");
-        wait_until("the target's end", || ended(&target));
+        let start = Instant::now();
+        while !ended(&target) {
+            if start.elapsed() > HANG_GUARD {
+                // (this has hung twice in CI in 12 sessions: say where)
+                let pid = target.trim();
+                let read = |f: &str| {
+                    std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_default()
+                };
+                let (stat, wchan, stack) = (read("stat"), read("wchan"), read("stack"));
+                if let Some(p) = pid.parse::<i32>().ok().filter(|&p| p > 0) {
+                    // SAFETY: killing the test's own target, left hanging.
+                    unsafe { libc::kill(p, libc::SIGKILL) };
+                }
+                panic!("the target did not end: stat {stat} wchan {wchan} stack {stack}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert!(dir.join("done").exists(), "the target ran to its end");
         Some(())
     };
