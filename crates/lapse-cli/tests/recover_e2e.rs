@@ -49,6 +49,22 @@ fn lapse(dir: &Path, args: &[&str]) -> Output {
         .expect("run lapse")
 }
 
+/// `lapse report out.lapse --view functions --format json` in `dir`.
+fn functions_json(dir: &Path) -> Value {
+    let out = lapse(
+        dir,
+        &[
+            "report",
+            "out.lapse",
+            "--view",
+            "functions",
+            "--format",
+            "json",
+        ],
+    );
+    serde_json::from_slice(&out.stdout).expect("report is JSON")
+}
+
 fn calls(v: &Value, name: &str) -> f64 {
     v["rows"]
         .as_array()
@@ -429,21 +445,7 @@ int main(void) {
         "lapse recover: {}",
         String::from_utf8_lossy(&rec.stderr)
     );
-    let v: Value = serde_json::from_slice(
-        &lapse(
-            &dir,
-            &[
-                "report",
-                "out.lapse",
-                "--view",
-                "functions",
-                "--format",
-                "json",
-            ],
-        )
-        .stdout,
-    )
-    .expect("report is JSON");
+    let v = functions_json(&dir);
     let work = calls(&v, "work");
     assert!(
         (5_000.0..1_000_000.0).contains(&work),
@@ -533,21 +535,7 @@ int main(void) {
     });
     let r = recovered.expect("recover ran");
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let v: Value = serde_json::from_slice(
-        &lapse(
-            &dir,
-            &[
-                "report",
-                "out.lapse",
-                "--view",
-                "functions",
-                "--format",
-                "json",
-            ],
-        )
-        .stdout,
-    )
-    .expect("the recovered file reports");
+    let v = functions_json(&dir);
     // Every event is accounted for: merged, or counted lost (buffers the
     // runtime had handed over quietly to the recorder that was killed).
     let merged = calls(&v, "work");
