@@ -374,11 +374,10 @@ fn info(path: &Path) -> Result<u8> {
         path.display(),
         file.file_len
     )?;
-    writeln!(
-        o,
-        "complete:    {}",
-        if file.is_complete() { "yes" } else { "no" }
-    )?;
+    match file.incomplete_why() {
+        None => writeln!(o, "complete:    yes")?,
+        Some(why) => writeln!(o, "complete:    no ({why})")?,
+    }
     writeln!(o, "command:     {}", s.command.join(" "))?;
     writeln!(o, "method:      {}", s.method.name())?;
     writeln!(o, "host:        {}", s.host)?;

@@ -1005,3 +1005,99 @@ int main(void) {
     );
     assert_eq!(run.report().calls_of("work"), 1000);
 }
+
+/// Runs `body`'s cut-off program (it loses lapse's connection after its
+/// first 1,000 calls, then makes 3,000,000 more) and checks that every call
+/// is either counted or counted as lost, and that `info` says why.
+fn every_call_after_a_cut_is_counted_or_lost(name: &str, body: &str, why: &str) {
+    let Some(run) = build(name, body) else {
+        return;
+    };
+    let Some(out) = run.record(&[], &[]) else {
+        return;
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(printed(&out), printed(&run.native(&[])));
+    let r = run.report();
+    let (calls, lost) = (r.calls_of("work"), run.events_lost(&r));
+    // (each call is two events)
+    assert_eq!(calls + lost / 2, 3_001_000, "calls {calls}, lost {lost}");
+    // Shared memory carries them: at most a few buffers (2,730 events each)
+    // may find no room on a busy machine, never most of them.
+    assert!(calls > 2_900_000, "calls {calls}, lost {lost}");
+    let info = info(&run);
+    assert!(
+        info.contains("lost their connection to lapse") && info.contains(why),
+        "{info}"
+    );
+    let complete = if lost == 0 {
+        "complete:    yes"
+    } else {
+        "complete:    no"
+    };
+    assert!(info.contains(complete), "{info}");
+}
+
+#[test]
+fn a_program_that_closes_every_descriptor_under_a_limit_of_3_has_every_call_counted() {
+    // Before: the recorder let the arena go when the connection closed, the
+    // runtime could open neither a connection nor the spill, and 100,000 calls
+    // "recorded nothing"; with more, most were lost uncounted and the file
+    // said complete.
+    every_call_after_a_cut_is_counted_or_lost(
+        "nofile_3",
+        r#"
+#include <sys/resource.h>
+#include <sys/syscall.h>
+NOINLINE void work(long i) { sink += (uint64_t)i; }
+int main(void) {
+    for (long i = 0; i < 1000; i++) work(i);
+    struct rlimit r = {3, 3};
+    if (setrlimit(RLIMIT_NOFILE, &r) != 0) return 7;
+    if (syscall(SYS_close_range, 3, ~0U, 0) != 0) return 6;
+    for (long i = 0; i < 3000000; i++) work(i);
+    int fd = open("/dev/null", O_RDONLY);
+    printf("sum %llu open %d\n", (unsigned long long)sink, fd);
+    return 0;
+}
+"#,
+        "Too many open files",
+    );
+}
+
+#[test]
+fn a_seccomp_filter_that_forbids_sockets_and_sendmsg_loses_no_call_uncounted() {
+    // Before: the first refused send closed the connection, the recorder let
+    // the arena go, and every later buffer went to the spill file: the
+    // recording held a fraction of the calls and said it was complete.
+    every_call_after_a_cut_is_counted_or_lost(
+        "seccomp_sockets",
+        r#"
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+NOINLINE void work(long i) { sink += (uint64_t)i; }
+int main(void) {
+    for (long i = 0; i < 1000; i++) work(i);
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sendmsg, 4, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sendto, 3, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_connect, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+        return 7;
+    for (long i = 0; i < 3000000; i++) work(i);
+    printf("sum %llu\n", (unsigned long long)sink);
+    return 0;
+}
+"#,
+        "Operation not permitted",
+    );
+}

@@ -137,9 +137,24 @@ impl DataFile {
         &self.path
     }
 
-    /// True when the recording finished normally (a footer was written) and no damage was found.
+    /// True when the recording finished normally (a footer was written),
+    /// no damage was found and no event was lost: [`Self::incomplete_why`].
     pub fn is_complete(&self) -> bool {
-        self.footer.is_some() && self.damage.is_none()
+        self.incomplete_why().is_none()
+    }
+
+    /// Why the file does not hold the whole recording, if it does not: it
+    /// was cut short (no footer), is damaged, or events were lost.
+    pub fn incomplete_why(&self) -> Option<String> {
+        match (&self.footer, &self.damage) {
+            (_, Some(_)) => Some("the file is damaged".to_owned()),
+            (None, None) => Some("the recording was interrupted (no footer)".to_owned()),
+            (Some(f), None) if f.lost_events > 0 => Some(format!(
+                "{} events were lost (lapse info says why)",
+                f.lost_events
+            )),
+            (Some(_), None) => None,
+        }
     }
 
     fn parse(path: PathBuf, bytes: Bytes) -> Result<DataFile, DataError> {

@@ -134,8 +134,12 @@ fn header(
             }
         }
     }
-    if !file.is_complete() {
-        line(out, w, "warning:  the data file is incomplete (recording interrupted or file damaged); showing what is intact")?;
+    if let Some(why) = file.incomplete_why() {
+        line(
+            out,
+            w,
+            &format!("warning:  the data file is incomplete: {why}; showing what is intact"),
+        )?;
     }
     // What the recorder warned about (e.g. one-frame stacks with --call-graph fp).
     for note in &s.notes {

@@ -9,7 +9,15 @@
  * none to give back (many threads each holding one), a thread uses a private
  * buffer sent as an EVENTS datagram (threads.c), as it also does while
  * forking. If the recorder goes away, the arena buffers it had not freed go
- * to the spill file, oldest first. */
+ * to the spill file, oldest first.
+ *
+ * A process can lose its connection while the recorder lives: it closed
+ * every descriptor and cannot open another (RLIMIT_NOFILE), or a seccomp
+ * filter forbids sendmsg and socket. The recorder then keeps the arena and
+ * looks at it every few milliseconds, stamping `heartbeat`; while the stamp
+ * is recent, buffers handed over stay QUEUED in the arena for it (no
+ * descriptor needed), and events that find no room anywhere are counted in
+ * `undelivered`. */
 #define _GNU_SOURCE
 #include "rt.h"
 
@@ -137,8 +145,55 @@ NOINSTR static int slot_is_queued(uint32_t state)
     return state == LAPSE_SLOT_QUEUED || state == LAPSE_SLOT_QUIET || state == LAPSE_SLOT_TAKEN;
 }
 
+/* How recent the recorder's heartbeat must be for buffers to wait in an
+ * arena without a connection. (The recorder stamps it every 20 ms at most,
+ * and sooner while buffers come.) */
+#define HEARTBEAT_NS (1000ull * 1000 * 1000)
+
+/* The recorder reads arena `a` without a connection (see the top): its
+ * heartbeat is recent, or the connection was lost on this side just now (it
+ * has not seen the connection close yet). */
+NOINSTR static int read_without_connection(const struct lapse_arena *a)
+{
+    if (!a)
+        return 0;
+    uint64_t since = __atomic_load_n(&a->heartbeat, __ATOMIC_ACQUIRE);
+    if (a == g_arena && lapse_cut_here_ns() > since)
+        since = lapse_cut_here_ns();
+    return since && lapse_monotonic_ns() < since + HEARTBEAT_NS;
+}
+
+NOINSTR void lapse_arena_note_cut(int err)
+{
+    struct lapse_arena *a = g_arena;
+    if (a)
+        __atomic_store_n(&a->cut_errno, err, __ATOMIC_RELAXED);
+}
+
+NOINSTR void lapse_arena_note_delivery(struct lapse_tls *t, uint32_t count, int ok)
+{
+    if (ok) {
+        /* (this buffer's first index leaves the gap that counts them) */
+        if (t->undelivered && t->undelivered_in)
+            __atomic_sub_fetch(&t->undelivered_in->undelivered, t->undelivered, __ATOMIC_RELAXED);
+        t->undelivered = 0;
+        return;
+    }
+    struct lapse_arena *a = g_arena;
+    if (!a)
+        return;
+    if (t->undelivered_in != a) {
+        /* (a new arena after a reconnection: the old one's count stays) */
+        t->undelivered = 0;
+        t->undelivered_in = a;
+    }
+    t->undelivered += count;
+    __atomic_add_fetch(&a->undelivered, count, __ATOMIC_RELAXED);
+}
+
 /* The recorder is gone: the buffers it had not freed go to the spill file,
- * oldest first (so each thread's events stay in order), one thread at a time. */
+ * oldest first (so each thread's events stay in order), one thread at a time.
+ * Those the spill cannot take stay where they are. */
 NOINSTR static void spill_queued(void)
 {
     struct lapse_arena *a = g_arena;
@@ -176,7 +231,10 @@ NOINSTR static void spill_queued(void)
         struct lapse_msg m = lapse_msg_events(g_pid, sl->tid, sl->first, sl->stalled, count,
                                               sl->flags & LAPSE_FLAG_DISCARD);
         struct iovec iov[2] = {{&m, sizeof m}, {arena_buf(a, best), count * sizeof(struct lapse_event)}};
-        lapse_spill(iov, 2);
+        if (lapse_spill(iov, 2) != 0) {
+            __atomic_store_n(&sl->state, best_state, __ATOMIC_RELEASE);
+            break;
+        }
         __atomic_store_n(&sl->state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&g_spill_lock, 0, __ATOMIC_RELEASE);
@@ -194,6 +252,10 @@ NOINSTR static uint64_t elapsed_ns(const struct timespec *t0, const struct times
  * only while the socket is full, and then for at most SEND_TIMEOUT_S): the
  * program is never held indefinitely, however many threads want a buffer. */
 #define CLAIM_WAIT_NS (2 * 1000 * 1000)
+/* ... and while the recorder reads the arena without a connection (nothing
+ * wakes it: it looks every millisecond), before the private buffer, which
+ * could only go to the spill. */
+#define CLAIM_WAIT_CUT_NS (20 * 1000 * 1000)
 
 /* A free arena buffer for thread t, waiting a little while the recorder
  * catches up; -1 when none comes (no arena, forking, every buffer held by a
@@ -229,11 +291,12 @@ NOINSTR int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b)
                 return 0;
             }
         }
-        if (!queued || waited_ns >= CLAIM_WAIT_NS)
+        if (!queued || waited_ns >= (g_fd < 0 && read_without_connection(a) ? CLAIM_WAIT_CUT_NS
+                                                                          : CLAIM_WAIT_NS))
             return -1;
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        if (g_fd < 0) {
+        if (g_fd < 0 && !read_without_connection(a)) {
             /* (counts towards the wait: another thread may hold the spill) */
             spill_queued();
             clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -247,7 +310,8 @@ NOINSTR int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b)
         __atomic_sub_fetch(&a->waiters, 1, __ATOMIC_ACQ_REL);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         waited_ns += elapsed_ns(&t0, &t1);
-        if (gen == __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) && lapse_recorder_gone())
+        if (g_fd >= 0 && gen == __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) &&
+            lapse_recorder_gone())
             lapse_disconnect();
     }
 }
@@ -288,14 +352,14 @@ NOINSTR static int hand_over_quietly(struct lapse_arena *a, struct lapse_slot *s
                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
-NOINSTR void lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count)
+NOINSTR int lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count)
 {
     struct lapse_arena *a = b->owner;
     struct lapse_slot *sl = &a->slot[b->arena];
     if (a == g_arena) {
         describe(a, sl, t, b, count);
         if (hand_over_quietly(a, sl))
-            return;
+            return 1;
     }
     for (int attempt = 0;; attempt++) {
         lapse_conn_check(); /* (a reconnection here replaces g_arena) */
@@ -304,9 +368,15 @@ NOINSTR void lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uin
              * with the old connection (reading what was written then). */
             struct lapse_msg m =
                 lapse_msg_events(g_pid, t->tid, b->first, t->stalled, count, t->discard);
-            lapse_send_msg(&m, b->base, count * sizeof(struct lapse_event));
+            int rc = lapse_send_msg(&m, b->base, count * sizeof(struct lapse_event));
+            if (rc == SEND_LOST && read_without_connection(a)) {
+                /* (the recorder still reads that arena: it waits there) */
+                describe(a, sl, t, b, count);
+                __atomic_store_n(&sl->state, LAPSE_SLOT_QUEUED, __ATOMIC_RELEASE);
+                return 1;
+            }
             __atomic_store_n(&sl->state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
-            return;
+            return rc != SEND_LOST && rc != SEND_TIMEOUT;
         }
         describe(a, sl, t, b, count);
         __atomic_store_n(&sl->state, LAPSE_SLOT_QUEUED, __ATOMIC_RELEASE);
@@ -318,16 +388,21 @@ NOINSTR void lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uin
         mh.msg_iovlen = 1;
         int rc = lapse_try_send(&mh, 1);
         if (rc == SEND_OK)
-            return;
+            return 1;
         if (rc == SEND_TIMEOUT) {
             /* the recorder is stuck: these events are lost (the numbering
              * shows the gap), the buffer is free again */
             __atomic_store_n(&sl->state, LAPSE_SLOT_FREE, __ATOMIC_RELEASE);
-            return;
+            return 0;
         }
         if (rc != SEND_MOVED) {
-            spill_queued(); /* this buffer and any the recorder left */
-            return;
+            /* This buffer and any the recorder left go to the spill, unless
+             * the recorder reads the arena without a connection; what the
+             * spill cannot take waits in the arena (it reads that at the
+             * process's end, if not before). */
+            if (!read_without_connection(a))
+                spill_queued();
+            return 1;
         }
         /* the program took the connection over in between: again, as a
          * buffer of an arena from before the reconnection */

@@ -79,11 +79,12 @@ NOINSTR void lapse_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t 
     if (count == 0) {
         lapse_arena_release(b);
     } else if (b->arena >= 0) {
-        lapse_arena_hand_over(t, b, count);
+        lapse_arena_note_delivery(t, count, lapse_arena_hand_over(t, b, count));
     } else {
         struct lapse_msg m =
             lapse_msg_events(g_pid, t->tid, b->first, t->stalled, count, t->discard);
-        lapse_send_msg(&m, b->base, count * sizeof(struct lapse_event));
+        int rc = lapse_send_msg(&m, b->base, count * sizeof(struct lapse_event));
+        lapse_arena_note_delivery(t, count, rc != SEND_LOST && rc != SEND_TIMEOUT);
     }
     *b = (struct lapse_buf){0};
 }

@@ -186,7 +186,16 @@ struct lapse_arena {
     uint32_t reading; /* set by the recorder while it is awake: hand buffers over quietly */
     uint32_t pad;
     uint64_t received; /* datagrams the recorder has read from this process's connection */
-    uint64_t reserved[3];
+    /* The recorder's CLOCK_MONOTONIC nanoseconds at its last look at an
+     * arena whose connection is gone while its process lives (the program
+     * closed every descriptor, or a seccomp filter forbids sendmsg): while
+     * recent, buffers handed over stay here for it to read (arena.c). */
+    uint64_t heartbeat;
+    /* Events the runtime could neither send, spill nor leave here, that no
+     * later buffer of their thread shows as a gap in its numbering. */
+    uint64_t undelivered;
+    int32_t cut_errno; /* why the last connection or spill could not be opened */
+    uint32_t pad2;
     struct lapse_slot slot[LAPSE_ARENA_BUFS];
 };
 
@@ -206,6 +215,9 @@ LAPSE_AT(lapse_arena, waiters, 12);
 LAPSE_AT(lapse_arena, seq, 16);
 LAPSE_AT(lapse_arena, reading, 24);
 LAPSE_AT(lapse_arena, received, 32);
+LAPSE_AT(lapse_arena, heartbeat, 40);
+LAPSE_AT(lapse_arena, undelivered, 48);
+LAPSE_AT(lapse_arena, cut_errno, 56);
 LAPSE_AT(lapse_arena, slot, 64);
 _Static_assert(sizeof(struct lapse_arena) <= LAPSE_ARENA_HEAD, "arena header too big");
 

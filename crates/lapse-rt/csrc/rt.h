@@ -84,6 +84,11 @@ struct lapse_tls {
     uint64_t next;           /* index of the first event of the next buffer */
     uint64_t skipped;        /* events lost since (the next buffer's index leaves a gap) */
     uint64_t stalled;        /* ticks this thread spent handing buffers over */
+    /* Events of this thread that could not be handed over since its last
+     * buffer that could (which leaves a gap in the numbering the recorder
+     * counts), and the arena whose `undelivered` counts them meanwhile. */
+    uint64_t undelivered;
+    struct lapse_arena *undelivered_in;
     uint32_t tid;
     uint32_t state;
     uint32_t in_slow;     /* the slow path is running on this thread */
@@ -225,8 +230,15 @@ int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b);
 /* 1 the first time buffer `i` of arena `a` is claimed in this process (its
  * pages may not be mapped yet), 0 after. */
 int lapse_arena_first_use(const struct lapse_arena *a, int i);
-/* Queues b's first `count` events for the recorder. */
-void lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count);
+/* Queues b's first `count` events for the recorder: 1 if they reach it
+ * (now, through the arena or the spill), 0 if they are lost. */
+int lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t count);
+/* Thread t's hand-over of `count` events did (`ok`) or did not get them to
+ * the recorder: the arena's `undelivered` counts those no later hand-over
+ * shows as a gap. */
+void lapse_arena_note_delivery(struct lapse_tls *t, uint32_t count, int ok);
+/* Why the connection or the spill could not be opened, for the recorder. */
+void lapse_arena_note_cut(int err);
 /* Frees b's arena buffer without handing anything over. */
 void lapse_arena_release(struct lapse_buf *b);
 
@@ -239,15 +251,23 @@ int lapse_conn_check(void);
 /* Sends one datagram (SCM_RIGHTS and all). */
 enum { SEND_OK = 0, SEND_GONE = -1 /* the recorder is gone: spill */,
        SEND_MOVED = -2 /* the program took the connection over (same_conn only) */,
-       SEND_TIMEOUT = -3 /* no room in the socket for SEND_TIMEOUT_S: lost */ };
+       SEND_TIMEOUT = -3 /* no room in the socket for SEND_TIMEOUT_S: lost */,
+       SEND_LOST = -4 /* (lapse_send_msg) neither sent nor spilled: lost */ };
 int lapse_try_send(struct msghdr *mh, int same_conn);
-/* Sends one message (and body), or appends it to the spill file. */
-/* Sends (or spills) a message; returns SEND_OK, or why not (SEND_TIMEOUT:
- * lost, the recorder is stuck). */
+/* Sends a message (and body), or appends it to the spill file; returns
+ * SEND_OK, SEND_GONE or SEND_MOVED (spilled), or why it is lost
+ * (SEND_TIMEOUT: the recorder is stuck; SEND_LOST: no spill either). */
 int lapse_send_msg(struct lapse_msg *m, const void *body, size_t body_len);
-/* Appends a datagram made of iov[0..n) to the spill file. */
-void lapse_spill(const struct iovec *iov, int n);
+/* Appends a datagram made of iov[0..n) to the spill file: 0, or -1 when
+ * there is none to write to (or it is full). */
+int lapse_spill(const struct iovec *iov, int n);
 int lapse_recorder_gone(void);
+/* CLOCK_MONOTONIC now, in nanoseconds. */
+uint64_t lapse_monotonic_ns(void);
+/* When the connection was lost on this side rather than by the recorder
+ * leaving (the program closed it, a seccomp filter refused a send), 0 if
+ * it was not: the recorder lives on and will read the arena. */
+uint64_t lapse_cut_here_ns(void);
 void lapse_disconnect(void);
 /* Lets the inherited connection go (a child that is not recorded). */
 void lapse_drop_connection(void);

@@ -47,6 +47,8 @@ NOINSTR void lapse_fork_child(struct lapse_tls *t)
     t->next = 0;
     t->skipped = 0;
     t->stalled = 0;
+    t->undelivered = 0; /* (counted in the parent's arena) */
+    t->undelivered_in = NULL;
     if (t->fill.base) {
         t->cur = t->fill.base;
         t->fill.first = 0;

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The spill file's default size limit: 2 GiB, some 12 s of the busiest
@@ -61,6 +62,28 @@ static int g_recorder_gone;     /* it closed the connection: do not reconnect */
 static int g_reconnects;
 static int g_reconnecting;      /* lock word */
 static int g_stuck;             /* a send timed out: do not wait again until one goes */
+/* CLOCK_MONOTONIC ns when the connection was lost on this side (the program
+ * closed or took the descriptor, or a seccomp filter failed the send) rather
+ * than by the recorder leaving: 0 if it was not. */
+static uint64_t g_cut_here_ns;
+
+NOINSTR uint64_t lapse_monotonic_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+NOINSTR uint64_t lapse_cut_here_ns(void)
+{
+    return __atomic_load_n(&g_cut_here_ns, __ATOMIC_RELAXED);
+}
+
+NOINSTR static void cut_here(void)
+{
+    if (!__atomic_load_n(&g_cut_here_ns, __ATOMIC_RELAXED))
+        __atomic_store_n(&g_cut_here_ns, lapse_monotonic_ns(), __ATOMIC_RELAXED);
+}
 
 NOINSTR static int still_ours(const struct owned_fd *o)
 {
@@ -77,6 +100,27 @@ NOINSTR static void own(struct owned_fd *o, int fd)
         o->ino = st.st_ino;
         o->fd = fd;
     }
+}
+
+/* A descriptor the runtime just made, kept out of the numbers the program
+ * uses (0-2 above all, which a program that closed them expects its next
+ * open to get): moved up, else closed. -1 (errno set) when it cannot be. */
+NOINSTR static int keep_high(int fd)
+{
+    if (fd < 0)
+        return -1;
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+    if (high < 0 && fd < 3)
+        high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (high >= 0) {
+        close(fd);
+        return high;
+    }
+    if (fd >= 3)
+        return fd;
+    close(fd);
+    errno = EMFILE;
+    return -1;
 }
 
 /* ---- the spill file ---- */
@@ -99,8 +143,12 @@ NOINSTR static int open_spill(void)
                         (st.st_mode & 077) != 0)) {
             close(fd);
             fd = -1;
+            errno = EPERM;
         }
     }
+    fd = keep_high(fd);
+    if (fd < 0)
+        lapse_arena_note_cut(errno);
     return fd;
 }
 
@@ -116,7 +164,7 @@ NOINSTR static uint64_t spill_max(void)
     return max ? max : SPILL_MAX_DEFAULT;
 }
 
-NOINSTR void lapse_spill(const struct iovec *iov, int n)
+NOINSTR int lapse_spill(const struct iovec *iov, int n)
 {
     if (!still_ours(&g_spill)) {
         /* (a descriptor the program took over is its own now: not closed) */
@@ -125,7 +173,7 @@ NOINSTR void lapse_spill(const struct iovec *iov, int n)
         if (g_spill.fd < 0) {
             if (fd >= 0)
                 close(fd);
-            return;
+            return -1;
         }
     }
     uint32_t len = 0;
@@ -135,11 +183,11 @@ NOINSTR void lapse_spill(const struct iovec *iov, int n)
      * datagram per writer) */
     struct stat st;
     if (fstat(g_spill.fd, &st) == 0 && (uint64_t)st.st_size + sizeof len + len > spill_max())
-        return;
+        return -1;
     struct iovec all[3] = {{&len, sizeof len}};
     for (int i = 0; i < n && i < 2; i++)
         all[i + 1] = iov[i];
-    (void)!writev(g_spill.fd, all, n + 1);
+    return writev(g_spill.fd, all, n + 1) == (ssize_t)(sizeof len + len) ? 0 : -1;
 }
 
 /* ---- the connection ---- */
@@ -147,8 +195,10 @@ NOINSTR void lapse_spill(const struct iovec *iov, int n)
 NOINSTR static int dial(void)
 {
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0)
+    if (fd < 0) {
+        lapse_arena_note_cut(errno);
         return -1;
+    }
     struct sockaddr_un addr = {0};
     addr.sun_family = AF_UNIX;
     memcpy(addr.sun_path, g_path, sizeof g_path);
@@ -160,15 +210,14 @@ NOINSTR static int dial(void)
     struct timeval tv = {SEND_TIMEOUT_S, 0};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        lapse_arena_note_cut(errno);
         close(fd);
         return -1;
     }
-    /* Keep out of the low descriptor numbers programs use first. */
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, 900);
-    if (high >= 0) {
-        close(fd);
-        fd = high;
-    }
+    /* Out of the low descriptor numbers programs use first. */
+    fd = keep_high(fd);
+    if (fd < 0)
+        lapse_arena_note_cut(errno);
     return fd;
 }
 
@@ -186,6 +235,8 @@ NOINSTR int lapse_conn_check(void)
 {
     if (still_ours(&g_conn))
         return 0;
+    if (g_conn.fd >= 0)
+        cut_here(); /* (the program's own descriptor now) */
     g_conn.fd = g_fd = -1; /* gone, or the program's own descriptor now */
     if (g_recorder_gone || !g_path[0] || g_reconnects >= MAX_RECONNECTS)
         return -1;
@@ -201,8 +252,10 @@ NOINSTR int lapse_conn_check(void)
         own(&g_conn, dial());
         g_fd = g_conn.fd;
         ok = g_fd >= 0;
-        if (ok)
+        if (ok) {
+            g_cut_here_ns = 0;
             lapse_arena_create(); /* the recorder let the old one go with the connection */
+        }
         else
             g_recorder_gone = 1; /* (it is not listening any more): spill */
     }
@@ -246,6 +299,8 @@ NOINSTR static uint64_t received_so_far(void)
 NOINSTR int lapse_try_send(struct msghdr *mh, int same_conn)
 {
     if (same_conn && !still_ours(&g_conn)) {
+        if (g_conn.fd >= 0)
+            cut_here();
         g_conn.fd = g_fd = -1; /* (the program's now, if anything) */
         return g_recorder_gone ? SEND_GONE : SEND_MOVED;
     }
@@ -282,6 +337,7 @@ NOINSTR int lapse_try_send(struct msghdr *mh, int same_conn)
     }
     if (errno == EBADF || errno == ENOTSOCK || !still_ours(&g_conn)) {
         /* the program closed it (or put its own file there) just now */
+        cut_here();
         g_conn.fd = g_fd = -1;
         if (same_conn)
             return SEND_MOVED;
@@ -289,6 +345,12 @@ NOINSTR int lapse_try_send(struct msghdr *mh, int same_conn)
             return SEND_GONE;
         stamp(mh); /* (for the new connection's arena) */
         return sendmsg(g_conn.fd, mh, MSG_NOSIGNAL) >= 0 ? SEND_OK : SEND_GONE;
+    }
+    if (errno != EPIPE && errno != ECONNRESET && errno != ENOTCONN) {
+        /* refused on this side (a seccomp filter's EPERM): the recorder
+         * lives, and reads the arena once it sees the connection close */
+        lapse_arena_note_cut(errno);
+        cut_here();
     }
     recorder_left();
     return SEND_GONE;
@@ -302,8 +364,8 @@ NOINSTR int lapse_send_msg(struct lapse_msg *m, const void *body, size_t body_le
     mh.msg_iov = iov;
     mh.msg_iovlen = n;
     int rc = lapse_try_send(&mh, 0);
-    if (rc == SEND_GONE || rc == SEND_MOVED)
-        lapse_spill(iov, n);
+    if ((rc == SEND_GONE || rc == SEND_MOVED) && lapse_spill(iov, n) != 0)
+        rc = SEND_LOST;
     /* (SEND_TIMEOUT: the recorder is alive but stuck; the events are lost,
      * and the numbering of the next ones shows it) */
     return rc;
@@ -343,4 +405,5 @@ NOINSTR void lapse_transport_after_fork(void)
 {
     g_reconnecting = 0;
     g_reconnects = 0;
+    g_cut_here_ns = 0;
 }

@@ -95,6 +95,16 @@ pub mod arena {
     /// thread whose send found no room for its whole wait sees from it
     /// whether the recorder is behind (it moved) or stuck (it did not).
     pub const OFF_RECEIVED: usize = 32;
+    /// The recorder's `CLOCK_MONOTONIC` nanoseconds at its last look at an
+    /// arena whose connection closed while its process lives: while it is
+    /// recent, the runtime leaves handed-over buffers in the arena for the
+    /// recorder to read instead of spilling them.
+    pub const OFF_HEARTBEAT: usize = 40;
+    /// Events the runtime could neither send, spill nor leave in the arena
+    /// and that no later buffer of their thread shows as a gap.
+    pub const OFF_UNDELIVERED: usize = 48;
+    /// The `errno` of the last failed attempt to reconnect or open the spill.
+    pub const OFF_CUT_ERRNO: usize = 56;
     pub const OFF_SLOTS: usize = 64;
     pub const SLOT_LEN: usize = 48;
     /// Offsets within a slot.

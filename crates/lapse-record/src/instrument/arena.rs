@@ -20,6 +20,14 @@
 //! before the one found), so a quiet buffer is read only once a look has
 //! ended after the one that took it ([`Quiet::confirmed`]).
 //!
+//! A process whose connection closed while it lives on (it closed every
+//! descriptor and cannot open another, or a seccomp filter forbids sendmsg)
+//! keeps its arena: the recorder marks it [`Arena::orphan`], stamps its
+//! heartbeat at every look and takes the buffers its threads queue there
+//! for want of a datagram, as if handed over quietly (no datagram can come
+//! for them any more). Events that found no room are counted by the runtime
+//! ([`Arena::undelivered`]).
+//!
 //! The buffers a process was still filling when it died without handing them
 //! over (SIGKILL, or a thread blocked in a system call when another one
 //! called `_exit`) are read up to the first event stamped before the buffer
@@ -35,6 +43,10 @@ pub struct Arena {
     ptr: NonNull<u8>,
     /// Quiet buffers taken and not read yet, lowest number first.
     quiet: Vec<Quiet>,
+    /// Its connection is gone while its process lives on.
+    orphan: bool,
+    /// Buffers taken that were queued for want of a connection.
+    queued_taken: u64,
 }
 
 /// A buffer its thread handed over quietly, which the recorder took.
@@ -93,6 +105,8 @@ impl Arena {
             let a = Arena {
                 ptr: NonNull::new(p.cast())?,
                 quiet: Vec::new(),
+                orphan: false,
+                queued_taken: 0,
             };
             (a.u32_at(arena::OFF_MAGIC).load(Ordering::Acquire) == arena::MAGIC
                 && a.u32_at(arena::OFF_NBUFS).load(Ordering::Acquire) as usize == arena::BUFS)
@@ -175,9 +189,49 @@ impl Arena {
         std::sync::atomic::fence(Ordering::SeqCst);
     }
 
+    /// The arena's connection is gone while its process lives on: from
+    /// now on, buffers queued in it are taken as if handed over quietly
+    /// (their datagrams cannot come), and the runtime is told at every
+    /// [`Self::heartbeat`] that the recorder still reads it.
+    pub fn orphan(&mut self) {
+        self.orphan = true;
+        self.set_reading(false);
+    }
+
+    /// Whether its process went on without a connection: buffers came
+    /// through it queued for want of one (not just because the process
+    /// closed the connection as it ended or connected again).
+    pub fn carried_a_cut(&self) -> bool {
+        self.queued_taken > 0
+    }
+
+    pub fn is_orphan(&self) -> bool {
+        self.orphan
+    }
+
+    /// Stamps the recorder's `CLOCK_MONOTONIC` time (nanoseconds) in an
+    /// orphan's header: while it is recent, its threads queue buffers here.
+    pub fn heartbeat(&self, now_ns: u64) {
+        self.u64_at(arena::OFF_HEARTBEAT)
+            .store(now_ns, Ordering::Release);
+    }
+
+    /// Events the runtime could not hand over, spill nor leave here, that
+    /// no later buffer of theirs shows as a gap.
+    pub fn undelivered(&self) -> u64 {
+        self.u64_at(arena::OFF_UNDELIVERED).load(Ordering::Acquire)
+    }
+
+    /// Why the runtime's last attempt to open a connection or the spill
+    /// failed (an `errno`), if one did.
+    pub fn cut_errno(&self) -> Option<i32> {
+        let e = self.u32_at(arena::OFF_CUT_ERRNO).load(Ordering::Acquire) as i32;
+        (e != 0).then_some(e)
+    }
+
     /// Takes the buffers handed over quietly since the last look (they
-    /// become the recorder's to read: [`Self::next_quiet`]); how many. The
-    /// ones taken before are confirmed.
+    /// become the recorder's to read: [`Self::next_quiet`]), and an
+    /// orphan's queued ones; how many. The ones taken before are confirmed.
     pub fn take_quiet(&mut self) -> usize {
         for q in &mut self.quiet {
             q.confirmed = true;
@@ -186,18 +240,15 @@ impl Arena {
         for buf in 0..arena::BUFS {
             let slot = Self::slot(buf);
             let state = self.u32_at(slot + arena::SLOT_STATE);
-            if state.load(Ordering::Relaxed) != arena::QUIET
+            let now = state.load(Ordering::Relaxed);
+            if !(now == arena::QUIET || (self.orphan && now == arena::QUEUED))
                 || state
-                    .compare_exchange(
-                        arena::QUIET,
-                        arena::TAKEN,
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    )
+                    .compare_exchange(now, arena::TAKEN, Ordering::AcqRel, Ordering::Relaxed)
                     .is_err()
             {
                 continue;
             }
+            self.queued_taken += u64::from(now == arena::QUEUED);
             let word = |off| self.u64_at(slot + off).load(Ordering::Acquire);
             let flags = self
                 .u32_at(slot + arena::SLOT_FLAGS)

@@ -84,6 +84,8 @@ pub(super) struct Session {
     pub(super) ns: NsIds,
     /// Processes whose images never loaded the runtime.
     pub(super) without_runtime: super::wrapup::WithoutRuntime,
+    /// Processes that lost their connection while they lived on.
+    pub(super) cut_off: super::wrapup::CutOff,
     pub(super) notices: Notices,
 }
 
@@ -189,6 +191,7 @@ pub fn record(
         privileged_target: crate::method::runs_privileged(program),
         ns: NsIds::default(),
         without_runtime: Default::default(),
+        cut_off: Default::default(),
         notices: opts.notices.clone(),
     };
     let start = clock::monotonic_now();
@@ -336,6 +339,9 @@ impl Session {
             busy |= self.read_conn_and_arenas(i)?;
         }
         self.conns.retain(|c| !c.1);
+        if accept {
+            busy |= self.read_orphans(|_| true)?;
+        }
         self.poll_os(false)?;
         self.flush_periodic(false)?;
         Ok(busy)
@@ -434,12 +440,16 @@ impl Session {
         // send them again, and what it handed over quietly until then is
         // looked for once more (see Arena::set_reading).
         let mut quiet = false;
+        let mut orphans = false;
         for arena in self.arenas.values_mut() {
             arena.set_reading(false);
             quiet |= arena.take_quiet() > 0 || arena.has_quiet();
+            orphans |= arena.is_orphan();
         }
         if !quiet {
-            wait_readable(&fds, 20);
+            // (nothing wakes the recorder for an orphan's buffers: it looks
+            // every millisecond, so that its threads seldom wait)
+            wait_readable(&fds, if orphans { 1 } else { 20 });
             self.next_look = Instant::now();
         }
     }
@@ -571,8 +581,9 @@ impl Session {
                 }
                 Recv::Closed => {
                     self.conns[i].1 = true;
+                    self.conns[i].0.drained = true;
                     let id = self.conns[i].0.id;
-                    self.salvage(|key| key.0 == id)?;
+                    self.orphan_or_salvage(id)?;
                 }
             }
         }
@@ -633,6 +644,8 @@ impl Session {
                     self.read_conn(j, usize::MAX)?;
                 }
             }
+            let pid = from.pid;
+            self.read_orphans(|k| k.1 == pid)?;
             self.note_pid(conn, from.pid);
         }
         // The buffers its process handed over quietly before it was sent
@@ -686,6 +699,9 @@ impl Session {
                             self.read_conn(j, usize::MAX)?;
                         }
                     }
+                    // (and the old image's arena, now that it is gone)
+                    let (pid, id) = (from.pid, self.conns[conn].0.id);
+                    self.salvage(|k| k.1 == pid && k.0 != id)?;
                 }
                 let took = self
                     .asm
@@ -716,6 +732,45 @@ impl Session {
         self.asm.events(from, batch, events, &mut self.out)
     }
 
+    /// Connection `id` closed: the arenas of its processes that have ended
+    /// are salvaged; those of processes not known to have ended are kept as
+    /// orphans, read at every look (see arena.rs) and salvaged when the
+    /// process ends (at the latest when the recording does).
+    fn orphan_or_salvage(&mut self, id: u64) -> Result<(), RecordError> {
+        let lives =
+            |os: &OsCollector, pid: u32| os.processes.get(&pid).is_none_or(|p| p.end.is_none());
+        let mut live = Vec::new();
+        for (key, arena) in self.arenas.iter_mut().filter(|(k, _)| k.0 == id) {
+            if lives(&self.os, key.1) {
+                arena.orphan();
+                live.push(*key);
+            }
+        }
+        self.read_orphans(|k| live.contains(k))?;
+        self.salvage(|k| k.0 == id && !live.contains(k))
+    }
+
+    /// Stamps the heartbeat of the orphan arenas `which` selects and reads
+    /// the buffers queued in them; true if there were any.
+    fn read_orphans(&mut self, which: impl Fn(&(u64, u32)) -> bool) -> Result<bool, RecordError> {
+        let now = clock::monotonic_now().as_nanos();
+        let keys: Vec<(u64, u32)> = self
+            .arenas
+            .iter()
+            .filter(|(k, a)| a.is_orphan() && which(k))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut got = false;
+        for key in keys {
+            if let Some(arena) = self.arenas.get_mut(&key) {
+                arena.heartbeat(now);
+                got |= arena.take_quiet() > 0;
+            }
+            got |= self.read_quiet(key, u64::MAX, None)?;
+        }
+        Ok(got)
+    }
+
     /// Takes the events in arena buffers their threads never handed over
     /// (the process died), for the arenas `which` selects, and drops those
     /// arenas; the buffers handed over quietly first (every datagram of
@@ -736,6 +791,8 @@ impl Session {
                     break;
                 }
             }
+            self.cut_off
+                .note(key.1, &arena, &mut self.asm.threads.lost_events);
             for s in arena.salvage() {
                 let from = Sender {
                     pid: key.1,
@@ -770,9 +827,9 @@ impl Session {
             .collect();
         let done: Vec<(u64, u32)> = self
             .arenas
-            .keys()
-            .filter(|(conn, pid)| {
-                drained.contains(conn)
+            .iter()
+            .filter(|((conn, pid), arena)| {
+                (drained.contains(conn) || arena.is_orphan())
                     && self
                         .os
                         .processes
@@ -780,7 +837,7 @@ impl Session {
                         .and_then(|p| p.end)
                         .is_some_and(|end| now.since(end) > grace)
             })
-            .copied()
+            .map(|(k, _)| *k)
             .collect();
         if done.is_empty() {
             return Ok(());

@@ -376,6 +376,12 @@ impl Session {
                 }
                 header.notes.push(why);
             }
+            if let Some(why) = self.cut_off.note_text() {
+                if self.cut_off.undelivered > 0 {
+                    self.notices.say(Notice::Warning(why.clone()));
+                }
+                header.notes.push(why);
+            }
             if self.os.lost_records > 0 {
                 header.notes.push(format!(
                     "{} of the lost events are the kernel's records (context switches, forks, exits) that its rings could not hold: some threads' off-CPU time is incomplete",
@@ -491,6 +497,70 @@ impl WithoutRuntime {
             "{} process(es) ran without lapse's runtime, so their calls are not recorded (pid {}{more}): set-user-ID or statically linked programs, or programs exec'd after a privilege drop that left the runtime unreadable",
             self.count,
             pids.join(", ")
+        ))
+    }
+}
+
+/// Processes whose connection to the recorder closed while they lived on
+/// (the program closed every descriptor, a seccomp filter forbids sendmsg):
+/// their events came through their arena alone, and those that found no
+/// room there are lost.
+#[derive(Default)]
+pub(super) struct CutOff {
+    count: u64,
+    /// The first few, with why the runtime could not connect again.
+    first: Vec<(u32, Option<i32>)>,
+    pub(super) undelivered: u64,
+}
+
+impl CutOff {
+    const NAMED: usize = 8;
+
+    /// Arena `arena` of process `pid` is let go: its lost events count.
+    pub(super) fn note(&mut self, pid: u32, arena: &super::arena::Arena, lost: &mut u64) {
+        let undelivered = arena.undelivered();
+        *lost = lost.saturating_add(undelivered);
+        self.undelivered = self.undelivered.saturating_add(undelivered);
+        if !arena.carried_a_cut() && undelivered == 0 {
+            return;
+        }
+        let errno = arena.cut_errno();
+        match self.first.iter_mut().find(|(p, _)| *p == pid) {
+            Some(seen) => seen.1 = seen.1.or(errno),
+            None => {
+                self.count += 1;
+                if self.first.len() < Self::NAMED {
+                    self.first.push((pid, errno));
+                }
+            }
+        }
+    }
+
+    fn note_text(&self) -> Option<String> {
+        if self.count == 0 {
+            return None;
+        }
+        let pids: Vec<String> = self
+            .first
+            .iter()
+            .map(|(pid, errno)| match errno {
+                Some(e) => format!("{pid} ({})", std::io::Error::from_raw_os_error(*e)),
+                None => pid.to_string(),
+            })
+            .collect();
+        let more = if self.count > self.first.len() as u64 {
+            ", ..."
+        } else {
+            ""
+        };
+        let lost = match self.undelivered {
+            0 => String::new(),
+            n => format!("; {n} events found no room there and are lost"),
+        };
+        Some(format!(
+            "{} process(es) lost their connection to lapse and could not open another (pid {}{more}): their events came through shared memory{lost}",
+            self.count,
+            pids.join(", "),
         ))
     }
 }

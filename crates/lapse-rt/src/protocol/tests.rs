@@ -166,6 +166,9 @@ fn every_header_offset_matches() {
         ("lapse_arena.seq", arena::OFF_SEQ),
         ("lapse_arena.reading", arena::OFF_READING),
         ("lapse_arena.received", arena::OFF_RECEIVED),
+        ("lapse_arena.heartbeat", arena::OFF_HEARTBEAT),
+        ("lapse_arena.undelivered", arena::OFF_UNDELIVERED),
+        ("lapse_arena.cut_errno", arena::OFF_CUT_ERRNO),
         ("lapse_arena.slot", arena::OFF_SLOTS),
     ];
     let sizes: &[(&str, usize)] = &[
