@@ -167,6 +167,40 @@ fn events_after_a_killed_recorder_are_recovered_exactly() {
         "nothing of phase 2 reached the file"
     );
 
+    // A spill of this recording put beside another recording is not merged
+    // into it (before: its events were added to the wrong recording).
+    let spill = std::fs::read(dir.join("out.lapse.spill")).expect("read the spill");
+    let other = lapse(
+        &dir,
+        &[
+            "record",
+            "-o",
+            "other.lapse",
+            "--",
+            &exe.display().to_string(),
+        ],
+    );
+    assert!(
+        other.status.success(),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    let other_before = std::fs::read(dir.join("other.lapse")).expect("read other.lapse");
+    std::fs::write(dir.join("other.lapse.spill"), &spill).expect("plant the spill");
+    let refused = lapse(&dir, &["recover", "other.lapse"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(said.contains("belongs to another recording"), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+    assert_eq!(
+        std::fs::read(dir.join("other.lapse")).ok(),
+        Some(other_before)
+    );
+    assert!(
+        dir.join("other.lapse.spill").exists(),
+        "the spill is left as it was"
+    );
+
     let rec = lapse(&dir, &["recover", "out.lapse"]);
     let said = String::from_utf8_lossy(&rec.stderr);
     assert!(rec.status.success(), "lapse recover: {said}");

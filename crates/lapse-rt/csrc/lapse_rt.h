@@ -24,6 +24,7 @@
 #define LAPSE_ENV_NO_INHERIT "LAPSE_NO_INHERIT" /* set: children get neither the runtime nor these */
 #define LAPSE_ENV_SPILL_MAX "LAPSE_SPILL_MAX"   /* the spill stops growing at this many bytes */
 #define LAPSE_ENV_NO_LIBCALLS "LAPSE_NO_LIBCALLS" /* set: calls into other libraries are not traced */
+#define LAPSE_ENV_SESSION "LAPSE_SESSION"       /* the recording's id (decimal), written in the spill */
 
 /* ---- datagrams ---- */
 #define LAPSE_MAGIC 0x3353504cu /* "LPS3" little-endian (24-byte events, 48-byte header) */
@@ -35,6 +36,7 @@
 #define LAPSE_MSG_EXEC 5       /* sent just before execve() */
 #define LAPSE_MSG_ARENA 6      /* the process's shared arena; its memfd rides along (SCM_RIGHTS) */
 #define LAPSE_MSG_SHM_EVENTS 7 /* a thread's events are in an arena buffer */
+#define LAPSE_MSG_SESSION 8    /* (spill only) the recording the spill is for: each process's first */
 
 /* EVENTS / SHM_EVENTS flag: calibration events, the recorder drops them. */
 #define LAPSE_FLAG_DISCARD 1
@@ -79,6 +81,9 @@ struct lapse_msg {
             uint32_t bufs;
             uint32_t buf_events;
         } arena;
+        struct {
+            uint64_t id; /* LAPSE_SESSION */
+        } session;
     } u;
     /* Buffers of the sender's current arena handed over before this was
      * sent (its `seq` then): the recorder reads the buffers handed over
@@ -107,6 +112,7 @@ LAPSE_AT(lapse_msg, u.child.fork_ticks, 24);
 LAPSE_AT(lapse_msg, u.child.ppid, 32);
 LAPSE_AT(lapse_msg, u.child.parent_tid, 36);
 LAPSE_AT(lapse_msg, u.arena.bytes, 16);
+LAPSE_AT(lapse_msg, u.session.id, 16);
 LAPSE_AT(lapse_msg, u.arena.bufs, 32);
 LAPSE_AT(lapse_msg, u.arena.buf_events, 36);
 LAPSE_AT(lapse_msg, arena_seq, 40);
@@ -300,6 +306,13 @@ static inline struct lapse_msg lapse_msg_arena(uint32_t pid, uint32_t tid, uint6
     m.u.arena.bytes = bytes;
     m.u.arena.bufs = bufs;
     m.u.arena.buf_events = buf_events;
+    return m;
+}
+
+static inline struct lapse_msg lapse_msg_session(uint32_t pid, uint32_t tid, uint64_t id)
+{
+    struct lapse_msg m = lapse_msg_head(LAPSE_MSG_SESSION, pid, tid);
+    m.u.session.id = id;
     return m;
 }
 

@@ -164,18 +164,9 @@ NOINSTR static uint64_t spill_max(void)
     return max ? max : SPILL_MAX_DEFAULT;
 }
 
-NOINSTR int lapse_spill(const struct iovec *iov, int n)
+/* Appends one datagram (length first) to the open spill: 0, or -1. */
+NOINSTR static int append(const struct iovec *iov, int n)
 {
-    if (!still_ours(&g_spill)) {
-        /* (a descriptor the program took over is its own now: not closed) */
-        int fd = open_spill();
-        own(&g_spill, fd);
-        if (g_spill.fd < 0) {
-            if (fd >= 0)
-                close(fd);
-            return -1;
-        }
-    }
     uint32_t len = 0;
     for (int i = 0; i < n; i++)
         len += (uint32_t)iov[i].iov_len;
@@ -188,6 +179,31 @@ NOINSTR int lapse_spill(const struct iovec *iov, int n)
     for (int i = 0; i < n && i < 2; i++)
         all[i + 1] = iov[i];
     return writev(g_spill.fd, all, n + 1) == (ssize_t)(sizeof len + len) ? 0 : -1;
+}
+
+NOINSTR int lapse_spill(const struct iovec *iov, int n)
+{
+    if (!still_ours(&g_spill)) {
+        /* (a descriptor the program took over is its own now: not closed) */
+        int fd = open_spill();
+        own(&g_spill, fd);
+        if (g_spill.fd < 0) {
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+        /* Which recording this process spills for, before anything else it
+         * spills: lapse recover merges a spill only into its own recording
+         * (a spill left by another one at the same path is refused). */
+        uint64_t id = 0;
+        for (const char *v = lapse_env(LAPSE_ENV_SESSION); v && *v >= '0' && *v <= '9'; v++)
+            id = id * 10 + (uint64_t)(*v - '0');
+        struct lapse_msg m = lapse_msg_session(g_pid, lapse_gettid(), id);
+        struct iovec head = {&m, sizeof m};
+        if (id && append(&head, 1) != 0)
+            return -1;
+    }
+    return append(iov, n);
 }
 
 /* ---- the connection ---- */

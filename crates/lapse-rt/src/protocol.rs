@@ -39,6 +39,8 @@ pub mod kind {
     pub const EXEC: u16 = 5;
     pub const ARENA: u16 = 6;
     pub const SHM_EVENTS: u16 = 7;
+    /// In the spill only: the recording it is for ([`spill_session`]).
+    pub const SESSION: u16 = 8;
 }
 
 /// Byte offsets in the header (`LAPSE_AT(lapse_msg, ...)`).
@@ -58,6 +60,7 @@ pub mod at {
     pub const EVENTS_BUF: usize = 36;
     pub const FORK_TICKS: usize = 24;
     pub const EXEC_TICKS: usize = 24;
+    pub const SESSION_ID: usize = 16;
     pub const CHILD_FORK_TICKS: usize = 24;
     pub const CHILD_PPID: usize = 32;
     pub const CHILD_PARENT_TID: usize = 36;
@@ -146,6 +149,16 @@ pub const ENV_SPILL_MAX: &str = "LAPSE_SPILL_MAX";
 /// Set (to anything) for `--no-libcalls`: the runtime leaves the imports of
 /// instrumented modules alone (no library calls in the profile).
 pub const ENV_NO_LIBCALLS: &str = "LAPSE_NO_LIBCALLS";
+/// The recording's id (decimal): the runtime writes it in the spill, and
+/// `lapse recover` merges a spill only into the recording of that id.
+pub const ENV_SESSION: &str = "LAPSE_SESSION";
+
+/// The recording a spilled datagram says the spill is for, if it is a
+/// `SESSION` datagram (each process spills one before anything else).
+pub fn spill_session(d: &[u8]) -> Option<u64> {
+    (d.len() == HEADER_LEN && u32_at(d, at::MAGIC) == MAGIC && u16_at(d, at::KIND) == kind::SESSION)
+        .then(|| u64_at(d, at::SESSION_ID))
+}
 
 /// The thread that sent a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -175,7 +175,16 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
     }
     let mut datagrams = SpillReader::new(BufReader::with_capacity(1 << 20, spill_file));
     while let Some(datagram) = datagrams.next().map_err(|e| fail(e.to_string()))? {
-        m.handle(datagram)?;
+        // (each process's first datagram says which recording it spilled for)
+        match protocol::spill_session(datagram) {
+            Some(id) if id != data.session.start_unix_ns => return Err(fail(format!(
+                "it belongs to another recording than {} (session {id}, not {}); left as it was",
+                source.display(),
+                data.session.start_unix_ns
+            ))),
+            Some(_) => {}
+            None => m.handle(datagram)?,
+        }
     }
     let outcome = m.finish(&data, file, &spill).map_err(out_err)?;
     pending.commit().map_err(out_err)?;

@@ -125,6 +125,9 @@ pub fn record(
     // A spill left by an earlier recording to the same output is not this one's.
     let _ = std::fs::remove_file(&spill_path);
     let spill = spill_path.display().to_string();
+    // The session's start (wall clock) is its id: the runtime writes it in
+    // the spill, and `lapse recover` merges a spill only into its recording.
+    let start_unix_ns = clock::realtime_unix_ns();
     let mut env = vec![
         ("LD_PRELOAD".to_owned(), preload),
         (
@@ -132,6 +135,7 @@ pub fn record(
             dir.socket_path().display().to_string(),
         ),
         (protocol::ENV_SPILL.to_owned(), spill),
+        (protocol::ENV_SESSION.to_owned(), start_unix_ns.to_string()),
         (protocol::ENV_CALIBRATE.to_owned(), "1".to_owned()),
         (
             protocol::ENV_FLUSH_TICKS.to_owned(),
@@ -195,7 +199,6 @@ pub fn record(
         notices: opts.notices.clone(),
     };
     let start = clock::monotonic_now();
-    let start_unix_ns = clock::realtime_unix_ns();
     s.asm.procs.insert(
         s.root,
         Proc {

@@ -84,6 +84,7 @@ fn every_header_constant_matches() {
         ("MSG_EXEC", u64::from(kind::EXEC)),
         ("MSG_ARENA", u64::from(kind::ARENA)),
         ("MSG_SHM_EVENTS", u64::from(kind::SHM_EVENTS)),
+        ("MSG_SESSION", u64::from(kind::SESSION)),
         ("ARENA_MAGIC", u64::from(arena::MAGIC)),
         ("ARENA_BUFS", arena::BUFS as u64),
         ("ARENA_HEAD", arena::HEAD as u64),
@@ -103,6 +104,7 @@ fn every_header_constant_matches() {
         ("ENV_NO_INHERIT", ENV_NO_INHERIT),
         ("ENV_SPILL_MAX", ENV_SPILL_MAX),
         ("ENV_NO_LIBCALLS", ENV_NO_LIBCALLS),
+        ("ENV_SESSION", ENV_SESSION),
     ];
     let mut header = defines();
     for (name, want) in numbers {
@@ -145,6 +147,7 @@ fn every_header_offset_matches() {
         ("lapse_msg.u.child.ppid", at::CHILD_PPID),
         ("lapse_msg.u.child.parent_tid", at::CHILD_PARENT_TID),
         ("lapse_msg.u.arena.bytes", at::ARENA_BYTES),
+        ("lapse_msg.u.session.id", at::SESSION_ID),
         ("lapse_msg.u.arena.bufs", at::ARENA_BUFS),
         ("lapse_msg.u.arena.buf_events", at::ARENA_BUF_EVENTS),
         ("lapse_msg.arena_seq", at::ARENA_SEQ),
