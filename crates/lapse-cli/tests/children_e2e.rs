@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 use lapse_testkit::{compile, perf_refused, skip, WorkDir};
 use serde_json::Value;
 
+mod probe_sources;
+
 const PRELUDE: &str = r#"
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -212,6 +214,73 @@ int main(int argc, char **argv) {
     let calls = run.calls();
     assert_eq!(calls.get("exec_child_work"), Some(&1_000));
     assert_eq!(run.rows("processes"), 2);
+}
+
+#[test]
+fn a_fork_child_that_execs_returns_from_fork_and_calls_execl_under_main() {
+    // uftrace's t010_forkexec (#31 item 19). The child's calls before its
+    // exec are of the image it inherited; the kernel's record of the exec
+    // was read before the fork was applied, so the child's first image got
+    // the new one's mappings: its return from the inherited `fork` frame
+    // resolved to another function (an exit matching nothing) and `execl`
+    // to an `[unknown]` address, nested under the `fork` left open.
+    use probe_sources::{child, children, info, info_count, report, roots, rows, run, Cyg, Pg};
+    let body = r#"
+NOIPA long a(void) { return leaf(1); }
+int main(int argc, char **argv) {
+    if (argc > 1) { a(); return 0; }
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        execl(argv[0], argv[0], "child", (char *)0);
+        _exit(9);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    return WEXITSTATUS(st);
+}
+"#;
+    for source in [Cyg, Pg] {
+        let Some(r) = run("fork_exec", "gcc", source, body, &[]) else {
+            return;
+        };
+        let i = info(&r);
+        assert_eq!(info_count(&i, "unmatched:"), 0, "{source:?}\n{i}");
+        assert_eq!(info_count(&i, "open calls:"), 0, "{source:?}\n{i}");
+        let v = report(&r, "processes", &[]);
+        assert_eq!(rows(&v).len(), 2, "{source:?}: parent and child");
+        // The child: main (inherited) > fork (inherited, returned), then
+        // main > execl, named as the C library's; the new image's main > a.
+        let mut saw_execl = false;
+        for p in rows(&v) {
+            let pid = p["pid"].to_string();
+            let tree = report(&r, "calltree", &["--pid", &pid])["roots"].clone();
+            let tree = tree.as_array().cloned().unwrap_or_default();
+            let mut todo: Vec<&Value> = tree.iter().collect();
+            while let Some(n) = todo.pop() {
+                assert_ne!(n["module"], "[unknown]", "{source:?}: pid {pid}: {n}");
+                todo.extend(children(n));
+            }
+            let main = tree.iter().find(|n| n["function"] == "main");
+            let main = main.unwrap_or_else(|| panic!("{source:?}: pid {pid}: main is a root"));
+            let fork = child(main, "fork").expect("main > fork");
+            assert!(
+                child(fork, "execl").is_none(),
+                "{source:?}: execl under fork"
+            );
+            assert_eq!(fork["open_calls"], 0, "{source:?}: pid {pid}: {fork}");
+            if let Some(execl) = child(main, "execl") {
+                assert!(execl["module"].as_str().unwrap_or("").starts_with("libc"));
+                assert!(
+                    child(main, "a").is_some(),
+                    "{source:?}: the new image's main > a"
+                );
+                saw_execl = true;
+            }
+        }
+        assert!(saw_execl, "{source:?}: no main > execl");
+        assert!(roots(&r).iter().all(|n| n["function"] != "execl"));
+    }
 }
 
 #[test]

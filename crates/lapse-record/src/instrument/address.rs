@@ -344,14 +344,17 @@ impl AddressBook {
     }
 
     /// A fork child starts with its parent's address space (merged under
-    /// whatever the child has mapped since).
-    pub fn fork(&mut self, parent: u32, child: u32) {
+    /// whatever the child has mapped since): the image each ran at `time`,
+    /// the fork's, not the latest one (the kernel's record of a child's
+    /// exec can be read before its fork is applied, and the child's calls
+    /// before that exec resolve in the image it inherited).
+    pub fn fork(&mut self, parent: u32, child: u32, time: Timestamp) {
         let from = self
             .spaces
-            .get(&(parent, self.latest_gen(parent)))
+            .get(&(parent, self.gen_at(parent, time)))
             .cloned()
             .unwrap_or_default();
-        let key = (child, self.latest_gen(child));
+        let key = (child, self.gen_at(child, time));
         let space = self.spaces.entry(key).or_default();
         for m in from.maps {
             if !space.maps.iter().any(|x| x.overlaps(m.start, m.end)) {
@@ -579,7 +582,7 @@ mod tests {
         let mut book = AddressBook::resume(&[], &[], &[]);
         map(&mut book, "[a]", 0x1000_0000, 100);
         for child in 2..10_002 {
-            book.fork(1, child);
+            book.fork(1, child, Timestamp::from_nanos(50));
             book.forget(child);
         }
         assert_eq!(book.spaces.len(), 1);
@@ -593,12 +596,41 @@ mod tests {
             build_id: None,
             time: Timestamp::from_nanos(200),
         });
-        book.fork(1, 7);
+        book.fork(1, 7, Timestamp::from_nanos(250));
         book.forget(7);
-        book.fork(1, 7);
+        book.fork(1, 7, Timestamp::from_nanos(250));
         let (f, _) = book.resolve(7, 0, 0x2000_0040, Timestamp::from_nanos(300));
         let module = book.functions()[f.0 as usize].0;
         assert_ne!(book.modules[module.0 as usize].path, "[b]");
         assert_eq!(book.spaces.len(), 2);
+    }
+
+    #[test]
+    fn a_fork_child_that_execs_keeps_the_image_it_inherited_for_its_calls_before() {
+        // The kernel's exec record of child 7 (at 300) is read before its
+        // fork (at 200) is applied: the parent's mappings are the child's
+        // first image, not its new one (#31 item 19).
+        let mut book = AddressBook::resume(&[], &[], &[]);
+        map(&mut book, "[libc]", 0x1000_0000, 100);
+        book.exec(7, Timestamp::from_nanos(300));
+        book.add_mapping(NewMapping {
+            pid: 7,
+            start: 0x3000_0000,
+            len: 0x1000,
+            pgoff: 0,
+            path: "[new]",
+            build_id: None,
+            time: Timestamp::from_nanos(310),
+        });
+        book.fork(1, 7, Timestamp::from_nanos(200));
+        let path = |book: &mut AddressBook, gen, addr| {
+            let (f, _) = book.resolve(7, gen, addr, Timestamp::from_nanos(250));
+            let module = book.functions()[f.0 as usize].0;
+            book.modules[module.0 as usize].path.clone()
+        };
+        assert_eq!(book.gen_at(7, Timestamp::from_nanos(200)), 0);
+        assert_eq!(path(&mut book, 0, 0x1000_0040), "[libc]");
+        assert_eq!(path(&mut book, 1, 0x3000_0040), "[new]");
+        assert_eq!(path(&mut book, 1, 0x1000_0080), "[unknown]");
     }
 }

@@ -221,7 +221,7 @@ impl Assembler {
         sink: &mut impl Sink,
     ) -> Result<(), RecordError> {
         let at = self.clock.to_timestamp(fork_ticks);
-        self.book.fork(ppid, from.pid);
+        self.book.fork(ppid, from.pid, at);
         self.threads
             .set_gen(from.pid, self.book.gen_at(from.pid, at));
         let frames = self.threads.child(thread_of(from), ppid, fork_ticks, at);

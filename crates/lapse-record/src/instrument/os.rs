@@ -525,7 +525,7 @@ impl OsCollector {
                     let p = self.processes.entry(pid).or_default();
                     p.ppid = Some(ppid);
                     p.start = Some(ts);
-                    book.fork(ppid, pid);
+                    book.fork(ppid, pid, ts);
                 }
             }
             Queued::Exit { .. } => {
