@@ -6,7 +6,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 16] = [
+const SOURCES: [&str; 17] = [
     "csrc/probe.c",
     "csrc/calibrate.c",
     "csrc/trampoline.c",
@@ -21,6 +21,7 @@ const SOURCES: [&str; 16] = [
     "csrc/env.c",
     "csrc/exec.c",
     "csrc/rawfork.c",
+    "csrc/context.c",
     "csrc/sancov.c",
     "csrc/scope.c",
 ];

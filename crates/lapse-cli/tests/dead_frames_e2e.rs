@@ -186,3 +186,111 @@ int main(void) { sink = outer(20.0); printf("done\n"); return 0; }
     assert_eq!(info_count(&info(&r), "repaired:"), 0);
     assert_clean(&r);
 }
+
+#[test]
+fn a_context_stack_inside_a_live_frame_closes_nothing() {
+    // uftrace's t014_ucontext (#31 item 20): the context runs on an array
+    // local to main, so bar's frame lies above foo's. Before, bar's entry
+    // took foo (and main, with -finstrument-functions) for gone: bar was a
+    // root or main's child, baz a root, and main's exit matched nothing.
+    let body = r#"
+#include <ucontext.h>
+/* (not a tail call: foo's frame stays while the context runs) */
+NOIPA int foo(ucontext_t *old, ucontext_t *new) { int r = swapcontext(old, new); sink += r; return r; }
+NOIPA int bar(int c) { return c + getpid(); }
+NOIPA int baz(int c) { return c % 2; }
+int main(int argc, char *argv[]) {
+    int n = 10;
+    char stack[8192];
+    ucontext_t curr, new;
+    if (argc > 1) n = atoi(argv[1]);
+    getcontext(&new);
+    new.uc_link = &curr;
+    new.uc_stack.ss_sp = stack;
+    new.uc_stack.ss_size = sizeof stack;
+    makecontext(&new, (void (*)(void))bar, 1, n);
+    foo(&curr, &new);
+    n = baz(n);
+    printf("done %d\n", n);
+    return !(n < 2);
+}
+"#;
+    // (swapcontext and getpid are library calls: not traced from sancov
+    // programs, nor with --no-libcalls, when foo's own frame is the barrier)
+    let cases = [
+        (Cyg, &[][..], &["foo", "swapcontext", "bar", "getpid"][..]),
+        (Cyg, &["--no-libcalls"], &["foo", "bar"]),
+        (Pg, &[], &["foo", "swapcontext", "bar", "getpid"]),
+        (Fentry, &[], &["foo", "swapcontext", "bar", "getpid"]),
+        (Sancov, &[], &["foo", "bar"]),
+    ];
+    for (source, options, path) in cases {
+        let Some(r) = run_with("ucontext", "gcc", source, body, &[], options) else {
+            return;
+        };
+        let roots = roots(&r);
+        let main = roots.iter().find(|n| n["function"] == "main");
+        let main = main.unwrap_or_else(|| panic!("{source:?}: main is a root"));
+        let mut at = main;
+        for &name in path {
+            at = child(at, name).unwrap_or_else(|| {
+                panic!("{source:?}: no {name} under {}: {main}", at["function"])
+            });
+        }
+        assert!(child(main, "baz").is_some(), "{source:?}: main > baz");
+        for name in ["bar", "baz", "foo", "swapcontext"] {
+            assert!(
+                roots.iter().all(|n| n["function"] != name),
+                "{source:?}: {name} is a root"
+            );
+        }
+        let v = report(&r, "functions", &[]);
+        assert_calls(&r, &v, &[("main", 1), ("foo", 1), ("bar", 1), ("baz", 1)]);
+        assert_eq!(info_count(&info(&r), "repaired:"), 0, "{source:?}");
+        assert_clean(&r);
+    }
+}
+
+#[test]
+fn coroutines_that_switch_back_and_forth_keep_a_bounded_tree() {
+    // Two contexts (one on main's stack, one on the heap) switch to each
+    // other 300 times through one function: each resumed swapcontext
+    // returns past what the other context left on the recorded stack, and
+    // the program runs as without lapse.
+    let body = r#"
+#include <ucontext.h>
+static ucontext_t mainc, c1, c2;
+NOIPA void yield_to(ucontext_t *from, ucontext_t *to) { sink += swapcontext(from, to); }
+NOIPA void f1(void) { for (long i = 0; i < 300; i++) { leaf(i); yield_to(&c1, &c2); } }
+NOIPA void f2(void) { for (long i = 0; i < 300; i++) { leaf(-i); yield_to(&c2, &c1); } }
+int main(void) {
+    char st1[16384];
+    char *st2 = malloc(65536);
+    getcontext(&c1);
+    c1.uc_stack.ss_sp = st1, c1.uc_stack.ss_size = sizeof st1, c1.uc_link = &mainc;
+    makecontext(&c1, f1, 0);
+    getcontext(&c2);
+    c2.uc_stack.ss_sp = st2, c2.uc_stack.ss_size = 65536, c2.uc_link = &c1;
+    makecontext(&c2, f2, 0);
+    swapcontext(&mainc, &c1);
+    printf("sink %lu\n", (unsigned long)sink);
+    return 0;
+}
+"#;
+    for source in [Cyg, Pg, Fentry, Sancov] {
+        let Some(r) = run("coroutines", "gcc", source, body, &[]) else {
+            return;
+        };
+        let roots = roots(&r);
+        let main = roots.iter().find(|n| n["function"] == "main");
+        let main = main.unwrap_or_else(|| panic!("{source:?}: main is a root"));
+        // main > swapcontext > f1 > yield_to > swapcontext > (f2's calls)
+        assert!(depth(main) <= 10, "{source:?}: {} deep", depth(main));
+        let v = report(&r, "functions", &[]);
+        assert_calls(&r, &v, &[("f1", 1), ("f2", 1), ("leaf", 600)]);
+        let i = info(&r);
+        for key in ["lost:", "unmatched:", "open calls:"] {
+            assert_eq!(info_count(&i, key), 0, "{source:?}: {key}\n{i}");
+        }
+    }
+}

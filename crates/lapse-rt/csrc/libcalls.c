@@ -15,7 +15,9 @@
  *   themselves (their own probes report them), and into the lapse runtime
  *   (its wrappers; the exec family is shown as the C library's);
  * - calls that return twice or elsewhere (setjmp, vfork, getcontext, ...)
- *   or never (exit, abort, ...): the program's own frames report those;
+ *   or never (exit, abort, ...): the program's own frames report those
+ *   (swapcontext, which returns when its context is resumed, is traced
+ *   through the runtime's wrapper, context.c);
  * - dlopen and dlsym find their caller by their return address: their stub
  *   hooks nothing, it notes (dlopen) that new modules are to be looked for
  *   once the call has returned, which the next hook above it does;
@@ -82,7 +84,7 @@ static uintptr_t g_self_base;
 /* What the runtime never redirects (see the top of this file). */
 static const char *const g_leave[] = {
     "setjmp", "_setjmp", "__sigsetjmp", "sigsetjmp", "savectx", "vfork", "__vfork",
-    "getcontext", "setcontext", "swapcontext", "makecontext", "clone", "__clone", "clone3",
+    "getcontext", "setcontext", "makecontext", "clone", "__clone", "clone3",
     "exit", "_exit", "_Exit", "quick_exit", "abort", "__stack_chk_fail", "__assert_fail",
     "__assert_perror_fail", "__fortify_fail", "__chk_fail", "err", "errx", "verr", "verrx",
     "__cxa_throw", "__cxa_rethrow", "__cxa_call_unexpected", "_ZSt9terminatev",
@@ -94,7 +96,7 @@ static const char *const g_probes[] = {"__cyg_profile_func_enter", "__cyg_profil
 /* The lapse runtime's wrappers that stand for a C library function. */
 static const char *const g_as_libc[] = {"execve", "execv", "execvp", "execvpe", "execl",
                                         "execlp", "execle", "fexecve", "posix_spawn",
-                                        "posix_spawnp", "syscall", "_Fork"};
+                                        "posix_spawnp", "syscall", "_Fork", "swapcontext"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -527,6 +529,7 @@ NOINSTR static int redirect(struct module *m, const struct dyninfo *d, const Elf
         flags = IMP_RESCAN;
     else if (strcmp(name, "dlsym") == 0 || strcmp(name, "dlvsym") == 0)
         flags = 0; /* (it finds its caller by its return address: no trampoline) */
+
     if (g_nimports >= LIBCALL_STUBS)
         return 1; /* no stub left: the rest of the program's imports stay as they are */
     uint32_t i = g_nimports;

@@ -8,7 +8,8 @@
  * environment variables), exec.c (the exec family and posix_spawn,
  * wrapped), trampoline.c (the return trampoline and shadow stack, with the
  * entry points in x86_64.S), unwind.c (unwinders and stack walks kept
- * away from the trampoline), libcalls.c (calls into shared libraries) and
+ * away from the trampoline), context.c (swapcontext, a switch of stacks),
+ * libcalls.c (calls into shared libraries) and
  * sancov.c (LLVM's sanitizer coverage hook: `lapse build`, clang; the stub
  * such programs carry is sancov_stub.c, not part of the runtime). */
 #ifndef LAPSE_RT_INTERNAL_H
@@ -108,6 +109,8 @@ struct lapse_tls {
     uint32_t shadow_off; /* set: this thread's hooks install no trampoline */
     uint32_t unwound;    /* set: an unwinder ran with every frame unhooked
                             (unwind.c); the next hook rehooks its callers */
+    uint32_t switched;   /* shadow entries below this index are a context's
+                            that switched to another (context.c) */
     uint64_t self;       /* pthread_self(), for pthread_cancel (unwind.c) */
 };
 
@@ -318,6 +321,11 @@ void lapse_unhook_thread(struct lapse_tls *t);
 /* An exception was caught by the frame whose stack pointer is `sp`: the
  * frames below it are gone, the ones above get their trampolines back. */
 void lapse_rehook_above(struct lapse_tls *t, uintptr_t sp);
+/* swapcontext (context.c): the thread's entries now are the leaving
+ * context's, which its hooks on the other stack leave alone; returns what
+ * to give lapse_switch_back once the context is resumed. */
+uint32_t lapse_switch_away(struct lapse_tls *t);
+void lapse_switch_back(struct lapse_tls *t, uint32_t outer);
 /* Forgets every entry (after lapse_unhook_all: pthread_exit). */
 void lapse_shadow_drop_all(struct lapse_tls *t);
 /* At thread end: the shadow stack goes (when no frame uses it). */

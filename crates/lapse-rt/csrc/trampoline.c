@@ -15,10 +15,14 @@
  * own return address there, or the runtime wrote the real address back
  * first ("unhooking": the frame then returns normally, only its exit event
  * is missing). Whenever the runtime cannot tell what happened to a frame
- * (longjmp, an exception, a signal handler on another stack, a switch of
- * contexts), it unhooks; it never guesses. Among entries that name the same
- * slot, only the newest can own the trampoline there, so entries are only
- * ever dropped from the top, newest first.
+ * (longjmp, an exception, a signal handler on another stack), it unhooks;
+ * it never guesses. Among entries that name the same slot, only the newest
+ * can own the trampoline there, so entries are only ever dropped from the
+ * top, newest first. One exception to "below a new call means gone": the
+ * entries a context left when it switched to another (swapcontext,
+ * context.c: those below t->switched) are suspended on a stack the new
+ * context does not use, not gone, so its hooks leave them alone; when the
+ * context resumes, its own returns drop whatever the other one left above.
  *
  * Signals: a handler may run hooks between any two instructions here. The
  * depth and a generation count share one word, changed only by a single
@@ -292,7 +296,9 @@ INLINE int hook_enter_at(struct lapse_tls *t, struct lapse_hook *h, int slow)
     for (;;) {
         w = load_word(&t->shadow_word);
         uint32_t d = (uint32_t)(w & DEPTH_MASK);
-        if (d && E[d - 1].slot <= slot) {
+        /* (entries a context left when it switched away are not below
+         * a call on the other stack; tested last, off the common path) */
+        if (d && E[d - 1].slot <= slot && d > t->switched) {
             struct lapse_shadow_entry *top = &E[d - 1];
             if (top->slot == slot && ret == tramp) {
                 /* A tail call: the function that owned this slot jumped
@@ -613,11 +619,24 @@ NOINSTR void lapse_rehook_above(struct lapse_tls *t, uintptr_t sp)
     for (;;) {
         uint64_t w = load_word(&t->shadow_word);
         uint32_t d = (uint32_t)(w & DEPTH_MASK);
-        if (!d || (uintptr_t)t->shadow->e[d - 1].slot >= sp)
+        /* (frames another context left are not the catching frame's callees) */
+        if (d <= t->switched || (uintptr_t)t->shadow->e[d - 1].slot >= sp)
             break;
         drop_top(t, w, lo, sp);
     }
     lapse_rehook_all(t);
+}
+
+NOINSTR uint32_t lapse_switch_away(struct lapse_tls *t)
+{
+    uint32_t outer = t->switched;
+    t->switched = (uint32_t)(load_word(&t->shadow_word) & DEPTH_MASK);
+    return outer;
+}
+
+NOINSTR void lapse_switch_back(struct lapse_tls *t, uint32_t outer)
+{
+    t->switched = outer;
 }
 
 NOINSTR void lapse_shadow_drop_all(struct lapse_tls *t)
@@ -644,6 +663,8 @@ NOINSTR void lapse_unhook_all(struct lapse_tls *t) { (void)t; }
 NOINSTR void lapse_rehook_all(struct lapse_tls *t) { (void)t; }
 NOINSTR void lapse_rehook_above(struct lapse_tls *t, uintptr_t sp) { (void)t; (void)sp; }
 NOINSTR void lapse_shadow_drop_all(struct lapse_tls *t) { (void)t; }
+NOINSTR uint32_t lapse_switch_away(struct lapse_tls *t) { (void)t; return 0; }
+NOINSTR void lapse_switch_back(struct lapse_tls *t, uint32_t outer) { (void)t, (void)outer; }
 NOINSTR void lapse_shadow_free(struct lapse_tls *t) { (void)t; }
 
 #endif

@@ -27,6 +27,11 @@ pub const HOLE_FN: u64 = 0;
 pub const MARK_UNWIND: u64 = 1;
 /// Marker: the thread stopped installing return trampolines (too deep).
 pub const MARK_UNTRACED: u64 = 2;
+/// Marker: a context switch (swapcontext) called with its return address at
+/// `sp`: the open call whose frame is there is a barrier to the
+/// stack-pointer rule until it returns (the frames after it run on
+/// another stack).
+pub const MARK_SWITCH: u64 = 3;
 /// `function` values below this are holes or markers, not functions.
 pub const MARK_LIMIT: u64 = 4096;
 

@@ -9,6 +9,16 @@
 //! is one below the target of an unwind marker (the runtime's longjmp and
 //! catch wrappers): the stream gets an [`EventKind::Unwind`] for it then,
 //! so the analysis closes it there, not when an outer function returns.
+//!
+//! Context switches: after a switch marker (the runtime's swapcontext
+//! wrapper) the innermost open call, swapcontext's own (or, untraced, its
+//! caller's), is a barrier: the calls that follow run on another stack, which may lie
+//! anywhere (inside a live frame of the caller's, even), so their places
+//! prove nothing about the calls below it until it returns. When it does
+//! (its context resumed), its exit closes the calls the other context left
+//! above it: an exit closes the call of its function whose frame is where
+//! the exit's is, not merely the innermost of its function (coroutines
+//! switch between calls of one function).
 
 use std::collections::HashMap;
 
@@ -16,7 +26,9 @@ use smallvec::SmallVec;
 
 use lapse_data::codec::EventEncoder;
 use lapse_data::{EventKind, FunctionId, OsEvent, ThreadKey, Timestamp};
-use lapse_rt::protocol::{RawEvent, Ticks, HOLE_FN, MARK_LIMIT, MARK_UNTRACED, MARK_UNWIND};
+use lapse_rt::protocol::{
+    RawEvent, Ticks, HOLE_FN, MARK_LIMIT, MARK_SWITCH, MARK_UNTRACED, MARK_UNWIND,
+};
 
 use super::address::AddressBook;
 use super::roster::Roster;
@@ -41,6 +53,9 @@ pub struct OpenCall {
     pub function: FunctionId,
     /// Where its frame is on the stack (the runtime's `sp`; 0: not known).
     pub sp: u64,
+    /// A context switch's call (swapcontext, after its marker): the
+    /// stack-pointer rule stops here.
+    pub switch: bool,
 }
 
 pub struct ThreadStream {
@@ -160,7 +175,7 @@ fn append(
             // marker instead). A stack pointer of 0 is unknown: it proves
             // nothing.
             while let Some(&top) = stack.last() {
-                if top.sp >= call.sp || call.sp == 0 || top.sp == 0 {
+                if top.sp >= call.sp || call.sp == 0 || top.sp == 0 || top.switch {
                     break;
                 }
                 stack.pop();
@@ -171,14 +186,13 @@ fn append(
             }
         }
         EventKind::Exit => match stack.last() {
-            Some(top) if top.function == call.function => {
+            Some(top)
+                if top.function == call.function
+                    && (top.sp == call.sp || top.sp == 0 || call.sp == 0) =>
+            {
                 stack.pop();
             }
-            _ => {
-                if let Some(at) = stack.iter().rposition(|f| f.function == call.function) {
-                    stack.truncate(at);
-                }
-            }
+            _ => exit_below(stack, pending, ts, call),
         },
         EventKind::Unwind => {
             if let Some(at) = stack.iter().rposition(|f| f.function == call.function) {
@@ -189,7 +203,34 @@ fn append(
     pending.push(ts, kind, call.function);
 }
 
-/// An unwind marker: every open call whose frame lies below `floor` is gone.
+/// An exit that is not the top call's: it closes the innermost call of its
+/// function whose frame is where the exit's is, closing the calls above it
+/// as gone (a resumed context returns past what the other context left;
+/// the analysis would take the innermost call of the function), else the
+/// innermost call of its function (its own repair closes those above).
+#[cold]
+#[inline(never)]
+fn exit_below(stack: &mut Stack, pending: &mut EventEncoder, ts: Timestamp, call: OpenCall) {
+    let innermost = stack.iter().rposition(|f| f.function == call.function);
+    let placed = stack
+        .iter()
+        .rposition(|f| f.function == call.function && f.sp == call.sp && call.sp != 0);
+    match (placed, innermost) {
+        (Some(at), Some(inner)) if at != inner => {
+            while stack.len() > at + 1 {
+                if let Some(top) = stack.pop() {
+                    pending.push(ts, EventKind::Unwind, top.function);
+                }
+            }
+            stack.truncate(at);
+        }
+        (_, Some(inner)) => stack.truncate(inner),
+        _ => {}
+    }
+}
+
+/// An unwind marker: every open call whose frame lies below `floor` is gone
+/// (up to a context switch's call: those below it are another context's).
 fn unwind_below(
     last_ts: &mut Timestamp,
     stack: &mut Stack,
@@ -200,11 +241,21 @@ fn unwind_below(
     let ts = ts.max(*last_ts);
     *last_ts = ts;
     while let Some(&top) = stack.last() {
-        if top.sp >= floor {
+        if top.sp >= floor || top.switch {
             break;
         }
         stack.pop();
         pending.push(ts, EventKind::Unwind, top.function);
+    }
+}
+
+/// A switch marker (`sp`: the slot of swapcontext's return address): the
+/// innermost open call, if its frame is there or above (swapcontext's own
+/// when it was traced, its marker following its entry; else its innermost
+/// traced caller), becomes a barrier to the stack-pointer rule.
+fn switched(stack: &mut Stack, sp: u64) {
+    if let Some(top) = stack.last_mut().filter(|top| top.sp >= sp && sp != 0) {
+        top.switch = true;
     }
 }
 
@@ -509,6 +560,10 @@ impl Threads {
                         untraced += 1;
                         markers += 1;
                     }
+                    MARK_SWITCH => {
+                        switched(stack, e.sp);
+                        markers += 1;
+                    }
                     _ => markers += 1, // (a marker this recorder does not know)
                 }
                 continue;
@@ -541,6 +596,7 @@ impl Threads {
             let call = OpenCall {
                 function: f,
                 sp: e.sp,
+                switch: false,
             };
             append(
                 &mut last_ts,
@@ -777,6 +833,109 @@ mod tests {
             ]
         );
         assert_eq!(t.events, 10, "the closing events are events of the file");
+    }
+
+    #[test]
+    fn calls_on_a_context_stack_inside_a_live_frame_do_not_close_its_callers() {
+        // uftrace's t014_ucontext (#31 item 20): the context's stack is a
+        // local array of main's, so bar's frame lies above foo's and
+        // swapcontext's. After the switch marker bar nests under
+        // swapcontext, and a longjmp up the context's stack closes its calls
+        // only; once swapcontext returns, the rule holds again.
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let evs = [
+            at(0x4010, 100, false, 0x7000),      // main
+            at(0x4020, 200, false, 0x6000),      // foo
+            at(0x4030, 300, false, 0x5f00),      // swapcontext
+            at(MARK_SWITCH, 310, false, 0x5f00), // (its wrapper)
+            at(0x4040, 400, false, 0x6800),      // bar, on main's array
+            at(0x4060, 450, false, 0x6700),      // bar > qux
+            at(MARK_UNWIND, 500, false, 0x6900), // a longjmp up the context's stack
+            at(0x4030, 600, true, 0x5f00),
+            at(0x4020, 700, true, 0x6000),
+            at(0x4020, 800, false, 0x6000), // foo again, then a call whose
+            at(0x4050, 900, false, 0x6f00), // frame proves foo gone
+            at(0x4010, 1000, true, 0x7000),
+        ];
+        add(&mut t, &mut book, &clock, 0, evs);
+        let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
+        let (main, foo, swap, bar, baz, qux) = (
+            id(0x4010),
+            id(0x4020),
+            id(0x4030),
+            id(0x4040),
+            id(0x4050),
+            id(0x4060),
+        );
+        use EventKind::*;
+        assert_eq!(
+            stream_of(&mut t, 1, 1),
+            [
+                (Enter, main),
+                (Enter, foo),
+                (Enter, swap),
+                (Enter, bar),
+                (Enter, qux),
+                (Unwind, qux),
+                (Unwind, bar),
+                (Exit, swap),
+                (Exit, foo),
+                (Enter, foo),
+                (Unwind, foo),
+                (Enter, baz),
+                (Exit, main)
+            ]
+        );
+        assert_eq!(t.lost_events, 0);
+    }
+
+    #[test]
+    fn a_resumed_context_returns_past_the_calls_the_other_one_left() {
+        // main switches to f1's context, f1 to f2's, f2 back to f1's: f1's
+        // swapcontext returns (its frame's place says which of the two open
+        // swapcontext calls that is), and f2's calls are left behind.
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let evs = [
+            at(0x4010, 100, false, 0x7000), // main
+            at(0x4030, 200, false, 0x6f00), // swapcontext
+            at(MARK_SWITCH, 210, false, 0x6f00),
+            at(0x4020, 300, false, 0x5000), // f1, on its own stack
+            at(0x4030, 400, false, 0x4f00), // swapcontext
+            at(MARK_SWITCH, 410, false, 0x4f00),
+            at(0x4040, 500, false, 0x3000), // f2
+            at(0x4030, 600, false, 0x2f00), // swapcontext, back to f1
+            at(MARK_SWITCH, 610, false, 0x2f00),
+            at(0x4030, 700, true, 0x4f00), // f1's returns
+            at(0x4020, 800, true, 0x5000),
+            at(0x4030, 900, true, 0x6f00),
+            at(0x4010, 1000, true, 0x7000),
+        ];
+        add(&mut t, &mut book, &clock, 0, evs);
+        let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
+        let (main, f1, swap, f2) = (id(0x4010), id(0x4020), id(0x4030), id(0x4040));
+        use EventKind::*;
+        assert_eq!(
+            stream_of(&mut t, 1, 1),
+            [
+                (Enter, main),
+                (Enter, swap),
+                (Enter, f1),
+                (Enter, swap),
+                (Enter, f2),
+                (Enter, swap),
+                (Unwind, swap),
+                (Unwind, f2),
+                (Exit, swap),
+                (Exit, f1),
+                (Exit, swap),
+                (Exit, main)
+            ]
+        );
+        assert_eq!(t.get(ThreadKey::new(1, 1)).map(|s| s.open_calls()), Some(0));
     }
 
     #[test]

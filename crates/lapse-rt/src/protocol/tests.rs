@@ -74,6 +74,7 @@ fn every_header_constant_matches() {
         ("BUF_BYTES", BUF_BYTES as u64),
         ("MARK_UNWIND", MARK_UNWIND),
         ("MARK_UNTRACED", MARK_UNTRACED),
+        ("MARK_SWITCH", MARK_SWITCH),
         ("MARK_LIMIT", MARK_LIMIT),
         ("FLAG_DISCARD", u64::from(FLAG_DISCARD)),
         ("HOLE_FN", HOLE_FN),
