@@ -403,6 +403,61 @@ int main(void) {
 }
 
 #[test]
+#[ignore = "#31 item 16, not done: (pid, tid) is a thread's whole identity in the data file, \
+            the analysis, the reports and the exports"]
+fn a_thread_id_used_again_is_a_thread_of_its_own() {
+    // The kernel hands out thread ids in turn up to pid_max and then from
+    // the bottom again: threads made and joined one after another get the
+    // id of the first again after at most pid_max of them (32,768 by
+    // default: about 2 s under lapse; no system setting is changed). The
+    // fillers run no probe of their own (their gettid calls are library
+    // calls); the first thread and the one with its id again each make one
+    // call. Today the two are one row of the threads view.
+    let Some(r) = record(
+        "tid_reused",
+        r#"
+#define NOI __attribute__((no_instrument_function))
+static pid_t first_tid;
+static volatile int reused;
+NOINLINE void first(void) { sink += 1; }
+NOINLINE void second(void) { sink += 2; }
+NOI static void *starter(void *a) { (void)a; first_tid = gettid(); first(); return NULL; }
+NOI static void *filler(void *a) {
+    (void)a;
+    if (gettid() == first_tid) { reused = 1; second(); }
+    return NULL;
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, starter, NULL);
+    pthread_join(t, NULL);
+    long n = 0;
+    while (!reused && n < 5000000) { pthread_create(&t, NULL, filler, NULL); pthread_join(t, NULL); n++; }
+    printf("threads %ld\n", n + 2);
+    return reused ? 0 : 3;
+}
+"#,
+    ) else {
+        return;
+    };
+    assert_eq!(r.status, 0, "no thread id came round again");
+    let v = report(&r, "functions");
+    for name in ["first", "second"] {
+        assert_eq!(ns(function(&v, name), "calls"), 1.0, "{name}");
+    }
+    let threads = report(&r, "threads");
+    let t = rows(&threads);
+    let mut ids: Vec<_> = t
+        .iter()
+        .map(|r| (r["pid"].clone(), r["tid"].clone()))
+        .collect();
+    let n = ids.len();
+    ids.sort_by_key(|(p, t)| (p.to_string(), t.to_string()));
+    ids.dedup();
+    assert_eq!(n, ids.len() + 1, "one thread id is two threads' rows");
+}
+
+#[test]
 fn forked_child_is_its_own_process() {
     let Some(r) = record(
         "fork",
