@@ -12,8 +12,10 @@ use std::time::Duration;
 use lapse_testkit::{compile, ended, skip, wait_until, WorkDir};
 use serde_json::Value;
 
-/// Phase 1 ticks until the test creates `go` (after killing the recorder);
-/// phase 2 makes a known number of calls on the main thread and on a thread
+/// Phase 1 ticks until the test creates `go` (after killing the recorder;
+/// with BUSY a tick is 1,000 calls and some 40 us of work without any: a
+/// buffer every ~70 us, so the recorder stays awake, reading the arena, and
+/// keeps up with it when it is killed); phase 2 makes a known number of calls on the main thread and on a thread
 /// started after the kill, then writes how many ticks phase 1 made.
 const PROGRAM: &str = r#"
 #define _GNU_SOURCE
@@ -24,8 +26,16 @@ const PROGRAM: &str = r#"
 #include <unistd.h>
 #define NOINLINE __attribute__((noinline))
 volatile uint64_t sink;
-NOINLINE void tick(void) { struct timespec d = {0, 1000000}; nanosleep(&d, NULL); }
 NOINLINE uint64_t leaf(uint64_t x) { return x * 3 + 1; }
+#ifdef BUSY
+NOINLINE uint64_t spin(uint64_t x) { return x * 5 + 3; }
+NOINLINE void tick(void) {
+    for (int i = 0; i < 1000; i++) sink = spin(sink);
+    for (volatile int k = 0; k < 20000; k++) {}
+}
+#else
+NOINLINE void tick(void) { struct timespec d = {0, 1000000}; nanosleep(&d, NULL); }
+#endif
 NOINLINE void after(int i) { sink = leaf(sink + (uint64_t)i); }
 NOINLINE void *worker(void *arg) { (void)arg; for (int i = 0; i < 30000; i++) after(i); return NULL; }
 int main(void) {
@@ -86,14 +96,28 @@ fn wait_for(dir: &Path, name: &str) -> String {
 
 #[test]
 fn events_after_a_killed_recorder_are_recovered_exactly() {
-    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "recover_e2e");
-    let Some(exe) = compile(
-        &dir,
-        "gcc",
-        "spill",
-        PROGRAM,
-        &["-finstrument-functions", "-O1", "-pthread", "-g"],
-    ) else {
+    recovered_after_a_kill("recover_e2e", &[]);
+}
+
+#[test]
+fn buffers_handed_over_quietly_to_a_killed_recorder_are_recovered_exactly() {
+    // The recorder is killed while awake: it had told the runtime it was
+    // reading the arena, so threads handed buffers over by their state
+    // alone, to no one. Before the fix those waited in the arena until the
+    // process ended and were lost (phase 2's calls were short in the report).
+    recovered_after_a_kill("recover_busy_e2e", &["-DBUSY"]);
+}
+
+/// Phase 1, the recorder killed, phase 2 without it, `lapse recover`: every
+/// call of phase 2 is in the report.
+fn recovered_after_a_kill(name: &str, defines: &[&str]) {
+    let busy = defines.contains(&"-DBUSY");
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), name);
+    let flags: Vec<&str> = ["-finstrument-functions", "-O1", "-pthread", "-g"]
+        .into_iter()
+        .chain(defines.iter().copied())
+        .collect();
+    let Some(exe) = compile(&dir, "gcc", "spill", PROGRAM, &flags) else {
         return;
     };
     // A stale spill from an earlier run must not end up in this recording.
@@ -120,6 +144,11 @@ fn events_after_a_killed_recorder_are_recovered_exactly() {
     std::thread::sleep(Duration::from_millis(700));
     let _ = recorder.kill(); // SIGKILL: the recorder cannot finish anything
     let _ = recorder.wait();
+    if busy {
+        // (at once: the arena must not fill, or the runtime finds the
+        // recorder gone and spills before the target ends)
+        std::fs::write(dir.join("go"), b"").expect("create go");
+    }
     let stderr = std::fs::read_to_string(dir.join("record.err")).unwrap_or_default();
     if stderr.contains("perf_event_open") {
         skip::<()>(format!("perf events are not available here: {stderr}"));

@@ -240,6 +240,13 @@ NOINSTR static void spill_queued(void)
     __atomic_store_n(&g_spill_lock, 0, __ATOMIC_RELEASE);
 }
 
+NOINSTR void lapse_arena_settle(void)
+{
+    struct lapse_arena *a = g_arena;
+    if (a && lapse_recorder_gone() && !read_without_connection(a))
+        spill_queued();
+}
+
 /* From t0 to t1, at least 1 ns (every round counts). */
 NOINSTR static uint64_t elapsed_ns(const struct timespec *t0, const struct timespec *t1)
 {

@@ -198,6 +198,7 @@ NOINSTR void lapse_flush_all(void)
     self->in_slow++;
     if (self->state == LAPSE_T_ACTIVE)
         lapse_flush_final(self);
+    lapse_arena_settle();
     self->in_slow--;
     lapse_unblock(&old);
 }

@@ -240,6 +240,10 @@ int lapse_arena_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t cou
  * the recorder: the arena's `undelivered` counts those no later hand-over
  * shows as a gap. */
 void lapse_arena_note_delivery(struct lapse_tls *t, uint32_t count, int ok);
+/* The process ends or execs: if the recorder is gone (killed while it was
+ * reading, so buffers were handed over quietly to no one), what waits in the
+ * arena goes to the spill. */
+void lapse_arena_settle(void);
 /* Why the connection or the spill could not be opened, for the recorder. */
 void lapse_arena_note_cut(int err);
 /* Frees b's arena buffer without handing anything over. */

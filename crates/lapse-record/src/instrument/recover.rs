@@ -177,11 +177,13 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
     while let Some(datagram) = datagrams.next().map_err(|e| fail(e.to_string()))? {
         // (each process's first datagram says which recording it spilled for)
         match protocol::spill_session(datagram) {
-            Some(id) if id != data.session.start_unix_ns => return Err(fail(format!(
+            Some(id) if id != data.session.start_unix_ns => {
+                return Err(fail(format!(
                 "it belongs to another recording than {} (session {id}, not {}); left as it was",
                 source.display(),
                 data.session.start_unix_ns
-            ))),
+            )))
+            }
             Some(_) => {}
             None => m.handle(datagram)?,
         }
