@@ -2,8 +2,9 @@
 //!
 //! Every value is kept in O(1) per event with running clocks instead of
 //! walking the stack per interval:
-//! - `clock` holds the thread's cumulative elapsed, application and removed
-//!   (probe-cost) time; a call's inclusive values are the clock's advance
+//! - `clock` holds the thread's cumulative elapsed, application and
+//!   probe-cost time (removed from the values, or with `--no-compensation`
+//!   only counted, so that rows can be flagged `probe_dominated` either way); a call's inclusive values are the clock's advance
 //!   between its enter and its exit.
 //! - A function's inclusive values are taken only from its *outermost* frame
 //!   on the stack (the stack counts each function's open frames), which is exactly "each
@@ -234,6 +235,8 @@ struct Sink<'r> {
     window: Option<(Timestamp, Timestamp)>,
     rule: ApplicationRule,
     cost: Fine,
+    /// `--no-compensation`: the probe cost is counted, not removed.
+    keep_cost: bool,
     off_cpu: &'r mut OffCpu,
     tree: Option<&'r mut CallTree<FunctionStats>>,
 }
@@ -250,11 +253,7 @@ impl<'a> ThreadRun<'a> {
         start: Option<Timestamp>,
         off_cpu: &[OsEvent],
     ) -> ThreadRun<'a> {
-        let cost = if config.compensate {
-            Fine::from_nanos_f64(config.probe_cost_ns)
-        } else {
-            Fine::ZERO
-        };
+        let cost = Fine::from_nanos_f64(config.probe_cost_ns);
         // (the last thread's stack, empty: its counts stay allocated)
         let stack = std::mem::take(&mut acc.stack);
         ThreadRun {
@@ -303,6 +302,7 @@ impl<'a> ThreadRun<'a> {
                 window: self.config.window,
                 rule: self.config.application,
                 cost: self.cost,
+                keep_cost: !self.config.compensate,
                 off_cpu: &mut self.off_cpu,
                 tree: self.tree.as_mut(),
             },
@@ -440,7 +440,7 @@ impl Sink<'_> {
         } else {
             Fine::ZERO
         };
-        let d = raw - removed;
+        let d = if self.keep_cost { raw } else { raw - removed };
         let app = match self.rule {
             ApplicationRule::Interval => {
                 if self.off_cpu.touches(last, ts) {

@@ -339,3 +339,114 @@ fn the_probe_cost_measured_on_a_busy_cpu_is_the_quiet_one() {
         "probe cost {b:.2} ns on a CPU interrupted every 100 us against {q:.2} ns without"
     );
 }
+
+/// The function-size sweep (`size K N`): run() calls step() N times, each
+/// step() calls leaf() 8 times, leaf() does K dependent multiply-adds. The
+/// program measures run()'s CPU time itself (no probe on the measurement).
+const SIZE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#define NOINL __attribute__((noinline))
+static volatile unsigned long sink; static int K;
+NOINL unsigned long leaf(unsigned long x) { for (int i = 0; i < K; i++) x = x * 6364136223846793005UL + 1442695040888963407UL; return x; }
+NOINL unsigned long step(unsigned long x) { for (int i = 0; i < 8; i++) x = leaf(x); return x; }
+NOINL unsigned long run(long n) { unsigned long x = 1; for (long i = 0; i < n; i++) x ^= step(x + i); return x; }
+__attribute__((no_instrument_function)) static long long cpu(void) {
+    struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+int main(int argc, char **argv) {
+    K = atoi(argv[1]); long n = atol(argv[2]);
+    long long a = cpu(); sink = run(n); long long b = cpu();
+    printf("%lld\n", b - a);
+    return 0;
+}
+"#;
+
+/// `function -> (application inclusive ns, probe_dominated)` of a recording.
+fn dominated_rows(dir: &WorkDir) -> std::collections::HashMap<String, (f64, bool)> {
+    let out = lapse(dir, &["report", "out.lapse", "--format", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    v["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| {
+            Some((
+                r["function"].as_str()?.to_owned(),
+                (
+                    r["application_inclusive_ns"].as_f64()?,
+                    r["probe_dominated"].as_bool()?,
+                ),
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn small_functions_are_flagged_probe_dominated_and_large_ones_are_true() {
+    // Empty leaves (K = 0, 1.5 ns a call) are mostly probe: flagged. With
+    // K = 500 (about 550 ns a call) nothing is flagged and run()'s
+    // compensated time is within 25 % of the plain build's CPU time, which
+    // the program measures itself (CPU time: a busy machine does not move it).
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "size_sweep");
+    let Some(plain) = compile(&dir, "gcc", "plain", SIZE, &["-O2"]) else {
+        return;
+    };
+    let Some(inst) = compile(
+        &dir,
+        "gcc",
+        "inst",
+        SIZE,
+        &["-O2", "-finstrument-functions"],
+    ) else {
+        return;
+    };
+    let cpu_of = |k: &str, n: &str| -> f64 {
+        let runs: Vec<f64> = (0..3)
+            .map(|_| {
+                let out = Command::new(&plain)
+                    .args([k, n])
+                    .output()
+                    .expect("run plain");
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .parse()
+                    .expect("cpu ns")
+            })
+            .collect();
+        runs.into_iter().fold(f64::MAX, f64::min)
+    };
+    for (k, n, dominated) in [("0", "200000", true), ("500", "4000", false)] {
+        let out = lapse(
+            &dir,
+            &[
+                "record",
+                "-o",
+                "out.lapse",
+                "--",
+                &inst.display().to_string(),
+                k,
+                n,
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if perf_refused(&stderr) {
+            skip::<()>(format!("perf events are not available here: {stderr}"));
+            return;
+        }
+        assert!(out.status.success(), "{stderr}");
+        let rows = dominated_rows(&dir);
+        assert_eq!(rows["leaf"].1, dominated, "K={k}: {rows:?}");
+        assert_eq!(rows["run"].1, dominated, "K={k}: {rows:?}");
+        if !dominated {
+            let truth = cpu_of(k, n);
+            let ratio = rows["run"].0 / truth;
+            assert!(
+                (0.75..=1.25).contains(&ratio),
+                "K={k}: run {} ns against {truth} ns plain ({ratio:.2}x)",
+                rows["run"].0
+            );
+        }
+    }
+}

@@ -158,7 +158,16 @@ fn values(doc: &Value, keys: &[&str]) -> Vec<(String, Value)> {
         .map(|r| {
             let id: Vec<String> = keys.iter().map(|k| r[*k].to_string()).collect();
             let mut r = r.clone();
-            for k in ["address", "source_file", "line", "module_path", "build_id"] {
+            // (nor the probe cost: raw values count it, a trace has none)
+            for k in [
+                "address",
+                "source_file",
+                "line",
+                "module_path",
+                "build_id",
+                "probe_overhead_ns",
+                "probe_dominated",
+            ] {
                 if let Some(o) = r.as_object_mut() {
                     o.remove(k);
                 }

@@ -5,6 +5,7 @@
 
 use lapse_analysis::sample::Counts;
 use lapse_analysis::values::{FunctionStats, ModuleStats, SessionTotals, TimeValue, TimeValues};
+use lapse_analysis::Fine;
 use lapse_data::DataFile;
 
 use crate::load::Analysis;
@@ -18,6 +19,8 @@ pub struct Ctx<'a> {
     pub session: &'a SessionTotals,
     pub period_ns: Option<u64>,
     pub off_cpu: bool,
+    /// The probe cost was removed from the values (not `--no-compensation`).
+    pub compensated: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -27,6 +30,10 @@ impl<'a> Ctx<'a> {
             session: a.session(),
             period_ns: s.sample_period.filter(|_| s.sample_period_is_time),
             off_cpu: off_cpu_recorded(file),
+            compensated: match a {
+                Analysis::Instr(r) => r.compensated,
+                _ => true,
+            },
         }
     }
 }
@@ -91,6 +98,9 @@ const PER_CALL: [Column; 12] = [
 ];
 
 const OVERHEAD: Column = shown_unless("probe_overhead_ns", Kind::Nanos, "probe cost", 12);
+/// The row's time is within the probes' own uncertainty
+/// ([`lapse_analysis::values::probe_dominated`]); tables mark its name.
+const DOMINATED: Column = col("probe_dominated", Kind::Bool);
 const OPEN_CALLS: Column = col("open_calls", Kind::Int);
 
 /// On-CPU (estimated from the samples) and off-CPU time side by side; the
@@ -110,6 +120,14 @@ const SAMPLES: [Column; 8] = [
 /// has none (SPEC 5: "with `--off-cpu` also ...").
 pub const OFF_CPU_KEYS: [&str; 2] = [key::OFF_CPU_INCLUSIVE_NS, key::OFF_CPU_EXCLUSIVE_NS];
 
+fn dominated(overhead: Fine, t: &TimeValues, ctx: &Ctx<'_>) -> Cell {
+    Cell::Bool(lapse_analysis::values::probe_dominated(
+        overhead,
+        t[TimeValue::ElapsedInclusive],
+        ctx.compensated,
+    ))
+}
+
 /// calls, the four times, the four percentages.
 fn time_cells(calls: u64, t: &TimeValues, ctx: &Ctx<'_>) -> Vec<Cell> {
     let mut v = vec![Cell::Int(calls)];
@@ -122,7 +140,7 @@ impl Values for FunctionStats {
     fn columns() -> Vec<Column> {
         let mut c = TIMES.to_vec();
         c.extend(PER_CALL);
-        c.extend([OVERHEAD, OPEN_CALLS]);
+        c.extend([OVERHEAD, DOMINATED, OPEN_CALLS]);
         c
     }
 
@@ -141,6 +159,7 @@ impl Values for FunctionStats {
             }
         }
         v.push(Cell::Int(self.probe_overhead.to_nanos()));
+        v.push(dominated(self.probe_overhead, &self.time, ctx));
         v.push(Cell::Int(self.open_calls));
         v
     }
@@ -150,13 +169,14 @@ impl Values for FunctionStats {
 impl Values for ModuleStats {
     fn columns() -> Vec<Column> {
         let mut c = TIMES.to_vec();
-        c.push(OVERHEAD);
+        c.extend([OVERHEAD, DOMINATED]);
         c
     }
 
     fn cells(&self, ctx: &Ctx<'_>) -> Vec<Cell> {
         let mut v = time_cells(self.calls, &self.time, ctx);
         v.push(Cell::Int(self.probe_overhead.to_nanos()));
+        v.push(dominated(self.probe_overhead, &self.time, ctx));
         v
     }
 }

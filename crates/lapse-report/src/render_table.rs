@@ -175,9 +175,17 @@ fn grid(
             columns[i].terminal.unwrap_or(columns[i].key).to_owned()
         }
     };
+    // (a row whose time is within the probes' uncertainty: `~ ` before its name)
+    let dominated_at = columns.iter().position(|c| c.key == DOMINATED_KEY);
+    let dominated =
+        |r: &(String, &[Cell])| dominated_at.and_then(|i| r.1.get(i)) == Some(&Cell::Bool(true));
     let text_of = |r: &(String, &[Cell]), i: usize, first: bool| -> (String, String) {
         let t = r.1.get(i).map_or("-".into(), |c| human(c, columns[i].kind));
-        (if first { r.0.clone() } else { String::new() }, t)
+        match (first, dominated(r)) {
+            (false, _) => (String::new(), t),
+            (true, false) => (r.0.clone(), t),
+            (true, true) => (format!("{}~ ", r.0), t),
+        }
     };
     let measure = |shown: &[usize]| -> Vec<usize> {
         shown
@@ -288,8 +296,17 @@ fn grid(
             .collect();
         line(out, &cells)?;
     }
+    if rows.iter().any(dominated) {
+        writeln!(
+            out,
+            "(~ marks rows whose time is within the probes' own uncertainty: off by more than 25 % either way is possible; see probe_dominated)"
+        )?;
+    }
     Ok(())
 }
+
+/// The column that flags a row as within the probes' uncertainty.
+const DOMINATED_KEY: &str = "probe_dominated";
 
 /// Deeper tree lines than this are not indented further: their depth is
 /// written as a number instead, so a 20,000-deep recursion prints one
