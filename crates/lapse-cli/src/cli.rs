@@ -228,6 +228,7 @@ pub enum Command {
     /// Write a recording in another tool's format (flame graph, pprof, Chrome trace, ...).
     Export(ExportArgs),
     /// Compare two recordings of the same method, row by row.
+    #[command(after_long_help = DIFF_HELP)]
     Diff(DiffArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
@@ -237,6 +238,24 @@ pub enum Command {
     /// Print the manual page (roff) on standard output.
     Man,
 }
+
+const DIFF_HELP: &str = "\
+Totals and shares:
+  Each run's total of the compared value comes first (the `total` row: the
+  session's elapsed or application time, or its samples), then every row's
+  share of its own run's total in both runs and the change of that share in
+  percentage points. Two runs of the same program keep their shares even when
+  one ran on a busier machine and every value in it grew.
+
+Normalization (--normalize, the default for tables; --no-normalize for raw):
+  changes, --threshold and the order compare BASE with NEW x (base total /
+  new total), as pprof -normalize does, so a uniformly slower run shows no
+  change; the header says by what factor. JSON and CSV keep raw changes
+  unless --normalize is given, and always carry the shares.
+
+A warning says when the two totals differ by more than 10 %, more than
+reruns of one program differ by: then compare shares, not values.
+";
 
 const BUILD_HELP: &str = "\
 Runs `cargo build` with LLVM's sanitizer coverage at every function entry of
@@ -413,4 +432,22 @@ pub struct DiffArgs {
     /// Which part of an interval is application time.
     #[arg(long, value_parser = one_of(&ApplicationRule::ALL, rule_help), default_value = "exact")]
     pub application: ApplicationRule,
+    /// Compare BASE with NEW scaled to BASE's total [default: on for tables].
+    #[arg(long, overrides_with = "no_normalize")]
+    pub normalize: bool,
+    /// Compare raw values [default for JSON and CSV].
+    #[arg(long, overrides_with = "normalize")]
+    pub no_normalize: bool,
+}
+
+impl DiffArgs {
+    /// `--normalize`/`--no-normalize`, the last one given winning; a table
+    /// is normalized unless told otherwise, JSON and CSV are not.
+    pub fn normalized(&self) -> bool {
+        match (self.normalize, self.no_normalize) {
+            (true, _) => true,
+            (_, true) => false,
+            _ => self.format == Format::Table,
+        }
+    }
 }

@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, Write};
 use anyhow::{bail, Context, Result};
 use lapse_data::OutputFile;
 use lapse_export::diff::{self, DiffOptions};
-use lapse_report::{Query, View};
+use lapse_report::{Format, Query, View};
 
 use crate::progress::analyze_with_progress;
 
@@ -82,13 +82,20 @@ pub fn diff(a: DiffArgs) -> Result<u8> {
     };
     let (base_analysis, _) = analyze_with_progress(&base, query.clone())?;
     let (new_analysis, _) = analyze_with_progress(&new, query)?;
+    let format = a.format;
     let opts = DiffOptions {
         view,
         threshold_pct: a.threshold,
+        normalize: a.normalized(),
         metric: a.metric,
     };
     let d = diff::diff((&base, &base_analysis), (&new, &new_analysis), &opts)?;
-    let format = a.format;
+    // The table shows it above the rows; JSON carries it, but programs read JSON.
+    if format != Format::Table {
+        if let Some(w) = d.warning() {
+            eprintln!("lapse: {w}");
+        }
+    }
     let mut w = BufWriter::new(io::stdout().lock());
     diff::render(&mut w, &d, format)?;
     w.flush()?;

@@ -10,6 +10,12 @@
 //! function name. The change of a row is measured on `--metric`, or the
 //! view's main value (elapsed exclusive time or exclusive samples for
 //! functions and lines, the inclusive one for modules, threads and processes).
+//!
+//! Both runs' totals of that value come with the rows ([`Totals`]), and every
+//! row carries its share of its own run's total, so two runs of one program
+//! on a quiet and a busy machine compare like with like; with
+//! [`DiffOptions::normalize`] the changes themselves are of NEW scaled to
+//! BASE's total.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -19,6 +25,7 @@ use lapse_report::table::{Cell, Column, Kind};
 use lapse_report::views::ViewOutput;
 use lapse_report::{build_view, Analysis, Format, Query, View};
 
+pub use crate::diff_totals::{Totals, TOTALS_NOISE_PCT};
 use crate::ExportError;
 
 /// Keys that say *which* row it is; every other column is a value.
@@ -44,6 +51,10 @@ pub struct DiffOptions {
     /// The value column the change is measured on; the view's main value
     /// when `None`.
     pub metric: Option<String>,
+    /// Multiply NEW's compared value by base total / new total before
+    /// changes are taken (and thresholded and sorted), so a uniformly
+    /// slower run shows no change; raw values and `delta` are kept.
+    pub normalize: bool,
 }
 
 /// A signed difference of two cells (`new - base`).
@@ -61,8 +72,21 @@ pub struct DiffRow {
     pub base: Option<Vec<Cell>>,
     pub new: Option<Vec<Cell>>,
     pub delta: Vec<Delta>,
-    /// Relative change of the main value in percent; `None` when the base is zero.
+    /// Change of the main value, NEW normalized when [`Diff::scale`] is set.
+    pub change: Delta,
+    /// Relative change of the main value in percent, NEW normalized when
+    /// [`Diff::scale`] is set; `None` when the base is zero.
     pub change_pct: Option<f64>,
+    /// The main value's share of each run's total in percent (0 on the side
+    /// the row is missing from); `None` when the value has no total.
+    pub share: Option<[f64; 2]>,
+}
+
+impl DiffRow {
+    /// The change of the row's share, in percentage points.
+    pub fn share_change_points(&self) -> Option<f64> {
+        self.share.map(|[b, n]| n - b)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -73,7 +97,20 @@ pub struct Diff {
     pub values: Vec<Column>,
     /// Index in `values` of the main value the change is measured on.
     pub primary: usize,
+    /// Each run's total of the main value; `None` for values that are not
+    /// parts of a whole (averages, minima, maxima, percentages).
+    pub totals: Option<Totals>,
+    /// The factor NEW's main value was multiplied by (base total / new
+    /// total) when normalized; `None` when not.
+    pub scale: Option<f64>,
     pub rows: Vec<DiffRow>,
+}
+
+impl Diff {
+    /// One line when the two totals differ by more than [`TOTALS_NOISE_PCT`].
+    pub fn warning(&self) -> Option<String> {
+        crate::diff_totals::warning(self.totals.as_ref()?, self.scale.is_some())
+    }
 }
 
 /// Refuses to compare recordings made with different methods: their values
@@ -196,7 +233,8 @@ fn delta(kind: Kind, base: Option<&Cell>, new: Option<&Cell>) -> Delta {
 }
 
 /// Compares `base` with `new` in `opts.view`; rows ordered by the largest
-/// absolute change of the main value first.
+/// absolute change of the main value first (normalized when
+/// `opts.normalize`).
 pub fn diff(
     base: (&DataFile, &Analysis),
     new: (&DataFile, &Analysis),
@@ -231,6 +269,15 @@ pub fn diff(
             values.iter().position(|c| c.key == key).unwrap_or(0)
         }
     };
+    let total =
+        |key, a: &Analysis, out| crate::diff_totals::total_of(key, opts.view, a.session(), out);
+    let totals = values.get(primary).and_then(|c| {
+        Some(Totals {
+            base: total(c.key, base.1, &b)?,
+            new: total(c.key, new.1, &n)?,
+        })
+    });
+    let scale = totals.filter(|_| opts.normalize).and_then(|t| t.scale());
     // A program rebuilt under another file name: its functions are the same ones.
     let alias = match (program_module(base.0), program_module(new.0)) {
         (Some(b), Some(n)) if b != n => Some((b, n)),
@@ -262,7 +309,14 @@ pub fn diff(
             })
             .collect();
         let b0 = bv.as_ref().and_then(|v| v[primary].as_f64()).unwrap_or(0.0);
-        let n0 = nv.as_ref().and_then(|v| v[primary].as_f64()).unwrap_or(0.0);
+        let raw_n0 = nv.as_ref().and_then(|v| v[primary].as_f64()).unwrap_or(0.0);
+        let n0 = raw_n0 * scale.unwrap_or(1.0);
+        let change = match (d[primary], scale) {
+            (Delta::Int(_), Some(_)) => Delta::Int((n0 - b0).round() as i64),
+            (Delta::Float(_), Some(_)) => Delta::Float(n0 - b0),
+            (raw, _) => raw,
+        };
+        let share = totals.map(|t| [t.base_share(b0), t.new_share(raw_n0)]);
         let change_pct = if b0 != 0.0 {
             Some(100.0 * (n0 - b0) / b0)
         } else if n0 == 0.0 {
@@ -275,7 +329,9 @@ pub fn diff(
             base: bv,
             new: nv,
             delta: d,
+            change,
             change_pct,
+            share,
         });
     };
     for (k, nrow) in &new_rows {
@@ -288,10 +344,10 @@ pub fn diff(
     }
     // An unknown change (base zero) always passes the threshold.
     rows.retain(|r| r.change_pct.is_none_or(|p| p.abs() >= opts.threshold_pct));
-    let size = |r: &DiffRow| match r.delta.get(primary) {
-        Some(Delta::Int(v)) => v.unsigned_abs() as f64,
-        Some(Delta::Float(v)) => v.abs(),
-        _ => 0.0,
+    let size = |r: &DiffRow| match r.change {
+        Delta::Int(v) => v.unsigned_abs() as f64,
+        Delta::Float(v) => v.abs(),
+        Delta::Null => 0.0,
     };
     rows.sort_by(|x, y| size(y).total_cmp(&size(x)));
     Ok(Diff {
@@ -300,6 +356,8 @@ pub fn diff(
         identity: id_idx.iter().map(|&i| n.columns[i].clone()).collect(),
         values,
         primary,
+        totals,
+        scale,
         rows,
     })
 }

@@ -42,6 +42,51 @@ fn change_text(p: Option<f64>) -> String {
     p.map_or_else(|| "new".into(), |p| format!("{p:+.1}%"))
 }
 
+fn number(v: Option<f64>) -> Value {
+    v.and_then(serde_json::Number::from_f64)
+        .map_or(Value::Null, Value::Number)
+}
+
+/// A total in the compared value's unit: whole nanoseconds, samples and
+/// calls as integers, like the rows' own cells.
+fn total_cell(v: f64, kind: Kind) -> Cell {
+    match kind {
+        Kind::Nanos | Kind::Int if v >= 0.0 => Cell::Int(v.round() as u64),
+        _ => Cell::Float(v),
+    }
+}
+
+/// The share keys of a row: each run's share in percent and the change in points.
+fn share_json(m: &mut Map<String, Value>, share: Option<[f64; 2]>) {
+    m.insert("base_share_pct".into(), number(share.map(|s| s[0])));
+    m.insert("new_share_pct".into(), number(share.map(|s| s[1])));
+    m.insert(
+        "share_change_points".into(),
+        number(share.map(|[b, n]| n - b)),
+    );
+}
+
+/// The `totals` row: the compared value's key in `base`, `new` and `delta`
+/// (raw, never normalized), its `change_pct`, and shares of 100 %.
+fn totals_json(d: &Diff) -> Value {
+    let (Some(t), Some(c)) = (d.totals, d.values.get(d.primary)) else {
+        return Value::Null;
+    };
+    let one = |v: Value| Value::Object(Map::from_iter([(c.key.to_owned(), v)]));
+    let (b, n) = (total_cell(t.base, c.kind), total_cell(t.new, c.kind));
+    let delta = match (&b, &n) {
+        (Cell::Int(x), Cell::Int(y)) => Value::from(*y as i64 - *x as i64),
+        _ => number(Some(t.new - t.base)),
+    };
+    let mut m = Map::new();
+    m.insert("base".into(), one(b.to_json(c.kind)));
+    m.insert("new".into(), one(n.to_json(c.kind)));
+    m.insert("delta".into(), one(delta));
+    m.insert("change_pct".into(), number(t.change_pct()));
+    share_json(&mut m, Some([100.0, 100.0]));
+    Value::Object(m)
+}
+
 pub fn json(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
     let rows: Vec<Value> = d
         .rows
@@ -57,12 +102,8 @@ pub fn json(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
                 .map(|(c, v)| (c.key.to_owned(), v.to_json()))
                 .collect();
             m.insert("delta".into(), Value::Object(delta));
-            m.insert(
-                "change_pct".into(),
-                r.change_pct
-                    .and_then(serde_json::Number::from_f64)
-                    .map_or(Value::Null, Value::Number),
-            );
+            m.insert("change_pct".into(), number(r.change_pct));
+            share_json(&mut m, r.share);
             Value::Object(m)
         })
         .collect();
@@ -71,6 +112,10 @@ pub fn json(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
         "view": d.view.name(),
         "method": d.method.name(),
         "compared_on": d.values.get(d.primary).map(|c| c.key),
+        "normalized": d.scale.is_some(),
+        "scale": number(d.scale),
+        "totals": totals_json(d),
+        "warning": d.warning(),
         "rows": rows,
     });
     serde_json::to_writer(&mut *out, &doc).map_err(io::Error::other)?;
@@ -93,13 +138,23 @@ fn plain(c: &Cell, kind: Kind) -> String {
     }
 }
 
-/// Identity columns, then `base_X,new_X,delta_X` for every value X, then `change_pct`.
+/// Identity columns, then `base_X,new_X,delta_X` for every value X, then
+/// `change_pct` and the share keys. The rows only: the totals, the scale
+/// and the warning are in the table and the JSON.
 pub fn csv(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
     let mut head: Vec<String> = d.identity.iter().map(|c| c.key.to_owned()).collect();
     for c in &d.values {
         head.extend(["base_", "new_", "delta_"].map(|p| format!("{p}{}", c.key)));
     }
-    head.push("change_pct".into());
+    head.extend(
+        [
+            "change_pct",
+            "base_share_pct",
+            "new_share_pct",
+            "share_change_points",
+        ]
+        .map(String::from),
+    );
     writeln!(out, "{}", head.join(","))?;
     for r in &d.rows {
         let mut f: Vec<String> = d
@@ -120,14 +175,64 @@ pub fn csv(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
                 v => v.to_json().to_string(),
             });
         }
-        f.push(r.change_pct.map_or(String::new(), |p| p.to_string()));
+        let opt = |v: Option<f64>| v.map_or(String::new(), |p| p.to_string());
+        f.push(opt(r.change_pct));
+        f.push(opt(r.share.map(|s| s[0])));
+        f.push(opt(r.share.map(|s| s[1])));
+        f.push(opt(r.share_change_points()));
         writeln!(out, "{}", f.join(","))?;
     }
     Ok(())
 }
 
+fn share_text(s: Option<[f64; 2]>) -> [String; 3] {
+    match s {
+        Some([b, n]) => [
+            lapse_report::units::percent(b),
+            lapse_report::units::percent(n),
+            format!("{:+.2} pts", n - b),
+        ],
+        None => ["-".into(), "-".into(), "-".into()],
+    }
+}
+
+/// The lines above the table: both totals, whether and by what factor NEW
+/// is normalized, and the warning when the totals differ beyond noise.
+fn table_header(out: &mut dyn Write, d: &Diff, value: &Column) -> io::Result<()> {
+    let name = value.terminal.unwrap_or(value.key);
+    let Some(t) = d.totals else {
+        return writeln!(
+            out,
+            "compared on {name} (raw values: it is not a part of a total, so no shares)"
+        );
+    };
+    let human_total = |v: f64| human(&total_cell(v, value.kind), value.kind);
+    writeln!(
+        out,
+        "compared on {name}: base total {}, new total {} ({})",
+        human_total(t.base),
+        human_total(t.new),
+        change_text(t.change_pct())
+    )?;
+    match d.scale {
+        Some(s) => writeln!(
+            out,
+            "normalized: changes compare base with new × {s:.3} (base total / new total), so a \
+             busier machine does not look like a slower program; the base and new columns are as \
+             measured (--no-normalize: raw changes)"
+        )?,
+        None => writeln!(out, "not normalized: changes are of raw values")?,
+    }
+    if let Some(w) = d.warning() {
+        writeln!(out, "{w}")?;
+    }
+    writeln!(out)
+}
+
 /// The identity columns a terminal shows, the main value in both recordings,
-/// its change and the relative change.
+/// its change and the relative change (of normalized values when
+/// normalized), then its share of each run's total and the change in
+/// points; a `total` row first, always raw.
 pub fn table(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
     let shown: Vec<usize> = (0..d.identity.len())
         .filter(|&i| d.identity[i].terminal.is_some())
@@ -135,6 +240,7 @@ pub fn table(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
     let Some(value) = d.values.get(d.primary) else {
         return writeln!(out, "(no values to compare)");
     };
+    table_header(out, d, value)?;
     let mut grid: Vec<Vec<String>> = Vec::new();
     let mut head: Vec<String> = shown
         .iter()
@@ -152,7 +258,30 @@ pub fn table(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
         "change".into(),
         "change %".into(),
     ]);
+    if d.totals.is_some() {
+        head.extend(["base share", "new share", "share change"].map(String::from));
+    }
     grid.push(head);
+    if let Some(t) = d.totals {
+        let mut line = vec![String::new(); shown.len()];
+        if let Some(first) = line.first_mut() {
+            *first = "total".into();
+        }
+        let (b, n) = (
+            total_cell(t.base, value.kind),
+            total_cell(t.new, value.kind),
+        );
+        let change = match (&b, &n) {
+            (Cell::Int(x), Cell::Int(y)) => Delta::Int(*y as i64 - *x as i64),
+            _ => Delta::Float(t.new - t.base),
+        };
+        line.push(human(&b, value.kind));
+        line.push(human(&n, value.kind));
+        line.push(change.text(value.kind));
+        line.push(change_text(t.change_pct()));
+        line.extend(share_text(Some([100.0, 100.0])));
+        grid.push(line);
+    }
     for r in &d.rows {
         let mut line: Vec<String> = shown
             .iter()
@@ -164,8 +293,11 @@ pub fn table(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
         };
         line.push(side(&r.base));
         line.push(side(&r.new));
-        line.push(r.delta[d.primary].text(value.kind));
+        line.push(r.change.text(value.kind));
         line.push(change_text(r.change_pct));
+        if d.totals.is_some() {
+            line.extend(share_text(r.share));
+        }
         grid.push(line);
     }
     let cols = grid[0].len();

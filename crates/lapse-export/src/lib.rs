@@ -26,6 +26,7 @@ pub mod chrome;
 pub mod collapsed;
 pub mod diff;
 mod diff_render;
+mod diff_totals;
 pub mod firefox;
 pub mod flamegraph;
 pub mod html;
