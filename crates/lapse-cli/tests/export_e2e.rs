@@ -1,7 +1,8 @@
 //! End to end through the `lapse` binary: a C program built during the test
 //! is recorded (instrumentation and sampling), exported in every format and
 //! compared; the Chrome export is imported again and must report the same
-//! values; `lapse diff` compares recordings and refuses mixed methods.
+//! values; `lapse diff` compares recordings and refuses mixed methods, and
+//! two runs of one program, one on a busier machine, keep their shares.
 //! Tests skip (with a message) when gcc is missing or perf events are refused.
 
 use std::io::Read;
@@ -74,19 +75,31 @@ fn ok(out: &Output) -> &Output {
 
 /// Builds the program and records it with `method` into DIR/NAME.data.
 fn record(dir: &Path, method: &str, name: &str) -> Option<PathBuf> {
-    if !dir.join("prog").exists() {
+    record_program(dir, "prog", PROGRAM, method, name)
+}
+
+/// Builds `source` into DIR/BIN (once) and records it with `method` into DIR/NAME.data.
+fn record_program(
+    dir: &Path,
+    bin: &str,
+    source: &str,
+    method: &str,
+    name: &str,
+) -> Option<PathBuf> {
+    if !dir.join(bin).exists() {
         compile(
             dir,
             "gcc",
-            "prog",
-            PROGRAM,
+            bin,
+            source,
             &["-finstrument-functions", "-O1", "-g", "-pthread"],
         )?;
     }
     let data = format!("{name}.data");
+    let exe = format!("./{bin}");
     let out = lapse(
         dir,
-        &["record", "--method", method, "-o", &data, "--", "./prog"],
+        &["record", "--method", method, "-o", &data, "--", &exe],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !dir.join(&data).exists()
@@ -374,4 +387,176 @@ fn export_errors_are_one_line() {
     ))
     .clone();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "f 5000\n");
+}
+
+/// Fixed work (no clock) in three functions, 6 : 3 : 1, interleaved in many
+/// rounds so that time lost to a busy machine spreads over them as their work does.
+const SHARES: &str = r#"
+#include <stdint.h>
+#define NOINLINE __attribute__((noinline))
+volatile uint64_t sink;
+#define WORK(name, n) NOINLINE void name(void) { \
+    uint64_t x = sink | 1; \
+    for (long i = 0; i < (n); i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; } \
+    sink = x; }
+WORK(heavy, 600000)
+WORK(medium, 300000)
+WORK(light, 100000)
+int main(void) {
+    for (int r = 0; r < 200; r++) { heavy(); medium(); light(); }
+    return 0;
+}
+"#;
+
+/// A busy loop on every CPU while alive, ended by pid when dropped.
+struct Hogs(Vec<std::process::Child>);
+
+impl Hogs {
+    fn start() -> Hogs {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Hogs(
+            (0..cpus)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("start a CPU hog")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for hog in &mut self.0 {
+            let _ = hog.kill();
+            let _ = hog.wait();
+        }
+    }
+}
+
+/// Issue 33: `lapse diff` of two recordings of the same program, the second
+/// made while every CPU also runs a busy loop, has a totals row, shares of
+/// each run's total and normalized changes that are changes of shares; every
+/// row's share changes by less than 5 points, however much the totals differ
+/// (no bound on times: the machine may be busy anyway).
+///
+/// The 5-point bound is checked on application time: elapsed time counts
+/// the time a thread waited for a CPU, which comes in slices of milliseconds
+/// that land on whichever function runs, so on a loaded machine (hogs, other
+/// tests, other builds) elapsed shares moved by up to 8 points in one run of
+/// three, while application shares (switch events subtract the time off the
+/// CPU) stayed within 0.6.
+#[test]
+fn diff_of_one_program_on_a_quiet_and_a_busy_machine_compares_shares() {
+    let dir = work_dir("diff-shares");
+    let Some(_) = record_program(&dir, "shares", SHARES, "instrument", "quiet") else {
+        return;
+    };
+    let busy = {
+        let _hogs = Hogs::start();
+        record_program(&dir, "shares", SHARES, "instrument", "busy")
+    };
+    let Some(_) = busy else {
+        return;
+    };
+    let diff_json = |extra: &[&str]| -> Value {
+        let mut args = vec!["diff", "quiet.data", "busy.data", "--format", "json"];
+        args.extend_from_slice(extra);
+        serde_json::from_slice(&ok(&lapse(&dir, &args)).stdout).expect("diff JSON")
+    };
+    let doc = diff_json(&[]);
+    let key = "elapsed_exclusive_ns";
+    assert_eq!(doc["compared_on"], key);
+    let t = &doc["totals"];
+    let (base, new) = (
+        t["base"][key].as_u64().expect("a totals row") as f64,
+        t["new"][key].as_u64().expect("a totals row") as f64,
+    );
+    assert!(base > 0.0 && new > 0.0, "{t}");
+    let change = t["change_pct"].as_f64().unwrap();
+    assert!((change - 100.0 * (new - base) / base).abs() < 1e-6, "{t}");
+    assert_eq!(
+        doc["warning"].is_string(),
+        change.abs() > 10.0,
+        "a warning exactly when the totals differ by more than 10 %: {t} {}",
+        doc["warning"]
+    );
+
+    let share = |r: &Value, k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k}: {r}"));
+    let shares = |doc: &Value| -> String {
+        let rows = doc["rows"].as_array().unwrap().iter();
+        rows.map(|r| {
+            format!(
+                "{} {:.2} -> {:.2} ({:+.2} points)\n",
+                r["function"],
+                share(r, "base_share_pct"),
+                share(r, "new_share_pct"),
+                share(r, "share_change_points")
+            )
+        })
+        .collect()
+    };
+    let table = shares(&doc);
+    let switches = |data: &str| {
+        report(&dir, data, "summary", &[])["session"]["os_events"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|e| e == "switch"))
+    };
+    if switches("quiet.data") && switches("busy.data") {
+        let app = diff_json(&["--metric", "application_exclusive_ns"]);
+        assert!(
+            app["totals"]["base"]["application_exclusive_ns"].is_u64(),
+            "{app}"
+        );
+        for r in app["rows"].as_array().unwrap() {
+            assert!(
+                share(r, "share_change_points").abs() < 5.0,
+                "a share of application time moved by 5 points or more between runs of one program:\n{}",
+                shares(&app)
+            );
+        }
+    } else {
+        eprintln!("SKIP the 5-point bound: no switch events, so application time includes waiting for a CPU");
+    }
+    let rows = doc["rows"].as_array().unwrap();
+    // The shares are of the whole run: they add up to about 100 %, and the
+    // work is where the program does it.
+    for side in ["base_share_pct", "new_share_pct"] {
+        let sum: f64 = rows.iter().map(|r| share(r, side)).sum();
+        assert!((90.0..=100.5).contains(&sum), "{side} sums to {sum}");
+        let of = |f: &str| {
+            rows.iter()
+                .find(|r| r["function"] == f)
+                .map_or(0.0, |r| share(r, side))
+        };
+        assert!(
+            of("heavy") > of("medium") && of("medium") > of("light") && of("light") > 0.0,
+            "{side}:\n{table}"
+        );
+    }
+
+    // Normalized: NEW scaled by base / new total, so a row's change is the
+    // change of its share; the table says so in its header.
+    let norm = diff_json(&["--normalize"]);
+    let scale = norm["scale"].as_f64().expect("a scale");
+    assert!((scale - base / new).abs() < 1e-9, "{scale} vs {base}/{new}");
+    for r in norm["rows"].as_array().unwrap() {
+        let (b, n) = (share(r, "base_share_pct"), share(r, "new_share_pct"));
+        if b > 0.0 {
+            let want = 100.0 * (n / b - 1.0);
+            let got = r["change_pct"].as_f64().unwrap();
+            assert!((got - want).abs() < 1e-6 * want.abs().max(1.0), "{r}");
+        }
+    }
+    let table = ok(&lapse(&dir, &["diff", "quiet.data", "busy.data"])).clone();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains(&format!(
+            "normalized: changes compare base with new × {scale:.3}"
+        )),
+        "{table}"
+    );
+    assert!(table.lines().any(|l| l.starts_with("total ")), "{table}");
 }

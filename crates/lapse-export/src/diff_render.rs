@@ -190,7 +190,11 @@ fn share_text(s: Option<[f64; 2]>) -> [String; 3] {
         Some([b, n]) => [
             lapse_report::units::percent(b),
             lapse_report::units::percent(n),
-            format!("{:+.2} pts", n - b),
+            // A change that rounds to zero is +0.00, not -0.00.
+            format!(
+                "{:+.2} pts",
+                if (n - b).abs() < 0.005 { 0.0 } else { n - b }
+            ),
         ],
         None => ["-".into(), "-".into(), "-".into()],
     }
