@@ -451,3 +451,28 @@ impl DiffArgs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn normalized(args: &[&str]) -> bool {
+        let cli = Cli::try_parse_from(["lapse", "diff", "a.data", "b.data"].iter().chain(args))
+            .expect("parses");
+        match cli.command {
+            Command::Diff(d) => d.normalized(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn diff_normalizes_tables_unless_told_and_the_last_flag_wins() {
+        assert!(normalized(&[]));
+        assert!(!normalized(&["--no-normalize"]));
+        assert!(!normalized(&["--format", "json"]));
+        assert!(!normalized(&["--format", "csv"]));
+        assert!(normalized(&["--format", "json", "--normalize"]));
+        assert!(!normalized(&["--normalize", "--no-normalize"]));
+        assert!(normalized(&["--no-normalize", "--normalize"]));
+    }
+}
