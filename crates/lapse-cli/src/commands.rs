@@ -469,6 +469,11 @@ fn info(path: &Path) -> Result<u8> {
                 "open calls:  {} closed at thread end",
                 sum(|t| t.open_calls)
             )?;
+            writeln!(
+                o,
+                "non-entry:   {} sanitizer-coverage guards away from a function's entry (inlined code), not calls",
+                s.non_entry_guards()
+            )?;
             let bad = sum(|t| t.invalid_events) + sum(|t| t.backward_timestamps) + r.bad_chunks;
             if bad > 0 {
                 writeln!(o, "invalid:     {bad} events or chunks skipped")?;

@@ -120,7 +120,26 @@ impl SessionHeader {
             tsc: None,
         }
     }
+
+    /// The note that says how many sanitizer-coverage guards fired away
+    /// from their function's entry (see [`Self::non_entry_guards`]).
+    pub fn non_entry_guards_note(n: u64) -> String {
+        format!("{n}{NON_ENTRY_GUARDS}")
+    }
+
+    /// Sanitizer-coverage guards that fired away from their function's
+    /// entry (code inlined into another function): the recorder did not
+    /// count them as calls, and said how many in a note (0: none said).
+    pub fn non_entry_guards(&self) -> u64 {
+        self.notes
+            .iter()
+            .find_map(|n| n.strip_suffix(NON_ENTRY_GUARDS)?.parse().ok())
+            .unwrap_or(0)
+    }
 }
+
+/// (the text after the count, in the header's note)
+const NON_ENTRY_GUARDS: &str = " sanitizer-coverage guard(s) fired away from their function's entry (code inlined into another function): not counted as calls";
 
 /// `ns = ref_ns + (ticks - ref_ticks) * 1e9 / ticks_per_sec`: the conversion
 /// the recorder applied to the runtime's raw timestamps, kept for the record.

@@ -180,6 +180,11 @@ fn session_json(file: &DataFile, a: &Analysis) -> Value {
         "application_rule": a.application_rule().map(|r| r.name()),
         "recorder_wait_ns": recorder_wait_ns,
     });
+    // Sanitizer coverage: guards that fired away from their function's
+    // entry (inlined code), not counted as calls.
+    if s.non_entry_guards() > 0 {
+        session["non_entry_guards"] = json!(s.non_entry_guards());
+    }
     // `--off-cpu`: the selected threads' time off the CPU and its periods.
     if let Analysis::Sample(r) = a {
         if crate::columns::off_cpu_recorded(file) {

@@ -132,6 +132,8 @@ LAPSE_AT(lapse_msg, arena_seq, 40);
 #define LAPSE_MARK_UNTRACED 2  /* the thread stopped installing trampolines (too deep) */
 #define LAPSE_MARK_SWITCH 3    /* sp: swapcontext called from there: the open call whose frame
                                   is there is a barrier to the sp rule until it returns */
+#define LAPSE_MARK_NOT_ENTRY 4 /* sp: where a sanitizer-coverage guard fired away from its function's
+                                  entry (inlined code): not a call; once per guard (sancov.c) */
 #define LAPSE_MARK_LIMIT 4096
 struct lapse_event {
     uint64_t fn;

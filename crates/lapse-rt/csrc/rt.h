@@ -330,6 +330,9 @@ void lapse_rehook_above(struct lapse_tls *t, uintptr_t sp);
  * to give lapse_switch_back once the context is resumed. */
 uint32_t lapse_switch_away(struct lapse_tls *t);
 void lapse_switch_back(struct lapse_tls *t, uint32_t outer);
+/* The calling thread's newest entry is fn's and owns `slot` (the trampoline
+ * is there): a probe of that frame now is no new call of fn (sancov.c). */
+int lapse_hook_owns(const uintptr_t *slot, uintptr_t fn);
 /* Forgets every entry (after lapse_unhook_all: pthread_exit). */
 void lapse_shadow_drop_all(struct lapse_tls *t);
 /* At thread end: the shadow stack goes (when no frame uses it). */

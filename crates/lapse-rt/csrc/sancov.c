@@ -23,7 +23,24 @@
  * A function whose rule is neither "stack pointer + n" nor "frame pointer
  * + n" at the call (a CFA expression, realigned frames described
  * otherwise), or that has no unwind entry, is not recorded at all: an entry
- * without its exit would be worse than none. */
+ * without its exit would be worse than none.
+ *
+ * Not every call of the hook is a function's entry. The pass inserts one
+ * call per function, but LLVM goes on optimising after it (rustc's ThinLTO
+ * and LTO, a `-C passes` run before its inliner): a function inlined into
+ * another takes its guard's call along, into the middle of the other one,
+ * once per copy; and a function that does nothing else jumps to the hook
+ * (`lea guard, %rdi; jmp hook`), so the hook returns straight into its
+ * caller. Either way the hook's return address lies in another function.
+ * Taken as an entry, such a call used to end its frame's call and start it
+ * anew (a tail call, as the trampoline saw it): a loop that ran inlined
+ * code made the function around it a call per iteration, one row per place.
+ * So each call site is classified (`classify`, once per site and guard):
+ * an entry is the first call of the hook in its function, within its first
+ * ENTRY_WINDOW bytes; a guard whose function only jumps to the hook is that
+ * function's call, returning where the hook does; any other site is code
+ * inlined into the function that holds it, not a call: the recorder is
+ * told once per such guard (LAPSE_MARK_NOT_ENTRY) and counts them. */
 #define _GNU_SOURCE
 #include "rt.h"
 
@@ -47,17 +64,27 @@ enum {
     RULE_SP = 1, /* return address at %rsp(at the call) + off */
     RULE_FP = 2, /* return address at %rbp + off */
     RULE_NONE = 3,
+    RULE_TAIL = 4, /* its function jumps to the hook: the hook's own return address */
+    RULE_BUSY = 5, /* being written (read as unknown) */
 };
 
+/* What the first entry of a guard's function found, for its later calls
+ * from the same place. */
 struct guard_rule {
     uint32_t rule;
-    int32_t off; /* from the register to the return address */
+    int32_t off;     /* from the register to the return address */
+    uintptr_t fn;    /* the function (its start): what the events name */
+    uintptr_t site;  /* the hook's return address there (not for RULE_TAIL) */
+    uintptr_t other; /* the last place found not to be an entry (a hint) */
+    uint32_t noted;  /* the recorder was told it fires away from an entry */
+    uint32_t pad;
 };
 
 struct sancov_module {
     uintptr_t lo, hi;     /* its executable code */
     const uint8_t *hdr;   /* .eh_frame_hdr, or NULL */
     const uint32_t *start; /* its guards (identity) */
+    const uint32_t *stop;
 };
 
 static struct guard_rule *g_rules;
@@ -240,8 +267,10 @@ NOINSTR static int run_cfi(struct reader *r, uint64_t code_align, int64_t data_a
 }
 
 /* The CFA rule at `pc` (inside the hook's call instruction) from the
- * module's .eh_frame_hdr; 0 when there is none it can read. */
-NOINSTR static int cfa_at(const uint8_t *hdr, uintptr_t pc, struct cfa *out)
+ * module's .eh_frame_hdr; 0 when there is none it can read. `begin` gets
+ * the start of the function's unwind entry once one is found (with `out`
+ * NULL, that is all it looks for). */
+NOINSTR static int cfa_at(const uint8_t *hdr, uintptr_t pc, struct cfa *out, uintptr_t *begin_out)
 {
     if (!hdr || hdr[0] != 1)
         return 0;
@@ -313,6 +342,9 @@ NOINSTR static int cfa_at(const uint8_t *hdr, uintptr_t pc, struct cfa *out)
     uintptr_t range = rd_ptr(&f, fde_enc & 0x0f, 0);
     if (f.bad || c.bad || pc < begin || pc >= begin + range)
         return 0;
+    *begin_out = begin;
+    if (!out)
+        return 1;
     if (has_aug_data) {
         uint64_t n = rd_uleb(&f);
         if (n > (uint64_t)(f.end - f.p))
@@ -331,28 +363,171 @@ NOINSTR static int cfa_at(const uint8_t *hdr, uintptr_t pc, struct cfa *out)
     return 1;
 }
 
-/* The rule for a guard whose function called the hook from `pc`. */
-NOINSTR static uint32_t find_rule(struct guard_rule *g, uintptr_t pc)
+/* The rule for a function that called the hook from `pc`, into g's rule
+ * and off. */
+NOINSTR static void find_rule(const struct sancov_module *m, struct guard_rule *g, uintptr_t pc)
+{
+    struct cfa cfa;
+    uintptr_t begin;
+    g->rule = RULE_NONE;
+    g->off = 0;
+    /* (pc - 1: inside the call, whose row holds until it returns) */
+    if (m && cfa_at(m->hdr, pc - 1, &cfa, &begin) && cfa.off >= 8 &&
+        cfa.off < ((int64_t)1 << 30)) {
+        if (cfa.reg == 7) /* %rsp */
+            g->rule = RULE_SP;
+        else if (cfa.reg == 6) /* %rbp */
+            g->rule = RULE_FP;
+        g->off = (int32_t)(cfa.off - 8); /* the return address sits just below */
+    }
+}
+
+/* ---- which calls of the hook are entries ---- */
+
+/* An entry's call of the hook comes after the prologue (pushes, the frame,
+ * a stack probe, moves of the arguments): well within this many bytes of
+ * the function's start. */
+#define ENTRY_WINDOW 256
+
+NOINSTR static const struct sancov_module *module_of(uintptr_t pc)
 {
     uint32_t n = __atomic_load_n(&g_nsmods, __ATOMIC_ACQUIRE);
-    const uint8_t *hdr = NULL;
+    const struct sancov_module *m = NULL;
     for (uint32_t i = 0; i < n; i++)
         if (pc >= g_smods[i].lo && pc < g_smods[i].hi)
-            hdr = g_smods[i].hdr;
-    struct cfa cfa;
-    uint32_t rule = RULE_NONE;
-    int32_t off = 0;
-    /* (pc - 1: inside the call, whose row holds until it returns) */
-    if (cfa_at(hdr, pc - 1, &cfa) && cfa.off >= 8 && cfa.off < ((int64_t)1 << 30)) {
-        if (cfa.reg == 7) /* %rsp */
-            rule = RULE_SP;
-        else if (cfa.reg == 6) /* %rbp */
-            rule = RULE_FP;
-        off = (int32_t)(cfa.off - 8); /* the return address sits just below */
+            m = &g_smods[i];
+    return m;
+}
+
+/* [a, a + n) lies in m's code (so it may be read). */
+NOINSTR static int in_code(const struct sancov_module *m, uintptr_t a, size_t n)
+{
+    return a >= m->lo && a < m->hi && n <= m->hi - a;
+}
+
+NOINSTR static intptr_t rd_s32_at(uintptr_t a)
+{
+    int32_t v;
+    memcpy(&v, (const void *)a, 4);
+    return v;
+}
+
+/* The call instruction that ends at `end`, when it names where it goes:
+ * CALL_REL (call rel32, *to: the target) or CALL_GOT (call *disp32(%rip),
+ * *to: the pointer's address); CALL_NONE for anything else. */
+enum { CALL_NONE = 0, CALL_REL = 5, CALL_GOT = 6 }; /* (their lengths) */
+
+NOINSTR static int call_ending(const struct sancov_module *m, uintptr_t end, uintptr_t *to)
+{
+    const uint8_t *p = (const uint8_t *)end;
+    if (in_code(m, end - 5, 5) && p[-5] == 0xe8) {
+        *to = end + rd_s32_at(end - 4);
+        return CALL_REL;
     }
-    g->off = off;
-    __atomic_store_n(&g->rule, rule, __ATOMIC_RELEASE);
-    return rule;
+    if (in_code(m, end - 6, 6) && p[-6] == 0xff && p[-5] == 0x15) {
+        *to = end + rd_s32_at(end - 4);
+        return CALL_GOT;
+    }
+    return CALL_NONE;
+}
+
+/* Past an endbr64 at p. */
+NOINSTR static const uint8_t *skip_endbr(const uint8_t *p)
+{
+    return p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa ? p + 4 : p;
+}
+
+/* The code at x is a jump through memory: the stub's
+ * __sanitizer_cov_trace_pc_guard or a PLT entry for it. */
+NOINSTR static int is_jump_slot(const struct sancov_module *m, uintptr_t x)
+{
+    if (!in_code(m, x, 16))
+        return 0;
+    const uint8_t *p = skip_endbr((const uint8_t *)x);
+    if (p[0] == 0xf2) /* (bnd) */
+        p++;
+    return p[0] == 0xff && p[1] == 0x25;
+}
+
+/* The function at x is `lea guard(%rip), %rdi; jmp ...`: it does nothing
+ * but hand this very guard to the hook. */
+NOINSTR static int only_jumps_to_hook(const struct sancov_module *m, uintptr_t x,
+                                      const uint32_t *guard)
+{
+    if (!in_code(m, x, 16))
+        return 0;
+    const uint8_t *p = skip_endbr((const uint8_t *)x);
+    if (p[0] != 0x48 || p[1] != 0x8d || p[2] != 0x3d)
+        return 0;
+    uintptr_t loaded = (uintptr_t)p + 7 + rd_s32_at((uintptr_t)p + 3);
+    return loaded == (uintptr_t)guard && (p[7] == 0xe9 || p[7] == 0xeb);
+}
+
+enum { SITE_ENTRY, SITE_TAIL, SITE_OTHER };
+
+/* What the call of the hook that returns to `pc` with `guard` is (m: the
+ * module whose code holds pc), and *fn the function whose call it is:
+ * SITE_ENTRY, the first call of the hook in its function, near its start;
+ * SITE_TAIL, a call of a function that only jumps to the hook (pc is in
+ * its caller); SITE_OTHER, anything else (code inlined into the function
+ * that holds pc, or a call this cannot read). Reads code only. */
+NOINSTR static int classify(const struct sancov_module *m, const uint32_t *guard, uintptr_t pc,
+                            uintptr_t *fn)
+{
+    uintptr_t to, begin;
+    int kind = call_ending(m, pc, &to);
+    if (kind == CALL_REL && only_jumps_to_hook(m, to, guard)) {
+        *fn = to;
+        return SITE_TAIL;
+    }
+    /* a call of the hook is from the module whose guard it hands over */
+    if (guard < m->start || guard >= m->stop || kind == CALL_NONE ||
+        (kind == CALL_REL && !is_jump_slot(m, to)))
+        return SITE_OTHER;
+    if (!cfa_at(m->hdr, pc - 1, NULL, &begin)) {
+        *fn = pc; /* (no unwind entry: not recorded, see find_rule) */
+        return SITE_ENTRY;
+    }
+    uintptr_t call = pc - (uintptr_t)kind;
+    if (call < begin || call - begin > ENTRY_WINDOW)
+        return SITE_OTHER;
+    for (uintptr_t end = begin + (uintptr_t)kind; end <= call; end++) {
+        uintptr_t x;
+        if (call_ending(m, end, &x) == kind && x == to)
+            return SITE_OTHER; /* an earlier call of the hook: that one is the entry */
+    }
+    *fn = begin;
+    return SITE_ENTRY;
+}
+
+/* The recorder hears once of a guard that fired (at pc) as no call. */
+NOINSTR static void note_guard(struct guard_rule *g, uintptr_t pc)
+{
+    uint32_t no = 0;
+    if (__atomic_compare_exchange_n(&g->noted, &no, 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        lapse_mark(LAPSE_MARK_NOT_ENTRY, pc);
+}
+
+/* `guard` fired at pc, which is no entry: its later calls from there are
+ * passed over at once. */
+NOINSTR static void not_an_entry(struct guard_rule *g, uintptr_t pc)
+{
+    __atomic_store_n(&g->other, pc, __ATOMIC_RELAXED);
+    note_guard(g, pc);
+}
+
+/* Keeps `found` as g's rule if g has none yet (one writer at a time; a
+ * reader sees the fields whole once the rule is there). */
+NOINSTR static void publish(struct guard_rule *g, const struct guard_rule *found)
+{
+    uint32_t unknown = RULE_UNKNOWN;
+    if (!__atomic_compare_exchange_n(&g->rule, &unknown, RULE_BUSY, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        return;
+    g->off = found->off;
+    g->fn = found->fn;
+    g->site = found->site;
+    __atomic_store_n(&g->rule, found->rule, __ATOMIC_RELEASE);
 }
 
 /* ---- the hook ---- */
@@ -367,20 +542,57 @@ lapse_sancov_hook(uint32_t *guard, uintptr_t sp, uintptr_t fp, uintptr_t pc)
     if (!n || n >= MAX_GUARDS || !g_rules)
         return;
     struct guard_rule *g = &g_rules[n];
-    uint32_t rule = __atomic_load_n(&g->rule, __ATOMIC_ACQUIRE);
-    if (rule == RULE_UNKNOWN)
-        rule = find_rule(g, pc);
+    struct guard_rule r; /* the rule for this call */
+    r.rule = __atomic_load_n(&g->rule, __ATOMIC_ACQUIRE);
+    uintptr_t to;
+    if ((r.rule == RULE_SP || r.rule == RULE_FP || r.rule == RULE_NONE) && pc == g->site) {
+        r.off = g->off; /* its entry, as found the first time */
+        r.fn = g->fn;
+    } else if (pc == __atomic_load_n(&g->other, __ATOMIC_RELAXED)) {
+        return; /* inlined code, as found before */
+    } else {
+        const struct sancov_module *m = module_of(pc);
+        if (!m)
+            return; /* (not a module that registered: nothing to read) */
+        if (r.rule == RULE_TAIL && call_ending(m, pc, &to) == CALL_REL && to == g->fn) {
+            r.fn = g->fn;
+        } else {
+            switch (classify(m, guard, pc, &r.fn)) {
+            case SITE_TAIL:
+                r.rule = RULE_TAIL;
+                r.off = 0;
+                r.site = 0;
+                break;
+            case SITE_ENTRY:
+                find_rule(m, &r, pc);
+                r.site = pc;
+                break;
+            default:
+                not_an_entry(g, pc);
+                return;
+            }
+            publish(g, &r); /* (a second entry, a clone of the function, is not kept) */
+        }
+    }
     uintptr_t at;
-    if (rule == RULE_SP)
-        at = sp + (uintptr_t)(intptr_t)g->off;
-    else if (rule == RULE_FP)
-        at = fp + (uintptr_t)(intptr_t)g->off;
+    if (r.rule == RULE_SP)
+        at = sp + (uintptr_t)(intptr_t)r.off;
+    else if (r.rule == RULE_FP)
+        at = fp + (uintptr_t)(intptr_t)r.off;
+    else if (r.rule == RULE_TAIL)
+        at = sp - 8; /* (the function's return address is the hook's) */
     else
         return;
-    if (at < sp || (at & 7))
+    if ((r.rule != RULE_TAIL && at < sp) || (at & 7))
         return; /* (not a slot of this stack: leave the call alone) */
+    if (lapse_hook_owns((uintptr_t *)at, r.fn)) {
+        /* this function's call is under way in this very frame: whatever
+         * this site is, it is not a new call */
+        note_guard(g, pc);
+        return;
+    }
     struct lapse_hook h;
-    h.fn = pc; /* an address in the function: the recorder names it */
+    h.fn = r.fn; /* the function's start: one name, however it was reached */
     h.slot = (uintptr_t *)at;
     h.aux = 0;
     (void)lapse_hook_enter_slow(&h);
@@ -438,11 +650,12 @@ EXPORT void *lapse_sancov_register(uint32_t *start, uint32_t *stop)
     }
     /* (looked up every time: a module loaded where an unloaded one was has
      * the same guard addresses, but its own code and unwind table) */
-    struct find_arg a = {(uintptr_t)start, {0, 0, NULL, start}, 0};
+    struct find_arg a = {(uintptr_t)start, {0, 0, NULL, start, stop}, 0};
     if (g_rules)
         dl_iterate_phdr(find_module, &a);
     if (a.found) {
         a.m.start = start;
+        a.m.stop = stop;
         uint32_t i = 0;
         while (i < g_nsmods && g_smods[i].start != start)
             i++;

@@ -369,6 +369,20 @@ INLINE int hook_enter_at(struct lapse_tls *t, struct lapse_hook *h, int slow)
     return rc;
 }
 
+/* (read only: a signal handler in between leaves the stack as it found it
+ * or unhooked, and then this call is simply not recorded) */
+NOINSTR int lapse_hook_owns(const uintptr_t *slot, uintptr_t fn)
+{
+    struct lapse_tls *t = &lapse_t;
+    if (!t->shadow)
+        return 0;
+    uint32_t d = (uint32_t)(load_word(&t->shadow_word) & DEPTH_MASK);
+    if (!d || d <= t->switched)
+        return 0;
+    const struct lapse_shadow_entry *top = &t->shadow->e[d - 1];
+    return top->slot == slot && top->fn == fn && *slot == tramp_addr();
+}
+
 /* ---- library calls (libcalls.c redirects them to x86_64.S's stubs) ---- */
 
 /* dlopen was called from below this hook's slot and has returned: new
@@ -659,6 +673,7 @@ NOINSTR void lapse_shadow_free(struct lapse_tls *t)
 #else /* no trampoline on this architecture */
 
 NOINSTR void lapse_unhook_thread(struct lapse_tls *t) { (void)t; }
+NOINSTR int lapse_hook_owns(const uintptr_t *slot, uintptr_t fn) { (void)slot; (void)fn; return 0; }
 NOINSTR void lapse_unhook_all(struct lapse_tls *t) { (void)t; }
 NOINSTR void lapse_rehook_all(struct lapse_tls *t) { (void)t; }
 NOINSTR void lapse_rehook_above(struct lapse_tls *t, uintptr_t sp) { (void)t; (void)sp; }

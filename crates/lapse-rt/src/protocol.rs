@@ -32,6 +32,10 @@ pub const MARK_UNTRACED: u64 = 2;
 /// stack-pointer rule until it returns (the frames after it run on
 /// another stack).
 pub const MARK_SWITCH: u64 = 3;
+/// Marker: a sanitizer-coverage guard fired away from its function's entry
+/// (code inlined into another function), at `sp` (the hook's return
+/// address): not a call. Sent once per guard.
+pub const MARK_NOT_ENTRY: u64 = 4;
 /// `function` values below this are holes or markers, not functions.
 pub const MARK_LIMIT: u64 = 4096;
 

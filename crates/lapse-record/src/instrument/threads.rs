@@ -27,7 +27,7 @@ use smallvec::SmallVec;
 use lapse_data::codec::EventEncoder;
 use lapse_data::{EventKind, FunctionId, OsEvent, ThreadKey, Timestamp};
 use lapse_rt::protocol::{
-    RawEvent, Ticks, HOLE_FN, MARK_LIMIT, MARK_SWITCH, MARK_UNTRACED, MARK_UNWIND,
+    RawEvent, Ticks, HOLE_FN, MARK_LIMIT, MARK_NOT_ENTRY, MARK_SWITCH, MARK_UNTRACED, MARK_UNWIND,
 };
 
 use super::address::AddressBook;
@@ -346,6 +346,9 @@ pub struct Threads {
     pub events: u64,
     /// Threads that stopped installing return trampolines (too deep).
     pub untraced_threads: u64,
+    /// Sanitizer-coverage guards that fired away from their function's
+    /// entry (inlined code): the runtime recorded no call for them.
+    pub non_entry_guards: u64,
     /// Threads not followed: they began while the recorder followed as many
     /// threads as it may at once (their events are lost events).
     pub refused_threads: u64,
@@ -374,6 +377,7 @@ impl Threads {
             lost_events: 0,
             events: 0,
             untraced_threads: 0,
+            non_entry_guards: 0,
             refused_threads: 0,
             refused: Refused::default(),
             limit,
@@ -537,6 +541,7 @@ impl Threads {
         let mut holes = 0u64;
         let mut markers = 0u64;
         let mut untraced = 0u64;
+        let mut not_entry = 0u64;
         let mut version = cache.version;
         // (the stream's stack and encoder as locals: stores into the
         // encoder's bytes cannot then be taken to change them)
@@ -562,6 +567,10 @@ impl Threads {
                     }
                     MARK_SWITCH => {
                         switched(stack, e.sp);
+                        markers += 1;
+                    }
+                    MARK_NOT_ENTRY => {
+                        not_entry += 1;
                         markers += 1;
                     }
                     _ => markers += 1, // (a marker this recorder does not know)
@@ -622,6 +631,7 @@ impl Threads {
         self.lost_events = self.lost_events.saturating_add(lost.saturating_add(holes));
         self.events += appended;
         self.untraced_threads += untraced;
+        self.non_entry_guards += not_entry;
         batch
     }
 

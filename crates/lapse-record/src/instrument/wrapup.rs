@@ -358,6 +358,13 @@ impl Session {
                     self.asm.threads.untraced_threads
                 ));
             }
+            if self.asm.threads.non_entry_guards > 0 {
+                header
+                    .notes
+                    .push(lapse_data::SessionHeader::non_entry_guards_note(
+                        self.asm.threads.non_entry_guards,
+                    ));
+            }
             if self.asm.threads.refused_threads + self.os.refused_records > 0 {
                 let why = format!(
                     "{} thread(s) were not recorded: they began while lapse followed {} threads alive at once, its limit (their events, and {} records the kernel made of threads past it, are lost events; {} raises it, at about 340 bytes of the recorder's memory a thread)",

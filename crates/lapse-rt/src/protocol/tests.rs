@@ -75,6 +75,7 @@ fn every_header_constant_matches() {
         ("MARK_UNWIND", MARK_UNWIND),
         ("MARK_UNTRACED", MARK_UNTRACED),
         ("MARK_SWITCH", MARK_SWITCH),
+        ("MARK_NOT_ENTRY", MARK_NOT_ENTRY),
         ("MARK_LIMIT", MARK_LIMIT),
         ("FLAG_DISCARD", u64::from(FLAG_DISCARD)),
         ("HOLE_FN", HOLE_FN),
