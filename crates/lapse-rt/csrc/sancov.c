@@ -466,15 +466,16 @@ NOINSTR static int only_jumps_to_hook(const struct sancov_module *m, uintptr_t x
 enum { SITE_ENTRY, SITE_TAIL, SITE_OTHER };
 
 /* What the call of the hook that returns to `pc` with `guard` is (m: the
- * module whose code holds pc), and *fn the function whose call it is:
+ * module whose code holds pc; begin: the start of the unwind entry that
+ * holds pc, NULL when none does), and *fn the function whose call it is:
  * SITE_ENTRY, the first call of the hook in its function, near its start;
  * SITE_TAIL, a call of a function that only jumps to the hook (pc is in
  * its caller); SITE_OTHER, anything else (code inlined into the function
  * that holds pc, or a call this cannot read). Reads code only. */
-NOINSTR static int classify(const struct sancov_module *m, const uint32_t *guard, uintptr_t pc,
-                            uintptr_t *fn)
+NOINSTR static int classify_in(const struct sancov_module *m, const uint32_t *guard, uintptr_t pc,
+                               const uintptr_t *start, uintptr_t *fn)
 {
-    uintptr_t to, begin;
+    uintptr_t to;
     int kind = call_ending(m, pc, &to);
     if (kind == CALL_REL && only_jumps_to_hook(m, to, guard)) {
         *fn = to;
@@ -484,11 +485,11 @@ NOINSTR static int classify(const struct sancov_module *m, const uint32_t *guard
     if (guard < m->start || guard >= m->stop || kind == CALL_NONE ||
         (kind == CALL_REL && !is_jump_slot(m, to)))
         return SITE_OTHER;
-    if (!cfa_at(m->hdr, pc - 1, NULL, &begin)) {
+    if (!start) {
         *fn = pc; /* (no unwind entry: not recorded, see find_rule) */
         return SITE_ENTRY;
     }
-    uintptr_t call = pc - (uintptr_t)kind;
+    uintptr_t begin = *start, call = pc - (uintptr_t)kind;
     if (call < begin || call - begin > ENTRY_WINDOW)
         return SITE_OTHER;
     for (uintptr_t end = begin + (uintptr_t)kind; end <= call; end++) {
@@ -498,6 +499,15 @@ NOINSTR static int classify(const struct sancov_module *m, const uint32_t *guard
     }
     *fn = begin;
     return SITE_ENTRY;
+}
+
+/* classify_in, with the function's start from the module's unwind table. */
+NOINSTR static int classify(const struct sancov_module *m, const uint32_t *guard, uintptr_t pc,
+                            uintptr_t *fn)
+{
+    uintptr_t begin;
+    int found = cfa_at(m->hdr, pc - 1, NULL, &begin);
+    return classify_in(m, guard, pc, found ? &begin : NULL, fn);
 }
 
 /* The recorder hears once of a guard that fired (at pc) as no call. */
