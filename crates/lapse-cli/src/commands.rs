@@ -276,13 +276,13 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         a.function.as_deref(),
         a.threshold,
     )?;
-    let sampling = matches!(analysis, Analysis::Sample(_));
+    let rank = lapse_report::render::RankBy::of(&file, &analysis);
     let limit = a.limit.or((view == View::Summary).then_some(10));
     sort_rows(
         &out.columns,
         &mut out.rows,
         view,
-        sampling,
+        rank,
         a.sort.as_deref(),
         limit,
     )
@@ -295,7 +295,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
             &out.columns,
             callers,
             view,
-            sampling,
+            rank,
             a.sort.as_deref(),
             a.limit,
         )
@@ -304,7 +304,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
             &out.columns,
             callees,
             view,
-            sampling,
+            rank,
             a.sort.as_deref(),
             a.limit,
         )

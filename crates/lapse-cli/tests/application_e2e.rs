@@ -137,6 +137,44 @@ fn a_preempted_cpu_loop_reports_its_cpu_time_as_application_time() {
         interval < 0.5 * cpu,
         "the interval rule loses the preempted interval: {interval} ns of {cpu} ns"
     );
+    // The wait is preemption (runnable, off the CPU), and a large share of
+    // the elapsed time: the report says the machine is busy and ranks by
+    // application time.
+    let out = lapse(&dir, &["report", "out.lapse", "--format", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let preempted = v["session"]["preempted_ns"].as_f64().expect("preempted_ns");
+    let session_elapsed = v["session"]["elapsed_inclusive_ns"]
+        .as_f64()
+        .expect("elapsed");
+    // (crunch's wait, and the rival's own: it is recorded too)
+    assert!(
+        (0.8 * (elapsed - exact)..=session_elapsed).contains(&preempted),
+        "preempted {preempted} ns; crunch waited {} ns; session elapsed {session_elapsed} ns",
+        elapsed - exact
+    );
+    assert!(
+        v["session"]["busy_machine_share"]
+            .as_f64()
+            .is_some_and(|s| s > 0.2),
+        "{}",
+        v["session"]
+    );
+    let table = lapse(&dir, &["report", "out.lapse"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("busy machine (threads preempted") && table.contains("ranked by app time"),
+        "{table}"
+    );
+    let apps: Vec<f64> = v["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["application_exclusive_ns"].as_f64())
+        .collect();
+    assert!(
+        apps.windows(2).all(|w| w[0] >= w[1]),
+        "ranked by application time: {apps:?}"
+    );
 }
 
 /// A thread created while its only CPU is held by a real-time thread waits

@@ -59,6 +59,8 @@ pub mod key {
     pub const TID: &str = "tid";
     pub const ELAPSED_INCLUSIVE_NS: &str = "elapsed_inclusive_ns";
     pub const ELAPSED_EXCLUSIVE_NS: &str = "elapsed_exclusive_ns";
+    pub const APPLICATION_INCLUSIVE_NS: &str = "application_inclusive_ns";
+    pub const APPLICATION_EXCLUSIVE_NS: &str = "application_exclusive_ns";
     pub const INCLUSIVE_SAMPLES: &str = "inclusive_samples";
     pub const EXCLUSIVE_SAMPLES: &str = "exclusive_samples";
     pub const ESTIMATED_INCLUSIVE_NS: &str = "estimated_inclusive_ns";
@@ -74,8 +76,8 @@ const TIMES: [Column; 9] = [
     shown_unless("calls", Kind::Int, "calls", 4),
     shown(key::ELAPSED_INCLUSIVE_NS, Kind::Nanos, "elapsed incl"),
     shown(key::ELAPSED_EXCLUSIVE_NS, Kind::Nanos, "elapsed excl"),
-    shown_unless("application_inclusive_ns", Kind::Nanos, "app incl", 2),
-    shown_unless("application_exclusive_ns", Kind::Nanos, "app excl", 1),
+    shown_unless(key::APPLICATION_INCLUSIVE_NS, Kind::Nanos, "app incl", 2),
+    shown_unless(key::APPLICATION_EXCLUSIVE_NS, Kind::Nanos, "app excl", 1),
     shown_unless("elapsed_inclusive_pct", Kind::Percent, "el incl %", 5),
     shown_unless("elapsed_exclusive_pct", Kind::Percent, "el excl %", 3),
     shown_unless("application_inclusive_pct", Kind::Percent, "app incl %", 8),

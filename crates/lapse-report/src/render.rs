@@ -3,11 +3,11 @@
 
 use std::io::{self, Write};
 
-use lapse_data::DataFile;
+use lapse_data::{DataFile, OsEventKind};
 use serde_json::{json, Map, Value};
 
 use crate::columns::key;
-use crate::load::Analysis;
+use crate::load::{Analysis, InstrResult};
 use crate::table::{Cell, Column, Kind, Table, TreeRow};
 use crate::units;
 use crate::views::{Focus, View, ViewOutput};
@@ -44,23 +44,72 @@ pub struct RenderOptions {
     pub columns_chosen: bool,
 }
 
+/// What rows are ranked by when no `--sort` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RankBy {
+    Samples,
+    /// Elapsed time (instrumentation).
+    Elapsed,
+    /// Application time: instrumentation on a busy machine, where elapsed
+    /// time is mostly waiting for a CPU ([`busy_machine`]).
+    Application,
+}
+
+impl RankBy {
+    pub fn of(file: &DataFile, a: &Analysis) -> RankBy {
+        match a {
+            Analysis::Sample(_) => RankBy::Samples,
+            Analysis::Instr(r) if busy_machine(file, r).is_some() => RankBy::Application,
+            Analysis::Instr(_) => RankBy::Elapsed,
+        }
+    }
+}
+
+/// The selected threads' time runnable but off the CPU (preempted), from
+/// the kernel's switch records.
+pub fn preempted_ns(file: &DataFile, r: &InstrResult) -> u64 {
+    r.acc
+        .threads
+        .iter()
+        .filter_map(|t| file.os_events.get(&t.key()))
+        .flatten()
+        .filter(|e| e.kind == OsEventKind::Preempt)
+        .map(|e| e.to.since(e.from))
+        .sum()
+}
+
+/// Preemption above this share of the elapsed time makes a busy machine.
+const BUSY_SHARE: f64 = 0.2;
+
+/// The share of the elapsed time the threads spent preempted, when it is
+/// large enough ([`BUSY_SHARE`]) that elapsed time mostly measures the
+/// machine's load: reports say so and rank by application time.
+pub fn busy_machine(file: &DataFile, r: &InstrResult) -> Option<f64> {
+    let elapsed = r.session.elapsed_inclusive.to_nanos();
+    let share = preempted_ns(file, r) as f64 / elapsed.max(1) as f64;
+    (share > BUSY_SHARE).then_some(share)
+}
+
 /// Orders rows by `--sort` (numbers descending, text ascending) or the view's
 /// default, then applies `--limit`. An unknown column is an error naming the choices.
 pub fn sort_rows(
     columns: &[Column],
     rows: &mut Vec<Vec<Cell>>,
     view: View,
-    is_sampling: bool,
+    by: RankBy,
     sort: Option<&str>,
     limit: Option<usize>,
 ) -> Result<(), String> {
-    let default = match (view, is_sampling) {
+    let is_sampling = by == RankBy::Samples;
+    let default = match (view, by) {
         (View::Threads, _) => key::TID,
         (View::Processes, _) => key::PID,
-        (View::Modules, false) => key::ELAPSED_INCLUSIVE_NS,
-        (View::Modules, true) => key::INCLUSIVE_SAMPLES,
-        (_, false) => key::ELAPSED_EXCLUSIVE_NS,
-        (_, true) => key::EXCLUSIVE_SAMPLES,
+        (View::Modules, RankBy::Elapsed) => key::ELAPSED_INCLUSIVE_NS,
+        (View::Modules, RankBy::Application) => key::APPLICATION_INCLUSIVE_NS,
+        (View::Modules, RankBy::Samples) => key::INCLUSIVE_SAMPLES,
+        (_, RankBy::Elapsed) => key::ELAPSED_EXCLUSIVE_NS,
+        (_, RankBy::Application) => key::APPLICATION_EXCLUSIVE_NS,
+        (_, RankBy::Samples) => key::EXCLUSIVE_SAMPLES,
     };
     // With off-CPU time, rows go by time, running or waiting: the on-CPU
     // estimate plus the off-CPU time, when no --sort says otherwise.
@@ -180,6 +229,12 @@ fn session_json(file: &DataFile, a: &Analysis) -> Value {
         "application_rule": a.application_rule().map(|r| r.name()),
         "recorder_wait_ns": recorder_wait_ns,
     });
+    if let Analysis::Instr(r) = a {
+        session["preempted_ns"] = json!(preempted_ns(file, r));
+        if let Some(share) = busy_machine(file, r) {
+            session["busy_machine_share"] = json!(share);
+        }
+    }
     // Sanitizer coverage: guards that fired away from their function's
     // entry (inlined code), not counted as calls.
     if s.non_entry_guards() > 0 {

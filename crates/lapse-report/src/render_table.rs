@@ -134,6 +134,16 @@ fn header(
             }
         }
     }
+    if let Some(share) = session["busy_machine_share"].as_f64() {
+        line(
+            out,
+            w,
+            &format!(
+                "warning:  busy machine (threads preempted {:.0}% of the time): ranked by app time",
+                share * 100.0
+            ),
+        )?;
+    }
     if let Some(why) = file.incomplete_why() {
         line(
             out,
