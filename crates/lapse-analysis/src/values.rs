@@ -151,13 +151,15 @@ pub struct FunctionStats {
 /// shows inside an interval depends on the code around it (measured on the
 /// function-size sweep: a 1.5 ns and a 22 ns function leave the same
 /// timestamps, each call about 14 ns), so such a row can be off by more
-/// than 25 % either way. `elapsed_inclusive` is the row's value as reported:
-/// with the cost removed when `compensated`, with it in otherwise.
-pub fn probe_dominated(overhead: Fine, elapsed_inclusive: Fine, compensated: bool) -> bool {
+/// than 25 % either way. `on_cpu` is the row's application inclusive time
+/// as reported (the probes run on the CPU; elapsed time on a busy machine
+/// is mostly waiting): with the cost removed when `compensated`, with it in
+/// otherwise.
+pub fn probe_dominated(overhead: Fine, on_cpu: Fine, compensated: bool) -> bool {
     let without = if compensated {
-        elapsed_inclusive
+        on_cpu
     } else {
-        elapsed_inclusive.saturating_sub(overhead)
+        on_cpu.saturating_sub(overhead)
     };
     !overhead.is_zero() && overhead.to_nanos().saturating_mul(4) > without.to_nanos()
 }

@@ -125,7 +125,7 @@ pub const OFF_CPU_KEYS: [&str; 2] = [key::OFF_CPU_INCLUSIVE_NS, key::OFF_CPU_EXC
 fn dominated(overhead: Fine, t: &TimeValues, ctx: &Ctx<'_>) -> Cell {
     Cell::Bool(lapse_analysis::values::probe_dominated(
         overhead,
-        t[TimeValue::ElapsedInclusive],
+        t[TimeValue::ApplicationInclusive],
         ctx.compensated,
     ))
 }

@@ -82,7 +82,7 @@ pub fn preempted_ns(file: &DataFile, r: &InstrResult) -> u64 {
 const BUSY_SHARE: f64 = 0.2;
 
 /// The share of the elapsed time the threads spent preempted, when it is
-/// large enough ([`BUSY_SHARE`]) that elapsed time mostly measures the
+/// large enough (over 20 %) that elapsed time mostly measures the
 /// machine's load: reports say so and rank by application time.
 pub fn busy_machine(file: &DataFile, r: &InstrResult) -> Option<f64> {
     let elapsed = r.session.elapsed_inclusive.to_nanos();

@@ -48,7 +48,7 @@ pub mod kind {
     pub const EXEC: u16 = 5;
     pub const ARENA: u16 = 6;
     pub const SHM_EVENTS: u16 = 7;
-    /// In the spill only: the recording it is for ([`spill_session`]).
+    /// In the spill only: the recording it is for ([`super::spill_session`]).
     pub const SESSION: u16 = 8;
 }
 
