@@ -6,9 +6,10 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use lapse_analysis::ApplicationRule;
 use lapse_export::{Format as ExportFormat, SampleWeight};
 use lapse_record::{CallGraph, MethodChoice, OsEventSource};
-use lapse_report::{ApplicationRule, Format, View};
+use lapse_report::{Format, View};
 
 /// The data file when none is named.
 pub const DEFAULT_FILE: &str = "lapse.data";

@@ -5,10 +5,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use lapse_analysis::{analyze, Analysis, Query};
 use lapse_data::DataFile;
 use lapse_record::{RecordOptions, SampleRate, Target};
 use lapse_report::render::sort_rows;
-use lapse_report::{analyze, build_view, render, Analysis, Format, Query, RenderOptions, View};
+use lapse_report::{build_view, render, Format, RenderOptions, View};
 use regex::Regex;
 
 use crate::cli::{Cli, Command, RecordArgs, ReportArgs};

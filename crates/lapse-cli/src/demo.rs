@@ -7,8 +7,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
+use lapse_analysis::ApplicationRule;
 use lapse_record::{CallGraph, MethodChoice, OsEventSource};
-use lapse_report::{ApplicationRule, Format, View};
+use lapse_report::{Format, View};
 
 use crate::cli::ReportArgs;
 use crate::commands;
@@ -97,8 +98,8 @@ pub fn run() -> Result<u8> {
 fn explain(data: &std::path::Path) -> Result<Vec<String>> {
     use lapse_analysis::values::{FunctionStats, TimeValue};
     let file = lapse_data::DataFile::open(data)?;
-    let lapse_report::Analysis::Instr(r) =
-        lapse_report::analyze(&file, &lapse_report::Query::default())?
+    let lapse_analysis::Analysis::Instr(r) =
+        lapse_analysis::analyze(&file, &lapse_analysis::Query::default())?
     else {
         return Ok(Vec::new());
     };

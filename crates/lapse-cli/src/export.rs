@@ -3,9 +3,10 @@
 use std::io::{self, BufWriter, Write};
 
 use anyhow::{bail, Context, Result};
+use lapse_analysis::Query;
 use lapse_data::OutputFile;
 use lapse_export::diff::{self, DiffOptions};
-use lapse_report::{Format, Query, View};
+use lapse_report::{Format, View};
 
 use crate::progress::analyze_with_progress;
 

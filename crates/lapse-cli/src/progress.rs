@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use lapse_analysis::{analyze, Analysis, Query, QueryError};
 use lapse_data::DataFile;
 use lapse_record::{RecordError, RecordOptions, RecordOutcome, SymbolProgress};
-use lapse_report::{analyze, Analysis, Query, ReportError};
 
 /// Recordings smaller than this analyse in well under a second: no bar.
 const MIN_EVENTS: u64 = 5_000_000;
@@ -23,7 +23,7 @@ const SLOW_SYMBOLS: Duration = Duration::from_secs(1);
 pub fn analyze_with_progress(
     file: &DataFile,
     mut query: Query,
-) -> Result<(Analysis, Query), ReportError> {
+) -> Result<(Analysis, Query), QueryError> {
     let total = file.total_events();
     if total < MIN_EVENTS || !std::io::stderr().is_terminal() {
         let a = analyze(file, &query)?;

@@ -32,8 +32,8 @@ use std::io::Write;
 use lapse_analysis::sample::Counts;
 use lapse_analysis::tree::{CallTree, FrameKey, NodeId, Weight};
 use lapse_analysis::values::{FunctionStats, TimeValue};
+use lapse_analysis::Analysis;
 use lapse_data::DataFile;
-use lapse_report::Analysis;
 
 use crate::{ExportError, Format, Tree};
 

@@ -21,8 +21,8 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
+use lapse_analysis::Analysis;
 use lapse_data::{DataFile, Method, ThreadKey, Timestamp};
-use lapse_report::Analysis;
 
 use lapse_analysis::sample::Counts;
 use lapse_analysis::tree::{CallTree, NodeId};

@@ -20,8 +20,8 @@ use rustc_hash::FxHashMap as HashMap;
 
 use lapse_analysis::sample::Counts;
 use lapse_analysis::tree::{CallTree, Weight};
+use lapse_analysis::Analysis;
 use lapse_data::DataFile;
-use lapse_report::Analysis;
 
 use crate::{ExportError, Format, SampleWeight, Tree, OFF_CPU_FRAME};
 

@@ -20,10 +20,11 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
+use lapse_analysis::{Analysis, Query};
 use lapse_data::{DataFile, Method};
 use lapse_report::table::{Cell, Column, Kind};
 use lapse_report::views::ViewOutput;
-use lapse_report::{build_view, Analysis, Format, Query, View};
+use lapse_report::{build_view, Format, View};
 
 pub use crate::diff_totals::{Totals, TOTALS_NOISE_PCT};
 use crate::ExportError;

@@ -23,8 +23,8 @@ mod processed;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
+use lapse_analysis::Analysis;
 use lapse_data::{DataFile, FunctionId, Method, StackId, ThreadInfo, ThreadKey, Timestamp};
-use lapse_report::Analysis;
 
 use lapse_analysis::tree::FrameKey;
 

@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use inferno::flamegraph::{self, Options};
+use lapse_analysis::Analysis;
 use lapse_data::{DataFile, Method};
-use lapse_report::Analysis;
 
 use crate::collapsed;
 use crate::{ExportError, Format, SampleWeight};

@@ -41,8 +41,8 @@ use std::io::{self, Write};
 use lapse_analysis::sample::{frame_keys, Counts};
 use lapse_analysis::tree::{CallTree, FrameKey};
 use lapse_analysis::values::FunctionStats;
+use lapse_analysis::{Analysis, Query};
 use lapse_data::{DataError, DataFile, StackId};
-use lapse_report::{Analysis, Query};
 
 /// The export formats of SPEC section 6.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,8 +20,8 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
+use lapse_analysis::Analysis;
 use lapse_data::{DataFile, Method, ThreadKey};
-use lapse_report::Analysis;
 
 use crate::timeline::{self, Step, Timing};
 use crate::{sample_keys, ExportError, Format};

@@ -26,8 +26,8 @@ use std::io::Write;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use lapse_analysis::sample::frames_of;
+use lapse_analysis::Analysis;
 use lapse_data::{DataFile, FrameId, FunctionId, ModuleId};
-use lapse_report::Analysis;
 use prost::Message;
 
 use crate::pprof_proto::*;

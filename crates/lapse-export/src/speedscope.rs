@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io::{self, Write};
 
+use lapse_analysis::Analysis;
 use lapse_data::{DataFile, Method, OffCpuPeriod, StackId, ThreadKey, Timestamp};
-use lapse_report::Analysis;
 use serde_json::{json, Value};
 
 use crate::chrome::quote;

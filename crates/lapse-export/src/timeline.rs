@@ -17,11 +17,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use lapse_analysis::nesting::CallStack;
 use lapse_analysis::offcpu::OffCpu;
+use lapse_analysis::Analysis;
 use lapse_analysis::{ApplicationRule, Fine};
 use lapse_data::{
     DataFile, Event, EventKind, FunctionId, Method, Sample, ThreadInfo, ThreadKey, Timestamp,
 };
-use lapse_report::Analysis;
 
 /// One step of a thread's call timeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,9 +19,10 @@ mod common;
 
 use std::path::Path;
 
+use lapse_analysis::{analyze, Query};
 use lapse_data::DataFile;
 use lapse_export::diff::{self, DiffOptions};
-use lapse_report::{analyze, Format, Query, View};
+use lapse_report::{Format, View};
 use serde_json::Value;
 
 fn trace_file(name: &str, trace: &str) -> DataFile {

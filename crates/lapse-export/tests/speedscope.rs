@@ -100,9 +100,9 @@ fn evented_profiles_are_probe_cost_compensated_like_the_report() {
     // the report, and so in the timeline (with --no-compensation, neither).
     let file = common::instr_file_costing(1000.0);
     for raw in [false, true] {
-        let a = lapse_report::analyze(
+        let a = lapse_analysis::analyze(
             &file,
-            &lapse_report::Query {
+            &lapse_analysis::Query {
                 no_compensation: raw,
                 ..lapse_export::needs()
             },

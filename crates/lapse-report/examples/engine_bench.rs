@@ -10,8 +10,8 @@ use std::io::BufWriter;
 use std::path::Path;
 use std::time::Instant;
 
+use lapse_analysis::{analyze, Query};
 use lapse_data::*;
-use lapse_report::{analyze, Query};
 
 /// xorshift64*: deterministic, no dependency.
 struct Rng(u64);

@@ -3,12 +3,12 @@
 //! ([`Counts`]) shows, in SPEC section 5's keys and order. Views put an
 //! identity (function, module, thread...) in front of them.
 
+use lapse_analysis::run::{off_cpu_recorded, Analysis};
 use lapse_analysis::sample::Counts;
 use lapse_analysis::values::{FunctionStats, ModuleStats, SessionTotals, TimeValue, TimeValues};
 use lapse_analysis::Fine;
 use lapse_data::DataFile;
 
-use crate::load::Analysis;
 use crate::table::{col, shown, shown_unless, Cell, Column, Kind};
 
 /// What cells need besides the row: the session's totals (percentages),
@@ -36,13 +36,6 @@ impl<'a> Ctx<'a> {
             },
         }
     }
-}
-
-/// True for a sampling recording with off-CPU periods (`--off-cpu`; its
-/// header also lists `switch` among its OS events, but a recording in
-/// which no thread was ever switched out has nothing to show).
-pub fn off_cpu_recorded(file: &DataFile) -> bool {
-    file.session.method == lapse_data::Method::Sampling && !file.off_cpu.is_empty()
 }
 
 /// A row's values, as columns and cells.

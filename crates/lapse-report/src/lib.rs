@@ -1,17 +1,16 @@
-//! Reports: runs the analysis over a data file ([`load`]), shapes the result
-//! into the views of SPEC section 3 ([`views`]) and renders them as aligned
-//! tables, CSV or JSON ([`mod@render`]). Reports take a writer; nothing here
-//! touches a terminal or a file by name.
+//! Reports: shapes an analysis (`lapse_analysis::run`) into the views of
+//! SPEC section 3 ([`views`]) and renders them as aligned tables, CSV or
+//! JSON ([`mod@render`]). Reports take a writer; nothing here touches a
+//! terminal or a file by name.
 
 pub mod columns;
-pub mod load;
+mod error;
 pub mod render;
 mod render_table;
 pub mod table;
 pub mod units;
 pub mod views;
 
-pub use lapse_analysis::ApplicationRule;
-pub use load::{analyze, Analysis, Query, ReportError};
+pub use error::ReportError;
 pub use render::{render, Format, RenderOptions};
 pub use views::{build_view, View};

@@ -3,11 +3,11 @@
 
 use std::io::{self, Write};
 
+use lapse_analysis::run::{off_cpu_recorded, Analysis, InstrResult};
 use lapse_data::{DataFile, OsEventKind};
 use serde_json::{json, Map, Value};
 
 use crate::columns::key;
-use crate::load::{Analysis, InstrResult};
 use crate::table::{Cell, Column, Kind, Table, TreeRow};
 use crate::units;
 use crate::views::{Focus, View, ViewOutput};
@@ -242,7 +242,7 @@ fn session_json(file: &DataFile, a: &Analysis) -> Value {
     }
     // `--off-cpu`: the selected threads' time off the CPU and its periods.
     if let Analysis::Sample(r) = a {
-        if crate::columns::off_cpu_recorded(file) {
+        if off_cpu_recorded(file) {
             session["off_cpu_ns"] = json!(r.analysis.off_cpu_ns);
             session["off_cpu_periods"] = json!(r.analysis.off_cpu_periods);
         }

@@ -5,10 +5,10 @@
 
 use std::io::{self, Write};
 
+use lapse_analysis::run::Analysis;
 use lapse_data::DataFile;
 use serde_json::Value;
 
-use crate::load::Analysis;
 use crate::render::{human, RenderOptions};
 use crate::table::{Cell, Column, Kind, TreeRow, COMPACT};
 use crate::units;

@@ -9,14 +9,13 @@ use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use lapse_analysis::run::{InstrResult, SampleResult};
 use lapse_analysis::sample::Counts;
 use lapse_analysis::tree::{CallTree, NodeId};
 use lapse_analysis::values::{FunctionStats, TimeValue};
+use lapse_analysis::{Analysis, Query};
 use lapse_data::{DataFile, ThreadInfo, ThreadKey};
-use lapse_report::load::{InstrResult, SampleResult};
-use lapse_report::{
-    build_view, render, Analysis, Format as ReportFormat, Query, RenderOptions, View,
-};
+use lapse_report::{build_view, render, Format as ReportFormat, RenderOptions, View};
 use serde::Serialize;
 use serde_json::{json, Value};
 

@@ -20,8 +20,8 @@ mod model;
 
 use std::io::Write;
 
+use lapse_analysis::Analysis;
 use lapse_data::DataFile;
-use lapse_report::Analysis;
 
 pub use lod::{buckets_per_thread, BUCKET_BUDGET};
 pub use model::NODE_BUDGET;

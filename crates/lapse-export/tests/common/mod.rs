@@ -22,8 +22,8 @@
 
 use std::path::Path;
 
+use lapse_analysis::{analyze, Analysis};
 use lapse_data::*;
-use lapse_report::{analyze, Analysis};
 
 pub const START: u64 = 1_000_000_000;
 pub const US: u64 = 1000;
@@ -286,10 +286,10 @@ pub fn report_json(
     view: lapse_report::View,
     no_compensation: bool,
 ) -> serde_json::Value {
-    let q = lapse_report::Query {
+    let q = lapse_analysis::Query {
         no_compensation,
         call_tree: view.needs_call_tree(),
-        ..lapse_report::Query::default()
+        ..lapse_analysis::Query::default()
     };
     let a = analyze(file, &q).unwrap();
     let v = lapse_report::build_view(file, &a, &q, view, None, 0.0).unwrap();

@@ -2,12 +2,12 @@
 //! first, with the hot path marked and `--threshold` applied; and the hot
 //! path `summary` names.
 
+use lapse_analysis::run::{Analysis, Query};
 use lapse_analysis::tree::{elide_chains, CallTree, NodeId, ShownLine, Weight};
 use lapse_data::DataFile;
 
 use super::{columns, frame_identity, frame_matches, ViewOutput, FUNCTION_ID};
 use crate::columns::{Ctx, Values};
-use crate::load::{Analysis, Query};
 use crate::table::{Cell, TreeRow};
 
 /// The hot path follows the heaviest child while it carries at least this

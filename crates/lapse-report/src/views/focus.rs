@@ -3,12 +3,13 @@
 //! (edges of the call tree; an edge recurring on one path counts its
 //! inclusive values once).
 
+use lapse_analysis::run::{Analysis, Query};
 use lapse_analysis::tree::{CallTree, FrameKey, Weight};
 use lapse_data::{DataFile, FunctionId};
 
 use super::{columns, frame_identity, Focus, ViewOutput, FUNCTION_ID};
 use crate::columns::{Ctx, Values};
-use crate::load::{Analysis, Query, ReportError};
+use crate::error::ReportError;
 use crate::table::Cell;
 
 /// callers/callees of the function named `focus` (exact name, else the

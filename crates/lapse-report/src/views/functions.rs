@@ -1,10 +1,10 @@
 //! `functions` (and the rows of `summary`): one row per function.
 
+use lapse_analysis::run::{Analysis, Query};
 use lapse_data::{DataFile, FunctionId};
 
 use super::{columns, function_identity, function_matches, ViewOutput, FUNCTION_ID};
 use crate::columns::{Ctx, Values};
-use crate::load::{Analysis, Query};
 
 pub fn view(file: &DataFile, a: &Analysis, q: &Query, ctx: &Ctx<'_>) -> ViewOutput {
     match a {

@@ -3,12 +3,13 @@
 
 use std::collections::HashMap;
 
+use lapse_analysis::run::{Analysis, Query};
 use lapse_analysis::values::FunctionStats;
 use lapse_data::DataFile;
 
 use super::{columns, function_identity, function_matches, ViewOutput};
 use crate::columns::{Ctx, Values};
-use crate::load::{Analysis, Query, ReportError};
+use crate::error::ReportError;
 use crate::table::{col, shown, Cell, Column, Kind};
 
 const LINE_ID: [Column; 2] = [

@@ -9,11 +9,12 @@ mod lines;
 mod modules;
 mod threads;
 
+use lapse_analysis::run::{Analysis, Query};
 use lapse_analysis::tree::FrameKey;
 use lapse_data::{DataFile, FunctionId};
 
 use crate::columns::{Ctx, Values, OFF_CPU_KEYS};
-use crate::load::{Analysis, Query, ReportError};
+use crate::error::ReportError;
 use crate::table::{col, shown, shown_unless, Cell, Column, Kind, TreeRow};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

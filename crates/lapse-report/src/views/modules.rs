@@ -1,12 +1,12 @@
 //! `modules`: one row per module (SPEC 2.3: inclusive when any frame of the
 //! module is on the stack, counted once).
 
+use lapse_analysis::run::{Analysis, Query};
 use lapse_analysis::values::TimeValue;
 use lapse_data::DataFile;
 
 use super::{columns, ViewOutput};
 use crate::columns::{Ctx, Values};
-use crate::load::{Analysis, Query};
 use crate::table::{col, shown, Cell, Column, Kind};
 
 const MODULE_ID: [Column; 3] = [

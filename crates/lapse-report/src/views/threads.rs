@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use lapse_analysis::run::Analysis;
 use lapse_analysis::sample::Counts;
 use lapse_analysis::tree::Weight;
 use lapse_analysis::values::ModuleStats;
@@ -10,7 +11,6 @@ use lapse_data::{DataFile, ThreadKey};
 
 use super::{columns, ViewOutput};
 use crate::columns::{key, Ctx, Values};
-use crate::load::Analysis;
 use crate::table::{shown, Cell, Column, Kind};
 
 const THREAD_ID: [Column; 3] = [

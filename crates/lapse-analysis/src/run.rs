@@ -1,29 +1,28 @@
-//! Runs the analysis over a data file: threads in parallel, and within a
-//! thread the next batch of chunks is decompressed and decoded while the
-//! current one is analysed, so a single long thread still uses two cores.
+//! The driver: runs the analysis over a data file as a [`Query`] says and
+//! returns its values ([`Analysis`]), which reports and exports shape.
+//! Threads run in parallel (on rayon's pool), and within a thread the next
+//! batch of chunks is decompressed and decoded while the current one is
+//! analysed, so a single long thread still uses two cores.
 
-use lapse_analysis::instrument::{Accumulator, ApplicationRule, Config, ThreadRun};
-use lapse_analysis::sample::{Counts, SampleAnalysis};
-use lapse_analysis::tree::CallTree;
-use lapse_analysis::values::{FunctionStats, SessionTotals, ThreadStats};
-use lapse_data::codec::{EventDecoder, EventLayout};
-use lapse_data::{
-    DataError, DataFile, EventChunkRef, Method, ModuleId, ThreadInfo, ThreadKey, Timestamp,
-};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use lapse_data::codec::{EventDecoder, EventLayout};
+use lapse_data::{DataFile, EventChunkRef, Method, ModuleId, ThreadInfo, ThreadKey, Timestamp};
 use rayon::prelude::*;
 use regex::Regex;
 
+use crate::instrument::{Accumulator, ApplicationRule, Config, ThreadRun};
+use crate::sample::{Counts, SampleAnalysis};
+use crate::tree::CallTree;
+use crate::values::{FunctionStats, SessionTotals, ThreadStats};
+
+/// A query that cannot be answered.
 #[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    #[error(transparent)]
-    Data(#[from] DataError),
-    #[error("--{flag}: {what}")]
-    Option { flag: &'static str, what: String },
-    #[error("{0}")]
-    Other(String),
+pub enum QueryError {
+    /// The time window ends before it starts.
+    #[error("--to: {to} is before --from {from}")]
+    WindowReversed { from: f64, to: f64 },
 }
 
 /// What to analyse and show: SPEC section 3's filters and switches.
@@ -119,13 +118,10 @@ impl Analysis {
 }
 
 /// Analyses `file` as `query` says.
-pub fn analyze(file: &DataFile, query: &Query) -> Result<Analysis, ReportError> {
-    if let (Some(a), Some(b)) = (query.from_s, query.to_s) {
-        if b < a {
-            return Err(ReportError::Option {
-                flag: "to",
-                what: format!("{b} is before --from {a}"),
-            });
+pub fn analyze(file: &DataFile, query: &Query) -> Result<Analysis, QueryError> {
+    if let (Some(from), Some(to)) = (query.from_s, query.to_s) {
+        if to < from {
+            return Err(QueryError::WindowReversed { from, to });
         }
     }
     Ok(match file.session.method {
@@ -302,7 +298,7 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
             }
         }
     }
-    if crate::columns::off_cpu_recorded(file) {
+    if off_cpu_recorded(file) {
         for p in &file.off_cpu {
             if query.wants_thread(p.key()) {
                 analysis.add_off_cpu(p, window);
@@ -332,4 +328,11 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
 /// Thread rows of an instrumentation result, for `threads`/`processes`.
 pub fn thread_stats(r: &InstrResult) -> &[ThreadStats] {
     &r.acc.threads
+}
+
+/// True for a sampling recording with off-CPU periods (`--off-cpu`; its
+/// header also lists `switch` among its OS events, but a recording in
+/// which no thread was ever switched out has nothing to show).
+pub fn off_cpu_recorded(file: &DataFile) -> bool {
+    file.session.method == Method::Sampling && !file.off_cpu.is_empty()
 }
