@@ -17,11 +17,13 @@ pub mod nesting;
 pub mod offcpu;
 pub mod run;
 pub mod sample;
+pub mod summary;
 pub mod tree;
 pub mod values;
 
 pub use fine::Fine;
 pub use instrument::{Accumulator, ApplicationRule, Config, ThreadRun};
 pub use run::{analyze, Analysis, Query, QueryError};
+pub use summary::SessionSummary;
 pub use tree::{CallTree, FrameKey, NodeId};
 pub use values::{FunctionStats, ModuleStats, SessionTotals, ThreadStats, TimeValue, TimeValues};

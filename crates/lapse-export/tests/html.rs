@@ -74,6 +74,16 @@ fn thread(data: &Value, tid: u64) -> &Value {
         .unwrap()
 }
 
+/// The page's session object is the JSON report's, key for key.
+#[test]
+fn the_page_has_the_reports_session() {
+    for file in [common::instr_file(), common::sample_file()] {
+        let data = embedded(&page_of(&file));
+        let report = common::report_json(&file, View::Threads, false);
+        assert_eq!(data["session"], report["session"]);
+    }
+}
+
 #[test]
 fn the_page_is_one_file_and_asks_for_nothing_on_the_network() {
     let page = page_of(&common::instr_file());

@@ -3,8 +3,9 @@
 
 use std::io::{self, Write};
 
-use lapse_analysis::run::{off_cpu_recorded, Analysis, InstrResult};
-use lapse_data::{DataFile, OsEventKind};
+use lapse_analysis::summary::busy_machine;
+use lapse_analysis::{Analysis, SessionSummary};
+use lapse_data::DataFile;
 use serde_json::{json, Map, Value};
 
 use crate::columns::key;
@@ -63,31 +64,6 @@ impl RankBy {
             Analysis::Instr(_) => RankBy::Elapsed,
         }
     }
-}
-
-/// The selected threads' time runnable but off the CPU (preempted), from
-/// the kernel's switch records.
-pub fn preempted_ns(file: &DataFile, r: &InstrResult) -> u64 {
-    r.acc
-        .threads
-        .iter()
-        .filter_map(|t| file.os_events.get(&t.key()))
-        .flatten()
-        .filter(|e| e.kind == OsEventKind::Preempt)
-        .map(|e| e.to.since(e.from))
-        .sum()
-}
-
-/// Preemption above this share of the elapsed time makes a busy machine.
-const BUSY_SHARE: f64 = 0.2;
-
-/// The share of the elapsed time the threads spent preempted, when it is
-/// large enough (over 20 %) that elapsed time mostly measures the
-/// machine's load: reports say so and rank by application time.
-pub fn busy_machine(file: &DataFile, r: &InstrResult) -> Option<f64> {
-    let elapsed = r.session.elapsed_inclusive.to_nanos();
-    let share = preempted_ns(file, r) as f64 / elapsed.max(1) as f64;
-    (share > BUSY_SHARE).then_some(share)
 }
 
 /// Orders rows by `--sort` (numbers descending, text ascending) or the view's
@@ -180,85 +156,10 @@ fn row_order(a: &[Cell], b: &[Cell]) -> std::cmp::Ordering {
         .unwrap_or(std::cmp::Ordering::Equal)
 }
 
+/// The `session` object of SPEC section 5 (the [`SessionSummary`]'s fields).
 fn session_json(file: &DataFile, a: &Analysis) -> Value {
-    let s = &file.session;
-    let end = file
-        .footer
-        .as_ref()
-        .map(|f| f.end)
-        .filter(|e| e.as_nanos() > 0)
-        .or_else(|| file.threads.iter().filter_map(|t| t.end).max());
-    let duration = end.map_or(0, |e| e.since(s.start));
-    let threads = match a {
-        Analysis::Instr(r) => r.acc.threads.len(),
-        Analysis::Sample(r) => r.analysis.threads.len().max(file.threads.len()),
-    };
-    let mut pids: Vec<u32> = file
-        .processes
-        .iter()
-        .map(|p| p.pid)
-        .chain(file.threads.iter().map(|t| t.pid))
-        .collect();
-    pids.sort_unstable();
-    pids.dedup();
-    let (el, app, samples) = match a {
-        Analysis::Instr(r) => (
-            r.session.elapsed_inclusive.to_nanos(),
-            r.session.application_inclusive.to_nanos(),
-            0,
-        ),
-        Analysis::Sample(r) => (0, 0, r.session.samples),
-    };
-    let footer = file.footer.clone().unwrap_or_default();
-    let recorder_wait_ns = recorder_wait_ns(file);
-    let mut session = json!({
-        "command": s.command,
-        "duration_ns": duration,
-        "processes": pids.len(),
-        "threads": threads,
-        "elapsed_inclusive_ns": el,
-        "application_inclusive_ns": app,
-        "samples": samples,
-        "discarded_samples": footer.discarded_samples,
-        "sample_event": s.sample_event,
-        "sample_period": s.sample_period,
-        "os_events": s.os_events,
-        "probe_cost_ns": s.probe_cost_ns,
-        "lost_events": footer.lost_events,
-        "complete": file.is_complete(),
-        "application_rule": a.application_rule().map(|r| r.name()),
-        "recorder_wait_ns": recorder_wait_ns,
-    });
-    if let Analysis::Instr(r) = a {
-        session["preempted_ns"] = json!(preempted_ns(file, r));
-        if let Some(share) = busy_machine(file, r) {
-            session["busy_machine_share"] = json!(share);
-        }
-    }
-    // Sanitizer coverage: guards that fired away from their function's
-    // entry (inlined code), not counted as calls.
-    if s.non_entry_guards() > 0 {
-        session["non_entry_guards"] = json!(s.non_entry_guards());
-    }
-    // `--off-cpu`: the selected threads' time off the CPU and its periods.
-    if let Analysis::Sample(r) = a {
-        if off_cpu_recorded(file) {
-            session["off_cpu_ns"] = json!(r.analysis.off_cpu_ns);
-            session["off_cpu_periods"] = json!(r.analysis.off_cpu_periods);
-        }
-    }
-    session
-}
-
-/// The time the recorder made the target wait (buffer hand-overs), which
-/// the recorder removed from the threads' timelines and noted in the header.
-fn recorder_wait_ns(file: &DataFile) -> Option<u64> {
-    file.session.notes.iter().find_map(|n| {
-        let ms = n.strip_suffix(
-            " ms of waiting for the recorder (buffer hand-overs) removed from thread timelines",
-        )?;
-        ms.parse::<f64>().ok().map(|ms| (ms * 1e6).round() as u64)
-    })
+    // A struct of numbers, strings and options always serializes.
+    serde_json::to_value(SessionSummary::of(file, a)).unwrap_or_default()
 }
 
 /// Writes the tree's pre-order lines as nested JSON nodes (a row plus

@@ -13,9 +13,8 @@ use lapse_analysis::run::{InstrResult, SampleResult};
 use lapse_analysis::sample::Counts;
 use lapse_analysis::tree::{CallTree, NodeId};
 use lapse_analysis::values::{FunctionStats, TimeValue};
-use lapse_analysis::{Analysis, Query};
+use lapse_analysis::{Analysis, SessionSummary};
 use lapse_data::{DataFile, ThreadInfo, ThreadKey};
-use lapse_report::{build_view, render, Format as ReportFormat, RenderOptions, View};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -81,24 +80,8 @@ fn unsupported(what: impl Into<String>) -> ExportError {
 
 /// The `session` object of `lapse report --format json`.
 fn session(file: &DataFile, analysis: &Analysis) -> Result<Value, ExportError> {
-    let view = View::Threads;
-    let v = build_view(file, analysis, &Query::default(), view, None, 0.0)
-        .map_err(|e| unsupported(e.to_string()))?;
-    let opts = RenderOptions {
-        view,
-        format: ReportFormat::Json,
-        sort: None,
-        limit: None,
-        color: false,
-        no_compensation: false,
-        width: None,
-        columns_chosen: false,
-    };
-    let mut out = Vec::new();
-    render(&mut out, file, analysis, &v, &opts).map_err(ExportError::write(Format::Html))?;
-    let doc: Value =
-        serde_json::from_slice(&out).map_err(|e| unsupported(format!("report JSON: {e}")))?;
-    Ok(doc["session"].clone())
+    serde_json::to_value(SessionSummary::of(file, analysis))
+        .map_err(|e| unsupported(format!("report JSON: {e}")))
 }
 
 fn processes(file: &DataFile, threads: &[ThreadInfo]) -> Vec<ProcessRow> {
