@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, Write};
 use anyhow::{bail, Context, Result};
 use lapse_analysis::Query;
 use lapse_data::OutputFile;
-use lapse_export::diff::{self, DiffOptions};
+use lapse_report::diff::{self, DiffOptions};
 use lapse_report::{Format, View};
 
 use crate::progress::analyze_with_progress;

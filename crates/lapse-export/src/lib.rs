@@ -13,9 +13,6 @@
 //!   sampling's samples one thread at a time): speedscope, Chrome traces,
 //!   Perfetto traces and the Firefox Profiler, which show a timeline.
 //!
-//! [`diff`] compares two recordings row by row (`lapse diff`), on the
-//! report's own view rows.
-//!
 //! Design constraints: exports cover the whole recording (no filters); an
 //! instrumentation stream is repaired the way the analysis repairs it
 //! (unmatched exits ignored, skipped frames closed) so that every consumer
@@ -24,9 +21,6 @@
 pub mod callgrind;
 pub mod chrome;
 pub mod collapsed;
-pub mod diff;
-mod diff_render;
-mod diff_totals;
 pub mod firefox;
 pub mod flamegraph;
 pub mod html;
@@ -131,9 +125,6 @@ pub enum ExportError {
     },
     #[error("{format} export: {what}")]
     Unsupported { format: &'static str, what: String },
-    /// `lapse diff` was asked to compare what cannot be compared.
-    #[error("{0}")]
-    Diff(String),
 }
 
 impl ExportError {

@@ -10,4 +10,7 @@ pub enum ReportError {
     Option { flag: &'static str, what: String },
     #[error("{0}")]
     Other(String),
+    /// `lapse diff` was asked to compare what cannot be compared.
+    #[error("{0}")]
+    Diff(String),
 }

@@ -15,13 +15,11 @@
 //! and helper [150, 160]. Normalized (× 0.5): work 30 → 60 µs (+100 %),
 //! main 60 → 35 (−41.7 %), helper 10 → 5 (−50 %); shares 60, 35, 5.
 
-mod common;
-
 use std::path::Path;
 
 use lapse_analysis::{analyze, Query};
-use lapse_data::DataFile;
-use lapse_export::diff::{self, DiffOptions};
+use lapse_data::{DataFile, DataWriter, Footer, Method, Record, SessionHeader};
+use lapse_report::diff::{self, DiffOptions};
 use lapse_report::{Format, View};
 use serde_json::Value;
 
@@ -29,6 +27,17 @@ fn trace_file(name: &str, trace: &str) -> DataFile {
     let imported = lapse_import::import(trace.as_bytes(), name).unwrap();
     let mut bytes = Vec::new();
     imported.write(&mut bytes).unwrap();
+    DataFile::from_bytes(Path::new(name), bytes).unwrap()
+}
+
+/// A sampling recording with nothing in it but its header.
+fn sampling_file(name: &str) -> DataFile {
+    let mut bytes = Vec::new();
+    let mut w = DataWriter::new(&mut bytes).unwrap();
+    w.write_record(&Record::Session(SessionHeader::example(Method::Sampling)))
+        .unwrap();
+    w.write_record(&Record::Footer(Footer::default())).unwrap();
+    drop(w);
     DataFile::from_bytes(Path::new(name), bytes).unwrap()
 }
 
@@ -340,7 +349,7 @@ fn values_that_are_not_parts_of_a_total_have_no_shares() {
 
 #[test]
 fn refuses_to_compare_instrumentation_with_sampling() {
-    let (i, s) = (common::instr_file(), common::sample_file());
+    let (i, s) = (trace_file("instr.data", BASE), sampling_file("sample.data"));
     let err = diff::check_methods(&i, &s).unwrap_err().to_string();
     assert!(
         err.contains("cannot compare an instrumentation profile (instr.data) with a sampling profile (sample.data)"),

@@ -22,12 +22,11 @@ use std::io::{self, Write};
 
 use lapse_analysis::{Analysis, Query};
 use lapse_data::{DataFile, Method};
-use lapse_report::table::{Cell, Column, Kind};
-use lapse_report::views::ViewOutput;
-use lapse_report::{build_view, Format, View};
 
 pub use crate::diff_totals::{Totals, TOTALS_NOISE_PCT};
-use crate::ExportError;
+use crate::table::{Cell, Column, Kind};
+use crate::views::{build_view, View, ViewOutput};
+use crate::{Format, ReportError};
 
 /// Keys that say *which* row it is; every other column is a value.
 const IDENTITY: [&str; 11] = [
@@ -116,9 +115,9 @@ impl Diff {
 
 /// Refuses to compare recordings made with different methods: their values
 /// have nothing in common.
-pub fn check_methods(base: &DataFile, new: &DataFile) -> Result<(), ExportError> {
+pub fn check_methods(base: &DataFile, new: &DataFile) -> Result<(), ReportError> {
     if base.session.method != new.session.method {
-        return Err(ExportError::Diff(format!(
+        return Err(ReportError::Diff(format!(
             "cannot compare {} profile ({}) with {} profile ({})",
             with_article(base.session.method),
             base.path().display(),
@@ -240,12 +239,12 @@ pub fn diff(
     base: (&DataFile, &Analysis),
     new: (&DataFile, &Analysis),
     opts: &DiffOptions,
-) -> Result<Diff, ExportError> {
+) -> Result<Diff, ReportError> {
     check_methods(base.0, new.0)?;
     let method = base.0.session.method;
     let build = |(file, a): (&DataFile, &Analysis)| {
         build_view(file, a, &Query::default(), opts.view, None, 0.0)
-            .map_err(|e| ExportError::Diff(format!("{}: {e}", file.path().display())))
+            .map_err(|e| ReportError::Diff(format!("{}: {e}", file.path().display())))
     };
     let (b, n) = (build(base)?, build(new)?);
     let is_id = |c: &Column| IDENTITY.contains(&c.key);
@@ -259,7 +258,7 @@ pub fn diff(
     let primary = match &opts.metric {
         Some(m) => values.iter().position(|c| c.key == m).ok_or_else(|| {
             let names: Vec<&str> = values.iter().map(|c| c.key).collect();
-            ExportError::Diff(format!(
+            ReportError::Diff(format!(
                 "--metric: no value {m} in the {} view (values: {})",
                 opts.view.name(),
                 names.join(", ")

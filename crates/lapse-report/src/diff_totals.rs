@@ -12,9 +12,9 @@
 //! difffolded.pl's `-n`.
 
 use lapse_analysis::values::{pct, SessionTotals};
-use lapse_report::table::Cell;
-use lapse_report::views::ViewOutput;
-use lapse_report::View;
+
+use crate::table::Cell;
+use crate::views::{View, ViewOutput};
 
 /// Totals of two runs of the same program that differ by more than this
 /// (percent of the base total) differ by more than run-to-run noise: on a

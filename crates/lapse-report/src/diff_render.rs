@@ -2,11 +2,11 @@
 
 use std::io::{self, Write};
 
-use lapse_report::render::human;
-use lapse_report::table::{Cell, Column, Kind, Table};
 use serde_json::{json, Map, Value};
 
 use crate::diff::{Delta, Diff};
+use crate::render::human;
+use crate::table::{Cell, Column, Kind, Table};
 
 impl Delta {
     fn to_json(self) -> Value {
@@ -22,7 +22,7 @@ impl Delta {
             (Delta::Null, _) => String::new(),
             (Delta::Int(v), Kind::Nanos) => {
                 let sign = if v < 0 { "-" } else { "+" };
-                format!("{sign}{}", lapse_report::units::duration(v.unsigned_abs()))
+                format!("{sign}{}", crate::units::duration(v.unsigned_abs()))
             }
             (Delta::Int(v), _) => format!("{v:+}"),
             (Delta::Float(v), Kind::Percent) => format!("{v:+.2}%"),
@@ -188,8 +188,8 @@ pub fn csv(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
 fn share_text(s: Option<[f64; 2]>) -> [String; 3] {
     match s {
         Some([b, n]) => [
-            lapse_report::units::percent(b),
-            lapse_report::units::percent(n),
+            crate::units::percent(b),
+            crate::units::percent(n),
             // A change that rounds to zero is +0.00, not -0.00.
             format!(
                 "{:+.2} pts",
