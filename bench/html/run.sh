@@ -26,7 +26,7 @@ log() { echo "$@" >&2; }
 [[ -d "$BROWSER/node_modules/playwright-core" ]] || (cd "$BROWSER" && npm ci --no-audit --no-fund >&2)
 log "building lapse and the generators (release)..."
 (cd "$ROOT" && cargo build --release -q -p lapse-cli &&
-    cargo build --release -q -p lapse-report --example engine_bench &&
+    cargo build --release -q -p lapse-analysis --example engine_bench &&
     cargo build --release -q -p lapse-export --example sample_recording)
 LAPSE="$ROOT/target/release/lapse"
 

@@ -11,7 +11,7 @@ workloads=${WORKLOADS:-$root/../shared/workloads}
 FIB=${FIB:-30} LOOPS=${LOOPS:-20000000} RUNS=${RUNS:-5}
 command -v uftrace >/dev/null || { apt-get update -qq && apt-get install -y -qq uftrace >/dev/null; }
 cargo build --release -q -p lapse-cli --manifest-path "$root/Cargo.toml"
-cargo build --release -q -p lapse-report --example engine_bench --manifest-path "$root/Cargo.toml"
+cargo build --release -q -p lapse-analysis --example engine_bench --manifest-path "$root/Cargo.toml"
 lapse=$root/target/release/lapse
 tmp=$(mktemp -d /tmp/lapse-bench-report.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT

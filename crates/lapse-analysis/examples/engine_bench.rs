@@ -1,9 +1,9 @@
-//! Report-engine throughput: writes a synthetic instrumentation recording
+//! Analysis-driver throughput: writes a synthetic instrumentation recording
 //! (default 100 M events over 4 threads, 2,000 functions in 8 modules, a
 //! fixed call graph about 20 deep, OS events every ~2,000 calls) and times the
 //! functions-view analysis over it, several runs, median reported.
 //!
-//! cargo run --release -p lapse-report --example engine_bench -- [EVENTS] [THREADS] [RUNS]
+//! cargo run --release -p lapse-analysis --example engine_bench -- [EVENTS] [THREADS] [RUNS]
 
 use std::fs::File;
 use std::io::BufWriter;
