@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::run::{off_cpu_recorded, Analysis, InstrResult};
 
 /// Preemption above this share of the elapsed time makes a busy machine.
-const BUSY_SHARE: f64 = 0.2;
+pub const BUSY_SHARE: f64 = 0.2;
 
 /// The session of an analysed recording. Fields that are `None` and marked
 /// "only when" are left out of the JSON; the others are `null` there.
