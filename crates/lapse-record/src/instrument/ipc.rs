@@ -1,23 +1,28 @@
 //! The recorder's end of the runtime's transport: a listening SOCK_SEQPACKET
 //! socket in the session's temporary directory, and the connections of the
-//! target's process images. Everything is non-blocking; the main loop polls.
+//! target's process images, each with what the session knows of it. The
+//! socket calls are [`crate::linux::socket`]'s; everything is non-blocking
+//! and the main loop polls.
 
+use std::cell::Cell;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::path::Path;
 
 use lapse_rt::protocol::MAX_DATAGRAM;
 
-/// Receive buffer asked of the kernel per connection, to absorb bursts.
-const RCVBUF_BYTES: i32 = 8 << 20;
+use crate::linux::socket::{Received, SeqpacketConn, SeqpacketListener};
+
+pub use crate::linux::poll::{any_readable, wait_readable};
+pub use crate::linux::socket::Recv;
 
 pub struct Listener {
-    fd: OwnedFd,
-    accepted: std::cell::Cell<u64>,
+    socket: SeqpacketListener,
+    accepted: Cell<u64>,
 }
 
 pub struct Conn {
-    fd: OwnedFd,
+    socket: SeqpacketConn,
     /// Unique for the session (fd numbers are reused).
     pub id: u64,
     /// The last read found nothing more queued.
@@ -26,113 +31,26 @@ pub struct Conn {
     pub pids: Vec<u32>,
 }
 
-/// What one `recv` on a connection gave.
-pub enum Recv {
-    Datagram(usize),
-    WouldBlock,
-    Closed,
-}
-
-fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
-}
-
 impl Listener {
     pub fn bind(path: &Path) -> io::Result<Listener> {
-        use std::os::unix::ffi::OsStrExt;
-        let bytes = path.as_os_str().as_bytes();
-        // SAFETY: sockaddr_un is plain old data.
-        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-        if bytes.len() >= addr.sun_path.len() {
-            return Err(io::Error::other("socket path too long"));
-        }
-        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-            *d = *s as libc::c_char;
-        }
-        // SAFETY: plain socket calls on a fd we own; addr is initialised.
-        unsafe {
-            let fd = cvt(libc::socket(
-                libc::AF_UNIX,
-                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                0,
-            ))?;
-            let fd = OwnedFd::from_raw_fd(fd);
-            cvt(libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_un).cast(),
-                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
-            ))?;
-            // Each datagram then comes with its sender's process id as
-            // this process sees it (accepted connections inherit this):
-            // what a runtime in another PID namespace cannot tell itself.
-            let on: libc::c_int = 1;
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_PASSCRED,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-            cvt(libc::listen(fd.as_raw_fd(), 128))?;
-            // (in a 0700 directory already; the socket itself is ours alone too)
-            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-            Ok(Listener {
-                fd,
-                accepted: std::cell::Cell::new(0),
-            })
-        }
+        Ok(Listener {
+            socket: SeqpacketListener::bind(path)?,
+            accepted: Cell::new(0),
+        })
     }
 
     pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.socket.raw_fd()
     }
 
     /// A pending connection, if any.
     pub fn accept(&self) -> io::Result<Option<Conn>> {
-        // SAFETY: accept4 on our listening socket; no address wanted.
-        let rc = unsafe {
-            libc::accept4(
-                self.fd.as_raw_fd(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-            )
+        let Some(socket) = self.socket.accept()? else {
+            return Ok(None);
         };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNABORTED) => Ok(None),
-                _ => Err(e),
-            };
-        }
-        // SAFETY: rc is a new fd that we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(rc) };
-        for (opt, val) in [
-            (libc::SO_RCVBUFFORCE, RCVBUF_BYTES),
-            (libc::SO_RCVBUF, RCVBUF_BYTES),
-        ] {
-            // SAFETY: setting an int socket option; failure is harmless.
-            let ok = unsafe {
-                libc::setsockopt(
-                    fd.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&val as *const i32).cast(),
-                    std::mem::size_of::<i32>() as libc::socklen_t,
-                )
-            };
-            if ok == 0 {
-                break;
-            }
-        }
         self.accepted.set(self.accepted.get() + 1);
         Ok(Some(Conn {
-            fd,
+            socket,
             id: self.accepted.get(),
             drained: false,
             pids: Vec::new(),
@@ -142,119 +60,13 @@ impl Listener {
 
 impl Conn {
     pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.socket.raw_fd()
     }
 
     /// Receives one datagram into `buf` (at least [`MAX_DATAGRAM`] long),
-    /// the file descriptor that came with it (SCM_RIGHTS), if any, and its
-    /// sender's process id as this process sees it (SCM_CREDENTIALS).
+    /// with the memfd that came with it, if any, and its sender's pid.
     pub fn recv_with_fd(&self, buf: &mut [u8]) -> io::Result<Received> {
         debug_assert!(buf.len() >= MAX_DATAGRAM);
-        // Room for the sender's credentials and a few descriptors: more
-        // than one is not expected, but any that come must be closed, not
-        // leaked.
-        let mut ctl = [0u64; 16];
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        // SAFETY: msghdr is plain old data; every pointer in it is valid for
-        // the lengths given.
-        let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
-        mh.msg_iov = &mut iov;
-        mh.msg_iovlen = 1;
-        mh.msg_control = ctl.as_mut_ptr().cast();
-        mh.msg_controllen = std::mem::size_of_val(&ctl) as _;
-        // SAFETY: recvmsg into the buffers described above.
-        let n = unsafe {
-            libc::recvmsg(
-                self.fd.as_raw_fd(),
-                &mut mh,
-                libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(Received::nothing(Recv::WouldBlock)),
-                Some(libc::ECONNRESET) => Ok(Received::nothing(Recv::Closed)),
-                _ => Err(e),
-            };
-        }
-        let mut fd = None;
-        let mut sender_pid = None;
-        // SAFETY: walking the control messages recvmsg filled in; an
-        // SCM_RIGHTS payload is an array of descriptors now ours.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&mh);
-            while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                    let data = libc::CMSG_DATA(c).cast::<i32>();
-                    let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                    for k in 0..len / std::mem::size_of::<i32>() {
-                        let got = OwnedFd::from_raw_fd(data.add(k).read_unaligned());
-                        if fd.is_none() {
-                            fd = Some(got);
-                        } // (others drop here, closed)
-                    }
-                }
-                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_CREDENTIALS {
-                    let cred = libc::CMSG_DATA(c).cast::<libc::ucred>().read_unaligned();
-                    sender_pid = u32::try_from(cred.pid).ok();
-                }
-                c = libc::CMSG_NXTHDR(&mh, c);
-            }
-        }
-        let recv = if n == 0 {
-            Recv::Closed
-        } else {
-            Recv::Datagram(n as usize)
-        };
-        Ok(Received {
-            recv,
-            fd,
-            sender_pid,
-        })
+        self.socket.recv_with_fd(buf)
     }
-}
-
-/// What [`Conn::recv_with_fd`] got.
-pub struct Received {
-    pub recv: Recv,
-    pub fd: Option<OwnedFd>,
-    /// The sending process, as this process's PID namespace numbers it.
-    pub sender_pid: Option<u32>,
-}
-
-impl Received {
-    fn nothing(recv: Recv) -> Received {
-        Received {
-            recv,
-            fd: None,
-            sender_pid: None,
-        }
-    }
-}
-
-/// Waits until one of `fds` is readable or `timeout_ms` passes.
-pub fn wait_readable(fds: &[RawFd], timeout_ms: i32) {
-    poll(fds, timeout_ms);
-}
-
-/// Whether one of `fds` is readable now (or hung up): a poll that does not wait.
-pub fn any_readable(fds: &[RawFd]) -> bool {
-    poll(fds, 0) > 0
-}
-
-fn poll(fds: &[RawFd], timeout_ms: i32) -> i32 {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    // SAFETY: pfds is a valid array of pollfd; EINTR just ends the wait early.
-    unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) }
 }
