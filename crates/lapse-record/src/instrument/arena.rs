@@ -33,14 +33,20 @@
 //! called `_exit`) are read up to the first event stamped before the buffer
 //! was claimed (left from its previous use) or empty: [`Arena::salvage`].
 
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::ptr::NonNull;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use lapse_rt::protocol::{arena, at, Batch, RawEvent, Ticks, BUF_EVENTS, EVENT_LEN};
 
+use crate::linux::shm::{self, SharedMapping};
+
+/// The words of one event, as the runtime lays them out (`at::EVENT_*`).
+type EventWords = [AtomicU64; EVENT_LEN / 8];
+const _: () = assert!(EVENT_LEN.is_multiple_of(8) && at::EVENT_SP + 8 <= EVENT_LEN);
+const _: () = assert!(at::EVENT_FN + 8 <= EVENT_LEN && at::EVENT_STAMP + 8 <= EVENT_LEN);
+
 pub struct Arena {
-    ptr: NonNull<u8>,
+    map: SharedMapping<{ arena::BYTES }>,
     /// Quiet buffers taken and not read yet, lowest number first.
     quiet: Vec<Quiet>,
     /// Its connection is gone while its process lives on.
@@ -81,50 +87,25 @@ impl Arena {
         {
             return None;
         }
-        // SAFETY: fstat fills the struct; mmap of a shared memfd we were given,
-        // whose size we checked (so no access can fault past its end).
-        unsafe {
-            let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
-            if libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) != 0 {
-                return None;
-            }
-            if (st.assume_init().st_size as u64) < arena::BYTES as u64 {
-                return None;
-            }
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                arena::BYTES,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            );
-            if p == libc::MAP_FAILED {
-                return None;
-            }
-            let a = Arena {
-                ptr: NonNull::new(p.cast())?,
-                quiet: Vec::new(),
-                orphan: false,
-                queued_taken: 0,
-            };
-            (a.u32_at(arena::OFF_MAGIC).load(Ordering::Acquire) == arena::MAGIC
-                && a.u32_at(arena::OFF_NBUFS).load(Ordering::Acquire) as usize == arena::BUFS)
-                .then_some(a)
-        }
+        let a = Arena {
+            map: SharedMapping::map(fd)?,
+            quiet: Vec::new(),
+            orphan: false,
+            queued_taken: 0,
+        };
+        (a.u32_at(arena::OFF_MAGIC).load(Ordering::Acquire) == arena::MAGIC
+            && a.u32_at(arena::OFF_NBUFS).load(Ordering::Acquire) as usize == arena::BUFS)
+            .then_some(a)
     }
 
+    #[inline(always)]
     fn u32_at(&self, off: usize) -> &AtomicU32 {
-        debug_assert!(off.is_multiple_of(4) && off + 4 <= arena::BYTES);
-        // SAFETY: in bounds of the mapping (checked by the callers' constant
-        // layout), aligned, and every access to shared words is atomic.
-        unsafe { &*self.ptr.as_ptr().add(off).cast::<AtomicU32>() }
+        self.map.u32_at(off)
     }
 
+    #[inline(always)]
     fn u64_at(&self, off: usize) -> &AtomicU64 {
-        debug_assert!(off.is_multiple_of(8) && off + 8 <= arena::BYTES);
-        // SAFETY: as for u32_at.
-        unsafe { &*self.ptr.as_ptr().add(off).cast::<AtomicU64>() }
+        self.map.u64_at(off)
     }
 
     fn slot(buf: usize) -> usize {
@@ -140,27 +121,17 @@ impl Arena {
         )
     }
 
-    /// The first `count` events of buffer `buf` (which its thread handed over).
+    /// The first `count` events of buffer `buf` (which its thread handed
+    /// over), read in place (its bounds are checked here, once).
+    #[inline]
     pub fn events(&self, buf: usize, count: usize) -> BufferEvents<'_> {
         let (buf, count) = (buf.min(arena::BUFS - 1), count.min(BUF_EVENTS));
         let at = arena::HEAD + buf * arena::BUF_BYTES;
+        let events = self.map.u64_arrays(at, count);
         BufferEvents {
-            arena: self,
-            at,
-            end: at + count * EVENT_LEN,
+            events: events.iter(),
+            last: events.as_ptr().wrapping_add(count.saturating_sub(1)),
         }
-    }
-
-    #[inline(always)]
-    fn prefetch(&self, off: usize) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is a hint; the address is inside the mapping.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.ptr.as_ptr().add(off).cast());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = off;
     }
 
     /// How many buffers the runtime has handed over so far: it moves
@@ -326,19 +297,8 @@ impl Arena {
             .store(arena::FREE, Ordering::Release);
         self.u32_at(arena::OFF_GEN).fetch_add(1, Ordering::AcqRel);
         if self.u32_at(arena::OFF_WAITERS).load(Ordering::Acquire) > 0 {
-            // SAFETY: FUTEX_WAKE on a word of our shared mapping (not
-            // FUTEX_PRIVATE: the waiters are in another process).
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.u32_at(arena::OFF_GEN).as_ptr(),
-                    libc::FUTEX_WAKE,
-                    1, // one buffer freed: one waiter can have it
-                    std::ptr::null::<libc::timespec>(),
-                    std::ptr::null::<u32>(),
-                    0,
-                )
-            };
+            // (one buffer freed: one waiter can have it)
+            shm::futex_wake(self.u32_at(arena::OFF_GEN), 1);
         }
     }
 
@@ -382,32 +342,32 @@ impl Arena {
 /// The events of one arena buffer, read in place: [`Arena::events`].
 #[derive(Clone)]
 pub struct BufferEvents<'a> {
-    arena: &'a Arena,
-    /// Byte offsets of the next event and of the end.
-    at: usize,
-    end: usize,
+    /// The events not read yet (their bounds were checked once, in
+    /// [`Arena::events`]: none per event).
+    events: std::slice::Iter<'a, EventWords>,
+    /// Where the last event is: prefetches go no further.
+    last: *const EventWords,
 }
 
-/// How far ahead of the event being read its lines are asked for.
-const PREFETCH_AHEAD: usize = 64 * EVENT_LEN;
+/// How far ahead of the event being read (in events) its lines are asked for.
+const PREFETCH_AHEAD: usize = 64;
 
 impl Iterator for BufferEvents<'_> {
     type Item = RawEvent;
 
     #[inline(always)]
     fn next(&mut self) -> Option<RawEvent> {
-        if self.at >= self.end {
-            return None;
-        }
-        let at = self.at;
-        self.at += EVENT_LEN;
+        let e = self.events.next()?;
         // The lines were just written on another core: ask for them well
-        // ahead instead of waiting for each in turn. Every event asks (a
-        // line is asked for two or three times, which costs less than
-        // deciding which event should).
-        self.arena
-            .prefetch((at + PREFETCH_AHEAD).min(self.end - EVENT_LEN));
-        let word = |off| self.arena.u64_at(at + off).load(Ordering::Relaxed);
+        // ahead (up to the buffer's last event) instead of waiting for each
+        // in turn. Every event asks (a line is asked for two or three times,
+        // which costs less than deciding which event should).
+        shm::prefetch(
+            std::ptr::from_ref(e)
+                .wrapping_add(PREFETCH_AHEAD)
+                .min(self.last),
+        );
+        let word = |off: usize| e[off / 8].load(Ordering::Relaxed);
         Some(RawEvent::from_words(
             word(at::EVENT_FN),
             word(at::EVENT_STAMP),
@@ -416,40 +376,27 @@ impl Iterator for BufferEvents<'_> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = (self.end - self.at) / EVENT_LEN;
+        let n = self.events.len();
         (n, Some(n))
     }
 
     fn nth(&mut self, n: usize) -> Option<RawEvent> {
-        self.at = self
-            .at
-            .saturating_add(n.saturating_mul(EVENT_LEN))
-            .min(self.end);
+        if n > 0 {
+            self.events.nth(n - 1);
+        }
         self.next()
     }
 }
 
-impl Drop for Arena {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping; no reference into it outlives self.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), arena::BYTES) };
-    }
-}
-
-// SAFETY: the mapping is plain memory shared with another process; the
-// recorder uses it from one thread at a time.
-unsafe impl Send for Arena {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::FromRawFd;
 
     /// A memfd laid out as the runtime makes it, and the runtime's own
     /// mapping of it (a second one, as in another process).
     struct Runtime {
         fd: OwnedFd,
-        base: *mut u8,
+        map: SharedMapping<{ arena::BYTES }>,
     }
 
     impl Runtime {
@@ -465,42 +412,24 @@ mod tests {
         }
 
         fn new() -> Runtime {
-            // SAFETY: a new memfd sized for an arena, mapped shared; the
-            // mapping lives as long as the test (unmapped in Drop).
-            unsafe {
-                let raw = libc::memfd_create(c"lapse-test-arena".as_ptr(), libc::MFD_CLOEXEC);
-                assert!(raw >= 0);
-                let fd = OwnedFd::from_raw_fd(raw);
-                assert_eq!(libc::ftruncate(raw, arena::BYTES as libc::off_t), 0);
-                let p = libc::mmap(
-                    std::ptr::null_mut(),
-                    arena::BYTES,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    raw,
-                    0,
-                );
-                assert_ne!(p, libc::MAP_FAILED);
-                let rt = Runtime { fd, base: p.cast() };
-                rt.put32(arena::OFF_MAGIC, arena::MAGIC);
-                rt.put32(arena::OFF_NBUFS, arena::BUFS as u32);
-                rt
-            }
+            let fd = shm::memfd(arena::BYTES).expect("memfd");
+            let map = SharedMapping::map(&fd).expect("maps");
+            let rt = Runtime { fd, map };
+            rt.put32(arena::OFF_MAGIC, arena::MAGIC);
+            rt.put32(arena::OFF_NBUFS, arena::BUFS as u32);
+            rt
         }
 
         fn put32(&self, off: usize, v: u32) {
-            // SAFETY: inside the mapping, aligned.
-            unsafe { self.base.add(off).cast::<u32>().write_volatile(v) }
+            self.map.u32_at(off).store(v, Ordering::Release);
         }
 
         fn put64(&self, off: usize, v: u64) {
-            // SAFETY: inside the mapping, aligned.
-            unsafe { self.base.add(off).cast::<u64>().write_volatile(v) }
+            self.map.u64_at(off).store(v, Ordering::Release);
         }
 
         fn get32(&self, off: usize) -> u32 {
-            // SAFETY: inside the mapping, aligned.
-            unsafe { self.base.add(off).cast::<u32>().read_volatile() }
+            self.map.u32_at(off).load(Ordering::Acquire)
         }
 
         /// Hands buffer `buf` over as thread `tid` would, `seq`-th.
@@ -516,13 +445,6 @@ mod tests {
 
         fn state(&self, buf: usize) -> u32 {
             self.get32(Arena::slot(buf) + arena::SLOT_STATE)
-        }
-    }
-
-    impl Drop for Runtime {
-        fn drop(&mut self) {
-            // SAFETY: our own mapping.
-            unsafe { libc::munmap(self.base.cast(), arena::BYTES) };
         }
     }
 

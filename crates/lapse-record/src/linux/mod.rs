@@ -11,5 +11,6 @@ pub mod perf;
 pub(crate) mod poll;
 pub(crate) mod proc_scan;
 pub mod records;
+pub(crate) mod shm;
 pub(crate) mod socket;
 pub mod tracepoint;
