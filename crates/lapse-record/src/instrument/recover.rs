@@ -32,6 +32,7 @@ use super::address::AddressBook;
 use super::assemble::{program_name, thread_of, Assembler, Proc, Sink};
 use super::functions::function_table;
 use crate::linux::clock::TickClock;
+use crate::linux::fs::open_no_follow;
 use crate::RecordError;
 
 /// Where the runtime spills when the recorder of `output` is gone.
@@ -93,6 +94,7 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
             "still being written by process {pid} (the target runs on); recover once it has exited"
         )));
     }
+    // (a spill is never a symlink)
     let spill_file = match open_no_follow(&spill) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -196,16 +198,6 @@ pub fn recover(file: &Path) -> Result<RecoverOutcome, RecordError> {
         let _ = std::fs::remove_file(partial);
     }
     Ok(outcome)
-}
-
-/// Opens a file for reading, refusing a symlink at that name (a spill is
-/// never one).
-fn open_no_follow(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
 }
 
 /// The spill's datagrams (`u32` length, then the datagram), one at a time

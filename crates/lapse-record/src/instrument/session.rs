@@ -917,7 +917,9 @@ impl Session {
         self.retire_ended_processes()?;
         self.flushes += 1;
         if self.flushes.is_multiple_of(10) {
-            super::wrapup::release_free_memory(); // about once a second
+            // Threads come and go with batches of very different sizes:
+            // this keeps the recorder's RSS near its live data.
+            crate::linux::process::release_free_memory(); // about once a second
         }
         self.out.flush(true)
     }

@@ -8,13 +8,13 @@
 //! Directories that recorders killed before their end left behind are
 //! removed when a recording starts.
 
-use std::ffi::{CString, OsString};
-use std::fs::{OpenOptions, Permissions};
+use std::fs::Permissions;
 use std::io::{self, Write};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::linux::fs::{create_new_no_follow, mkdtemp};
+use crate::linux::process::{process_exists, real_uid};
 use crate::RecordError;
 
 /// What a session directory holds (and all it may hold to be removed as stale).
@@ -69,27 +69,9 @@ impl Drop for SessionDir {
     }
 }
 
-fn mkdtemp(template: &Path) -> io::Result<PathBuf> {
-    let c = CString::new(template.as_os_str().as_bytes())
-        .map_err(|_| io::Error::other("temporary directory name holds a NUL byte"))?;
-    let mut bytes = c.into_bytes_with_nul();
-    // SAFETY: a NUL-terminated template that mkdtemp rewrites in place.
-    let p = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
-    if p.is_null() {
-        return Err(io::Error::last_os_error());
-    }
-    bytes.pop(); // the NUL
-    Ok(PathBuf::from(OsString::from_vec(bytes)))
-}
-
 /// A new file with `bytes`, mode exactly `mode`, never through a symlink.
 fn write_private(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
+    let mut f = create_new_no_follow(path, mode)?;
     f.set_permissions(Permissions::from_mode(mode))?;
     f.write_all(bytes)
 }
@@ -100,8 +82,7 @@ fn remove_stale(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = real_uid();
     for e in entries.flatten() {
         let name = e.file_name();
         let Some(pid) = recorder_pid(&name.to_string_lossy()) else {
@@ -132,15 +113,6 @@ fn recorder_pid(name: &str) -> Option<u32> {
         return None;
     }
     pid.parse().ok()
-}
-
-fn process_exists(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: signal 0 only checks that the process exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 fn only_session_files(dir: &Path) -> bool {

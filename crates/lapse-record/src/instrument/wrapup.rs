@@ -458,17 +458,6 @@ fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Gives freed heap pages back to the kernel. Threads come and go with
-/// batches of very different sizes, and glibc's allocator otherwise keeps the
-/// high-water mark resident; this keeps the recorder's RSS near its live data.
-pub(super) fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns unused memory; no pointers change.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Processes the kernel saw that never said hello: lapse's runtime was not
 /// in them (a set-user-ID or statically linked program, or an image exec'd
 /// after a privilege drop that left the runtime unreadable), so their calls

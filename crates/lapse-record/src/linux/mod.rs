@@ -5,11 +5,13 @@
 //! call: `instrument` and `sample` hold none.
 
 pub mod clock;
+pub(crate) mod fs;
 pub mod launch;
 pub mod mapped;
 pub mod perf;
 pub(crate) mod poll;
 pub(crate) mod proc_scan;
+pub(crate) mod process;
 pub mod records;
 pub(crate) mod shm;
 pub(crate) mod socket;

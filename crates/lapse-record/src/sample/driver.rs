@@ -20,7 +20,6 @@
 //!   from `/proc/PID/maps`.
 
 use std::fs::File;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use lapse_data::{Method, SessionHeader, ThreadKey, Timestamp};
@@ -31,6 +30,7 @@ use super::session::SampleSession;
 use crate::linux::clock::{monotonic_now, realtime_unix_ns};
 use crate::linux::launch;
 use crate::linux::proc_scan::{hostname, read_cmdline};
+use crate::linux::process;
 use crate::{Notice, RecordError, RecordOptions, RecordOutcome, Target};
 
 /// How long the driver sleeps between drains when the rings stay quiet.
@@ -198,8 +198,7 @@ pub(crate) fn record_command(
 /// not root (whether capabilities make up for it, only the kernel knows).
 fn foreign_owner(pid: u32) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no failure mode.
-    let me = unsafe { libc::geteuid() };
+    let me = process::effective_uid();
     let owner = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
     (me != 0 && owner != me).then_some(owner)
 }
@@ -207,12 +206,6 @@ fn foreign_owner(pid: u32) -> Option<u32> {
 fn short_name(program: &str) -> String {
     let base = program.rsplit('/').next().unwrap_or(program);
     base.chars().take(15).collect()
-}
-
-static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn note_stop(sig: libc::c_int) {
-    STOP_SIGNAL.store(sig, Ordering::SeqCst);
 }
 
 /// `lapse record --pid PID [--duration S]`: sample a running process and all
@@ -227,13 +220,12 @@ pub(crate) fn record_pid(
     plan.foreign_owner = foreign_owner(pid);
     let threads = crate::linux::proc_scan::threads(pid)
         .ok_or_else(|| RecordError::Unsupported(format!("no process with pid {pid}")))?;
-    raise_fd_limit();
+    // One event per thread and CPU: lift the soft limit on open files to
+    // the hard one so that busy processes fit.
+    process::raise_fd_limit();
     let tids: Vec<i32> = threads.iter().map(|(tid, _)| *tid as i32).collect();
     let mut rings = Rings::open(&mut plan, &tids, false)?;
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores into an atomic.
-        unsafe { libc::signal(sig, note_stop as *const () as usize) };
-    }
+    process::catch_stop_signals();
     let (layout, id_layout) = plan.layouts();
     let start = monotonic_now();
     let command = read_cmdline(pid).unwrap_or_else(|| vec!["--pid".into(), pid.to_string()]);
@@ -265,10 +257,7 @@ pub(crate) fn record_pid(
             .pump(&mut session, &id_layout, false)
             .map_err(io_error(opts))?;
         let expired = duration.is_some_and(|d| began.elapsed() >= d);
-        // SAFETY: signal 0 only checks that the process exists.
-        let gone = unsafe { libc::kill(pid as i32, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if expired || gone || STOP_SIGNAL.load(Ordering::SeqCst) != 0 {
+        if expired || process::process_gone(pid) || process::stop_requested() {
             break;
         }
     }
@@ -293,22 +282,6 @@ pub(crate) fn record_pid(
         bytes,
         exit_status: 0,
     })
-}
-
-/// Attaching opens one event per thread and CPU: lift the soft limit on
-/// open files to the hard one so that busy processes fit.
-fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
 }
 
 /// Dispatches a sampling recording by target; it is written into `file`.

@@ -185,15 +185,10 @@ impl ModuleTable {
 /// (perf trusts the first two).
 fn read_perf_map(path: &Path, owner: Option<u32>) -> Option<String> {
     use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
+    use std::os::unix::fs::MetadataExt;
+    let file = crate::linux::fs::open_no_follow_nonblocking(path).ok()?;
     let meta = file.metadata().ok()?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::linux::process::effective_uid();
     let trusted = meta.uid() == 0 || meta.uid() == me || Some(meta.uid()) == owner;
     if !meta.is_file() || !trusted || meta.len() > PERF_MAP_MAX_BYTES {
         return None;
