@@ -25,6 +25,7 @@ use super::stalls::HeldOsEvent;
 use super::syscalls::{SyscallEvents, SyscallRecord};
 use crate::linux::clock;
 use crate::linux::perf::{self, KernelTscScale, PerfError, PerfEvent};
+use crate::linux::perf_attr::target_attr;
 use crate::linux::records::{self, PerfRecord, SampleIdLayout};
 
 /// The kernel's records of all CPUs together may wait in up to this many
@@ -192,27 +193,6 @@ pub struct OsCollector {
     pub born: Vec<ThreadKey>,
 }
 
-/// An event on the target's OS activity: armed at the target's exec,
-/// following its children when `inherit`, stamped with CLOCK_MONOTONIC (the
-/// clock the runtime's ticks are converted to).
-pub(super) fn target_attr(
-    type_: u32,
-    config: u64,
-    sample_type: u64,
-    inherit: bool,
-) -> perf_event_open_sys::bindings::perf_event_attr {
-    let mut attr = perf::new_attr();
-    attr.type_ = type_;
-    attr.config = config;
-    attr.sample_type = sample_type;
-    attr.set_disabled(1);
-    attr.set_enable_on_exec(1);
-    attr.set_inherit(u64::from(inherit));
-    attr.set_use_clockid(1);
-    attr.clockid = libc::CLOCK_MONOTONIC;
-    attr
-}
-
 impl OsCollector {
     /// Opens the per-CPU events on `pid` (disabled until it execs), following
     /// its threads and children when `inherit`. System calls are optional
@@ -340,7 +320,7 @@ impl OsCollector {
                         id,
                         ..
                     }) => {
-                        if prot & libc::PROT_EXEC as u32 != 0 {
+                        if records::is_executable(prot) {
                             book.add_mapping(NewMapping {
                                 pid,
                                 start: addr,

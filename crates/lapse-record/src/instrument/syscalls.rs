@@ -74,8 +74,12 @@ impl SyscallEvents {
             .clamp(RING_PAGES_MIN, RING_PAGES_MAX);
         for cpu in cpus {
             let open = |config: u64, pages: usize| {
-                let mut attr =
-                    super::os::target_attr(b::PERF_TYPE_TRACEPOINT, config, sample_type, inherit);
+                let mut attr = crate::linux::perf_attr::target_attr(
+                    b::PERF_TYPE_TRACEPOINT,
+                    config,
+                    sample_type,
+                    inherit,
+                );
                 attr.__bindgen_anon_1.sample_period = 1;
                 attr.set_exclude_hv(1);
                 // Wake the recorder's poll when a ring is a quarter full.

@@ -9,6 +9,7 @@ pub(crate) mod fs;
 pub mod launch;
 pub mod mapped;
 pub mod perf;
+pub mod perf_attr;
 pub(crate) mod poll;
 pub(crate) mod proc_scan;
 pub(crate) mod process;

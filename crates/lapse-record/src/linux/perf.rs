@@ -27,6 +27,64 @@ pub enum PerfError {
     },
 }
 
+impl PerfError {
+    /// The OS error number behind it (0 when there is none).
+    pub fn errno(&self) -> i32 {
+        match self {
+            PerfError::Denied { source, .. }
+            | PerfError::Open { source, .. }
+            | PerfError::Mmap { source, .. }
+            | PerfError::Ioctl { source, .. } => source.raw_os_error().unwrap_or(0),
+        }
+    }
+
+    /// What the error says, in the terms lapse explains it to the user.
+    pub fn refusal(&self) -> OpenRefusal {
+        OpenRefusal::of(self.errno())
+    }
+
+    /// Whether the task it was opened on had ended meanwhile (ESRCH).
+    pub fn task_gone(&self) -> bool {
+        matches!(self, PerfError::Open { source, .. } if source.raw_os_error() == Some(libc::ESRCH))
+    }
+}
+
+/// Why the kernel would not open (or map) an event, by what the user can
+/// do about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenRefusal {
+    /// EACCES or EPERM (named): not allowed here (paranoia level,
+    /// capabilities, another user's process, a seccomp filter).
+    NotAllowed { errno_name: &'static str },
+    /// ENOSYS: no perf events in this kernel, or the call is filtered.
+    NoPerfEvents,
+    /// ENOENT, EOPNOTSUPP or ENODEV: no such event here (for a hardware
+    /// event: no counters, as in most virtual machines).
+    NoSuchEvent(i32),
+    /// Any other OS error number.
+    Other(i32),
+}
+
+impl OpenRefusal {
+    pub fn of(errno: i32) -> OpenRefusal {
+        match errno {
+            libc::EACCES => OpenRefusal::NotAllowed {
+                errno_name: "EACCES",
+            },
+            libc::EPERM => OpenRefusal::NotAllowed {
+                errno_name: "EPERM",
+            },
+            libc::ENOSYS => OpenRefusal::NoPerfEvents,
+            libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV => OpenRefusal::NoSuchEvent(errno),
+            other => OpenRefusal::Other(other),
+        }
+    }
+
+    pub fn not_allowed(self) -> bool {
+        matches!(self, OpenRefusal::NotAllowed { .. })
+    }
+}
+
 /// A zeroed attribute with `size` set, for callers to fill in.
 pub fn new_attr() -> perf_event_attr {
     perf_event_attr {

@@ -111,6 +111,7 @@ pub enum PerfRecord<'a> {
         addr: u64,
         len: u64,
         pgoff: u64,
+        /// `PROT_*` bits: [`is_executable`].
         prot: u32,
         build_id: Option<&'a [u8]>,
         /// The mapped file's device and inode (when the record carries
@@ -261,6 +262,11 @@ impl<'a> Reader<'a> {
     pub fn u64(&mut self) -> Option<u64> {
         Some(u64::from_ne_bytes(self.bytes(8)?.try_into().ok()?))
     }
+}
+
+/// Whether a mapping's `prot` (of [`PerfRecord::Mmap2`]) lets it run code.
+pub fn is_executable(prot: u32) -> bool {
+    prot & libc::PROT_EXEC as u32 != 0
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 use perf_event_open_sys::bindings as sys;
 
 use super::parse::regs;
+use crate::linux::perf::OpenRefusal;
+use crate::linux::perf_attr::{use_monotonic_clock, with_side_records, without_side_records};
 use crate::SampleRate;
 
 /// Bytes of user stack the kernel copies per sample. 16 KiB (perf's default
@@ -159,32 +161,11 @@ pub(crate) fn attr(
     a.set_exclude_hv(1);
     with_side_records(&mut a);
     a.set_sample_id_all(1);
-    a.set_use_clockid(1);
-    a.clockid = libc::CLOCK_MONOTONIC;
+    use_monotonic_clock(&mut a);
     // Wake the reader once a fair share of the ring is full, not per sample.
     a.set_watermark(1);
     a.__bindgen_anon_2.wakeup_watermark = 256 * 1024;
     a
-}
-
-/// Asks for the side records that keep processes, threads and modules
-/// right: executable mappings, names (and exec), forks and exits.
-pub(crate) fn with_side_records(a: &mut sys::perf_event_attr) {
-    a.set_mmap(1);
-    a.set_mmap2(1);
-    a.set_comm(1);
-    a.set_comm_exec(1);
-    a.set_task(1);
-}
-
-/// The opposite of [`with_side_records`]: another event of the recording
-/// already asks for them.
-pub(crate) fn without_side_records(a: &mut sys::perf_event_attr) {
-    a.set_mmap(0);
-    a.set_mmap2(0);
-    a.set_comm(0);
-    a.set_comm_exec(0);
-    a.set_task(0);
 }
 
 /// The off-CPU event (`--off-cpu`) beside a sampling event `sampling`: a
@@ -209,7 +190,11 @@ pub(crate) fn off_cpu_attr(sampling: &sys::perf_event_attr) -> sys::perf_event_a
 }
 
 /// One line saying why `--off-cpu` cannot be had here and what to change.
-pub(crate) fn off_cpu_refused(errno: i32) -> String {
+pub(crate) fn off_cpu_refused(why: OpenRefusal) -> String {
+    let errno_name = match why {
+        OpenRefusal::NotAllowed { errno_name } => errno_name,
+        _ => "EPERM",
+    };
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .map(|s| s.trim().to_owned())
         .unwrap_or_else(|_| "unknown".into());
@@ -217,7 +202,7 @@ pub(crate) fn off_cpu_refused(errno: i32) -> String {
         "--off-cpu: perf_event_open was refused ({}; kernel.perf_event_paranoid = {paranoid}): \
          off-CPU stacks are taken in the kernel's scheduler, which needs kernel-mode events: \
          run `sysctl kernel.perf_event_paranoid=1`, give lapse CAP_PERFMON, or record without --off-cpu",
-        if errno == libc::EACCES { "EACCES" } else { "EPERM" }
+        errno_name
     )
 }
 
@@ -232,9 +217,9 @@ pub(crate) fn foreign_refused(owner_uid: u32) -> String {
 }
 
 /// One line saying why `perf_event_open` failed for `event` and what to change.
-pub(crate) fn open_error(event: SampleEvent, errno: i32) -> String {
-    match errno {
-        libc::EACCES | libc::EPERM => {
+pub(crate) fn open_error(event: SampleEvent, why: OpenRefusal) -> String {
+    match why {
+        OpenRefusal::NotAllowed { errno_name } => {
             let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
                 .map(|s| s.trim().to_owned())
                 .unwrap_or_else(|_| "unknown".into());
@@ -242,18 +227,20 @@ pub(crate) fn open_error(event: SampleEvent, errno: i32) -> String {
                 "perf_event_open was refused ({}; kernel.perf_event_paranoid = {paranoid}): \
                  run `sysctl kernel.perf_event_paranoid=1` (or 2 for user-space only), \
                  give lapse CAP_PERFMON, or, in a container, allow perf_event_open in its seccomp profile",
-                if errno == libc::EACCES { "EACCES" } else { "EPERM" }
+                errno_name
             )
         }
-        libc::ENOSYS => "perf_event_open is not available: the kernel has no perf events \
+        OpenRefusal::NoPerfEvents => {
+            "perf_event_open is not available: the kernel has no perf events \
                          support or a seccomp filter blocks the system call"
-            .into(),
-        libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV if event.hardware => format!(
+                .into()
+        }
+        OpenRefusal::NoSuchEvent(_) if event.hardware => format!(
             "event `{}` is not supported on this machine (no hardware performance counters, \
              as is usual in virtual machines); use --event cpu-clock or task-clock",
             event.name
         ),
-        _ => format!(
+        OpenRefusal::NoSuchEvent(errno) | OpenRefusal::Other(errno) => format!(
             "perf_event_open for `{}` failed: {}",
             event.name,
             std::io::Error::from_raw_os_error(errno)
@@ -264,6 +251,7 @@ pub(crate) fn open_error(event: SampleEvent, errno: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::linux::perf_attr::{period_or_frequency, uses_monotonic_clock};
 
     #[test]
     fn names_and_rates() {
@@ -281,8 +269,16 @@ mod tests {
         assert_eq!(Rate::choose(pf, every(10)), Rate::Period(10));
         assert!(SampleEvent::by_name(Some("bogus")).is_err());
         let cycles = SampleEvent::by_name(Some("cycles")).expect("hardware event");
-        assert!(open_error(cycles, libc::ENOENT).contains("not supported"));
-        assert!(open_error(cpu, libc::EACCES).contains("perf_event_paranoid"));
+        let no_counters = OpenRefusal::NoSuchEvent(2); // (ENOENT)
+        assert!(open_error(cycles, no_counters).contains("not supported"));
+        assert!(open_error(cpu, no_counters).contains("No such file"));
+        let eacces = OpenRefusal::NotAllowed {
+            errno_name: "EACCES",
+        };
+        assert!(open_error(cpu, eacces).contains("perf_event_paranoid"));
+        assert!(off_cpu_refused(eacces).contains("EACCES"));
+        let no_perf = open_error(cycles, OpenRefusal::NoPerfEvents);
+        assert!(no_perf.contains("not available"), "{no_perf}");
     }
 
     #[test]
@@ -298,15 +294,13 @@ mod tests {
         assert_eq!(dwarf.sample_type, base | user);
         assert_eq!(dwarf.sample_regs_user, regs::MASK);
         assert!((8192..=16384).contains(&dwarf.sample_stack_user));
-        // SAFETY: reading the union member this attribute was built with.
-        assert_eq!(unsafe { dwarf.__bindgen_anon_1.sample_period }, 1_000_000);
+        assert_eq!(period_or_frequency(&dwarf), 1_000_000);
         assert_eq!(
             (dwarf.inherit(), dwarf.enable_on_exec(), dwarf.disabled()),
             (1, 1, 1)
         );
         assert_eq!((dwarf.mmap2(), dwarf.comm(), dwarf.task()), (1, 1, 1));
-        assert_eq!(dwarf.use_clockid(), 1);
-        assert_eq!(dwarf.clockid, libc::CLOCK_MONOTONIC);
+        assert!(uses_monotonic_clock(&dwarf));
 
         let fp = attr(cpu, Rate::Frequency(1000), true, false, true, false);
         assert_eq!(fp.sample_type, base | sys::PERF_SAMPLE_CALLCHAIN as u64);
@@ -318,8 +312,7 @@ mod tests {
         let off = off_cpu_attr(&dwarf);
         assert_eq!(off.type_, sys::PERF_TYPE_SOFTWARE);
         assert_eq!(off.config, sys::PERF_COUNT_SW_CONTEXT_SWITCHES as u64);
-        // SAFETY: reading the union member this attribute was built with.
-        assert_eq!(unsafe { off.__bindgen_anon_1.sample_period }, 1);
+        assert_eq!(period_or_frequency(&off), 1);
         assert_eq!((off.freq(), off.context_switch()), (0, 1));
         assert_eq!((off.mmap2(), off.comm(), off.task()), (0, 0, 0));
         assert_eq!(off.sample_type, dwarf.sample_type);

@@ -19,6 +19,8 @@ use super::parse::SampleLayout;
 use super::session::SampleSession;
 use crate::linux::clock::monotonic_now;
 use crate::linux::perf::{online_cpus, PerfError, PerfEvent};
+use crate::linux::perf_attr::{with_side_records, without_side_records};
+use crate::linux::poll::wait_readable;
 use crate::linux::records::SampleIdLayout;
 use crate::{CallGraph, RecordError, RecordOptions};
 
@@ -104,7 +106,7 @@ impl Plan {
             a.set_enable_on_exec(0);
             a.set_disabled(0);
             a.set_exclude_idle(1);
-            attr::without_side_records(&mut a);
+            without_side_records(&mut a);
         }
         a
     }
@@ -115,7 +117,7 @@ impl Plan {
         let task = self.attr(enable_on_exec);
         let mut a = attr::off_cpu_attr(&task);
         if self.cpu_wide {
-            attr::with_side_records(&mut a);
+            with_side_records(&mut a);
         }
         a
     }
@@ -133,15 +135,6 @@ impl Plan {
     }
 }
 
-fn errno_of(e: &PerfError) -> i32 {
-    match e {
-        PerfError::Denied { source, .. }
-        | PerfError::Open { source, .. }
-        | PerfError::Mmap { source, .. } => source.raw_os_error().unwrap_or(0),
-        PerfError::Ioctl { source, .. } => source.raw_os_error().unwrap_or(0),
-    }
-}
-
 impl Rings {
     /// One ring-owning event per CPU for `tids[0]`, the other threads'
     /// events (and with `--off-cpu` every thread's off-CPU event)
@@ -156,33 +149,31 @@ impl Rings {
         let mut first = Rings::open_once(plan, tids, enable_on_exec);
         if plan.cpu_wide {
             if let Err(e) = &first {
-                if matches!(errno_of(e), libc::EACCES | libc::EPERM) {
+                if e.refusal().not_allowed() {
                     // Not allowed to watch every task: per-thread CPU samples.
                     plan.cpu_wide = false;
                     first = Rings::open_once(plan, tids, enable_on_exec);
                 }
             }
         }
-        let refused = |e: &PerfError| matches!(errno_of(e), libc::EACCES | libc::EPERM);
+        let refused = |e: &PerfError| e.refusal().not_allowed();
         if let (Err(e), Some(uid)) = (&first, plan.foreign_owner) {
             if refused(e) {
                 return Err(RecordError::Unsupported(attr::foreign_refused(uid)));
             }
         }
         match first {
-            Err(e) if matches!(errno_of(&e), libc::EACCES | libc::EPERM) && plan.off_cpu => Err(
-                RecordError::Unsupported(attr::off_cpu_refused(errno_of(&e))),
-            ),
-            Err(e)
-                if matches!(errno_of(&e), libc::EACCES | libc::EPERM) && !plan.exclude_kernel =>
-            {
+            Err(e) if refused(&e) && plan.off_cpu => {
+                Err(RecordError::Unsupported(attr::off_cpu_refused(e.refusal())))
+            }
+            Err(e) if refused(&e) && !plan.exclude_kernel => {
                 plan.exclude_kernel = true;
                 Rings::open_once(plan, tids, enable_on_exec).map_err(|e| {
-                    RecordError::Unsupported(attr::open_error(plan.event, errno_of(&e)))
+                    RecordError::Unsupported(attr::open_error(plan.event, e.refusal()))
                 })
             }
             other => other
-                .map_err(|e| RecordError::Unsupported(attr::open_error(plan.event, errno_of(&e)))),
+                .map_err(|e| RecordError::Unsupported(attr::open_error(plan.event, e.refusal()))),
         }
     }
 
@@ -214,8 +205,7 @@ impl Rings {
                             events.push(e);
                         }
                         // The thread ended meanwhile.
-                        Err(PerfError::Open { source, .. })
-                            if source.raw_os_error() == Some(libc::ESRCH) => {}
+                        Err(e) if e.task_gone() => {}
                         Err(e) => return Err(e),
                     }
                 }
@@ -233,17 +223,8 @@ impl Rings {
     }
 
     pub(crate) fn wait(&self, timeout_ms: i32) {
-        let mut fds: Vec<libc::pollfd> = self
-            .events
-            .iter()
-            .map(|e| libc::pollfd {
-                fd: e.raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // SAFETY: fds is a valid array of pollfd for its length.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        let fds: Vec<_> = self.events.iter().map(|e| e.raw_fd()).collect();
+        wait_readable(&fds, timeout_ms);
     }
 
     /// Drains every ring and hands the records to `session` in time order.

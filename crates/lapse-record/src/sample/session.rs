@@ -241,7 +241,7 @@ impl<W: Write> SampleSession<W> {
                 inode,
                 id,
                 ..
-            } if prot & libc::PROT_EXEC as u32 != 0 && self.targets.contains(&pid) => {
+            } if records::is_executable(prot) && self.targets.contains(&pid) => {
                 let time = Timestamp::from_nanos(id.time);
                 let new = self.spaces.map(MapRequest {
                     pid,
