@@ -55,6 +55,7 @@ mod session_dir;
 mod stalls;
 mod syscalls;
 mod threads;
+mod unreached;
 mod wrapup;
 
 pub use recover::{recover, spill_path, RecoverOutcome};

@@ -83,9 +83,9 @@ pub(super) struct Session {
     /// Ids of runtimes in another PID namespace, in the recorder's.
     pub(super) ns: NsIds,
     /// Processes whose images never loaded the runtime.
-    pub(super) without_runtime: super::wrapup::WithoutRuntime,
+    pub(super) without_runtime: super::unreached::WithoutRuntime,
     /// Processes that lost their connection while they lived on.
-    pub(super) cut_off: super::wrapup::CutOff,
+    pub(super) cut_off: super::unreached::CutOff,
     pub(super) notices: Notices,
 }
 
