@@ -15,7 +15,7 @@ use lapse_rt::protocol::{Batch, Msg, RawEvent, Sender, Ticks};
 
 use super::address::AddressBook;
 use super::threads::Threads;
-use crate::linux::clock::TickClock;
+use super::tick_clock::TickClock;
 use crate::RecordError;
 
 /// Where the assembler's output goes: the data file while recording, the

@@ -55,6 +55,7 @@ mod session_dir;
 mod stalls;
 mod syscalls;
 mod threads;
+mod tick_clock;
 mod unreached;
 mod wrapup;
 

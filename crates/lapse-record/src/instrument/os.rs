@@ -650,7 +650,7 @@ fn queued(r: PerfRecord<'_>, lost: &mut u64) -> Option<(u64, Queued)> {
 mod tests {
     use super::*;
     use crate::instrument::threads::Threads;
-    use crate::linux::clock::TickClock;
+    use crate::instrument::tick_clock::TickClock;
     use lapse_data::alloc_count::held;
     use lapse_rt::protocol::{RawEvent, Ticks};
 

@@ -31,7 +31,7 @@ use lapse_rt::protocol::{self, Msg};
 use super::address::AddressBook;
 use super::assemble::{program_name, thread_of, Assembler, Proc, Sink};
 use super::functions::function_table;
-use crate::linux::clock::TickClock;
+use super::tick_clock::TickClock;
 use crate::linux::fs::open_no_follow;
 use crate::RecordError;
 

@@ -15,7 +15,7 @@ use lapse_rt::protocol::Ticks;
 use smallvec::SmallVec;
 use thin_vec::ThinVec;
 
-use crate::linux::clock::TickClock;
+use super::tick_clock::TickClock;
 
 /// An OS event while it waits in a thread's queue: 16 bytes, where an
 /// `OsEvent` takes 24 (in a storm, each of 100,000 threads holds a few

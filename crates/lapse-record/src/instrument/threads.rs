@@ -33,7 +33,7 @@ use lapse_rt::protocol::{
 use super::address::AddressBook;
 use super::roster::Roster;
 use super::stalls::{HeldOsEvent, StallTimeline};
-use crate::linux::clock::TickClock;
+use super::tick_clock::TickClock;
 use thin_vec::ThinVec;
 
 /// Events per `write_events` chunk.
@@ -685,7 +685,7 @@ impl Threads {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::linux::clock::TickClock;
+    use crate::instrument::tick_clock::TickClock;
 
     /// An event of a frame at the top of an (imaginary) stack at 0x7000.
     fn raw(function: u64, ticks: u64, is_exit: bool) -> RawEvent {
