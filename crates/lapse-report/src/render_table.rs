@@ -307,10 +307,11 @@ fn grid(
         line(out, &cells)?;
     }
     if rows.iter().any(dominated) {
-        writeln!(
-            out,
-            "(~ marks rows whose time is within the probes' own uncertainty: off by more than 25 % either way is possible; see probe_dominated)"
-        )?;
+        let legend = "(~ probe_dominated: within the probes' own cost, maybe off by > 25 %)";
+        match opts.width {
+            Some(w) => writeln!(out, "{}", cut_middle(legend, w))?,
+            None => writeln!(out, "{legend}")?,
+        }
     }
     Ok(())
 }
