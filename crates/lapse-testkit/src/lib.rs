@@ -5,6 +5,14 @@
 //! missing: on a developer's machine that prints a line and the test passes;
 //! with `LAPSE_E2E=require` (which `.ci/run` sets after installing every
 //! tool) it fails, so CI cannot pass by skipping.
+//!
+//! [`Lapse`] runs the binary (in a directory, with variables) and reads its
+//! report as JSON; [`rows`], [`row`], [`printed`] and [`stderr`] read what
+//! lapse or a test program said.
+
+mod runner;
+
+pub use runner::{printed, row, rows, stderr, Lapse, INSTRUMENTED};
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
