@@ -2,18 +2,10 @@
 //! needs choose instrumentation, and lapse says which module carries them;
 //! a wrapper without probes is sampled with a hint to force instrumentation.
 
-use std::process::Command;
-
-use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+use lapse_testkit::{compile, perf_refused, skip, Lapse, WorkDir};
 use serde_json::Value;
 
-fn lapse(dir: &WorkDir, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .current_dir(dir.path())
-        .output()
-        .expect("run lapse")
-}
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 #[test]
 fn probes_in_a_needed_library_choose_instrumentation() {
@@ -49,7 +41,9 @@ int main(void) { printf("%llu\n", (unsigned long long)lib_work(1000)); return 0;
     ) else {
         return;
     };
-    let out = lapse(&dir, &["record", "-o", "out.lapse", exe.to_str().unwrap()]);
+    let out = LAPSE
+        .in_dir(&dir)
+        .run(&["record", "-o", "out.lapse", exe.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if perf_refused(&stderr) && !dir.join("out.lapse").exists() {
         return skip(stderr).unwrap_or(());
@@ -59,17 +53,14 @@ int main(void) { printf("%llu\n", (unsigned long long)lib_work(1000)); return 0;
         stderr.contains("probes found in") && stderr.contains("libwork.so"),
         "says which module has the probes: {stderr}"
     );
-    let report = lapse(
-        &dir,
-        &[
-            "report",
-            "out.lapse",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-        ],
-    );
+    let report = LAPSE.in_dir(&dir).run(&[
+        "report",
+        "out.lapse",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+    ]);
     let v: Value = serde_json::from_slice(&report.stdout).expect("JSON");
     assert_eq!(v["method"], "instrumentation");
     let step = v["rows"]
@@ -85,10 +76,9 @@ int main(void) { printf("%llu\n", (unsigned long long)lib_work(1000)); return 0;
 #[test]
 fn a_wrapper_without_probes_is_sampled_with_a_hint() {
     let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "method_e2e-wrapper");
-    let out = lapse(
-        &dir,
-        &["record", "-o", "out.lapse", "--", "sh", "-c", "true"],
-    );
+    let out = LAPSE
+        .in_dir(&dir)
+        .run(&["record", "-o", "out.lapse", "--", "sh", "-c", "true"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if perf_refused(&stderr) && !dir.join("out.lapse").exists() {
         return skip(stderr).unwrap_or(());
@@ -104,6 +94,8 @@ fn a_wrapper_without_probes_is_sampled_with_a_hint() {
         "one line saying how to force instrumentation: {stderr}"
     );
     // A program that is not a wrapper gets no such line.
-    let out = lapse(&dir, &["record", "-o", "out2.lapse", "--", "true"]);
+    let out = LAPSE
+        .in_dir(&dir)
+        .run(&["record", "-o", "out2.lapse", "--", "true"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("--method instrument"));
 }
