@@ -3,9 +3,10 @@
 //! view and export of it works; the call tree prints one short line per
 //! level (indentation stops growing), not a triangle of spaces.
 
-use std::process::Command;
+use lapse_testkit::{compile, perf_refused, skip, Lapse, WorkDir};
 
-use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+/// (tables as wide as a 100-column terminal)
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse")).with_env(&[("COLUMNS", "100")]);
 
 const DEPTH: usize = 20_000;
 
@@ -20,15 +21,6 @@ __attribute__((noinline)) uint64_t dive(int n) {
 }
 int main(void) { sink = dive(20000); printf("%llu\n", (unsigned long long)sink); return 0; }
 "#;
-
-fn lapse(dir: &WorkDir, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .current_dir(dir.path())
-        .env("COLUMNS", "100")
-        .output()
-        .expect("run lapse")
-}
 
 /// The deepest nesting of `[`/`{` in JSON text, found without recursion.
 fn json_depth(text: &str) -> usize {
@@ -69,7 +61,9 @@ fn a_20000_deep_recursion_reports_and_exports() {
     ) else {
         return;
     };
-    let out = lapse(&dir, &["record", "-o", "deep.lapse", exe.to_str().unwrap()]);
+    let out = LAPSE
+        .in_dir(&dir)
+        .run(&["record", "-o", "deep.lapse", exe.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if perf_refused(&stderr) && !dir.join("deep.lapse").exists() {
         return skip(stderr).unwrap_or(());
@@ -77,19 +71,16 @@ fn a_20000_deep_recursion_reports_and_exports() {
     assert!(out.status.success(), "{stderr}");
     for view in ["summary", "functions", "calltree", "callers", "callees"] {
         for format in ["table", "csv", "json"] {
-            let out = lapse(
-                &dir,
-                &[
-                    "report",
-                    "deep.lapse",
-                    "--view",
-                    view,
-                    "--format",
-                    format,
-                    "--function",
-                    "dive",
-                ],
-            );
+            let out = LAPSE.in_dir(&dir).run(&[
+                "report",
+                "deep.lapse",
+                "--view",
+                view,
+                "--format",
+                format,
+                "--function",
+                "dive",
+            ]);
             assert!(
                 out.status.success(),
                 "{view} {format}: {}",
@@ -127,17 +118,14 @@ fn a_20000_deep_recursion_reports_and_exports() {
             }
         }
     }
-    let calls = lapse(
-        &dir,
-        &[
-            "report",
-            "deep.lapse",
-            "--view",
-            "functions",
-            "--format",
-            "csv",
-        ],
-    );
+    let calls = LAPSE.in_dir(&dir).run(&[
+        "report",
+        "deep.lapse",
+        "--view",
+        "functions",
+        "--format",
+        "csv",
+    ]);
     let text = String::from_utf8_lossy(&calls.stdout);
     let dive = text
         .lines()
@@ -157,10 +145,10 @@ fn a_20000_deep_recursion_reports_and_exports() {
         "perfetto",
     ] {
         let out_name = format!("deep.{format}");
-        let out = lapse(
-            &dir,
-            &["export", "deep.lapse", "--format", format, "-o", &out_name],
-        );
+        let out =
+            LAPSE
+                .in_dir(&dir)
+                .run(&["export", "deep.lapse", "--format", format, "-o", &out_name]);
         assert!(
             out.status.success(),
             "export {format}: {}",
