@@ -8,8 +8,10 @@
 
 use std::process::Command;
 
-use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+use lapse_testkit::{compile, perf_refused, skip, Lapse, WorkDir};
 use serde_json::Value;
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 const PROGRAM: &str = r#"
 #define _GNU_SOURCE
@@ -48,28 +50,17 @@ int main(void) {
 }
 "#;
 
-fn lapse(dir: &WorkDir, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .current_dir(dir.path())
-        .output()
-        .expect("run lapse")
-}
-
 fn crunch(dir: &WorkDir, rule: &str) -> (f64, f64) {
-    let out = lapse(
-        dir,
-        &[
-            "report",
-            "out.lapse",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-            "--application",
-            rule,
-        ],
-    );
+    let out = LAPSE.in_dir(dir).run(&[
+        "report",
+        "out.lapse",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+        "--application",
+        rule,
+    ]);
     assert!(
         out.status.success(),
         "{}",
@@ -102,17 +93,14 @@ fn a_preempted_cpu_loop_reports_its_cpu_time_as_application_time() {
     };
     // (--no-libcalls: the loop's clock_gettime would be a traced call, and
     // crunch must stay one interval)
-    let out = lapse(
-        &dir,
-        &[
-            "record",
-            "--no-libcalls",
-            "-o",
-            "out.lapse",
-            "--",
-            exe.to_str().unwrap(),
-        ],
-    );
+    let out = LAPSE.in_dir(&dir).run(&[
+        "record",
+        "--no-libcalls",
+        "-o",
+        "out.lapse",
+        "--",
+        exe.to_str().unwrap(),
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if perf_refused(&stderr) && !dir.join("out.lapse").exists() {
         return skip(stderr).unwrap_or(());
@@ -140,7 +128,9 @@ fn a_preempted_cpu_loop_reports_its_cpu_time_as_application_time() {
     // The wait is preemption (runnable, off the CPU), and a large share of
     // the elapsed time: the report says the machine is busy and ranks by
     // application time.
-    let out = lapse(&dir, &["report", "out.lapse", "--format", "json"]);
+    let out = LAPSE
+        .in_dir(&dir)
+        .run(&["report", "out.lapse", "--format", "json"]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let preempted = v["session"]["preempted_ns"].as_f64().expect("preempted_ns");
     let session_elapsed = v["session"]["elapsed_inclusive_ns"]
@@ -159,7 +149,7 @@ fn a_preempted_cpu_loop_reports_its_cpu_time_as_application_time() {
         "{}",
         v["session"]
     );
-    let table = lapse(&dir, &["report", "out.lapse"]);
+    let table = LAPSE.in_dir(&dir).run(&["report", "out.lapse"]);
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(
         table.contains("busy machine (threads preempted") && table.contains("ranked by app time"),
@@ -232,10 +222,9 @@ fn a_new_threads_wait_for_its_first_cpu_is_not_application_time() {
     ) else {
         return;
     };
-    let out = lapse(
-        &dir,
-        &["record", "-o", "out.lapse", "--", exe.to_str().unwrap()],
-    );
+    let out = LAPSE
+        .in_dir(&dir)
+        .run(&["record", "-o", "out.lapse", "--", exe.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if perf_refused(&stderr) && !dir.join("out.lapse").exists() {
         return skip(stderr).unwrap_or(());
@@ -246,17 +235,14 @@ fn a_new_threads_wait_for_its_first_cpu_is_not_application_time() {
         return skip("SCHED_FIFO is not allowed here").unwrap_or(());
     }
     let cpu: f64 = said.trim().parse().expect("the worker's CPU time");
-    let out = lapse(
-        &dir,
-        &[
-            "report",
-            "out.lapse",
-            "--view",
-            "threads",
-            "--format",
-            "json",
-        ],
-    );
+    let out = LAPSE.in_dir(&dir).run(&[
+        "report",
+        "out.lapse",
+        "--view",
+        "threads",
+        "--format",
+        "json",
+    ]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let rows = v["rows"].as_array().unwrap();
     let worker = rows
@@ -280,16 +266,15 @@ fn a_new_threads_wait_for_its_first_cpu_is_not_application_time() {
 fn probe_cost(dir: &WorkDir, argv: &[&str], name: &str) -> Option<f64> {
     let mut args = vec!["record", "--method", "instrument", "-o", name, "--"];
     args.extend_from_slice(argv);
-    let out = lapse(dir, &args);
+    let out = LAPSE.in_dir(dir).run(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if perf_refused(&stderr) && !dir.join(name).exists() {
         return skip(stderr);
     }
     assert!(out.status.success(), "lapse record: {stderr}");
-    let out = lapse(
-        dir,
-        &["report", name, "--view", "threads", "--format", "json"],
-    );
+    let out = LAPSE
+        .in_dir(dir)
+        .run(&["report", name, "--view", "threads", "--format", "json"]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     Some(
         v["session"]["probe_cost_ns"]
@@ -403,7 +388,9 @@ int main(int argc, char **argv) {
 
 /// `function -> (application inclusive ns, probe_dominated)` of a recording.
 fn dominated_rows(dir: &WorkDir) -> std::collections::HashMap<String, (f64, bool)> {
-    let out = lapse(dir, &["report", "out.lapse", "--format", "json"]);
+    let out = LAPSE
+        .in_dir(dir)
+        .run(&["report", "out.lapse", "--format", "json"]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     v["rows"]
         .as_array()
@@ -456,18 +443,15 @@ fn small_functions_are_flagged_probe_dominated_and_large_ones_are_true() {
         runs.into_iter().fold(f64::MAX, f64::min)
     };
     for (k, n, dominated) in [("0", "200000", true), ("500", "4000", false)] {
-        let out = lapse(
-            &dir,
-            &[
-                "record",
-                "-o",
-                "out.lapse",
-                "--",
-                &inst.display().to_string(),
-                k,
-                n,
-            ],
-        );
+        let out = LAPSE.in_dir(&dir).run(&[
+            "record",
+            "-o",
+            "out.lapse",
+            "--",
+            &inst.display().to_string(),
+            k,
+            n,
+        ]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         if perf_refused(&stderr) {
             skip::<()>(format!("perf events are not available here: {stderr}"));
