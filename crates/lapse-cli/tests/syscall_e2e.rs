@@ -9,10 +9,12 @@
 //! or the kernel refuses the syscall tracepoints (the recorder then notes it).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use lapse_testkit::{compile, skip, WorkDir};
+use lapse_testkit::{compile, skip, Lapse, WorkDir};
 use serde_json::Value;
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 /// `with_syscalls` makes 100 000 getppid() calls with an instrumented leaf
 /// call between each two, so every interval between them holds one system
@@ -71,27 +73,6 @@ fn build(dir: &Path) -> Option<PathBuf> {
     )
 }
 
-fn lapse(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run lapse")
-}
-
-fn functions(dir: &Path, data: &str) -> Value {
-    let out = lapse(
-        dir,
-        &["report", data, "--view", "functions", "--format", "json"],
-    );
-    assert!(
-        out.status.success(),
-        "report: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("report is JSON")
-}
-
 /// The CPU times the program printed: (with_syscalls, compute), and
 /// with_syscalls' user and system parts.
 fn cpu_times(out: &Output) -> (f64, f64, f64, f64) {
@@ -126,29 +107,28 @@ fn system_calls_are_os_events_when_asked_for() {
 
     // (--no-libcalls here and below: syscall() would be a traced call of its
     // own, whose hooks add to the CPU time the program measures)
-    let with = lapse(
-        &dir,
-        &[
-            "record",
-            "--no-libcalls",
-            "--os-events",
-            "switch,syscall",
-            "-o",
-            "with.lapse",
-            "--",
-            exe,
-        ],
-    );
+    let with = LAPSE.in_dir(&dir).run(&[
+        "record",
+        "--no-libcalls",
+        "--os-events",
+        "switch,syscall",
+        "-o",
+        "with.lapse",
+        "--",
+        exe,
+    ]);
     let stderr = String::from_utf8_lossy(&with.stderr);
     if stderr.contains("perf_event_open") && !dir.join("with.lapse").exists() {
         return skip(format!("perf events are not available here: {stderr}")).unwrap_or(());
     }
     assert_eq!(with.status.code(), Some(0), "lapse said: {stderr}");
-    let v = functions(&dir, "with.lapse");
+    let v = LAPSE
+        .in_dir(&dir)
+        .report(Path::new("with.lapse"), "functions", &[]);
     if stderr.contains("without syscall OS events") {
         // Refused by the kernel: said once on stderr and noted in the header.
         skip::<()>(&stderr);
-        let info = lapse(&dir, &["info", "with.lapse"]);
+        let info = LAPSE.in_dir(&dir).run(&["info", "with.lapse"]);
         let info = String::from_utf8_lossy(&info.stdout);
         assert!(info.contains("syscall OS events were asked for"), "{info}");
         assert_eq!(v["session"]["os_events"], serde_json::json!(["switch"]));
@@ -179,17 +159,19 @@ fn system_calls_are_os_events_when_asked_for() {
     );
 
     // Without syscall events only switches count: both are mostly application time.
-    let without = lapse(
-        &dir,
-        &["record", "--no-libcalls", "-o", "without.lapse", "--", exe],
-    );
+    let without =
+        LAPSE
+            .in_dir(&dir)
+            .run(&["record", "--no-libcalls", "-o", "without.lapse", "--", exe]);
     assert_eq!(
         without.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&without.stderr)
     );
-    let v = functions(&dir, "without.lapse");
+    let v = LAPSE
+        .in_dir(&dir)
+        .report(Path::new("without.lapse"), "functions", &[]);
     assert_eq!(v["session"]["os_events"], serde_json::json!(["switch"]));
     let (sys_cpu, cmp_cpu, _, _) = cpu_times(&without);
     // The program's CPU time includes the waits for buffer hand-overs that
