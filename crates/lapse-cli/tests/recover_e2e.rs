@@ -6,11 +6,13 @@
 //! Skips (with a message) where gcc is missing or perf_event_open is refused.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
-use lapse_testkit::{compile, ended, skip, wait_until, WorkDir};
+use lapse_testkit::{compile, ended, skip, wait_until, Lapse, WorkDir};
 use serde_json::Value;
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 /// Phase 1 ticks until the test creates `go` (after killing the recorder;
 /// with BUSY a tick is 1,000 calls and some 40 us of work without any: a
@@ -51,27 +53,16 @@ int main(void) {
 }
 "#;
 
-fn lapse(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run lapse")
-}
-
 /// `lapse report out.lapse --view functions --format json` in `dir`.
 fn functions_json(dir: &Path) -> Value {
-    let out = lapse(
-        dir,
-        &[
-            "report",
-            "out.lapse",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-        ],
-    );
+    let out = LAPSE.in_dir(dir).run(&[
+        "report",
+        "out.lapse",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+    ]);
     serde_json::from_slice(&out.stdout).expect("report is JSON")
 }
 
@@ -168,23 +159,20 @@ fn recovered_after_a_kill(name: &str, defines: &[&str]) {
     wait_until("the target's end", || ended(&pid));
     assert!(dir.join("out.lapse.spill").exists(), "the runtime spilled");
 
-    let info = lapse(&dir, &["info", "out.lapse"]);
+    let info = LAPSE.in_dir(&dir).run(&["info", "out.lapse"]);
     let info = String::from_utf8_lossy(&info.stdout);
     assert!(
         info.contains("lapse recover"),
         "info points at the spill: {info}"
     );
-    let before = lapse(
-        &dir,
-        &[
-            "report",
-            "out.lapse",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-        ],
-    );
+    let before = LAPSE.in_dir(&dir).run(&[
+        "report",
+        "out.lapse",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+    ]);
     assert!(
         String::from_utf8_lossy(&before.stderr).contains("lapse recover"),
         "report points at the spill"
@@ -199,16 +187,13 @@ fn recovered_after_a_kill(name: &str, defines: &[&str]) {
     // A spill of this recording put beside another recording is not merged
     // into it (before: its events were added to the wrong recording).
     let spill = std::fs::read(dir.join("out.lapse.spill")).expect("read the spill");
-    let other = lapse(
-        &dir,
-        &[
-            "record",
-            "-o",
-            "other.lapse",
-            "--",
-            &exe.display().to_string(),
-        ],
-    );
+    let other = LAPSE.in_dir(&dir).run(&[
+        "record",
+        "-o",
+        "other.lapse",
+        "--",
+        &exe.display().to_string(),
+    ]);
     assert!(
         other.status.success(),
         "{}",
@@ -216,7 +201,7 @@ fn recovered_after_a_kill(name: &str, defines: &[&str]) {
     );
     let other_before = std::fs::read(dir.join("other.lapse")).expect("read other.lapse");
     std::fs::write(dir.join("other.lapse.spill"), &spill).expect("plant the spill");
-    let refused = lapse(&dir, &["recover", "other.lapse"]);
+    let refused = LAPSE.in_dir(&dir).run(&["recover", "other.lapse"]);
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "{said}");
     assert!(said.contains("belongs to another recording"), "{said}");
@@ -230,23 +215,20 @@ fn recovered_after_a_kill(name: &str, defines: &[&str]) {
         "the spill is left as it was"
     );
 
-    let rec = lapse(&dir, &["recover", "out.lapse"]);
+    let rec = LAPSE.in_dir(&dir).run(&["recover", "out.lapse"]);
     let said = String::from_utf8_lossy(&rec.stderr);
     assert!(rec.status.success(), "lapse recover: {said}");
     assert!(said.contains("recovered"), "{said}");
     assert!(!dir.join("out.lapse.spill").exists(), "the spill is merged");
 
-    let after = lapse(
-        &dir,
-        &[
-            "report",
-            "out.lapse",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-        ],
-    );
+    let after = LAPSE.in_dir(&dir).run(&[
+        "report",
+        "out.lapse",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+    ]);
     assert!(after.status.success());
     assert!(!String::from_utf8_lossy(&after.stderr).contains("lapse recover"));
     let v: Value = serde_json::from_slice(&after.stdout).expect("report is JSON");
@@ -259,28 +241,29 @@ fn recovered_after_a_kill(name: &str, defines: &[&str]) {
         (300.0..=ticks).contains(&t),
         "ticks before the kill are kept ({t} of {ticks}), some lost at the break"
     );
-    let threads = lapse(
-        &dir,
-        &[
-            "report",
-            "out.lapse",
-            "--view",
-            "threads",
-            "--format",
-            "json",
-        ],
-    );
+    let threads = LAPSE.in_dir(&dir).run(&[
+        "report",
+        "out.lapse",
+        "--view",
+        "threads",
+        "--format",
+        "json",
+    ]);
     let threads: Value = serde_json::from_slice(&threads.stdout).expect("JSON");
     assert_eq!(
         threads["rows"].as_array().map(Vec::len),
         Some(2),
         "main and the worker started after the kill: {threads}"
     );
-    let info = lapse(&dir, &["info", "out.lapse"]);
+    let info = LAPSE.in_dir(&dir).run(&["info", "out.lapse"]);
     let info = String::from_utf8_lossy(&info.stdout);
     assert!(info.contains("recovered from"), "{info}");
     // Nothing left to recover.
-    assert!(!lapse(&dir, &["recover", "out.lapse"]).status.success());
+    assert!(!LAPSE
+        .in_dir(&dir)
+        .run(&["recover", "out.lapse"])
+        .status
+        .success());
 }
 
 /// Sends SIGKILL to a process when dropped (a no-op once it has ended).
@@ -502,7 +485,7 @@ int main(void) {
         (LIMIT / 2..=LIMIT + 4 + 48 + 4096 * 16).contains(&size),
         "spill of {size} bytes with a limit of {LIMIT}"
     );
-    let rec = lapse(&dir, &["recover", "out.lapse"]);
+    let rec = LAPSE.in_dir(&dir).run(&["recover", "out.lapse"]);
     assert!(
         rec.status.success(),
         "lapse recover: {}",
@@ -565,16 +548,13 @@ int main(void) {
     ) else {
         return;
     };
-    let out = lapse(
-        &dir,
-        &[
-            "record",
-            "-o",
-            "out.lapse",
-            "--",
-            exe.to_str().expect("utf-8"),
-        ],
-    );
+    let out = LAPSE.in_dir(&dir).run(&[
+        "record",
+        "-o",
+        "out.lapse",
+        "--",
+        exe.to_str().expect("utf-8"),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     if lapse_testkit::perf_refused(&err) {
         return skip(err).unwrap_or(());
@@ -589,7 +569,7 @@ int main(void) {
     // (recover refuses while the target still writes its spill)
     let mut recovered = None;
     wait_until("the target ends and its spill is recovered", || {
-        let r = lapse(&dir, &["recover", "out.lapse"]);
+        let r = LAPSE.in_dir(&dir).run(&["recover", "out.lapse"]);
         let still = String::from_utf8_lossy(&r.stderr).contains("still being written");
         if !still {
             recovered = Some(r);
