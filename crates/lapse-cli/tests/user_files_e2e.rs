@@ -6,22 +6,14 @@
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lapse_testkit::{compile, ended, perf_refused, skip, wait_until, WorkDir, HANG_GUARD};
+use lapse_testkit::{
+    compile, ended, perf_refused, skip, stderr, wait_until, Lapse, WorkDir, HANG_GUARD,
+};
 
-fn lapse(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run lapse")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path)
@@ -145,18 +137,15 @@ fn a_failed_record_leaves_the_previous_file_as_it_was() {
     };
     let out_file = dir.join("out.lapse");
     std::fs::write(&out_file, b"precious").expect("write");
-    let no_probes = lapse(
-        &dir,
-        &[
-            "record",
-            "--method",
-            "instrument",
-            "-o",
-            "out.lapse",
-            "--",
-            plain.to_str().expect("utf-8"),
-        ],
-    );
+    let no_probes = LAPSE.in_dir(&dir).run(&[
+        "record",
+        "--method",
+        "instrument",
+        "-o",
+        "out.lapse",
+        "--",
+        plain.to_str().expect("utf-8"),
+    ]);
     assert!(!no_probes.status.success(), "recording nothing is an error");
     assert_eq!(
         stderr(&no_probes).lines().count(),
@@ -182,10 +171,9 @@ fn a_failed_record_leaves_the_previous_file_as_it_was() {
             })
         });
     if let Some(pid) = kthread {
-        let out = lapse(
-            &dir,
-            &["record", "-o", "out.lapse", "--pid", &pid.to_string()],
-        );
+        let out = LAPSE
+            .in_dir(&dir)
+            .run(&["record", "-o", "out.lapse", "--pid", &pid.to_string()]);
         assert!(!out.status.success(), "a kernel thread records nothing");
         assert!(stderr(&out).contains("kernel thread"), "{}", stderr(&out));
     }
@@ -298,7 +286,7 @@ int main(void) {
     };
     assert!(dir.join("out.lapse.spill").exists(), "the runtime spilled");
     std::os::unix::fs::symlink(&victim, dir.join("out.lapse.recovering")).expect("plant");
-    let rec = lapse(&dir, &["recover", "out.lapse"]);
+    let rec = LAPSE.in_dir(&dir).run(&["recover", "out.lapse"]);
     assert!(rec.status.success(), "lapse recover: {}", stderr(&rec));
     assert_eq!(std::fs::read(&victim).expect("victim"), b"root's file");
     assert_eq!(mode(&dir.join("out.lapse")), 0o600);
@@ -491,12 +479,9 @@ fn outputs_that_are_not_regular_files_are_written_in_place() {
     assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
     let before = names(&dir);
     for method in ["instrument", "sample"] {
-        let out = lapse(
-            &dir,
-            &[
-                "record", "--method", method, "-o", "null", "--", exe, "100000",
-            ],
-        );
+        let out = LAPSE.in_dir(&dir).run(&[
+            "record", "--method", method, "-o", "null", "--", exe, "100000",
+        ]);
         if perf_refused(&stderr(&out)) {
             return skip(stderr(&out)).unwrap_or(());
         }
@@ -505,20 +490,22 @@ fn outputs_that_are_not_regular_files_are_written_in_place() {
         assert_eq!(names(&dir), before, "{method}: files left beside it");
     }
     // export and import into the device.
-    assert!(lapse(&dir, &["record", "-o", "out.lapse", "--", exe])
+    assert!(LAPSE
+        .in_dir(&dir)
+        .run(&["record", "-o", "out.lapse", "--", exe])
         .status
         .success());
-    let export = lapse(
-        &dir,
-        &["export", "out.lapse", "--format", "chrome", "-o", "null"],
-    );
+    let export =
+        LAPSE
+            .in_dir(&dir)
+            .run(&["export", "out.lapse", "--format", "chrome", "-o", "null"]);
     assert!(export.status.success(), "{}", stderr(&export));
-    let json = lapse(
-        &dir,
-        &["export", "out.lapse", "--format", "chrome", "-o", "t.json"],
-    );
+    let json =
+        LAPSE
+            .in_dir(&dir)
+            .run(&["export", "out.lapse", "--format", "chrome", "-o", "t.json"]);
     assert!(json.status.success(), "{}", stderr(&json));
-    let import = lapse(&dir, &["import", "t.json", "-o", "null"]);
+    let import = LAPSE.in_dir(&dir).run(&["import", "t.json", "-o", "null"]);
     assert!(import.status.success(), "{}", stderr(&import));
     assert!(
         is_char_device(&null),
@@ -530,12 +517,9 @@ fn outputs_that_are_not_regular_files_are_written_in_place() {
     let before = names(&dir);
     for output in ["-", "/dev/stdout", "to-stdout"] {
         for method in ["instrument", "sample"] {
-            let out = lapse(
-                &dir,
-                &[
-                    "record", "--method", method, "-o", output, "--", exe, "100000",
-                ],
-            );
+            let out = LAPSE.in_dir(&dir).run(&[
+                "record", "--method", method, "-o", output, "--", exe, "100000",
+            ]);
             assert!(out.status.success(), "{output} {method}: {}", stderr(&out));
             assert!(
                 out.stdout.starts_with(lapse_data::format::MAGIC) && out.stdout.len() > 200,
@@ -544,10 +528,10 @@ fn outputs_that_are_not_regular_files_are_written_in_place() {
             );
             assert_eq!(names(&dir), before, "{output} {method}: files left");
         }
-        let out = lapse(
-            &dir,
-            &["export", "out.lapse", "--format", "chrome", "-o", output],
-        );
+        let out =
+            LAPSE
+                .in_dir(&dir)
+                .run(&["export", "out.lapse", "--format", "chrome", "-o", output]);
         assert!(out.status.success(), "{output}: {}", stderr(&out));
         assert!(
             out.stdout.starts_with(b"{"),
@@ -571,25 +555,22 @@ fn a_failed_export_or_import_keeps_the_previous_file() {
     let Some(exe) = quiet_calls(&dir) else {
         return;
     };
-    let rec = lapse(
-        &dir,
-        &[
-            "record",
-            "-o",
-            "out.lapse",
-            "--",
-            exe.to_str().expect("utf-8"),
-            "400000",
-        ],
-    );
+    let rec = LAPSE.in_dir(&dir).run(&[
+        "record",
+        "-o",
+        "out.lapse",
+        "--",
+        exe.to_str().expect("utf-8"),
+        "400000",
+    ]);
     if perf_refused(&stderr(&rec)) {
         return skip(stderr(&rec)).unwrap_or(());
     }
     assert!(rec.status.success(), "{}", stderr(&rec));
-    let json = lapse(
-        &dir,
-        &["export", "out.lapse", "--format", "chrome", "-o", "t.json"],
-    );
+    let json =
+        LAPSE
+            .in_dir(&dir)
+            .run(&["export", "out.lapse", "--format", "chrome", "-o", "t.json"]);
     assert!(json.status.success(), "{}", stderr(&json));
     std::fs::create_dir_all(dir.join("disk")).expect("mount point");
     let script = r#"mount -t tmpfs -o size=64k tmpfs disk || exit 99
