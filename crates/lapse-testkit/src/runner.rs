@@ -125,10 +125,10 @@ impl<'a> Lapse<'a> {
     /// `lapse report data --view view --format json extra...`, which must
     /// succeed: its JSON.
     #[track_caller]
-    pub fn report(&self, data: &Path, view: &str, extra: &[&str]) -> Value {
+    pub fn report(&self, data: impl AsRef<Path>, view: &str, extra: &[&str]) -> Value {
         let mut args: Vec<&OsStr> = vec![
             OsStr::new("report"),
-            data.as_os_str(),
+            data.as_ref().as_os_str(),
             OsStr::new("--view"),
             OsStr::new(view),
             OsStr::new("--format"),
@@ -156,7 +156,12 @@ impl<'a> Lapse<'a> {
         all.extend(args.iter().map(OsStr::new));
         let out = self.run(all);
         let stderr = stderr(&out);
-        if perf_refused(&stderr) && !data.exists() {
+        // (a relative `data` is in the directory lapse ran in)
+        let written = self
+            .dir
+            .map_or(data.to_path_buf(), |d| d.join(data))
+            .exists();
+        if perf_refused(&stderr) && !written {
             return skip(format!("perf events are not available here: {stderr}"));
         }
         Some(out)
