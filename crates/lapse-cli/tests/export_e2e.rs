@@ -7,10 +7,13 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use lapse_testkit::{compile, skip, WorkDir};
+use lapse_testkit::{compile, stderr, Lapse, WorkDir};
 use serde_json::Value;
+
+/// (plain output: no colours)
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse")).with_env(&[("NO_COLOR", "1")]);
 
 const PROGRAM: &str = r#"
 #include <pthread.h>
@@ -55,24 +58,6 @@ fn work_dir(name: &str) -> WorkDir {
     WorkDir::new(env!("CARGO_TARGET_TMPDIR"), &format!("export_e2e-{name}"))
 }
 
-fn lapse(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run lapse")
-}
-
-fn ok(out: &Output) -> &Output {
-    assert!(
-        out.status.success(),
-        "lapse failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 /// Builds the program and records it with `method` into DIR/NAME.data.
 fn record(dir: &Path, method: &str, name: &str) -> Option<PathBuf> {
     record_program(dir, "prog", PROGRAM, method, name)
@@ -97,32 +82,27 @@ fn record_program(
     }
     let data = format!("{name}.data");
     let exe = format!("./{bin}");
-    let out = lapse(
-        dir,
-        &["record", "--method", method, "-o", &data, "--", &exe],
+    let out = LAPSE.in_dir(dir).record(
+        &["--method", method],
+        Path::new(&data),
+        Path::new(&exe),
+        &[],
+    )?;
+    assert!(
+        out.status.success(),
+        "lapse record failed: {}",
+        stderr(&out)
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !dir.join(&data).exists()
-        && (stderr.contains("perf_event_open") || stderr.contains("not available"))
-    {
-        return skip(format!("perf events are not available here: {stderr}"));
-    }
-    assert!(out.status.success(), "lapse record failed: {stderr}");
     Some(dir.join(data))
-}
-
-fn report(dir: &Path, data: &str, view: &str, extra: &[&str]) -> Value {
-    let mut args = vec!["report", data, "--view", view, "--format", "json"];
-    args.extend_from_slice(extra);
-    serde_json::from_slice(&ok(&lapse(dir, &args)).stdout).expect("report JSON")
 }
 
 /// Exports `data` in every format and checks each file is what its tool reads.
 fn export_all(dir: &Path, data: &str) {
     for format in FORMATS {
         let out_name = format!("{data}.{format}");
-        let out = lapse(dir, &["export", data, "--format", format, "-o", &out_name]);
-        ok(&out);
+        LAPSE
+            .in_dir(dir)
+            .ok(["export", data, "--format", format, "-o", &out_name]);
         let bytes = std::fs::read(dir.join(&out_name)).expect("export written");
         assert!(!bytes.is_empty(), "{format}: empty");
         let text = String::from_utf8_lossy(&bytes);
@@ -200,34 +180,35 @@ fn instrumentation_exports_and_chrome_round_trip() {
     };
     export_all(&dir, "instr.data");
     // The raw timeline (a trace has no probe cost) imports as the raw values.
-    ok(&lapse(
-        &dir,
-        &[
-            "export",
-            "instr.data",
-            "--format",
-            "chrome",
-            "--no-compensation",
-            "-o",
-            "raw.chrome",
-        ],
-    ));
-    ok(&lapse(&dir, &["import", "raw.chrome", "-o", "back.data"]));
+    LAPSE.in_dir(&dir).ok(&[
+        "export",
+        "instr.data",
+        "--format",
+        "chrome",
+        "--no-compensation",
+        "-o",
+        "raw.chrome",
+    ]);
+    LAPSE
+        .in_dir(&dir)
+        .ok(&["import", "raw.chrome", "-o", "back.data"]);
     for (view, keys) in [
         ("functions", &["function", "module"][..]),
         ("threads", &["pid", "tid"][..]),
         ("modules", &["module"][..]),
     ] {
         // A trace has no probe cost: compare with the raw values.
-        let want = report(&dir, "instr.data", view, &["--no-compensation"]);
-        let got = report(&dir, "back.data", view, &[]);
+        let want = LAPSE
+            .in_dir(&dir)
+            .report("instr.data", view, &["--no-compensation"]);
+        let got = LAPSE.in_dir(&dir).report("back.data", view, &[]);
         assert_eq!(values(&want, keys), values(&got, keys), "{view}");
         for total in ["elapsed_inclusive_ns", "application_inclusive_ns"] {
             assert_eq!(want["session"][total], got["session"][total], "{total}");
         }
     }
     // The comparison compared real work: rec recursed, nap slept off the CPU.
-    let got = report(&dir, "back.data", "functions", &[]);
+    let got = LAPSE.in_dir(&dir).report("back.data", "functions", &[]);
     let row = |name: &str| {
         got["rows"]
             .as_array()
@@ -248,7 +229,7 @@ fn instrumentation_exports_and_chrome_round_trip() {
         .lines()
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
         .sum();
-    let compensated = report(&dir, "instr.data", "functions", &[]);
+    let compensated = LAPSE.in_dir(&dir).report("instr.data", "functions", &[]);
     let exclusive: u64 = compensated["rows"]
         .as_array()
         .unwrap()
@@ -271,7 +252,7 @@ fn sampling_exports() {
         .lines()
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
         .sum();
-    let summary = report(&dir, "sample.data", "functions", &[]);
+    let summary = LAPSE.in_dir(&dir).report("sample.data", "functions", &[]);
     assert_eq!(total, summary["session"]["samples"].as_u64().unwrap());
     assert!(folded.contains("spin"), "{folded}");
 }
@@ -285,11 +266,10 @@ fn diff_compares_recordings_and_refuses_mixed_methods() {
     let Some(_) = record(&dir, "instrument", "b") else {
         return;
     };
-    let out = ok(&lapse(
-        &dir,
-        &["diff", "a.data", "b.data", "--format", "json"],
-    ))
-    .clone();
+    let out = LAPSE
+        .in_dir(&dir)
+        .ok(&["diff", "a.data", "b.data", "--format", "json"])
+        .clone();
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["view"], "functions");
     let rows = doc["rows"].as_array().unwrap();
@@ -311,9 +291,9 @@ fn diff_compares_recordings_and_refuses_mixed_methods() {
         .collect();
     assert!(changes.windows(2).all(|w| w[0] >= w[1]), "{changes:?}");
     // A huge threshold hides every row that exists in both.
-    let out = ok(&lapse(
-        &dir,
-        &[
+    let out = LAPSE
+        .in_dir(&dir)
+        .ok(&[
             "diff",
             "a.data",
             "b.data",
@@ -321,21 +301,19 @@ fn diff_compares_recordings_and_refuses_mixed_methods() {
             "csv",
             "--threshold",
             "1000000",
-        ],
-    ))
-    .clone();
+        ])
+        .clone();
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
-    let table = ok(&lapse(
-        &dir,
-        &["diff", "a.data", "b.data", "--view", "threads"],
-    ))
-    .clone();
+    let table = LAPSE
+        .in_dir(&dir)
+        .ok(&["diff", "a.data", "b.data", "--view", "threads"])
+        .clone();
     assert!(String::from_utf8_lossy(&table.stdout).contains("change %"));
 
     let Some(_) = record(&dir, "sample", "s") else {
         return;
     };
-    let out = lapse(&dir, &["diff", "a.data", "s.data"]);
+    let out = LAPSE.in_dir(&dir).run(&["diff", "a.data", "s.data"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -355,7 +333,7 @@ fn export_errors_are_one_line() {
         &["export", "missing.data", "--format", "svg", "-o", "x"][..],
         &["diff", "missing.data", "other.data"][..],
     ] {
-        let out = lapse(&dir, args);
+        let out = LAPSE.in_dir(&dir).run(args);
         assert!(!out.status.success(), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
@@ -364,28 +342,24 @@ fn export_errors_are_one_line() {
     // An unwritable output: one line, and no file left behind.
     let trace = r#"[{"ph":"X","name":"f","pid":1,"tid":1,"ts":0,"dur":5}]"#;
     std::fs::write(dir.join("t.json"), trace).unwrap();
-    ok(&lapse(&dir, &["import", "t.json", "-o", "t.data"]));
-    let out = lapse(
-        &dir,
-        &[
-            "export",
-            "t.data",
-            "--format",
-            "html",
-            "-o",
-            "no/such/dir/page.html",
-        ],
-    );
+    LAPSE.in_dir(&dir).ok(&["import", "t.json", "-o", "t.data"]);
+    let out = LAPSE.in_dir(&dir).run(&[
+        "export",
+        "t.data",
+        "--format",
+        "html",
+        "-o",
+        "no/such/dir/page.html",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no/such/dir/page.html"), "{err}");
     // To standard output with `-o -`.
-    let out = ok(&lapse(
-        &dir,
-        &["export", "t.data", "--format", "collapsed", "-o", "-"],
-    ))
-    .clone();
+    let out = LAPSE
+        .in_dir(&dir)
+        .ok(&["export", "t.data", "--format", "collapsed", "-o", "-"])
+        .clone();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "f 5000\n");
 }
 
@@ -464,7 +438,7 @@ fn diff_of_one_program_on_a_quiet_and_a_busy_machine_compares_shares() {
     let diff_json = |extra: &[&str]| -> Value {
         let mut args = vec!["diff", "quiet.data", "busy.data", "--format", "json"];
         args.extend_from_slice(extra);
-        serde_json::from_slice(&ok(&lapse(&dir, &args)).stdout).expect("diff JSON")
+        serde_json::from_slice(&LAPSE.in_dir(&dir).ok(&args).stdout).expect("diff JSON")
     };
     let doc = diff_json(&[]);
     let key = "elapsed_exclusive_ns";
@@ -500,7 +474,7 @@ fn diff_of_one_program_on_a_quiet_and_a_busy_machine_compares_shares() {
     };
     let table = shares(&doc);
     let switches = |data: &str| {
-        report(&dir, data, "summary", &[])["session"]["os_events"]
+        LAPSE.in_dir(&dir).report(data, "summary", &[])["session"]["os_events"]
             .as_array()
             .is_some_and(|e| e.iter().any(|e| e == "switch"))
     };
@@ -550,7 +524,10 @@ fn diff_of_one_program_on_a_quiet_and_a_busy_machine_compares_shares() {
             assert!((got - want).abs() < 1e-6 * want.abs().max(1.0), "{r}");
         }
     }
-    let table = ok(&lapse(&dir, &["diff", "quiet.data", "busy.data"])).clone();
+    let table = LAPSE
+        .in_dir(&dir)
+        .ok(&["diff", "quiet.data", "busy.data"])
+        .clone();
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(
         table.contains(&format!(
