@@ -14,10 +14,13 @@
 //! helper: 2000 everywhere. worker: 3500 everywhere.
 //! Session: elapsed 10000 + 3500 = 13500 ns, application 8000 + 3500 = 11500 ns.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
 
+use lapse_testkit::Lapse;
 use serde_json::Value;
+
+/// (plain output: no colours)
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse")).with_env(&[("NO_COLOR", "1")]);
 
 const TRACE: &str = r#"{"traceEvents": [
   {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main-thread"}},
@@ -32,15 +35,6 @@ const TRACE: &str = r#"{"traceEvents": [
   {"ph": "C", "name": "counter", "pid": 1, "tid": 1, "ts": 3, "args": {"v": 1}}
 ]}"#;
 
-fn lapse(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run lapse")
-}
-
 fn tempdir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("lapse-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -51,23 +45,10 @@ fn tempdir(name: &str) -> PathBuf {
 fn imported(name: &str, trace: &str) -> PathBuf {
     let dir = tempdir(name);
     std::fs::write(dir.join("trace.json"), trace).unwrap();
-    let out = lapse(&dir, &["import", "trace.json", "-o", "t.data"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    LAPSE
+        .in_dir(&dir)
+        .ok(["import", "trace.json", "-o", "t.data"]);
     dir
-}
-
-fn json(dir: &Path, args: &[&str]) -> Value {
-    let out = lapse(dir, args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn row<'a>(doc: &'a Value, key: &str, name: &str) -> &'a Value {
@@ -87,17 +68,14 @@ fn close(v: &Value, expected: f64) {
 #[test]
 fn json_functions_view_has_the_exact_spec_values() {
     let dir = imported("json", TRACE);
-    let doc = json(
-        &dir,
-        &[
-            "report",
-            "t.data",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-        ],
-    );
+    let doc = LAPSE.in_dir(&dir).json(&[
+        "report",
+        "t.data",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+    ]);
     assert_eq!(doc["schema"], "lapse-report/1");
     assert_eq!(doc["method"], "instrumentation");
     assert_eq!(doc["session"]["elapsed_inclusive_ns"], 13500);
@@ -140,10 +118,9 @@ fn json_functions_view_has_the_exact_spec_values() {
 #[test]
 fn threads_processes_and_modules_views() {
     let dir = imported("views", TRACE);
-    let doc = json(
-        &dir,
-        &["report", "t.data", "--view", "threads", "--format", "json"],
-    );
+    let doc = LAPSE
+        .in_dir(&dir)
+        .json(&["report", "t.data", "--view", "threads", "--format", "json"]);
     let t1 = doc["rows"]
         .as_array()
         .unwrap()
@@ -158,22 +135,18 @@ fn threads_processes_and_modules_views() {
         ),
         (Some(10000), Some(8000))
     );
-    let doc = json(
-        &dir,
-        &[
-            "report",
-            "t.data",
-            "--view",
-            "processes",
-            "--format",
-            "json",
-        ],
-    );
+    let doc = LAPSE.in_dir(&dir).json(&[
+        "report",
+        "t.data",
+        "--view",
+        "processes",
+        "--format",
+        "json",
+    ]);
     assert_eq!(doc["rows"][0]["elapsed_inclusive_ns"], 13500);
-    let doc = json(
-        &dir,
-        &["report", "t.data", "--view", "modules", "--format", "json"],
-    );
+    let doc = LAPSE
+        .in_dir(&dir)
+        .json(&["report", "t.data", "--view", "modules", "--format", "json"]);
     let m = row(&doc, "module", "trace.json");
     assert_eq!(
         (
@@ -187,10 +160,10 @@ fn threads_processes_and_modules_views() {
 #[test]
 fn csv_and_table_show_the_same_values() {
     let dir = imported("csv", TRACE);
-    let out = lapse(
-        &dir,
-        &["report", "t.data", "--view", "functions", "--format", "csv"],
-    );
+    let out =
+        LAPSE
+            .in_dir(&dir)
+            .run(&["report", "t.data", "--view", "functions", "--format", "csv"]);
     let text = String::from_utf8(out.stdout).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -217,7 +190,9 @@ fn csv_and_table_show_the_same_values() {
         ("main", "10000", "8000")
     );
 
-    let out = lapse(&dir, &["report", "t.data", "--view", "functions"]);
+    let out = LAPSE
+        .in_dir(&dir)
+        .run(&["report", "t.data", "--view", "functions"]);
     let text = String::from_utf8(out.stdout).unwrap();
     let main = text.lines().find(|l| l.starts_with("main ")).expect(&text);
     assert!(
@@ -233,17 +208,14 @@ fn bare_array_and_unsorted_input_give_the_same_answer() {
     let mut list = events.as_array().unwrap().clone();
     list.reverse();
     let dir = imported("bare", &serde_json::to_string(&list).unwrap());
-    let doc = json(
-        &dir,
-        &[
-            "report",
-            "t.data",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-        ],
-    );
+    let doc = LAPSE.in_dir(&dir).json(&[
+        "report",
+        "t.data",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+    ]);
     assert_eq!(row(&doc, "function", "main")["elapsed_exclusive_ns"], 4000);
     assert_eq!(
         row(&doc, "function", "work")["application_inclusive_ns"],
@@ -254,54 +226,45 @@ fn bare_array_and_unsorted_input_give_the_same_answer() {
 #[test]
 fn filters_sort_and_limit() {
     let dir = imported("filters", TRACE);
-    let doc = json(
-        &dir,
-        &[
-            "report",
-            "t.data",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-            "--tid",
-            "2",
-        ],
-    );
+    let doc = LAPSE.in_dir(&dir).json(&[
+        "report",
+        "t.data",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+        "--tid",
+        "2",
+    ]);
     assert_eq!(doc["rows"].as_array().unwrap().len(), 1);
-    let doc = json(
-        &dir,
-        &[
-            "report",
-            "t.data",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-            "--function",
-            "^w",
-        ],
-    );
+    let doc = LAPSE.in_dir(&dir).json(&[
+        "report",
+        "t.data",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+        "--function",
+        "^w",
+    ]);
     assert_eq!(doc["rows"].as_array().unwrap().len(), 2);
-    let doc = json(
-        &dir,
-        &[
-            "report",
-            "t.data",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-            "--sort",
-            "calls",
-            "--limit",
-            "1",
-        ],
-    );
+    let doc = LAPSE.in_dir(&dir).json(&[
+        "report",
+        "t.data",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+        "--sort",
+        "calls",
+        "--limit",
+        "1",
+    ]);
     assert_eq!(doc["rows"].as_array().unwrap().len(), 1);
-    let out = lapse(
-        &dir,
-        &["report", "t.data", "--sort", "nope", "--view", "functions"],
-    );
+    let out =
+        LAPSE
+            .in_dir(&dir)
+            .run(&["report", "t.data", "--sort", "nope", "--view", "functions"]);
     assert!(!out.status.success());
 }
 
@@ -309,7 +272,7 @@ fn filters_sort_and_limit() {
 fn bad_files_give_one_clear_line_and_no_panic() {
     let dir = imported("bad", TRACE);
     let check = |args: &[&str], needle: &str| {
-        let out = lapse(&dir, args);
+        let out = LAPSE.in_dir(&dir).run(args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -333,22 +296,19 @@ fn bad_files_give_one_clear_line_and_no_panic() {
     // Truncated: the intact part is reported with a warning.
     let full = std::fs::read(dir.join("t.data")).unwrap();
     std::fs::write(dir.join("cut.data"), &full[..full.len() - 10]).unwrap();
-    let out = lapse(
-        &dir,
-        &[
-            "report",
-            "cut.data",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-        ],
-    );
+    let out = LAPSE.in_dir(&dir).run(&[
+        "report",
+        "cut.data",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+    ]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["session"]["complete"], false);
-    let out = lapse(&dir, &["info", "cut.data"]);
+    let out = LAPSE.in_dir(&dir).run(&["info", "cut.data"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("damage:"));
 }
 
@@ -360,7 +320,9 @@ fn names_are_escaped_for_the_terminal_and_exact_in_json() {
   {"ph": "X", "name": "evil\u001b]0;pwned\u0007\nrow\u202efdp.exe", "pid": 1, "tid": 1, "ts": 0, "dur": 5}
 ]}"#;
     let dir = imported("escaped", trace);
-    let out = lapse(&dir, &["report", "t.data", "--view", "functions"]);
+    let out = LAPSE
+        .in_dir(&dir)
+        .run(&["report", "t.data", "--view", "functions"]);
     assert!(
         out.status.success(),
         "{}",
@@ -372,17 +334,14 @@ fn names_are_escaped_for_the_terminal_and_exact_in_json() {
         "{table}"
     );
     assert!(!table.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{table}");
-    let doc = json(
-        &dir,
-        &[
-            "report",
-            "t.data",
-            "--view",
-            "functions",
-            "--format",
-            "json",
-        ],
-    );
+    let doc = LAPSE.in_dir(&dir).json(&[
+        "report",
+        "t.data",
+        "--view",
+        "functions",
+        "--format",
+        "json",
+    ]);
     row(
         &doc,
         "function",
