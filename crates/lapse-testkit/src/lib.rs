@@ -12,7 +12,7 @@
 
 mod runner;
 
-pub use runner::{printed, row, rows, stderr, Lapse, INSTRUMENTED};
+pub use runner::{expect_rows, printed, row, rows, stderr, Lapse, INSTRUMENTED};
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};

@@ -193,6 +193,13 @@ pub fn rows(report: &Value) -> &[Value] {
     report["rows"].as_array().map_or(&[], Vec::as_slice)
 }
 
+/// A report's rows; fails the test when it has no `rows` at all (for a
+/// test where a missing list must not pass as an empty one).
+#[track_caller]
+pub fn expect_rows(report: &Value) -> &[Value] {
+    report["rows"].as_array().expect("rows")
+}
+
 /// The row of function `name`; fails the test when there is none.
 #[track_caller]
 pub fn row<'v>(report: &'v Value, name: &str) -> &'v Value {
