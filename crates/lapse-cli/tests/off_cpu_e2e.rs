@@ -6,10 +6,12 @@
 //! perf_event_open is refused or gcc is missing.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+use lapse_testkit::{compile, perf_refused, row, skip, Lapse, WorkDir};
 use serde_json::Value;
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 const PRELUDE: &str = r#"
 #define _GNU_SOURCE
@@ -46,39 +48,6 @@ fn gcc(dir: &Path, name: &str, source: &str) -> Option<PathBuf> {
         &format!("{PRELUDE}\n{source}"),
         &["-O2", "-fomit-frame-pointer", "-g", "-pthread"],
     )
-}
-
-fn lapse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .output()
-        .expect("run lapse")
-}
-
-fn report(data: &Path, view: &str) -> Value {
-    let out = lapse(&[
-        "report",
-        data.to_str().expect("utf-8"),
-        "--view",
-        view,
-        "--format",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "lapse report failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("report is JSON")
-}
-
-fn row<'a>(v: &'a Value, function: &str) -> &'a Value {
-    v["rows"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .find(|r| r["function"] == function)
-        .unwrap_or_else(|| panic!("no row for {function} in {v:#}"))
 }
 
 fn ms(r: &Value, key: &str) -> f64 {
@@ -144,7 +113,7 @@ fn blocked_and_sleeping_functions_get_their_off_cpu_time() {
         return;
     };
     let data = dir.join("out.lapse");
-    let out = lapse(&[
+    let out = LAPSE.run(&[
         "record",
         "--method",
         "sample",
@@ -164,7 +133,7 @@ fn blocked_and_sleeping_functions_get_their_off_cpu_time() {
         measured(&out.stdout, "blocked"),
         measured(&out.stdout, "slept"),
     );
-    let f = report(&data, "functions");
+    let f = LAPSE.report(&data, "functions", &[]);
     assert!(
         f["session"]["off_cpu_ns"].as_u64().is_some(),
         "{:#}",
@@ -233,11 +202,11 @@ fn blocked_and_sleeping_functions_get_their_off_cpu_time() {
     );
 
     // The call tree has the path that only waited (no sample on it).
-    let tree = report(&data, "calltree").to_string();
+    let tree = LAPSE.report(&data, "calltree", &[]).to_string();
     assert!(tree.contains("\"wait_for_pipe\""), "{tree:.2000}");
 
     // The exports: the off-CPU folded stacks hold the same time.
-    let folded = lapse(&[
+    let folded = LAPSE.run(&[
         "export",
         data.to_str().expect("utf-8"),
         "--format",
@@ -281,7 +250,7 @@ int main(void) {
     std::thread::sleep(std::time::Duration::from_millis(100));
     let data = dir.join("out.lapse");
     let pid = child.id().to_string();
-    let out = lapse(&[
+    let out = LAPSE.run(&[
         "record",
         "--off-cpu",
         "-o",
@@ -298,7 +267,7 @@ int main(void) {
         return skip(stderr).unwrap_or(());
     }
     assert!(out.status.success(), "lapse record --pid failed: {stderr}");
-    let f = report(&data, "functions");
+    let f = LAPSE.report(&data, "functions", &[]);
     let spin = ms(row(&f, "spin"), "estimated_inclusive_ns");
     let doze = ms(row(&f, "doze"), "off_cpu_inclusive_ns");
     // Each round is 20 ms of CPU and at least 30 ms asleep (more when the
@@ -326,7 +295,7 @@ fn off_cpu_needs_a_time_based_event_and_sampling() {
         let mut all = vec!["record", "--off-cpu", "-o", data];
         all.extend_from_slice(args);
         all.extend(["--", "true"]);
-        let out = lapse(&all);
+        let out = LAPSE.run(&all);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} should be refused");
         assert!(stderr.contains("--off-cpu"), "{stderr}");
