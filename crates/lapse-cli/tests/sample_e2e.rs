@@ -12,10 +12,14 @@
 //! Tests skip (with a message) when perf_event_open is refused or gcc is missing.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use lapse_testkit::{compile, perf_refused, shared_dir_with_lapse, skip, WorkDir};
+use lapse_testkit::{
+    compile, expect_rows, perf_refused, row, shared_dir_with_lapse, skip, Lapse, WorkDir,
+};
 use serde_json::Value;
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 /// One loop, identical in every function, so iterations are a CPU-time unit.
 const PRELUDE: &str = r#"
@@ -60,13 +64,6 @@ fn gcc(dir: &Path, name: &str, source: &str, flags: &[&str]) -> Option<PathBuf> 
     compile(dir, "gcc", name, &format!("{PRELUDE}\n{source}"), &all)
 }
 
-fn lapse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .output()
-        .expect("run lapse")
-}
-
 /// Records `argv` by sampling into DIR/out.lapse; `None` means skip.
 fn record(dir: &Path, extra: &[&str], argv: &[&str]) -> Option<PathBuf> {
     record_with_stderr(dir, extra, argv).map(|(data, _)| data)
@@ -80,7 +77,7 @@ fn record_with_stderr(dir: &Path, extra: &[&str], argv: &[&str]) -> Option<(Path
     args.extend_from_slice(extra);
     args.push("--");
     args.extend_from_slice(argv);
-    let out = lapse(&args);
+    let out = LAPSE.run(&args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if perf_refused(&stderr) {
         return skip(stderr);
@@ -89,40 +86,12 @@ fn record_with_stderr(dir: &Path, extra: &[&str], argv: &[&str]) -> Option<(Path
     Some((data, stderr))
 }
 
-fn report(data: &Path, view: &str) -> Value {
-    let out = lapse(&[
-        "report",
-        data.to_str().expect("utf-8"),
-        "--view",
-        view,
-        "--format",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "lapse report failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("report is JSON")
-}
-
 /// CPU time process `pid` has used so far (/proc/PID/schedstat), in ns.
 fn cpu_ns(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse().ok())
         .expect("schedstat of the spinner")
-}
-
-fn rows(v: &Value) -> &Vec<Value> {
-    v["rows"].as_array().expect("rows")
-}
-
-fn row<'a>(v: &'a Value, function: &str) -> &'a Value {
-    rows(v)
-        .iter()
-        .find(|r| r["function"] == function)
-        .unwrap_or_else(|| panic!("no row for {function} in {v:#}"))
 }
 
 fn pct(r: &Value, key: &str) -> f64 {
@@ -215,7 +184,7 @@ fn cpu_split_between_functions_and_a_shared_library() {
     let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
         return;
     };
-    let f = report(&data, "functions");
+    let f = LAPSE.report(&data, "functions", &[]);
     assert_eq!(f["method"], "sampling");
     let samples = f["session"]["samples"].as_u64().expect("samples");
     assert!(samples > 500, "only {samples} samples");
@@ -240,12 +209,12 @@ fn cpu_split_between_functions_and_a_shared_library() {
         "main: {}",
         row(&f, "main")
     );
-    for r in rows(&f) {
+    for r in expect_rows(&f) {
         assert!(pct(r, "inclusive_pct") <= 100.0 + 1e-9, "{r}");
     }
 
-    let m = report(&data, "modules");
-    let lib = rows(&m)
+    let m = LAPSE.report(&data, "modules", &[]);
+    let lib = expect_rows(&m)
         .iter()
         .find(|r| r["module"] == "libhot.so")
         .expect("libhot.so in the modules view");
@@ -253,8 +222,8 @@ fn cpu_split_between_functions_and_a_shared_library() {
 
     // The hottest line is the loop line of one of the LOOP functions: the
     // one of work_a, which gets 60 %.
-    let l = report(&data, "lines");
-    let top = rows(&l)
+    let l = LAPSE.report(&data, "lines", &[]);
+    let top = expect_rows(&l)
         .iter()
         .max_by_key(|r| r["exclusive_samples"].as_u64().unwrap_or(0))
         .expect("a line");
@@ -288,7 +257,7 @@ fn frame_pointer_call_graph() {
         return;
     };
     assert!(!stderr.contains("single frame"), "{stderr}");
-    let f = report(&data, "functions");
+    let f = LAPSE.report(&data, "functions", &[]);
     assert_near(
         "work_a exclusive",
         pct(row(&f, "work_a"), "exclusive_pct"),
@@ -318,10 +287,10 @@ fn frame_pointers_asked_for_code_without_them_is_a_warning() {
         stderr.contains("warning") && stderr.contains("single frame"),
         "{stderr}"
     );
-    let info = lapse(&["info", data.to_str().expect("utf-8")]);
+    let info = LAPSE.run(&["info", data.to_str().expect("utf-8")]);
     let info = String::from_utf8_lossy(&info.stdout);
     assert!(info.contains("single frame"), "{info}");
-    let table = lapse(&["report", data.to_str().expect("utf-8")]);
+    let table = LAPSE.run(&["report", data.to_str().expect("utf-8")]);
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(
         table
@@ -358,7 +327,7 @@ int main(int argc, char **argv) {
     let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
         return;
     };
-    let t = report(&data, "calltree");
+    let t = LAPSE.report(&data, "calltree", &[]);
     let roots: Vec<(&str, f64)> = t["roots"]
         .as_array()
         .expect("roots")
@@ -378,7 +347,7 @@ int main(int argc, char **argv) {
         roots.iter().all(|r| r.0 != "deep" && r.0 != "leaf"),
         "partial paths are not roots: {roots:?}"
     );
-    let f = report(&data, "functions");
+    let f = LAPSE.report(&data, "functions", &[]);
     assert_near(
         "leaf exclusive",
         pct(row(&f, "leaf"), "exclusive_pct"),
@@ -409,7 +378,7 @@ int main(int argc, char **argv) {
     let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
         return;
     };
-    let f = report(&data, "functions");
+    let f = LAPSE.report(&data, "functions", &[]);
     let rec = row(&f, "rec");
     let incl = pct(rec, "inclusive_pct");
     assert!(incl <= 100.0 + 1e-9, "rec inclusive {incl}");
@@ -443,14 +412,14 @@ int main(int argc, char **argv) {
     let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
         return;
     };
-    let t = report(&data, "threads");
-    let busy: Vec<&Value> = rows(&t)
+    let t = LAPSE.report(&data, "threads", &[]);
+    let busy: Vec<&Value> = expect_rows(&t)
         .iter()
         .filter(|r| pct(r, "inclusive_pct") >= 35.0)
         .collect();
     assert_eq!(busy.len(), 2, "two busy threads expected: {t:#}");
     assert_ne!(busy[0]["tid"], busy[1]["tid"]);
-    let f = report(&data, "functions");
+    let f = LAPSE.report(&data, "functions", &[]);
     // (about 50 % each on a quiet machine)
     let cpu = measured_cpu(&exe);
     assert_near(
@@ -486,7 +455,7 @@ int main(int argc, char **argv) {
     let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
         return;
     };
-    let f = report(&data, "functions");
+    let f = LAPSE.report(&data, "functions", &[]);
     let samples = f["session"]["samples"].as_u64().expect("samples");
     let duration_ms = f["session"]["duration_ns"].as_u64().expect("duration") / 1_000_000;
     assert!(
@@ -540,13 +509,13 @@ int main(int argc, char **argv) {{
     let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
         return;
     };
-    let p = report(&data, "processes");
-    let busy = rows(&p)
+    let p = LAPSE.report(&data, "processes", &[]);
+    let busy = expect_rows(&p)
         .iter()
         .filter(|r| pct(r, "inclusive_pct") >= 35.0)
         .count();
     assert_eq!(busy, 2, "parent and child both sampled: {p:#}");
-    let f = report(&data, "functions");
+    let f = LAPSE.report(&data, "functions", &[]);
     let hot = row(&f, "plug_hot");
     assert_eq!(hot["module"], "libplug.so");
     // (about 50 % each on a quiet machine)
@@ -584,7 +553,7 @@ int main(int argc, char **argv) {
     let data = dir.join("out.lapse");
     let pid = child.id().to_string();
     let cpu_before = cpu_ns(child.id());
-    let out = lapse(&[
+    let out = LAPSE.run(&[
         "record",
         "-o",
         data.to_str().expect("utf-8"),
@@ -607,7 +576,7 @@ int main(int argc, char **argv) {
         stderr.contains(&format!("process {pid} runs on")) && !stderr.contains("exited"),
         "{stderr}"
     );
-    let f = report(&data, "functions");
+    let f = LAPSE.report(&data, "functions", &[]);
     let samples = f["session"]["samples"].as_u64().expect("samples") as f64;
     // At 1 kHz of CPU time the samples are at most the CPU time the spinner
     // had while lapse ran (a busy machine gives it less, never more), and a
@@ -661,7 +630,7 @@ fn attaching_to_another_users_process_says_whose_it_is() {
 fn hardware_events_work_or_fail_in_one_clear_line() {
     let dir = work_dir("cycles");
     let data = dir.join("out.lapse");
-    let out = lapse(&[
+    let out = LAPSE.run(&[
         "record",
         "--method",
         "sample",
@@ -706,14 +675,14 @@ fn stripped_code_is_grouped_into_functions() {
     let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
         return;
     };
-    let full = report(&data, "functions");
+    let full = LAPSE.report(&data, "functions", &[]);
     let work_a = row(&full, "work_a");
     let address = work_a["address"].as_str().expect("work_a's address");
     let share = pct(work_a, "exclusive_pct");
     let Some(data) = record(&dir, &[], &[stripped.to_str().expect("utf-8"), UNIT]) else {
         return;
     };
-    let bare = report(&data, "functions");
+    let bare = LAPSE.report(&data, "functions", &[]);
     let name = format!("split-stripped+{address}");
     let grouped = row(&bare, &name);
     assert_near(
@@ -723,21 +692,21 @@ fn stripped_code_is_grouped_into_functions() {
         4.0,
     );
     // A handful of functions from the stripped module, not one per address.
-    let rows_of_module = rows(&bare)
+    let rows_of_module = expect_rows(&bare)
         .iter()
         .filter(|r| r["module"] == "split-stripped")
         .count();
     assert!(rows_of_module <= 12, "{rows_of_module} rows: {bare:#}");
     // main is not in .dynsym either: its range is on every stack.
     assert!(
-        rows(&bare)
+        expect_rows(&bare)
             .iter()
             .any(|r| r["module"] == "split-stripped" && pct(r, "inclusive_pct") >= 97.0),
         "{bare:#}"
     );
     // The lines view: the stripped 90 % has no line information.
-    let lines = report(&data, "lines");
-    let no_line = rows(&lines)
+    let lines = LAPSE.report(&data, "lines", &[]);
+    let no_line = expect_rows(&lines)
         .iter()
         .find(|r| r["source_file"].is_null() && r["line"].is_null())
         .expect("a row of no line");
@@ -791,7 +760,7 @@ int main(int argc, char **argv) {
         return;
     };
     let data = dir.join("out.lapse");
-    let out = lapse(&[
+    let out = LAPSE.run(&[
         "record",
         "--method",
         "sample",
@@ -815,14 +784,14 @@ int main(int argc, char **argv) {
     }
     assert!(out.status.success(), "lapse record failed: {stderr}");
     let pid = pid.expect("the program printed its pid");
-    let f = report(&data, "functions");
+    let f = LAPSE.report(&data, "functions", &[]);
     let jitted = row(&f, "jitted_countdown");
     assert_eq!(jitted["module"], format!("perf-{pid}.map"), "{jitted}");
     assert!(pct(jitted, "exclusive_pct") >= 20.0, "{jitted}");
     // Through the generated code by frame pointers, into main.
     assert!(pct(row(&f, "main"), "inclusive_pct") >= 95.0, "{f:#}");
     // No address of the generated code is left without a name.
-    for r in rows(&f) {
+    for r in expect_rows(&f) {
         let name = r["function"].as_str().unwrap_or("");
         assert!(
             !(name.starts_with("0x") && pct(r, "exclusive_pct") > 2.0),
@@ -881,8 +850,8 @@ int main(int argc, char **argv) {
         let Some(data) = recorder.join().expect("recorder thread") else {
             return;
         };
-        let v = report(&data, "functions");
-        let names: Vec<&str> = rows(&v)
+        let v = LAPSE.report(&data, "functions", &[]);
+        let names: Vec<&str> = expect_rows(&v)
             .iter()
             .filter_map(|r| r["function"].as_str())
             .collect();
