@@ -9,11 +9,13 @@
 //! well). A deliberate change of output is accepted with `LAPSE_BLESS=1`;
 //! the commit that does so says which bug fix changed what.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use lapse_data::{DataFile, DataWriter, Record};
-use lapse_testkit::WorkDir;
+use lapse_testkit::{Lapse, WorkDir};
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 /// (case name, arguments after `report FILE`).
 type Case = (&'static str, &'static [&'static str]);
@@ -127,22 +129,6 @@ fn golden_dir(recording: &str) -> PathBuf {
         .join(recording)
 }
 
-fn lapse(args: &[&str], threads: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .env("RAYON_NUM_THREADS", threads)
-        .env("COLUMNS", "120")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run lapse");
-    assert!(
-        out.status.success(),
-        "lapse {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
-}
-
 /// JSON is kept pretty (keys sorted) so that a changed value shows as one line.
 fn normalise(format: &str, text: &str) -> String {
     if format == "json" {
@@ -229,8 +215,17 @@ fn check(recording: &str, file: &Path, cases: &[Case]) {
             let run = |path: &Path, threads: &str| {
                 let mut all = vec!["report", path.to_str().unwrap(), "--format", format];
                 all.extend_from_slice(args);
+                let env = [
+                    ("RAYON_NUM_THREADS", threads),
+                    ("COLUMNS", "120"),
+                    ("NO_COLOR", "1"),
+                ];
+                let out = LAPSE.with_env(&env).ok(&all);
                 // The file name is not part of what is pinned.
-                normalise(format, &lapse(&all, threads))
+                normalise(
+                    format,
+                    &String::from_utf8(out.stdout).expect("utf-8 output"),
+                )
             };
             let one = run(file, "1");
             let many = run(&chopped, "4");
@@ -305,13 +300,12 @@ fn tables_fit_a_100_column_terminal_even_with_long_names() {
     )
     .unwrap();
     let file = work.join("long.lapse");
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .arg("import")
-        .arg(&trace)
-        .arg("-o")
-        .arg(&file)
-        .output()
-        .expect("run lapse import");
+    let out = LAPSE.run([
+        OsStr::new("import"),
+        trace.as_os_str(),
+        OsStr::new("-o"),
+        file.as_os_str(),
+    ]);
     assert!(out.status.success());
     let files = [
         file,
@@ -321,18 +315,15 @@ fn tables_fit_a_100_column_terminal_even_with_long_names() {
     ];
     for f in &files {
         for (view, _) in lapse_report::View::ALL {
-            let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-                .args([
-                    "report",
-                    f.to_str().unwrap(),
-                    "--view",
-                    view,
-                    "--function",
-                    "main",
-                ])
-                .env("COLUMNS", "100")
-                .output()
-                .expect("run lapse report");
+            // (any exit status: the width is what is checked)
+            let out = LAPSE.with_env(&[("COLUMNS", "100")]).run([
+                "report",
+                f.to_str().unwrap(),
+                "--view",
+                view,
+                "--function",
+                "main",
+            ]);
             let text = String::from_utf8_lossy(&out.stdout);
             let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
             assert!(
@@ -350,17 +341,13 @@ fn imported_trace() {
     let file = work.join("trace.lapse");
     // (run where the trace is, so the header's command does not hold the
     // checkout's path)
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(["import", "trace.json", "-o"])
-        .arg(&file)
-        .current_dir(data(""))
-        .output()
-        .expect("run lapse import");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let trace_dir = data("");
+    LAPSE.in_dir(&trace_dir).ok([
+        OsStr::new("import"),
+        OsStr::new("trace.json"),
+        OsStr::new("-o"),
+        file.as_os_str(),
+    ]);
     let cases: Vec<Case> = INSTR_CASES.iter().chain(TRACE_EXTRA).copied().collect();
     check("trace", &file, &cases);
 }
