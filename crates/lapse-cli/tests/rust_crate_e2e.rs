@@ -11,11 +11,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lapse_testkit::{tool, WorkDir};
+use lapse_testkit::{row, rows, tool, Lapse, WorkDir};
 use serde_json::Value;
 
 mod probe_sources;
 use probe_sources::record_like_native;
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 const MAIN_RS: &str = r#"
 #[repr(C)]
@@ -154,37 +156,6 @@ fn build(name: &str) -> Option<(WorkDir, PathBuf)> {
     Some((dir, exe))
 }
 
-fn lapse(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run lapse");
-    assert!(
-        out.status.success(),
-        "lapse {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn report(dir: &Path, data: &Path, view: &str) -> Value {
-    let data = data.to_str().expect("a UTF-8 path");
-    let out = lapse(dir, &["report", data, "--view", view, "--format", "json"]);
-    serde_json::from_str(&out).expect("report is JSON")
-}
-
-fn rows(v: &Value) -> &[Value] {
-    v["rows"].as_array().map_or(&[], Vec::as_slice)
-}
-
-fn row<'a>(v: &'a Value, name: &str) -> &'a Value {
-    rows(v)
-        .iter()
-        .find(|r| r["function"] == name)
-        .unwrap_or_else(|| panic!("no row for {name} in {v}"))
-}
-
 fn ms(row: &Value, key: &str) -> f64 {
     row[key]
         .as_f64()
@@ -238,7 +209,7 @@ fn a_program_using_the_lapse_crate_is_recorded() {
         return;
     };
     assert_eq!(status, 3, "exit status passed through");
-    let v = report(&dir, &data, "functions");
+    let v = LAPSE.in_dir(&dir).report(&data, "functions", &[]);
     assert_eq!(
         v["method"], "instrumentation",
         "--method auto finds the probes"
@@ -311,9 +282,9 @@ fn a_program_using_the_lapse_crate_is_recorded() {
     assert!(ms(fib, "max_elapsed_inclusive_ns") >= ms(fib, "avg_elapsed_inclusive_ns"));
 
     // the spawned thread is a thread of its own, its calls a root there
-    let threads = report(&dir, &data, "threads");
+    let threads = LAPSE.in_dir(&dir).report(&data, "threads", &[]);
     assert_eq!(rows(&threads).len(), 2, "{threads}");
-    let tree = report(&dir, &data, "calltree");
+    let tree = LAPSE.in_dir(&dir).report(&data, "calltree", &[]);
     let roots = tree["roots"].as_array().expect("roots");
     let names: Vec<&Value> = roots.iter().map(|r| &r["function"]).collect();
     assert_eq!(names.len(), 2, "run and thread_main: {names:?}");
@@ -353,7 +324,7 @@ fn a_program_using_the_lapse_crate_is_recorded() {
     assert_eq!(after["calls"], 1);
     assert!(ms(after, "application_inclusive_ns") >= 4.0, "{after}");
     let data_str = data.to_str().expect("a UTF-8 path");
-    let info = lapse(&dir, &["info", data_str]);
+    let info = LAPSE.in_dir(&dir).stdout(&["info", data_str]);
     for key in ["lost:", "unmatched:", "repaired:"] {
         assert_eq!(info_count(&info, key), 0, "{key}\n{info}");
     }
