@@ -4,11 +4,14 @@
 //! report must hold exactly the calls of the processes it follows.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+use lapse_testkit::{compile, perf_refused, printed, skip, stderr, Lapse, WorkDir, INSTRUMENTED};
 use serde_json::Value;
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 mod probe_sources;
 
@@ -56,7 +59,7 @@ fn build(name: &str, body: &str) -> Option<Run> {
         "gcc",
         name,
         &format!("{PRELUDE}\n{body}"),
-        &["-finstrument-functions", "-O1", "-pthread", "-g"],
+        INSTRUMENTED,
     )?;
     Some(Run { dir, exe })
 }
@@ -74,40 +77,13 @@ impl Run {
     }
 
     fn record(&self, extra: &[&str]) -> Option<Output> {
-        let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-            .arg("record")
-            .args(extra)
-            .arg("-o")
-            .arg(self.data())
-            .arg("--")
-            .arg(&self.exe)
-            .current_dir(&self.dir)
-            .output()
-            .expect("run lapse record");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        if perf_refused(&stderr) && !self.data().exists() {
-            return skip(format!("perf events are not available here: {stderr}"));
-        }
-        Some(out)
-    }
-
-    fn lapse(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_lapse"))
-            .args(args)
-            .arg(self.data())
-            .current_dir(&self.dir)
-            .output()
-            .expect("run lapse")
+        LAPSE
+            .in_dir(&self.dir)
+            .record(extra, &self.data(), &self.exe, &[])
     }
 
     fn report(&self, view: &str) -> Value {
-        let out = self.lapse(&["report", "--format", "json", "--view", view]);
-        assert!(
-            out.status.success(),
-            "lapse report: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("report is JSON")
+        LAPSE.in_dir(&self.dir).report(self.data(), view, &[])
     }
 
     /// The program's own functions' calls (library calls, recorded by
@@ -128,22 +104,12 @@ impl Run {
     }
 
     fn info(&self) -> String {
-        String::from_utf8_lossy(&self.lapse(&["info"]).stdout).into_owned()
+        // (any exit status, as before)
+        let out = LAPSE
+            .in_dir(&self.dir)
+            .run([OsStr::new("info"), self.data().as_os_str()]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
-}
-
-/// `key value` pairs the program printed.
-fn printed(out: &Output) -> HashMap<String, i64> {
-    let text = String::from_utf8_lossy(&out.stdout);
-    let words: Vec<&str> = text.split_whitespace().collect();
-    words
-        .chunks(2)
-        .filter_map(|kv| Some((kv.first()?.to_string(), kv.get(1)?.parse().ok()?)))
-        .collect()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -183,12 +149,12 @@ int main(int argc, char **argv) {
         return;
     };
     // (natively, whatever the test's own environment holds, e.g. an LD_PRELOAD)
-    let native = printed(&run.native());
+    let native = printed::<i64>(&run.native());
     let Some(out) = run.record(&["--no-inherit"]) else {
         return;
     };
     assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
-    let p = printed(&out);
+    let p = printed::<i64>(&out);
     assert_eq!(
         p.get("exec_child_vars"),
         native.get("exec_child_vars"),
@@ -210,7 +176,7 @@ int main(int argc, char **argv) {
         return;
     };
     assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
-    assert_eq!(printed(&out).get("exec_child_runtime"), Some(&1));
+    assert_eq!(printed::<i64>(&out).get("exec_child_runtime"), Some(&1));
     let calls = run.calls();
     assert_eq!(calls.get("exec_child_work"), Some(&1_000));
     assert_eq!(run.rows("processes"), 2);
@@ -395,7 +361,7 @@ int main(int argc, char **argv) {
         return;
     };
     assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
-    let p = printed(&out);
+    let p = printed::<i64>(&out);
     for k in kinds {
         assert_eq!(p.get(&format!("{k}_runtime")), Some(&1), "{k}: {p:?}");
         assert_eq!(
@@ -414,7 +380,7 @@ int main(int argc, char **argv) {
         .current_dir(&run.dir)
         .output()
         .expect("run the program");
-    let native = printed(&native);
+    let native = printed::<i64>(&native);
     let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
         .args(["record", "--no-inherit", "-o"])
         .arg(run.data())
@@ -425,7 +391,7 @@ int main(int argc, char **argv) {
         .output()
         .expect("run lapse record");
     assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
-    let p = printed(&out);
+    let p = printed::<i64>(&out);
     for k in kinds {
         assert_eq!(p.get(&format!("{k}_runtime")), Some(&0), "{k}: {p:?}");
         let vars = format!("{k}_vars");
