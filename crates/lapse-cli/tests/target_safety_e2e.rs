@@ -7,12 +7,15 @@
 //! wall-clock time, so that a busy machine does not change the outcome.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+use lapse_testkit::{compile, perf_refused, printed, skip, stderr, Lapse, WorkDir, INSTRUMENTED};
 use serde_json::Value;
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 const PRELUDE: &str = r#"
 #define _GNU_SOURCE
@@ -50,7 +53,7 @@ fn build(name: &str, body: &str) -> Option<Run> {
         "gcc",
         name,
         &format!("{PRELUDE}\n{body}"),
-        &["-finstrument-functions", "-O1", "-pthread", "-g"],
+        INSTRUMENTED,
     )?;
     Some(Run { dir, exe })
 }
@@ -76,23 +79,10 @@ impl Run {
 
     /// The same with variables set for lapse (and so the program).
     fn record_with(&self, env: &[(&str, &str)], extra: &[&str], args: &[&str]) -> Option<Output> {
-        let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-            .envs(env.iter().copied())
-            .arg("record")
-            .args(extra)
-            .arg("-o")
-            .arg(self.data())
-            .arg("--")
-            .arg(&self.exe)
-            .args(args)
-            .current_dir(&self.dir)
-            .output()
-            .expect("run lapse record");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        if perf_refused(&stderr) && !self.data().exists() {
-            return skip(format!("perf events are not available here: {stderr}"));
-        }
-        Some(out)
+        LAPSE
+            .in_dir(&self.dir)
+            .with_env(env)
+            .record(extra, &self.data(), &self.exe, args)
     }
 
     fn report(&self) -> Report {
@@ -118,19 +108,7 @@ impl Run {
 struct Report(Value);
 
 fn report_of(dir: &Path, data: &Path) -> Report {
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .arg("report")
-        .arg(data)
-        .args(["--view", "functions", "--format", "json"])
-        .current_dir(dir)
-        .output()
-        .expect("run lapse report");
-    assert!(
-        out.status.success(),
-        "lapse report failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Report(serde_json::from_slice(&out.stdout).expect("report is JSON"))
+    Report(LAPSE.in_dir(dir).report(data, "functions", &[]))
 }
 
 impl Report {
@@ -150,20 +128,6 @@ impl Report {
     fn lost(&self) -> u64 {
         self.0["session"]["lost_events"].as_u64().unwrap_or(0)
     }
-}
-
-/// `key value` pairs the program printed on stdout.
-fn printed(out: &Output) -> HashMap<String, u64> {
-    let text = String::from_utf8_lossy(&out.stdout);
-    let words: Vec<&str> = text.split_whitespace().collect();
-    words
-        .chunks(2)
-        .filter_map(|kv| Some((kv.first()?.to_string(), kv.get(1)?.parse().ok()?)))
-        .collect()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -201,7 +165,7 @@ int main(void) {
         return;
     };
     assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
-    let handled = printed(&out)
+    let handled = printed::<u64>(&out)
         .get("handled")
         .copied()
         .expect("the program printed");
@@ -246,7 +210,7 @@ int main(void) {
         return;
     };
     assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
-    let p = printed(&out);
+    let p = printed::<u64>(&out);
     let (jumps, done) = (p["jumps"], p["done"]);
     assert_eq!(done, 10_000_000);
     let r = run.report();
@@ -270,7 +234,7 @@ int main(void) {
 fn record_matches_native(run: &Run, key: &str, calls: u64) {
     let native = run.native(&[]);
     assert_eq!(native.status.code(), Some(0));
-    assert_eq!(printed(&native).get(key), Some(&0), "natively");
+    assert_eq!(printed::<u64>(&native).get(key), Some(&0), "natively");
     let Some(out) = run.record(&[], &[]) else {
         return;
     };
@@ -359,12 +323,10 @@ int main(void) {
 
 /// `lapse info` of the run's data file.
 fn info(run: &Run) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .arg("info")
-        .arg(run.data())
-        .current_dir(&run.dir)
-        .output()
-        .expect("run lapse info");
+    // (any exit status, as before)
+    let out = LAPSE
+        .in_dir(&run.dir)
+        .run([OsStr::new("info"), run.data().as_os_str()]);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -1017,7 +979,7 @@ fn every_call_after_a_cut_is_counted_or_lost(name: &str, body: &str, why: &str) 
         return;
     };
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(printed(&out), printed(&run.native(&[])));
+    assert_eq!(printed::<u64>(&out), printed::<u64>(&run.native(&[])));
     let r = run.report();
     let (calls, lost) = (r.calls_of("work"), run.events_lost(&r));
     // (each call is two events)
