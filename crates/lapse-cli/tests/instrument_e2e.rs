@@ -11,8 +11,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lapse_testkit::{compile, perf_refused, shared_dir_with_lapse, skip, WorkDir};
+use lapse_testkit::{
+    compile, perf_refused, row, rows, shared_dir_with_lapse, skip, stderr, Lapse, WorkDir,
+    INSTRUMENTED,
+};
 use serde_json::Value;
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 const MS: f64 = 1e6;
 
@@ -64,7 +69,7 @@ fn build(dir: &Path, name: &str, body: &str) -> Option<PathBuf> {
         "gcc",
         name,
         &format!("{PRELUDE}\n{body}"),
-        &["-finstrument-functions", "-O1", "-pthread", "-g"],
+        INSTRUMENTED,
     )
 }
 
@@ -78,51 +83,16 @@ fn record(name: &str, body: &str) -> Option<Recorded> {
 /// Records `exe` (built in `dir`) with the working directory `dir`.
 fn record_exe(dir: WorkDir, name: &str, exe: &Path) -> Option<Recorded> {
     let data = dir.join("out.lapse");
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .arg("record")
-        .arg("-o")
-        .arg(&data)
-        .arg("--")
-        .arg(exe)
-        .current_dir(&dir)
-        .output()
-        .expect("run lapse record");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if perf_refused(&stderr) && !data.exists() {
-        return skip(format!(
-            "{name}: perf events are not available here: {stderr}"
-        ));
-    }
+    let out = LAPSE.in_dir(&dir).record(&[], &data, exe, &[])?;
+    let stderr = stderr(&out);
     let status = out.status.code().unwrap_or(-1);
-    assert!(data.exists(), "no data file; lapse said: {stderr}");
+    assert!(data.exists(), "{name}: no data file; lapse said: {stderr}");
     Some(Recorded { dir, data, status })
 }
 
+/// `lapse report` of the recording as JSON; it must succeed.
 fn report(r: &Recorded, view: &str) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .arg("report")
-        .arg(&r.data)
-        .args(["--view", view, "--format", "json"])
-        .current_dir(&r.dir)
-        .output()
-        .expect("run lapse report");
-    assert!(
-        out.status.success(),
-        "lapse report failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("report is JSON")
-}
-
-fn rows(v: &Value) -> &[Value] {
-    v["rows"].as_array().map_or(&[], Vec::as_slice)
-}
-
-fn function<'a>(v: &'a Value, name: &str) -> &'a Value {
-    rows(v)
-        .iter()
-        .find(|r| r["function"] == name)
-        .unwrap_or_else(|| panic!("no row for {name} in {v}"))
+    LAPSE.in_dir(&r.dir).report(&r.data, view, &[])
 }
 
 fn ns(row: &Value, key: &str) -> f64 {
@@ -174,7 +144,7 @@ int main(void) { sleeper(); spinner(); return 0; }
     };
     assert_eq!(r.status, 0);
     let v = report(&r, "functions");
-    let sleeper = function(&v, "sleeper");
+    let sleeper = row(&v, "sleeper");
     within(
         "sleeper elapsed",
         ns(sleeper, "elapsed_inclusive_ns"),
@@ -187,7 +157,7 @@ int main(void) { sleeper(); spinner(); return 0; }
         0.0,
         2.0 * MS,
     );
-    let spinner = function(&v, "spinner");
+    let spinner = row(&v, "spinner");
     within(
         "spinner application",
         ns(spinner, "application_inclusive_ns"),
@@ -233,7 +203,7 @@ int main(void) {
         .expect("a number")
         * MS;
     let v = report(&r, "functions");
-    let io = function(&v, "write_and_sync");
+    let io = row(&v, "write_and_sync");
     let elapsed = ns(io, "elapsed_inclusive_ns");
     let app = ns(io, "application_inclusive_ns");
     // The function makes no instrumented calls: it is one interval. The
@@ -315,7 +285,7 @@ int main(void) { for (int i = 0; i < 4; i++) nap(); return 0; }
         data,
         status: 0,
     };
-    let nap = function(&report(&r, "functions"), "nap").clone();
+    let nap = row(&report(&r, "functions"), "nap").clone();
     assert_eq!(ns(&nap, "calls"), 4.0);
     within(
         "nap elapsed",
@@ -345,14 +315,10 @@ int main(void) { sink = fib(15); sink = rec(12); return 0; }
         return;
     };
     let v = report(&r, "functions");
-    assert_eq!(
-        ns(function(&v, "fib"), "calls"),
-        1973.0,
-        "2*fib(16)-1 calls"
-    );
-    assert_eq!(ns(function(&v, "rec"), "calls"), 13.0);
-    let rec = function(&v, "rec");
-    let main = function(&v, "main");
+    assert_eq!(ns(row(&v, "fib"), "calls"), 1973.0, "2*fib(16)-1 calls");
+    assert_eq!(ns(row(&v, "rec"), "calls"), 13.0);
+    let rec = row(&v, "rec");
+    let main = row(&v, "main");
     assert!(ns(rec, "elapsed_inclusive_ns") <= ns(main, "elapsed_inclusive_ns"));
     within(
         "rec application",
@@ -379,7 +345,7 @@ int main(void) {
         return;
     };
     let v = report(&r, "functions");
-    let worker = function(&v, "worker");
+    let worker = row(&v, "worker");
     assert_eq!(ns(worker, "calls"), 2.0);
     within(
         "worker application",
@@ -443,7 +409,7 @@ int main(void) {
     assert_eq!(r.status, 0, "no thread id came round again");
     let v = report(&r, "functions");
     for name in ["first", "second"] {
-        assert_eq!(ns(function(&v, name), "calls"), 1.0, "{name}");
+        assert_eq!(ns(row(&v, name), "calls"), 1.0, "{name}");
     }
     let threads = report(&r, "threads");
     let t = rows(&threads);
@@ -480,21 +446,21 @@ int main(void) { return run(); }
     let procs = report(&r, "processes");
     assert_eq!(rows(&procs).len(), 2, "parent and child: {procs}");
     let v = report(&r, "functions");
-    assert_eq!(ns(function(&v, "child_work"), "calls"), 1.0);
-    assert_eq!(ns(function(&v, "parent_work"), "calls"), 1.0);
+    assert_eq!(ns(row(&v, "child_work"), "calls"), 1.0);
+    assert_eq!(ns(row(&v, "parent_work"), "calls"), 1.0);
     // The child starts inside main and run, but never called them: the
     // frames it inherited are not calls (SPEC 2.1 counts entries).
-    assert_eq!(ns(function(&v, "main"), "calls"), 1.0, "{v}");
-    assert_eq!(ns(function(&v, "run"), "calls"), 1.0, "{v}");
+    assert_eq!(ns(row(&v, "main"), "calls"), 1.0, "{v}");
+    assert_eq!(ns(row(&v, "run"), "calls"), 1.0, "{v}");
     within(
         "child_work application",
-        ns(function(&v, "child_work"), "application_inclusive_ns"),
+        ns(row(&v, "child_work"), "application_inclusive_ns"),
         36.0 * MS,
         48.0 * MS,
     );
     // The child starts inside the calls it inherited: `run` is open in both
     // processes, so its inclusive time holds the child's work too.
-    let run = function(&v, "run");
+    let run = row(&v, "run");
     assert!(
         ns(run, "application_inclusive_ns") >= 55.0 * MS,
         "run holds both: {run}"
@@ -533,8 +499,8 @@ int main(void) { return run(); }
     };
     assert_eq!(r.status, 0);
     let v = report(&r, "functions");
-    assert_eq!(ns(function(&v, "main"), "calls"), 1.0, "{v}");
-    assert_eq!(ns(function(&v, "run"), "calls"), 1.0, "{v}");
+    assert_eq!(ns(row(&v, "main"), "calls"), 1.0, "{v}");
+    assert_eq!(ns(row(&v, "run"), "calls"), 1.0, "{v}");
     assert_eq!(rows(&report(&r, "processes")).len(), 2);
 }
 
@@ -650,8 +616,8 @@ int main(void) { for (int i = 0; i < 10000; i++) step(i); crash((int *)(uintptr_
     };
     assert_eq!(r.status, 139, "128 + SIGSEGV");
     let v = report(&r, "functions");
-    assert_eq!(ns(function(&v, "step"), "calls"), 10000.0);
-    assert_eq!(ns(function(&v, "crash"), "calls"), 1.0);
+    assert_eq!(ns(row(&v, "step"), "calls"), 10000.0);
+    assert_eq!(ns(row(&v, "crash"), "calls"), 1.0);
 }
 
 #[test]
@@ -667,7 +633,7 @@ int main(void) { return work(); }
     };
     assert_eq!(r.status, 7);
     let v = report(&r, "functions");
-    assert_eq!(ns(function(&v, "work"), "calls"), 1.0);
+    assert_eq!(ns(row(&v, "work"), "calls"), 1.0);
     assert_eq!(v["session"]["complete"], true);
 }
 
@@ -689,13 +655,13 @@ int main(int argc, char **argv) {
     };
     assert_eq!(r.status, 4, "the exec'd image's exit status");
     let v = report(&r, "functions");
-    assert_eq!(ns(function(&v, "before_exec"), "calls"), 1.0);
-    assert_eq!(ns(function(&v, "after_exec"), "calls"), 1.0);
-    assert_eq!(ns(function(&v, "main"), "calls"), 2.0, "one per image");
+    assert_eq!(ns(row(&v, "before_exec"), "calls"), 1.0);
+    assert_eq!(ns(row(&v, "after_exec"), "calls"), 1.0);
+    assert_eq!(ns(row(&v, "main"), "calls"), 2.0, "one per image");
     // before_exec ends at the exec: it does not also hold the new image's work
     within(
         "before_exec application",
-        ns(function(&v, "before_exec"), "application_inclusive_ns"),
+        ns(row(&v, "before_exec"), "application_inclusive_ns"),
         9.0 * MS,
         14.0 * MS,
     );
@@ -751,7 +717,7 @@ int main(void) {
     let v = report(&r, "functions");
     assert_eq!(v["session"]["complete"], true);
     assert!(
-        ns(function(&v, "tick"), "calls") >= 100.0,
+        ns(row(&v, "tick"), "calls") >= 100.0,
         "the ticks before the signal"
     );
 }
@@ -814,7 +780,7 @@ int main(void) {
     let v = report(&r, "functions");
     assert_eq!(v["session"]["complete"], false);
     // Everything up to ~100-200 ms before the kill was in the file already.
-    let calls = ns(function(&v, "tick"), "calls");
+    let calls = ns(row(&v, "tick"), "calls");
     assert!(calls >= 300.0, "ticks before the kill: {calls}");
 }
 
@@ -853,8 +819,8 @@ int main(void) {
     };
     assert_eq!(r.status, 128 + 9);
     let v = report(&r, "functions");
-    assert_eq!(ns(function(&v, "work"), "calls"), 1000.0);
-    assert_eq!(ns(function(&v, "work2"), "calls"), 500.0);
+    assert_eq!(ns(row(&v, "work"), "calls"), 1000.0);
+    assert_eq!(ns(row(&v, "work2"), "calls"), 500.0);
 }
 
 #[test]
@@ -887,8 +853,8 @@ int main(void) {
     };
     assert_eq!(r.status, 0);
     let v = report(&r, "functions");
-    assert_eq!(ns(function(&v, "work"), "calls"), 200.0 * 6000.0);
-    assert_eq!(ns(function(&v, "body"), "calls"), 200.0);
+    assert_eq!(ns(row(&v, "work"), "calls"), 200.0 * 6000.0);
+    assert_eq!(ns(row(&v, "body"), "calls"), 200.0);
     let t = report(&r, "threads");
     assert_eq!(rows(&t).len(), 201);
 }
@@ -919,7 +885,7 @@ int main(void) {
     };
     assert_eq!(r.status, 0);
     let v = report(&r, "functions");
-    assert_eq!(ns(function(&v, "work"), "calls"), 120.0 * 100.0);
+    assert_eq!(ns(row(&v, "work"), "calls"), 120.0 * 100.0);
     let p = report(&r, "processes");
     assert_eq!(rows(&p).len(), 121);
 }
@@ -944,9 +910,9 @@ int main(void) { for (int i = 0; i < 10000; i++) work(i); return 0; }
     };
     assert_eq!(r.status, 0);
     let v = report(&r, "functions");
-    assert_eq!(ns(function(&v, "early_init"), "calls"), 1.0);
-    assert_eq!(ns(function(&v, "early_fn"), "calls"), 100.0);
-    assert_eq!(ns(function(&v, "work"), "calls"), 10000.0);
-    assert_eq!(ns(function(&v, "main"), "calls"), 1.0);
+    assert_eq!(ns(row(&v, "early_init"), "calls"), 1.0);
+    assert_eq!(ns(row(&v, "early_fn"), "calls"), 100.0);
+    assert_eq!(ns(row(&v, "work"), "calls"), 10000.0);
+    assert_eq!(ns(row(&v, "main"), "calls"), 1.0);
     assert_eq!(v["session"]["lost_events"], 0);
 }
