@@ -4,11 +4,16 @@
 
 #![allow(dead_code)] // (each test file uses its own part)
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lapse_testkit::{compile, perf_refused, skip, WorkDir};
+use lapse_testkit::{compile, stderr, Lapse, WorkDir};
+#[allow(unused_imports)] // (for the files that glob-import this module)
+pub use lapse_testkit::{row, rows};
 use serde_json::Value;
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 
 /// How a test program gets its probes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,21 +156,8 @@ pub fn record_like_native(
         .current_dir(dir)
         .output()
         .expect("run the program");
-    let traced = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .arg("record")
-        .args(options)
-        .arg("-o")
-        .arg(data)
-        .arg("--")
-        .arg(exe)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run lapse record");
-    let stderr = String::from_utf8_lossy(&traced.stderr).into_owned();
-    if perf_refused(&stderr) && !data.exists() {
-        return skip(format!("{name}: perf events are not available: {stderr}"));
-    }
+    let traced = LAPSE.in_dir(dir).record(options, data, exe, args)?;
+    let stderr = stderr(&traced);
     assert_eq!(
         String::from_utf8_lossy(&traced.stdout),
         String::from_utf8_lossy(&native.stdout),
@@ -182,37 +174,12 @@ pub fn record_like_native(
 
 /// The stub object clang-built programs link (`lapse build --stub-object`).
 pub fn stub_object() -> PathBuf {
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(["build", "--stub-object"])
-        .output()
-        .expect("run lapse build --stub-object");
-    assert!(
-        out.status.success(),
-        "lapse build --stub-object: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    PathBuf::from(LAPSE.stdout(["build", "--stub-object"]).trim())
 }
 
+/// `lapse report` of the run as JSON (`filter`: more options); it must succeed.
 pub fn report(r: &Run, view: &str, filter: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .arg("report")
-        .arg(&r.data)
-        .args(["--view", view, "--format", "json"])
-        .args(filter)
-        .current_dir(&r.dir)
-        .output()
-        .expect("run lapse report");
-    assert!(
-        out.status.success(),
-        "lapse report failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("report is JSON")
-}
-
-pub fn rows(v: &Value) -> &[Value] {
-    v["rows"].as_array().map_or(&[], Vec::as_slice)
+    LAPSE.in_dir(&r.dir).report(&r.data, view, filter)
 }
 
 /// Calls of `name` (0 when it has no row).
@@ -255,12 +222,9 @@ pub fn assert_inclusive_within_threads(r: &Run, functions: &Value) {
     }
 }
 
+/// `lapse info` of the run (any exit status).
 pub fn info(r: &Run) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .arg("info")
-        .arg(&r.data)
-        .output()
-        .expect("run lapse info");
+    let out = LAPSE.run([OsStr::new("info"), r.data.as_os_str()]);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -282,13 +246,6 @@ pub fn row_in<'a>(v: &'a Value, name: &str, module: &str) -> Option<&'a Value> {
     rows(v)
         .iter()
         .find(|r| r["function"] == name && r["module"] == module)
-}
-
-pub fn row<'a>(v: &'a Value, name: &str) -> &'a Value {
-    rows(v)
-        .iter()
-        .find(|r| r["function"] == name)
-        .unwrap_or_else(|| panic!("no row for {name}"))
 }
 
 /// The calltree's roots (all threads).
