@@ -15,8 +15,9 @@
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -81,6 +82,45 @@ impl<'a> Lapse<'a> {
         S: AsRef<OsStr>,
     {
         self.command(args).output().expect("run lapse")
+    }
+
+    /// Runs `lapse args` with nothing on stdin, whatever its exit status;
+    /// `None` (after killing it) when it is still running after `deadline`.
+    pub fn run_within<I, S>(&self, args: I, deadline: Duration) -> Option<Output>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run lapse");
+        let start = Instant::now();
+        while child.try_wait().expect("wait for lapse").is_none() {
+            if start.elapsed() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(child.wait_with_output().expect("lapse output"))
+    }
+
+    /// [`Lapse::run_within`], failing the test when lapse is still running
+    /// after `deadline`.
+    #[track_caller]
+    pub fn run_in_time<I, S>(&self, args: I, deadline: Duration) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().into()).collect();
+        self.run_within(&args, deadline)
+            .unwrap_or_else(|| panic!("lapse {args:?} still running after {deadline:?}"))
     }
 
     /// Runs `lapse args`; fails the test (with lapse's stderr) unless it
