@@ -10,41 +10,16 @@
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
-use lapse_testkit::WorkDir;
+use lapse_testkit::{Lapse, WorkDir};
 
-/// Runs `lapse args` in `dir`; fails if it is still running after 30 s.
-fn lapse(dir: &Path, args: &[&str]) -> Output {
-    const DEADLINE: Duration = Duration::from_secs(30);
-    run(dir, args, DEADLINE)
-        .unwrap_or_else(|| panic!("lapse {args:?} still running after {DEADLINE:?}"))
-}
+/// (plain output: no colours)
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse")).with_env(&[("NO_COLOR", "1")]);
 
-/// Runs `lapse args` in `dir`; `None` (after killing it) if it is still
-/// running after `deadline`.
-fn run(dir: &Path, args: &[&str], deadline: Duration) -> Option<Output> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run lapse");
-    let start = Instant::now();
-    while child.try_wait().expect("wait for lapse").is_none() {
-        if start.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some(child.wait_with_output().expect("lapse output"))
-}
+/// How long a command may take before the test calls it a hang.
+const DEADLINE: Duration = Duration::from_secs(30);
 
 fn mkfifo(path: &Path) {
     let c = CString::new(path.as_os_str().as_bytes()).unwrap();
@@ -83,7 +58,7 @@ fn a_fifo_is_refused_not_waited_on() {
         &["import", "pipe", "-o", "out.data"],
         &["export", "pipe", "--format", "collapsed", "-o", "out.txt"],
     ] {
-        let out = lapse(&dir, args);
+        let out = LAPSE.in_dir(&dir).run_in_time(args, DEADLINE);
         one_line_error(&out, "pipe: is a FIFO (named pipe), not a regular file");
     }
     assert!(!dir.join("out.data").exists());
@@ -94,9 +69,11 @@ fn directories_and_devices_are_refused() {
     let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-special");
     std::fs::create_dir(dir.join("sub")).unwrap();
     for cmd in ["report", "info", "import"] {
-        let out = lapse(&dir, &[cmd, "sub"]);
+        let out = LAPSE.in_dir(&dir).run_in_time(&[cmd, "sub"], DEADLINE);
         one_line_error(&out, "sub: is a directory, not a regular file");
-        let out = lapse(&dir, &[cmd, "/dev/zero"]);
+        let out = LAPSE
+            .in_dir(&dir)
+            .run_in_time(&[cmd, "/dev/zero"], DEADLINE);
         one_line_error(&out, "/dev/zero: is a character device, not a regular file");
     }
 }
@@ -112,11 +89,16 @@ fn a_cause_is_said_once() {
         &["report", "missing.data"],
         &["import", "missing.json"],
     ] {
-        let err = one_line_error(&lapse(&dir, args), "missing.");
+        let err = one_line_error(&LAPSE.in_dir(&dir).run_in_time(args, DEADLINE), "missing.");
         once(&err, "No such file or directory");
     }
     std::fs::write(dir.join("broken.json"), "{\"traceEvents\": [").unwrap();
-    let err = one_line_error(&lapse(&dir, &["import", "broken.json"]), "not valid JSON");
+    let err = one_line_error(
+        &LAPSE
+            .in_dir(&dir)
+            .run_in_time(&["import", "broken.json"], DEADLINE),
+        "not valid JSON",
+    );
     once(&err, "EOF while parsing");
 }
 
@@ -241,7 +223,7 @@ fn values_that_would_be_changed_or_select_nothing_are_refused() {
     }
     for (args, needle) in &cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = lapse(&dir, &args);
+        let out = LAPSE.in_dir(&dir).run_in_time(&args, DEADLINE);
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(!out.status.success(), "{args:?} succeeded: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
@@ -272,9 +254,9 @@ fn a_target_that_cannot_run_is_refused_before_anything_is_written() {
         ),
     ] {
         for method in ["auto", "sample", "instrument"] {
-            let out = lapse(
-                &dir,
+            let out = LAPSE.in_dir(&dir).run_in_time(
                 &["record", "--method", method, "-o", "out.data", "--", target],
+                DEADLINE,
             );
             one_line_error(&out, needle);
             assert!(!dir.join("out.data").exists(), "{target} {method}");
@@ -370,7 +352,10 @@ fn recover_of_a_crafted_spill_neither_panics_nor_hangs() {
     for (i, spill) in spills.iter().enumerate() {
         std::fs::write(dir.join("r.data"), recording()).unwrap();
         std::fs::write(dir.join("r.data.spill"), spill).unwrap();
-        match run(&dir, &["recover", "r.data"], Duration::from_secs(10)) {
+        match LAPSE
+            .in_dir(&dir)
+            .run_within(&["recover", "r.data"], Duration::from_secs(10))
+        {
             None => faults.push(format!("spill {i}: still running after 10 s")),
             Some(out) => {
                 let err = String::from_utf8_lossy(&out.stderr);
@@ -402,7 +387,9 @@ fn event_chunks_read_in_the_wrong_layout_are_refused_not_taken_for_calls() {
     }
     assert!(flipped > 0);
     std::fs::write(dir.join("flipped.lapse"), &bytes).unwrap();
-    let out = lapse(&dir, &["report", "flipped.lapse"]);
+    let out = LAPSE
+        .in_dir(&dir)
+        .run_in_time(&["report", "flipped.lapse"], DEADLINE);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(
@@ -412,7 +399,9 @@ fn event_chunks_read_in_the_wrong_layout_are_refused_not_taken_for_calls() {
     // no call of the recording's functions is made up from the bytes
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(!table.contains("main"), "{table}");
-    let info = lapse(&dir, &["info", "flipped.lapse"]);
+    let info = LAPSE
+        .in_dir(&dir)
+        .run_in_time(&["info", "flipped.lapse"], DEADLINE);
     let text = String::from_utf8_lossy(&info.stdout);
     assert!(
         text.contains(&format!("invalid:     {flipped} events or chunks skipped")),
@@ -494,15 +483,16 @@ fn strays_under_a_deep_stack_are_dropped_without_a_search() {
     const N: u64 = 400_000;
     let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-deep-strays");
     std::fs::write(dir.join("deep.lapse"), deep_stack_then_strays(N)).unwrap();
-    let info = lapse(&dir, &["info", "deep.lapse"]);
+    let info = LAPSE
+        .in_dir(&dir)
+        .run_in_time(&["info", "deep.lapse"], DEADLINE);
     let text = String::from_utf8_lossy(&info.stdout);
     assert!(info.status.success(), "{text}");
     assert!(
         text.contains(&format!("unmatched:   {} exits", 2 * N)),
         "{text}"
     );
-    let out = lapse(
-        &dir,
+    let out = LAPSE.in_dir(&dir).run_in_time(
         &[
             "report",
             "deep.lapse",
@@ -511,6 +501,7 @@ fn strays_under_a_deep_stack_are_dropped_without_a_search() {
             "--format",
             "csv",
         ],
+        DEADLINE,
     );
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -525,8 +516,7 @@ fn strays_under_a_deep_stack_are_dropped_without_a_search() {
     assert!(deep.contains(&format!(",{N},")), "{deep}");
     assert!(!table.contains("absent"), "{table}");
     for format in ["perfetto", "speedscope"] {
-        let out = lapse(
-            &dir,
+        let out = LAPSE.in_dir(&dir).run_in_time(
             &[
                 "export",
                 "deep.lapse",
@@ -535,6 +525,7 @@ fn strays_under_a_deep_stack_are_dropped_without_a_search() {
                 "-o",
                 "out.trace",
             ],
+            DEADLINE,
         );
         assert!(
             out.status.success(),
