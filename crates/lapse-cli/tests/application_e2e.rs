@@ -51,7 +51,7 @@ int main(void) {
 "#;
 
 fn crunch(dir: &WorkDir, rule: &str) -> (f64, f64) {
-    let out = LAPSE.in_dir(dir).run(&[
+    let out = LAPSE.in_dir(dir).run([
         "report",
         "out.lapse",
         "--view",
@@ -93,7 +93,7 @@ fn a_preempted_cpu_loop_reports_its_cpu_time_as_application_time() {
     };
     // (--no-libcalls: the loop's clock_gettime would be a traced call, and
     // crunch must stay one interval)
-    let out = LAPSE.in_dir(&dir).run(&[
+    let out = LAPSE.in_dir(&dir).run([
         "record",
         "--no-libcalls",
         "-o",
@@ -130,7 +130,7 @@ fn a_preempted_cpu_loop_reports_its_cpu_time_as_application_time() {
     // application time.
     let out = LAPSE
         .in_dir(&dir)
-        .run(&["report", "out.lapse", "--format", "json"]);
+        .run(["report", "out.lapse", "--format", "json"]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let preempted = v["session"]["preempted_ns"].as_f64().expect("preempted_ns");
     let session_elapsed = v["session"]["elapsed_inclusive_ns"]
@@ -149,7 +149,7 @@ fn a_preempted_cpu_loop_reports_its_cpu_time_as_application_time() {
         "{}",
         v["session"]
     );
-    let table = LAPSE.in_dir(&dir).run(&["report", "out.lapse"]);
+    let table = LAPSE.in_dir(&dir).run(["report", "out.lapse"]);
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(
         table.contains("busy machine (threads preempted") && table.contains("ranked by app time"),
@@ -224,7 +224,7 @@ fn a_new_threads_wait_for_its_first_cpu_is_not_application_time() {
     };
     let out = LAPSE
         .in_dir(&dir)
-        .run(&["record", "-o", "out.lapse", "--", exe.to_str().unwrap()]);
+        .run(["record", "-o", "out.lapse", "--", exe.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if perf_refused(&stderr) && !dir.join("out.lapse").exists() {
         return skip(stderr).unwrap_or(());
@@ -235,7 +235,7 @@ fn a_new_threads_wait_for_its_first_cpu_is_not_application_time() {
         return skip("SCHED_FIFO is not allowed here").unwrap_or(());
     }
     let cpu: f64 = said.trim().parse().expect("the worker's CPU time");
-    let out = LAPSE.in_dir(&dir).run(&[
+    let out = LAPSE.in_dir(&dir).run([
         "report",
         "out.lapse",
         "--view",
@@ -274,7 +274,7 @@ fn probe_cost(dir: &WorkDir, argv: &[&str], name: &str) -> Option<f64> {
     assert!(out.status.success(), "lapse record: {stderr}");
     let out = LAPSE
         .in_dir(dir)
-        .run(&["report", name, "--view", "threads", "--format", "json"]);
+        .run(["report", name, "--view", "threads", "--format", "json"]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     Some(
         v["session"]["probe_cost_ns"]
@@ -390,7 +390,7 @@ int main(int argc, char **argv) {
 fn dominated_rows(dir: &WorkDir) -> std::collections::HashMap<String, (f64, bool)> {
     let out = LAPSE
         .in_dir(dir)
-        .run(&["report", "out.lapse", "--format", "json"]);
+        .run(["report", "out.lapse", "--format", "json"]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     v["rows"]
         .as_array()
@@ -443,7 +443,7 @@ fn small_functions_are_flagged_probe_dominated_and_large_ones_are_true() {
         runs.into_iter().fold(f64::MAX, f64::min)
     };
     for (k, n, dominated) in [("0", "200000", true), ("500", "4000", false)] {
-        let out = LAPSE.in_dir(&dir).run(&[
+        let out = LAPSE.in_dir(&dir).run([
             "record",
             "-o",
             "out.lapse",

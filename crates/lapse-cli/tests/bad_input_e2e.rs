@@ -69,11 +69,9 @@ fn directories_and_devices_are_refused() {
     let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "bad-input-special");
     std::fs::create_dir(dir.join("sub")).unwrap();
     for cmd in ["report", "info", "import"] {
-        let out = LAPSE.in_dir(&dir).run_in_time(&[cmd, "sub"], DEADLINE);
+        let out = LAPSE.in_dir(&dir).run_in_time([cmd, "sub"], DEADLINE);
         one_line_error(&out, "sub: is a directory, not a regular file");
-        let out = LAPSE
-            .in_dir(&dir)
-            .run_in_time(&[cmd, "/dev/zero"], DEADLINE);
+        let out = LAPSE.in_dir(&dir).run_in_time([cmd, "/dev/zero"], DEADLINE);
         one_line_error(&out, "/dev/zero: is a character device, not a regular file");
     }
 }
@@ -96,7 +94,7 @@ fn a_cause_is_said_once() {
     let err = one_line_error(
         &LAPSE
             .in_dir(&dir)
-            .run_in_time(&["import", "broken.json"], DEADLINE),
+            .run_in_time(["import", "broken.json"], DEADLINE),
         "not valid JSON",
     );
     once(&err, "EOF while parsing");
@@ -255,7 +253,7 @@ fn a_target_that_cannot_run_is_refused_before_anything_is_written() {
     ] {
         for method in ["auto", "sample", "instrument"] {
             let out = LAPSE.in_dir(&dir).run_in_time(
-                &["record", "--method", method, "-o", "out.data", "--", target],
+                ["record", "--method", method, "-o", "out.data", "--", target],
                 DEADLINE,
             );
             one_line_error(&out, needle);
@@ -354,7 +352,7 @@ fn recover_of_a_crafted_spill_neither_panics_nor_hangs() {
         std::fs::write(dir.join("r.data.spill"), spill).unwrap();
         match LAPSE
             .in_dir(&dir)
-            .run_within(&["recover", "r.data"], Duration::from_secs(10))
+            .run_within(["recover", "r.data"], Duration::from_secs(10))
         {
             None => faults.push(format!("spill {i}: still running after 10 s")),
             Some(out) => {
@@ -389,7 +387,7 @@ fn event_chunks_read_in_the_wrong_layout_are_refused_not_taken_for_calls() {
     std::fs::write(dir.join("flipped.lapse"), &bytes).unwrap();
     let out = LAPSE
         .in_dir(&dir)
-        .run_in_time(&["report", "flipped.lapse"], DEADLINE);
+        .run_in_time(["report", "flipped.lapse"], DEADLINE);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(
@@ -401,7 +399,7 @@ fn event_chunks_read_in_the_wrong_layout_are_refused_not_taken_for_calls() {
     assert!(!table.contains("main"), "{table}");
     let info = LAPSE
         .in_dir(&dir)
-        .run_in_time(&["info", "flipped.lapse"], DEADLINE);
+        .run_in_time(["info", "flipped.lapse"], DEADLINE);
     let text = String::from_utf8_lossy(&info.stdout);
     assert!(
         text.contains(&format!("invalid:     {flipped} events or chunks skipped")),
@@ -485,7 +483,7 @@ fn strays_under_a_deep_stack_are_dropped_without_a_search() {
     std::fs::write(dir.join("deep.lapse"), deep_stack_then_strays(N)).unwrap();
     let info = LAPSE
         .in_dir(&dir)
-        .run_in_time(&["info", "deep.lapse"], DEADLINE);
+        .run_in_time(["info", "deep.lapse"], DEADLINE);
     let text = String::from_utf8_lossy(&info.stdout);
     assert!(info.status.success(), "{text}");
     assert!(
@@ -493,7 +491,7 @@ fn strays_under_a_deep_stack_are_dropped_without_a_search() {
         "{text}"
     );
     let out = LAPSE.in_dir(&dir).run_in_time(
-        &[
+        [
             "report",
             "deep.lapse",
             "--view",
@@ -517,7 +515,7 @@ fn strays_under_a_deep_stack_are_dropped_without_a_search() {
     assert!(!table.contains("absent"), "{table}");
     for format in ["perfetto", "speedscope"] {
         let out = LAPSE.in_dir(&dir).run_in_time(
-            &[
+            [
                 "export",
                 "deep.lapse",
                 "--format",

@@ -63,7 +63,7 @@ fn a_20000_deep_recursion_reports_and_exports() {
     };
     let out = LAPSE
         .in_dir(&dir)
-        .run(&["record", "-o", "deep.lapse", exe.to_str().unwrap()]);
+        .run(["record", "-o", "deep.lapse", exe.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if perf_refused(&stderr) && !dir.join("deep.lapse").exists() {
         return skip(stderr).unwrap_or(());
@@ -71,7 +71,7 @@ fn a_20000_deep_recursion_reports_and_exports() {
     assert!(out.status.success(), "{stderr}");
     for view in ["summary", "functions", "calltree", "callers", "callees"] {
         for format in ["table", "csv", "json"] {
-            let out = LAPSE.in_dir(&dir).run(&[
+            let out = LAPSE.in_dir(&dir).run([
                 "report",
                 "deep.lapse",
                 "--view",
@@ -118,7 +118,7 @@ fn a_20000_deep_recursion_reports_and_exports() {
             }
         }
     }
-    let calls = LAPSE.in_dir(&dir).run(&[
+    let calls = LAPSE.in_dir(&dir).run([
         "report",
         "deep.lapse",
         "--view",
@@ -148,7 +148,7 @@ fn a_20000_deep_recursion_reports_and_exports() {
         let out =
             LAPSE
                 .in_dir(&dir)
-                .run(&["export", "deep.lapse", "--format", format, "-o", &out_name]);
+                .run(["export", "deep.lapse", "--format", format, "-o", &out_name]);
         assert!(
             out.status.success(),
             "export {format}: {}",

@@ -180,7 +180,7 @@ fn instrumentation_exports_and_chrome_round_trip() {
     };
     export_all(&dir, "instr.data");
     // The raw timeline (a trace has no probe cost) imports as the raw values.
-    LAPSE.in_dir(&dir).ok(&[
+    LAPSE.in_dir(&dir).ok([
         "export",
         "instr.data",
         "--format",
@@ -191,7 +191,7 @@ fn instrumentation_exports_and_chrome_round_trip() {
     ]);
     LAPSE
         .in_dir(&dir)
-        .ok(&["import", "raw.chrome", "-o", "back.data"]);
+        .ok(["import", "raw.chrome", "-o", "back.data"]);
     for (view, keys) in [
         ("functions", &["function", "module"][..]),
         ("threads", &["pid", "tid"][..]),
@@ -268,7 +268,7 @@ fn diff_compares_recordings_and_refuses_mixed_methods() {
     };
     let out = LAPSE
         .in_dir(&dir)
-        .ok(&["diff", "a.data", "b.data", "--format", "json"])
+        .ok(["diff", "a.data", "b.data", "--format", "json"])
         .clone();
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["view"], "functions");
@@ -293,7 +293,7 @@ fn diff_compares_recordings_and_refuses_mixed_methods() {
     // A huge threshold hides every row that exists in both.
     let out = LAPSE
         .in_dir(&dir)
-        .ok(&[
+        .ok([
             "diff",
             "a.data",
             "b.data",
@@ -306,14 +306,14 @@ fn diff_compares_recordings_and_refuses_mixed_methods() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
     let table = LAPSE
         .in_dir(&dir)
-        .ok(&["diff", "a.data", "b.data", "--view", "threads"])
+        .ok(["diff", "a.data", "b.data", "--view", "threads"])
         .clone();
     assert!(String::from_utf8_lossy(&table.stdout).contains("change %"));
 
     let Some(_) = record(&dir, "sample", "s") else {
         return;
     };
-    let out = LAPSE.in_dir(&dir).run(&["diff", "a.data", "s.data"]);
+    let out = LAPSE.in_dir(&dir).run(["diff", "a.data", "s.data"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -342,8 +342,8 @@ fn export_errors_are_one_line() {
     // An unwritable output: one line, and no file left behind.
     let trace = r#"[{"ph":"X","name":"f","pid":1,"tid":1,"ts":0,"dur":5}]"#;
     std::fs::write(dir.join("t.json"), trace).unwrap();
-    LAPSE.in_dir(&dir).ok(&["import", "t.json", "-o", "t.data"]);
-    let out = LAPSE.in_dir(&dir).run(&[
+    LAPSE.in_dir(&dir).ok(["import", "t.json", "-o", "t.data"]);
+    let out = LAPSE.in_dir(&dir).run([
         "export",
         "t.data",
         "--format",
@@ -358,7 +358,7 @@ fn export_errors_are_one_line() {
     // To standard output with `-o -`.
     let out = LAPSE
         .in_dir(&dir)
-        .ok(&["export", "t.data", "--format", "collapsed", "-o", "-"])
+        .ok(["export", "t.data", "--format", "collapsed", "-o", "-"])
         .clone();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "f 5000\n");
 }
@@ -526,7 +526,7 @@ fn diff_of_one_program_on_a_quiet_and_a_busy_machine_compares_shares() {
     }
     let table = LAPSE
         .in_dir(&dir)
-        .ok(&["diff", "quiet.data", "busy.data"])
+        .ok(["diff", "quiet.data", "busy.data"])
         .clone();
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(

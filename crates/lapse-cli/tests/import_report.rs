@@ -68,7 +68,7 @@ fn close(v: &Value, expected: f64) {
 #[test]
 fn json_functions_view_has_the_exact_spec_values() {
     let dir = imported("json", TRACE);
-    let doc = LAPSE.in_dir(&dir).json(&[
+    let doc = LAPSE.in_dir(&dir).json([
         "report",
         "t.data",
         "--view",
@@ -120,7 +120,7 @@ fn threads_processes_and_modules_views() {
     let dir = imported("views", TRACE);
     let doc = LAPSE
         .in_dir(&dir)
-        .json(&["report", "t.data", "--view", "threads", "--format", "json"]);
+        .json(["report", "t.data", "--view", "threads", "--format", "json"]);
     let t1 = doc["rows"]
         .as_array()
         .unwrap()
@@ -135,7 +135,7 @@ fn threads_processes_and_modules_views() {
         ),
         (Some(10000), Some(8000))
     );
-    let doc = LAPSE.in_dir(&dir).json(&[
+    let doc = LAPSE.in_dir(&dir).json([
         "report",
         "t.data",
         "--view",
@@ -146,7 +146,7 @@ fn threads_processes_and_modules_views() {
     assert_eq!(doc["rows"][0]["elapsed_inclusive_ns"], 13500);
     let doc = LAPSE
         .in_dir(&dir)
-        .json(&["report", "t.data", "--view", "modules", "--format", "json"]);
+        .json(["report", "t.data", "--view", "modules", "--format", "json"]);
     let m = row(&doc, "module", "trace.json");
     assert_eq!(
         (
@@ -163,7 +163,7 @@ fn csv_and_table_show_the_same_values() {
     let out =
         LAPSE
             .in_dir(&dir)
-            .run(&["report", "t.data", "--view", "functions", "--format", "csv"]);
+            .run(["report", "t.data", "--view", "functions", "--format", "csv"]);
     let text = String::from_utf8(out.stdout).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -192,7 +192,7 @@ fn csv_and_table_show_the_same_values() {
 
     let out = LAPSE
         .in_dir(&dir)
-        .run(&["report", "t.data", "--view", "functions"]);
+        .run(["report", "t.data", "--view", "functions"]);
     let text = String::from_utf8(out.stdout).unwrap();
     let main = text.lines().find(|l| l.starts_with("main ")).expect(&text);
     assert!(
@@ -208,7 +208,7 @@ fn bare_array_and_unsorted_input_give_the_same_answer() {
     let mut list = events.as_array().unwrap().clone();
     list.reverse();
     let dir = imported("bare", &serde_json::to_string(&list).unwrap());
-    let doc = LAPSE.in_dir(&dir).json(&[
+    let doc = LAPSE.in_dir(&dir).json([
         "report",
         "t.data",
         "--view",
@@ -226,7 +226,7 @@ fn bare_array_and_unsorted_input_give_the_same_answer() {
 #[test]
 fn filters_sort_and_limit() {
     let dir = imported("filters", TRACE);
-    let doc = LAPSE.in_dir(&dir).json(&[
+    let doc = LAPSE.in_dir(&dir).json([
         "report",
         "t.data",
         "--view",
@@ -237,7 +237,7 @@ fn filters_sort_and_limit() {
         "2",
     ]);
     assert_eq!(doc["rows"].as_array().unwrap().len(), 1);
-    let doc = LAPSE.in_dir(&dir).json(&[
+    let doc = LAPSE.in_dir(&dir).json([
         "report",
         "t.data",
         "--view",
@@ -248,7 +248,7 @@ fn filters_sort_and_limit() {
         "^w",
     ]);
     assert_eq!(doc["rows"].as_array().unwrap().len(), 2);
-    let doc = LAPSE.in_dir(&dir).json(&[
+    let doc = LAPSE.in_dir(&dir).json([
         "report",
         "t.data",
         "--view",
@@ -261,10 +261,9 @@ fn filters_sort_and_limit() {
         "1",
     ]);
     assert_eq!(doc["rows"].as_array().unwrap().len(), 1);
-    let out =
-        LAPSE
-            .in_dir(&dir)
-            .run(&["report", "t.data", "--sort", "nope", "--view", "functions"]);
+    let out = LAPSE
+        .in_dir(&dir)
+        .run(["report", "t.data", "--sort", "nope", "--view", "functions"]);
     assert!(!out.status.success());
 }
 
@@ -296,7 +295,7 @@ fn bad_files_give_one_clear_line_and_no_panic() {
     // Truncated: the intact part is reported with a warning.
     let full = std::fs::read(dir.join("t.data")).unwrap();
     std::fs::write(dir.join("cut.data"), &full[..full.len() - 10]).unwrap();
-    let out = LAPSE.in_dir(&dir).run(&[
+    let out = LAPSE.in_dir(&dir).run([
         "report",
         "cut.data",
         "--view",
@@ -308,7 +307,7 @@ fn bad_files_give_one_clear_line_and_no_panic() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["session"]["complete"], false);
-    let out = LAPSE.in_dir(&dir).run(&["info", "cut.data"]);
+    let out = LAPSE.in_dir(&dir).run(["info", "cut.data"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("damage:"));
 }
 
@@ -322,7 +321,7 @@ fn names_are_escaped_for_the_terminal_and_exact_in_json() {
     let dir = imported("escaped", trace);
     let out = LAPSE
         .in_dir(&dir)
-        .run(&["report", "t.data", "--view", "functions"]);
+        .run(["report", "t.data", "--view", "functions"]);
     assert!(
         out.status.success(),
         "{}",
@@ -334,7 +333,7 @@ fn names_are_escaped_for_the_terminal_and_exact_in_json() {
         "{table}"
     );
     assert!(!table.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{table}");
-    let doc = LAPSE.in_dir(&dir).json(&[
+    let doc = LAPSE.in_dir(&dir).json([
         "report",
         "t.data",
         "--view",

@@ -43,7 +43,7 @@ int main(void) { printf("%llu\n", (unsigned long long)lib_work(1000)); return 0;
     };
     let out = LAPSE
         .in_dir(&dir)
-        .run(&["record", "-o", "out.lapse", exe.to_str().unwrap()]);
+        .run(["record", "-o", "out.lapse", exe.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if perf_refused(&stderr) && !dir.join("out.lapse").exists() {
         return skip(stderr).unwrap_or(());
@@ -53,7 +53,7 @@ int main(void) { printf("%llu\n", (unsigned long long)lib_work(1000)); return 0;
         stderr.contains("probes found in") && stderr.contains("libwork.so"),
         "says which module has the probes: {stderr}"
     );
-    let report = LAPSE.in_dir(&dir).run(&[
+    let report = LAPSE.in_dir(&dir).run([
         "report",
         "out.lapse",
         "--view",
@@ -78,7 +78,7 @@ fn a_wrapper_without_probes_is_sampled_with_a_hint() {
     let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "method_e2e-wrapper");
     let out = LAPSE
         .in_dir(&dir)
-        .run(&["record", "-o", "out.lapse", "--", "sh", "-c", "true"]);
+        .run(["record", "-o", "out.lapse", "--", "sh", "-c", "true"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if perf_refused(&stderr) && !dir.join("out.lapse").exists() {
         return skip(stderr).unwrap_or(());
@@ -96,6 +96,6 @@ fn a_wrapper_without_probes_is_sampled_with_a_hint() {
     // A program that is not a wrapper gets no such line.
     let out = LAPSE
         .in_dir(&dir)
-        .run(&["record", "-o", "out2.lapse", "--", "true"]);
+        .run(["record", "-o", "out2.lapse", "--", "true"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("--method instrument"));
 }

@@ -113,7 +113,7 @@ fn blocked_and_sleeping_functions_get_their_off_cpu_time() {
         return;
     };
     let data = dir.join("out.lapse");
-    let out = LAPSE.run(&[
+    let out = LAPSE.run([
         "record",
         "--method",
         "sample",
@@ -206,7 +206,7 @@ fn blocked_and_sleeping_functions_get_their_off_cpu_time() {
     assert!(tree.contains("\"wait_for_pipe\""), "{tree:.2000}");
 
     // The exports: the off-CPU folded stacks hold the same time.
-    let folded = LAPSE.run(&[
+    let folded = LAPSE.run([
         "export",
         data.to_str().expect("utf-8"),
         "--format",
@@ -250,7 +250,7 @@ int main(void) {
     std::thread::sleep(std::time::Duration::from_millis(100));
     let data = dir.join("out.lapse");
     let pid = child.id().to_string();
-    let out = LAPSE.run(&[
+    let out = LAPSE.run([
         "record",
         "--off-cpu",
         "-o",

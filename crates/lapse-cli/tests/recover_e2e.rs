@@ -55,7 +55,7 @@ int main(void) {
 
 /// `lapse report out.lapse --view functions --format json` in `dir`.
 fn functions_json(dir: &Path) -> Value {
-    let out = LAPSE.in_dir(dir).run(&[
+    let out = LAPSE.in_dir(dir).run([
         "report",
         "out.lapse",
         "--view",
@@ -159,13 +159,13 @@ fn recovered_after_a_kill(name: &str, defines: &[&str]) {
     wait_until("the target's end", || ended(&pid));
     assert!(dir.join("out.lapse.spill").exists(), "the runtime spilled");
 
-    let info = LAPSE.in_dir(&dir).run(&["info", "out.lapse"]);
+    let info = LAPSE.in_dir(&dir).run(["info", "out.lapse"]);
     let info = String::from_utf8_lossy(&info.stdout);
     assert!(
         info.contains("lapse recover"),
         "info points at the spill: {info}"
     );
-    let before = LAPSE.in_dir(&dir).run(&[
+    let before = LAPSE.in_dir(&dir).run([
         "report",
         "out.lapse",
         "--view",
@@ -187,7 +187,7 @@ fn recovered_after_a_kill(name: &str, defines: &[&str]) {
     // A spill of this recording put beside another recording is not merged
     // into it (before: its events were added to the wrong recording).
     let spill = std::fs::read(dir.join("out.lapse.spill")).expect("read the spill");
-    let other = LAPSE.in_dir(&dir).run(&[
+    let other = LAPSE.in_dir(&dir).run([
         "record",
         "-o",
         "other.lapse",
@@ -201,7 +201,7 @@ fn recovered_after_a_kill(name: &str, defines: &[&str]) {
     );
     let other_before = std::fs::read(dir.join("other.lapse")).expect("read other.lapse");
     std::fs::write(dir.join("other.lapse.spill"), &spill).expect("plant the spill");
-    let refused = LAPSE.in_dir(&dir).run(&["recover", "other.lapse"]);
+    let refused = LAPSE.in_dir(&dir).run(["recover", "other.lapse"]);
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "{said}");
     assert!(said.contains("belongs to another recording"), "{said}");
@@ -215,13 +215,13 @@ fn recovered_after_a_kill(name: &str, defines: &[&str]) {
         "the spill is left as it was"
     );
 
-    let rec = LAPSE.in_dir(&dir).run(&["recover", "out.lapse"]);
+    let rec = LAPSE.in_dir(&dir).run(["recover", "out.lapse"]);
     let said = String::from_utf8_lossy(&rec.stderr);
     assert!(rec.status.success(), "lapse recover: {said}");
     assert!(said.contains("recovered"), "{said}");
     assert!(!dir.join("out.lapse.spill").exists(), "the spill is merged");
 
-    let after = LAPSE.in_dir(&dir).run(&[
+    let after = LAPSE.in_dir(&dir).run([
         "report",
         "out.lapse",
         "--view",
@@ -241,7 +241,7 @@ fn recovered_after_a_kill(name: &str, defines: &[&str]) {
         (300.0..=ticks).contains(&t),
         "ticks before the kill are kept ({t} of {ticks}), some lost at the break"
     );
-    let threads = LAPSE.in_dir(&dir).run(&[
+    let threads = LAPSE.in_dir(&dir).run([
         "report",
         "out.lapse",
         "--view",
@@ -255,13 +255,13 @@ fn recovered_after_a_kill(name: &str, defines: &[&str]) {
         Some(2),
         "main and the worker started after the kill: {threads}"
     );
-    let info = LAPSE.in_dir(&dir).run(&["info", "out.lapse"]);
+    let info = LAPSE.in_dir(&dir).run(["info", "out.lapse"]);
     let info = String::from_utf8_lossy(&info.stdout);
     assert!(info.contains("recovered from"), "{info}");
     // Nothing left to recover.
     assert!(!LAPSE
         .in_dir(&dir)
-        .run(&["recover", "out.lapse"])
+        .run(["recover", "out.lapse"])
         .status
         .success());
 }
@@ -485,7 +485,7 @@ int main(void) {
         (LIMIT / 2..=LIMIT + 4 + 48 + 4096 * 16).contains(&size),
         "spill of {size} bytes with a limit of {LIMIT}"
     );
-    let rec = LAPSE.in_dir(&dir).run(&["recover", "out.lapse"]);
+    let rec = LAPSE.in_dir(&dir).run(["recover", "out.lapse"]);
     assert!(
         rec.status.success(),
         "lapse recover: {}",
@@ -548,7 +548,7 @@ int main(void) {
     ) else {
         return;
     };
-    let out = LAPSE.in_dir(&dir).run(&[
+    let out = LAPSE.in_dir(&dir).run([
         "record",
         "-o",
         "out.lapse",
@@ -569,7 +569,7 @@ int main(void) {
     // (recover refuses while the target still writes its spill)
     let mut recovered = None;
     wait_until("the target ends and its spill is recovered", || {
-        let r = LAPSE.in_dir(&dir).run(&["recover", "out.lapse"]);
+        let r = LAPSE.in_dir(&dir).run(["recover", "out.lapse"]);
         let still = String::from_utf8_lossy(&r.stderr).contains("still being written");
         if !still {
             recovered = Some(r);

@@ -324,7 +324,7 @@ fn a_program_using_the_lapse_crate_is_recorded() {
     assert_eq!(after["calls"], 1);
     assert!(ms(after, "application_inclusive_ns") >= 4.0, "{after}");
     let data_str = data.to_str().expect("a UTF-8 path");
-    let info = LAPSE.in_dir(&dir).stdout(&["info", data_str]);
+    let info = LAPSE.in_dir(&dir).stdout(["info", data_str]);
     for key in ["lost:", "unmatched:", "repaired:"] {
         assert_eq!(info_count(&info, key), 0, "{key}\n{info}");
     }

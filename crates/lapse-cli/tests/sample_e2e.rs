@@ -287,10 +287,10 @@ fn frame_pointers_asked_for_code_without_them_is_a_warning() {
         stderr.contains("warning") && stderr.contains("single frame"),
         "{stderr}"
     );
-    let info = LAPSE.run(&["info", data.to_str().expect("utf-8")]);
+    let info = LAPSE.run(["info", data.to_str().expect("utf-8")]);
     let info = String::from_utf8_lossy(&info.stdout);
     assert!(info.contains("single frame"), "{info}");
-    let table = LAPSE.run(&["report", data.to_str().expect("utf-8")]);
+    let table = LAPSE.run(["report", data.to_str().expect("utf-8")]);
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(
         table
@@ -553,7 +553,7 @@ int main(int argc, char **argv) {
     let data = dir.join("out.lapse");
     let pid = child.id().to_string();
     let cpu_before = cpu_ns(child.id());
-    let out = LAPSE.run(&[
+    let out = LAPSE.run([
         "record",
         "-o",
         data.to_str().expect("utf-8"),
@@ -630,7 +630,7 @@ fn attaching_to_another_users_process_says_whose_it_is() {
 fn hardware_events_work_or_fail_in_one_clear_line() {
     let dir = work_dir("cycles");
     let data = dir.join("out.lapse");
-    let out = LAPSE.run(&[
+    let out = LAPSE.run([
         "record",
         "--method",
         "sample",
@@ -760,7 +760,7 @@ int main(int argc, char **argv) {
         return;
     };
     let data = dir.join("out.lapse");
-    let out = LAPSE.run(&[
+    let out = LAPSE.run([
         "record",
         "--method",
         "sample",

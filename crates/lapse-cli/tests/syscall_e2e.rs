@@ -107,7 +107,7 @@ fn system_calls_are_os_events_when_asked_for() {
 
     // (--no-libcalls here and below: syscall() would be a traced call of its
     // own, whose hooks add to the CPU time the program measures)
-    let with = LAPSE.in_dir(&dir).run(&[
+    let with = LAPSE.in_dir(&dir).run([
         "record",
         "--no-libcalls",
         "--os-events",
@@ -128,7 +128,7 @@ fn system_calls_are_os_events_when_asked_for() {
     if stderr.contains("without syscall OS events") {
         // Refused by the kernel: said once on stderr and noted in the header.
         skip::<()>(&stderr);
-        let info = LAPSE.in_dir(&dir).run(&["info", "with.lapse"]);
+        let info = LAPSE.in_dir(&dir).run(["info", "with.lapse"]);
         let info = String::from_utf8_lossy(&info.stdout);
         assert!(info.contains("syscall OS events were asked for"), "{info}");
         assert_eq!(v["session"]["os_events"], serde_json::json!(["switch"]));
@@ -162,7 +162,7 @@ fn system_calls_are_os_events_when_asked_for() {
     let without =
         LAPSE
             .in_dir(&dir)
-            .run(&["record", "--no-libcalls", "-o", "without.lapse", "--", exe]);
+            .run(["record", "--no-libcalls", "-o", "without.lapse", "--", exe]);
     assert_eq!(
         without.status.code(),
         Some(0),

@@ -137,7 +137,7 @@ fn a_failed_record_leaves_the_previous_file_as_it_was() {
     };
     let out_file = dir.join("out.lapse");
     std::fs::write(&out_file, b"precious").expect("write");
-    let no_probes = LAPSE.in_dir(&dir).run(&[
+    let no_probes = LAPSE.in_dir(&dir).run([
         "record",
         "--method",
         "instrument",
@@ -173,7 +173,7 @@ fn a_failed_record_leaves_the_previous_file_as_it_was() {
     if let Some(pid) = kthread {
         let out = LAPSE
             .in_dir(&dir)
-            .run(&["record", "-o", "out.lapse", "--pid", &pid.to_string()]);
+            .run(["record", "-o", "out.lapse", "--pid", &pid.to_string()]);
         assert!(!out.status.success(), "a kernel thread records nothing");
         assert!(stderr(&out).contains("kernel thread"), "{}", stderr(&out));
     }
@@ -286,7 +286,7 @@ int main(void) {
     };
     assert!(dir.join("out.lapse.spill").exists(), "the runtime spilled");
     std::os::unix::fs::symlink(&victim, dir.join("out.lapse.recovering")).expect("plant");
-    let rec = LAPSE.in_dir(&dir).run(&["recover", "out.lapse"]);
+    let rec = LAPSE.in_dir(&dir).run(["recover", "out.lapse"]);
     assert!(rec.status.success(), "lapse recover: {}", stderr(&rec));
     assert_eq!(std::fs::read(&victim).expect("victim"), b"root's file");
     assert_eq!(mode(&dir.join("out.lapse")), 0o600);
@@ -479,7 +479,7 @@ fn outputs_that_are_not_regular_files_are_written_in_place() {
     assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
     let before = names(&dir);
     for method in ["instrument", "sample"] {
-        let out = LAPSE.in_dir(&dir).run(&[
+        let out = LAPSE.in_dir(&dir).run([
             "record", "--method", method, "-o", "null", "--", exe, "100000",
         ]);
         if perf_refused(&stderr(&out)) {
@@ -492,20 +492,20 @@ fn outputs_that_are_not_regular_files_are_written_in_place() {
     // export and import into the device.
     assert!(LAPSE
         .in_dir(&dir)
-        .run(&["record", "-o", "out.lapse", "--", exe])
+        .run(["record", "-o", "out.lapse", "--", exe])
         .status
         .success());
     let export =
         LAPSE
             .in_dir(&dir)
-            .run(&["export", "out.lapse", "--format", "chrome", "-o", "null"]);
+            .run(["export", "out.lapse", "--format", "chrome", "-o", "null"]);
     assert!(export.status.success(), "{}", stderr(&export));
     let json =
         LAPSE
             .in_dir(&dir)
-            .run(&["export", "out.lapse", "--format", "chrome", "-o", "t.json"]);
+            .run(["export", "out.lapse", "--format", "chrome", "-o", "t.json"]);
     assert!(json.status.success(), "{}", stderr(&json));
-    let import = LAPSE.in_dir(&dir).run(&["import", "t.json", "-o", "null"]);
+    let import = LAPSE.in_dir(&dir).run(["import", "t.json", "-o", "null"]);
     assert!(import.status.success(), "{}", stderr(&import));
     assert!(
         is_char_device(&null),
@@ -517,7 +517,7 @@ fn outputs_that_are_not_regular_files_are_written_in_place() {
     let before = names(&dir);
     for output in ["-", "/dev/stdout", "to-stdout"] {
         for method in ["instrument", "sample"] {
-            let out = LAPSE.in_dir(&dir).run(&[
+            let out = LAPSE.in_dir(&dir).run([
                 "record", "--method", method, "-o", output, "--", exe, "100000",
             ]);
             assert!(out.status.success(), "{output} {method}: {}", stderr(&out));
@@ -531,7 +531,7 @@ fn outputs_that_are_not_regular_files_are_written_in_place() {
         let out =
             LAPSE
                 .in_dir(&dir)
-                .run(&["export", "out.lapse", "--format", "chrome", "-o", output]);
+                .run(["export", "out.lapse", "--format", "chrome", "-o", output]);
         assert!(out.status.success(), "{output}: {}", stderr(&out));
         assert!(
             out.stdout.starts_with(b"{"),
@@ -555,7 +555,7 @@ fn a_failed_export_or_import_keeps_the_previous_file() {
     let Some(exe) = quiet_calls(&dir) else {
         return;
     };
-    let rec = LAPSE.in_dir(&dir).run(&[
+    let rec = LAPSE.in_dir(&dir).run([
         "record",
         "-o",
         "out.lapse",
@@ -570,7 +570,7 @@ fn a_failed_export_or_import_keeps_the_previous_file() {
     let json =
         LAPSE
             .in_dir(&dir)
-            .run(&["export", "out.lapse", "--format", "chrome", "-o", "t.json"]);
+            .run(["export", "out.lapse", "--format", "chrome", "-o", "t.json"]);
     assert!(json.status.success(), "{}", stderr(&json));
     std::fs::create_dir_all(dir.join("disk")).expect("mount point");
     let script = r#"mount -t tmpfs -o size=64k tmpfs disk || exit 99
