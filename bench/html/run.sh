@@ -14,6 +14,7 @@
 # Needs node and /usr/bin/chromium; installs playwright-core (npm ci) in
 # crates/lapse-export/tests/browser if it is missing.
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 
 RUNS=${RUNS:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +22,6 @@ ROOT=$(cd "$HERE/../.." && pwd)
 BROWSER="$ROOT/crates/lapse-export/tests/browser"
 WORK=$(mktemp -d /tmp/lapse-bench-html.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-log() { echo "$@" >&2; }
 
 [[ -d "$BROWSER/node_modules/playwright-core" ]] || (cd "$BROWSER" && npm ci --no-audit --no-fund >&2)
 log "building lapse and the generators (release)..."
@@ -46,8 +46,6 @@ node -e '
   process.stdout.write(JSON.stringify(ev));' >"$WORK/deep.json"
 "$LAPSE" import "$WORK/deep.json" -o "$WORK/deep.data" 2>/dev/null
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "chromium: $(/usr/bin/chromium --version 2>/dev/null | head -1); node $(node --version)"
 echo
@@ -66,8 +64,8 @@ for case in "100M-events:100,000,000 events:$BIG" "5M-samples:5,000,000 samples:
         times+=("$wall")
         cpus+=("$cpu")
     done
-    export_s=$(printf '%s\n' "${times[@]}" | median)
-    export_cpu=$(printf '%s\n' "${cpus[@]}" | median)
+    export_s=$(printf '%s\n' "${times[@]}" | median_low)
+    export_cpu=$(printf '%s\n' "${cpus[@]}" | median_low)
     bytes=$(stat -c %s "$page")
     log "opening $name in chromium ($RUNS runs)..."
     json=$(cd "$BROWSER" && node drive.js bench "$page" "$RUNS")

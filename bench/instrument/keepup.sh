@@ -15,6 +15,7 @@
 #
 # usage: bench/instrument/keepup.sh [RUNS] [OTHER_LAPSE]   (RUNS default 9)
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 
 RUNS=${1:-${RUNS:-9}}
 OTHER=${2:-}
@@ -29,8 +30,6 @@ echo "building lapse (release)..." >&2
 (cd "$ROOT" && cargo build --release -q -p lapse-cli)
 A=$ROOT/target/release/lapse
 gcc -O2 -finstrument-functions -o "$OUT/calls" "$WL/calls.c"
-
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 # one_run NAME LAPSE: appends "share wall_s wait_ms rss_kib load" to $OUT/NAME
 one_run() {

@@ -16,6 +16,7 @@
 # Every figure is the median of $RUNS runs (default 5).
 # usage: bench/instrument/run.sh [RUNS]     (from anywhere; needs gcc, root for apt)
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 
 RUNS=${1:-${RUNS:-5}}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -41,10 +42,6 @@ gcc -O2 -pthread -finstrument-functions -DGROUND_TRUTH -o "$OUT/mixed" "$WL/mixe
 gcc -O2 -o "$OUT/tsc_pair" "$HERE/tsc_pair.c"
 CALLS=57049156 # 2*fib(33)-1 + 50,000,000 tiny() + main (calls.c defaults)
 
-now() { date +%s.%N; }
-wall() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1 || true; t1=$(now); echo "$t1 - $t0" | bc -l; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-
 cd "$OUT"
 : >native; : >rt_only; : >lapse; : >uftrace; : >tsc; : >rss; : >bytes; : >ubytes; : >waited
 for i in $(seq "$RUNS"); do
@@ -64,7 +61,6 @@ for i in $(seq "$RUNS"); do
     fi
 done
 
-med() { median <"$1"; }
 per_call() { echo "($1 - $(med native)) * 1000000000 / $CALLS" | bc -l; }
 TSC=$(med tsc)
 RT_NS=$(per_call "$(med rt_only)")

@@ -14,6 +14,7 @@
 # and each figure is the median of $RUNS rounds (default 5).
 # usage: bench/instrument/sources.sh [RUNS]
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 
 RUNS=${1:-${RUNS:-5}}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -57,11 +58,6 @@ gcc -O2 "$HERE/tsc_pair.c" -o tsc_pair
 CALLS=57049156 # calls.c defaults: 2*fib(33)-1 + 50,000,000 tiny() + main
 LIBCALLS=60000000 # (as many as calls.c makes: the fixed cost of a recording, naming the C library's functions included, weighs the same)
 
-now() { date +%s.%N; }
-wall() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1 || true; t1=$(now); echo "$t1 - $t0" | bc -l; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-alone() { env LAPSE_SOCKET=/nonexistent LAPSE_SPILL=/dev/null LD_PRELOAD="$RT" "$@"; }
-
 for f in tsc native lcnative; do : >"$f"; done
 for src in cyg pg fentry lib; do : >"rt_$src"; : >"rec_$src"; : >"uf_$src"; done
 for i in $(seq "$RUNS"); do
@@ -83,7 +79,6 @@ for i in $(seq "$RUNS"); do
     done
 done
 
-med() { median <"$1"; }
 per() { # per-call ns: file, native file, calls
     echo "($(med "$1") - $(med "$2")) * 1000000000 / $3" | bc -l
 }

@@ -6,6 +6,7 @@
 #
 # usage: bench/report/run.sh            (FIB=30 LOOPS=20000000 RUNS=5)
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 workloads=${WORKLOADS:-$root/../shared/workloads}
 FIB=${FIB:-30} LOOPS=${LOOPS:-20000000} RUNS=${RUNS:-5}
@@ -21,15 +22,14 @@ gcc -O2 -finstrument-functions -o calls "$workloads/calls.c"
 uftrace record -d uftrace.data ./calls "$FIB" "$LOOPS" >/dev/null 2>&1
 events=$("$lapse" info calls.data | awk '/^events:/ {print $2}')
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 timeit() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); echo "$e - $s" | bc -l; }
 lt=(); ut=()
 for _ in $(seq "$RUNS"); do
   lt+=("$(timeit "$lapse" report calls.data --view functions --format csv)")
   ut+=("$(timeit uftrace report -d uftrace.data)")
 done
-l=$(printf '%s\n' "${lt[@]}" | median)
-u=$(printf '%s\n' "${ut[@]}" | median)
+l=$(printf '%s\n' "${lt[@]}" | median_low)
+u=$(printf '%s\n' "${ut[@]}" | median_low)
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "workload: calls $FIB $LOOPS -> $events events (enter+exit) recorded by each tool"
 printf 'lapse report --view functions: median %.3f s = %.1f M events/s\n' "$l" "$(echo "$events / $l / 1000000" | bc -l)"

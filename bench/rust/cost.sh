@@ -14,6 +14,7 @@
 #      directory, one build each.
 # usage: bench/rust/cost.sh [RUNS] [--build-cost]
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 
 RUNS=5
 BUILD_COST=
@@ -86,11 +87,6 @@ RLAPSE=rcalls/target/lapse/release/rcalls
 [ "$($RNATIVE)" = "$(./calls_native)" ] || { echo "the Rust port computes something else" >&2; exit 1; }
 CALLS=57049156
 
-now() { date +%s.%N; }
-wall() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1 || true; t1=$(now); echo "$t1 - $t0" | bc -l; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-alone() { env LAPSE_SOCKET=/nonexistent LAPSE_SPILL=/dev/null LD_PRELOAD="$RT" "$@"; }
-
 for f in cnative clnative rnative rnolapse rt_cyg rec_cyg rt_sancov rec_sancov rt_rust rec_rust; do : >"$f"; done
 for i in $(seq "$RUNS"); do
     echo "round $i/$RUNS" >&2
@@ -107,7 +103,6 @@ for i in $(seq "$RUNS"); do
 done
 "$LAPSE" report x.lapse --view functions --format json >rust_functions.json
 
-med() { median <"$1"; }
 per() { echo "($(med "$1") - $(med "$2")) * 1000000000 / $CALLS" | bc -l; }
 CYG=$(per rec_cyg cnative)
 printf '| build | runtime alone, per call | `lapse record` end to end, per call | ÷ C -finstrument-functions (end to end) |\n'

@@ -15,6 +15,7 @@
 # end to end is wall time (it includes waiting for the recorder).
 # usage: bench/rust/crate_cost.sh [RUNS]    (needs gcc, cargo; offline)
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 
 RUNS=${1:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -97,11 +98,7 @@ PROBED=rcalls/probed/release/rcalls
 [ "$($PROBED 2>/dev/null)" = "$(./calls_native)" ] || { echo "the probed build computes something else" >&2; exit 1; }
 CALLS=57049155 # fib(32): 7,049,155 calls, tiny: 50,000,000 (main is not profiled)
 
-now() { date +%s.%N; }
-wall() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1 || true; t1=$(now); echo "$t1 - $t0" | bc -l; }
 cpu() { "$@" 2>&1 >/dev/null | awk '/^cpu_ns /{print $2 / 1e9}'; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-alone() { env LAPSE_SOCKET=/nonexistent LAPSE_SPILL=/dev/null LD_PRELOAD="$RT" "$@"; }
 
 for f in plain_cpu probed_cpu plain_wall cnative rt_cyg rec_cyg rt_rust_cpu rec_rust; do : >"$f"; done
 for i in $(seq "$RUNS"); do
@@ -117,7 +114,6 @@ for i in $(seq "$RUNS"); do
 done
 "$LAPSE" report x.lapse --view functions --format json >rust_functions.json
 
-med() { median <"$1"; }
 per() { echo "($(med "$1") - $(med "$2")) * 1000000000 / $CALLS" | bc -l; }
 NOOP=$(echo "$(per probed_cpu plain_cpu) / 2" | bc -l)
 CYG=$(per rec_cyg cnative)

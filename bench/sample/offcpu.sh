@@ -15,6 +15,7 @@
 # Usage: bench/sample/offcpu.sh          (RUNS=15 ROUNDS=20000 WORK=25000)
 # Prints a markdown section for BENCHMARKS.md on stdout; progress on stderr.
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 
 RUNS=${RUNS:-15}
 ROUNDS=${ROUNDS:-20000}
@@ -23,8 +24,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 TMP=$(mktemp -d /tmp/lapse-bench-offcpu.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-
-log() { echo "$@" >&2; }
 
 if [[ -z "${LAPSE:-}" ]]; then
     log "building lapse (release)..."
@@ -36,7 +35,6 @@ command -v perf >/dev/null || { log "perf not found (apt-get install linux-perf)
 gcc -O2 -g -fomit-frame-pointer -o "$TMP/switcher" "$HERE/switcher.c"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 # "wall cpu switches/s" of the switcher's own run.
 own() { grep -o 'switcher_ms [0-9.]* cpu_ms [0-9.]* switches [0-9]* per_s [0-9.]*' | awk '{print $2, $4, $8}'; }
 run() { "$@" "$TMP/switcher" "$ROUNDS" "$WORK" 2>&1 | own; }

@@ -13,6 +13,7 @@
 # Usage: bench/sample/run.sh            (RUNS=9 ROUNDS=300 by default)
 # Prints a markdown section for BENCHMARKS.md on stdout; progress on stderr.
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 
 RUNS=${RUNS:-9}
 ROUNDS=${ROUNDS:-300}
@@ -20,8 +21,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 WORK=$(mktemp -d /tmp/lapse-bench-sample.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-
-log() { echo "$@" >&2; }
 
 if [[ -z "${LAPSE:-}" ]]; then
     log "building lapse (release)..."
@@ -33,7 +32,6 @@ command -v perf >/dev/null || { log "perf not found"; exit 1; }
 gcc -O2 -g -fomit-frame-pointer -o "$WORK/workload" "$HERE/workload.c"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 now_ns() { date +%s%N; }
 # "wall cpu" of the workload's own run.
 workload_ms() { grep -o 'workload_ms [0-9.]* cpu_ms [0-9.]*' | awk '{print $2, $4}'; }
