@@ -97,10 +97,11 @@ pub struct SessionHeader {
 }
 
 impl SessionHeader {
-    /// A session header for tests and examples: `method`, the command
+    /// A session header for tests and examples (feature `fixtures`): `method`, the command
     /// `./app` started at 0 on the monotonic clock, host `h`, version `t`,
     /// nothing else said (sampling: `cpu-clock` every 1 ms). A case sets
     /// what it needs with struct update syntax.
+    #[cfg(any(test, feature = "fixtures"))]
     pub fn example(method: Method) -> SessionHeader {
         let sampling = method == Method::Sampling;
         SessionHeader {
