@@ -347,3 +347,41 @@ fn names_are_escaped_for_the_terminal_and_exact_in_json() {
         "evil\u{1b}]0;pwned\u{7}\nrow\u{202e}fdp.exe",
     );
 }
+
+#[test]
+fn columns_keep_the_columns_that_name_a_row() {
+    // Before: `--columns calls` printed a column of numbers with no name.
+    let dir = imported("columns", TRACE);
+    let csv = LAPSE.in_dir(&dir).stdout([
+        "report",
+        "t.data",
+        "--view",
+        "functions",
+        "--format",
+        "csv",
+        "--columns",
+        "calls",
+    ]);
+    // (CSV rows end with the session's application rule)
+    assert_eq!(
+        csv.lines().next(),
+        Some("function,module,calls,application_rule"),
+        "{csv}"
+    );
+    // Asked for, in the order asked.
+    let csv = LAPSE.in_dir(&dir).stdout([
+        "report",
+        "t.data",
+        "--view",
+        "threads",
+        "--format",
+        "csv",
+        "--columns",
+        "calls,tid",
+    ]);
+    assert_eq!(
+        csv.lines().next(),
+        Some("pid,calls,tid,application_rule"),
+        "{csv}"
+    );
+}

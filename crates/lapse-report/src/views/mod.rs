@@ -99,6 +99,20 @@ impl ViewOutput {
 
     /// Keeps only the columns named in `keys`, in that order (`--columns`).
     pub fn select(&mut self, keys: &[String]) -> Result<(), ReportError> {
+        // What names a row stays in front, asked for or not (a table of
+        // numbers without the function they belong to says nothing).
+        let names = if self.columns.iter().any(|c| c.key == "function") {
+            &["function", "module"][..]
+        } else {
+            &["module", "pid", "tid", "source_file", "line"][..]
+        };
+        let identity = self
+            .columns
+            .iter()
+            .map(|c| c.key)
+            .filter(|k| names.contains(k) && !keys.iter().any(|w| w == k))
+            .map(str::to_owned);
+        let keys: Vec<String> = identity.chain(keys.iter().cloned()).collect();
         let idx: Vec<usize> = keys
             .iter()
             .map(|k| {
