@@ -34,6 +34,10 @@ pub struct SessionSummary<'a> {
     pub application_rule: Option<&'static str>,
     /// The time the recorder made the target wait (buffer hand-overs).
     pub recorder_wait_ns: Option<u64>,
+    /// The CPU time the recorder itself used (user and system, all its
+    /// threads; `None` when the file does not say: sampling, imports and
+    /// older files).
+    pub recorder_cpu_ns: Option<u64>,
     /// Only for instrumentation: see [`preempted_ns`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preempted_ns: Option<u64>,
@@ -109,6 +113,7 @@ impl<'a> SessionSummary<'a> {
             complete: file.is_complete(),
             application_rule: a.application_rule().map(|r| r.name()),
             recorder_wait_ns: recorder_wait_ns(file),
+            recorder_cpu_ns: s.recorder_cpu_ns(),
             preempted_ns: instr.map(|r| preempted_ns(file, r)),
             busy_machine_share: instr.and_then(|r| busy_machine(file, r)),
             non_entry_guards: Some(s.non_entry_guards()).filter(|&n| n > 0),

@@ -170,6 +170,17 @@ int main(void) { sleeper(); spinner(); return 0; }
         v["session"]["probe_cost_ns"].as_f64().unwrap_or(0.0) > 0.0,
         "probe cost was measured"
     );
+    // What recording cost the machine: some CPU time, and no more than the
+    // run's length on every core.
+    let cpu = v["session"]["recorder_cpu_ns"]
+        .as_f64()
+        .expect("recorder_cpu_ns is said");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let duration = v["session"]["duration_ns"].as_f64().unwrap_or(0.0);
+    assert!(
+        cpu > 0.0 && cpu < (duration + 2000.0 * MS) * cores,
+        "recorder CPU {cpu} ns for a {duration} ns run on {cores} cores"
+    );
 }
 
 #[test]

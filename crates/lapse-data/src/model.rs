@@ -139,6 +139,37 @@ impl SessionHeader {
     }
 }
 
+impl SessionHeader {
+    /// The note that says how much CPU time the recorder itself used (user
+    /// and system, all its threads) while recording `events` events.
+    pub fn recorder_cpu_note(cpu_ns: u64, events: u64) -> String {
+        let per_second = if cpu_ns > 0 {
+            format!(
+                " ({:.0} M events per recorder CPU-second)",
+                events as f64 / cpu_ns as f64 * 1e3
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "{RECORDER_CPU}{:.3} ms{per_second}",
+            cpu_ns as f64 / 1e6
+        )
+    }
+
+    /// The CPU time the recorder itself used while recording (user and
+    /// system, all its threads), when the recorder said it in a note.
+    pub fn recorder_cpu_ns(&self) -> Option<u64> {
+        self.notes.iter().find_map(|n| {
+            let ms = n.strip_prefix(RECORDER_CPU)?.split(' ').next()?;
+            ms.parse::<f64>().ok().map(|ms| (ms * 1e6).round() as u64)
+        })
+    }
+}
+
+/// (the text before the time, in the header's note)
+const RECORDER_CPU: &str = "recorder CPU time: ";
+
 /// (the text after the count, in the header's note)
 const NON_ENTRY_GUARDS: &str = " sanitizer-coverage guard(s) fired away from their function's entry (code inlined into another function): not counted as calls";
 

@@ -99,15 +99,20 @@ fn header(
                     units::duration(n("application_inclusive_ns")),
                 ),
             )?;
-            if let Some(wait) = session["recorder_wait_ns"].as_u64().filter(|&w| w > 0) {
-                line(
-                    out,
-                    w,
-                    &format!(
-                        "recorder: {} of waiting for it removed from the threads' time",
-                        units::duration(wait)
-                    ),
-                )?;
+            let wait = session["recorder_wait_ns"].as_u64().filter(|&w| w > 0);
+            let cpu = session["recorder_cpu_ns"].as_u64();
+            let mut said = Vec::new();
+            if let Some(cpu) = cpu {
+                said.push(format!("{} of CPU", units::duration(cpu)));
+            }
+            if let Some(wait) = wait {
+                said.push(format!(
+                    "{} of waiting for it removed from the threads' time",
+                    units::duration(wait)
+                ));
+            }
+            if !said.is_empty() {
+                line(out, w, &format!("recorder: {}", said.join(", ")))?;
             }
         }
         lapse_data::Method::Sampling => {

@@ -401,6 +401,15 @@ impl Session {
                     kib as f64 / 1024.0
                 ));
             }
+            // (everything lapse did to record, naming the functions
+            // included: what the recording cost the machine besides the
+            // probes in the target)
+            header
+                .notes
+                .push(lapse_data::SessionHeader::recorder_cpu_note(
+                    crate::linux::process::own_cpu_ns(),
+                    self.out.events,
+                ));
             // The reader keeps the last session record.
             self.out.record(&Record::Session(header))?;
         }
