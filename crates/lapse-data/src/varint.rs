@@ -3,6 +3,16 @@
 /// Appends `v` as an unsigned LEB128 varint.
 #[inline(always)]
 pub fn put(out: &mut Vec<u8>, v: u64) {
+    if v < 0x80 {
+        // (most event words and deltas: one byte, one capacity check)
+        out.push(v as u8);
+        return;
+    }
+    put_long(out, v);
+}
+
+#[inline]
+fn put_long(out: &mut Vec<u8>, v: u64) {
     out.reserve(10);
     let len = out.len();
     let n = write_uninit(out.spare_capacity_mut(), 0, v);

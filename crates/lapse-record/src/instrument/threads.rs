@@ -723,6 +723,68 @@ mod tests {
         b.events().iter().map(|e| (e.kind, e.function)).collect()
     }
 
+    /// What the recorder's hot loop costs per event, on `mt.c`'s pattern
+    /// (a tiny function entered and left over and over under `main`), and
+    /// what writing the batches costs (encoding, zstd). A timing, not a
+    /// test: `cargo test --release -p lapse-record per_event_cost --
+    /// --ignored --nocapture` (BENCHMARKS.md).
+    #[test]
+    #[ignore = "a timing (run it with --release --ignored --nocapture)"]
+    fn per_event_cost() {
+        use std::time::Instant;
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let key = ThreadKey::new(999_999, 1);
+        let (per_buf, buffers, rounds) = (2560, 400, 10);
+        let mut ticks = 1_000u64;
+        let mut w = lapse_data::DataWriter::new(std::io::sink()).unwrap();
+        let (mut decode, mut write) = (0u128, 0u128);
+        let mut index = 0;
+        for round in 0..rounds {
+            let mut bufs = Vec::with_capacity(buffers);
+            for b in 0..buffers {
+                let first = round == 0 && b == 0;
+                let mut buf = Vec::with_capacity(per_buf);
+                if first {
+                    buf.push(at(0x40_1000, ticks, false, 0x7ff0));
+                }
+                while buf.len() < per_buf {
+                    ticks += 9 + (ticks % 7);
+                    let exit = buf.len() % 2 == usize::from(first);
+                    buf.push(at(0x40_1200, ticks, exit, 0x7fe0));
+                }
+                bufs.push(buf);
+            }
+            for buf in &bufs {
+                let t0 = Instant::now();
+                let got = t.add_events(
+                    key,
+                    index,
+                    Ticks::ZERO,
+                    buf.iter().copied(),
+                    &mut book,
+                    &clock,
+                );
+                let t1 = Instant::now();
+                if let Some(b) = got {
+                    w.write_encoded_events(1, 1, &b).unwrap();
+                }
+                decode += t1.duration_since(t0).as_nanos();
+                write += t1.elapsed().as_nanos();
+                index += buf.len() as u64;
+            }
+        }
+        let n = (rounds * buffers * per_buf) as f64;
+        println!(
+            "per event: add_events {:.2} ns, writing {:.2} ns ({:.3} bytes)",
+            decode as f64 / n,
+            write as f64 / n,
+            w.bytes_written() as f64 / n
+        );
+        assert!(t.events as f64 >= n);
+    }
+
     #[test]
     fn duplicates_are_dropped_and_gaps_counted() {
         let clock = TickClock::calibrate(None);
