@@ -119,7 +119,10 @@ impl Accumulator {
                 .unwrap_or(0),
         );
         Accumulator {
-            functions: vec![FunctionStats::default(); module_of.len()],
+            // (sized when a thread first runs on it: the empty accumulators
+            // a parallel fold starts and reduces with cost nothing, which
+            // matters with a million functions)
+            functions: Vec::new(),
             modules: vec![ModuleStats::default(); modules],
             threads: Vec::new(),
             trees: Vec::new(),
@@ -132,6 +135,7 @@ impl Accumulator {
     /// functions' (the top frame's function, and the entered function, is
     /// in exactly one module). Call once, after all threads and merges.
     pub fn finish(&mut self, module_of: &[ModuleId]) {
+        self.size_for(module_of);
         for m in &mut self.modules {
             m.calls = 0;
             m.time[TimeValue::ElapsedExclusive] = Fine::ZERO;
@@ -146,10 +150,22 @@ impl Accumulator {
         }
     }
 
-    /// Adds another worker's results (tables of the same sizes).
-    pub fn merge(&mut self, other: Accumulator) {
-        for (a, b) in self.functions.iter_mut().zip(&other.functions) {
-            a.merge(b);
+    /// Gives the function table its full size (once a thread runs on it).
+    fn size_for(&mut self, module_of: &[ModuleId]) {
+        if self.functions.len() < module_of.len() {
+            self.functions
+                .resize(module_of.len(), FunctionStats::default());
+        }
+    }
+
+    /// Adds another worker's results (tables of the same sizes, or empty).
+    pub fn merge(&mut self, mut other: Accumulator) {
+        if self.functions.is_empty() {
+            std::mem::swap(&mut self.functions, &mut other.functions);
+        } else {
+            for (a, b) in self.functions.iter_mut().zip(&other.functions) {
+                a.merge(b);
+            }
         }
         for (a, b) in self.modules.iter_mut().zip(&other.modules) {
             a.merge(b);
@@ -254,6 +270,7 @@ impl<'a> ThreadRun<'a> {
         off_cpu: &[OsEvent],
     ) -> ThreadRun<'a> {
         let cost = Fine::from_nanos_f64(config.probe_cost_ns);
+        acc.size_for(module_of);
         // (the last thread's stack, empty: its counts stay allocated)
         let stack = std::mem::take(&mut acc.stack);
         ThreadRun {

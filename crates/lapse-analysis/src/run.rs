@@ -67,14 +67,28 @@ pub struct InstrResult {
     pub acc: Accumulator,
     pub session: SessionTotals,
     /// All selected threads' call trees merged path by path (each thread's
-    /// own is in `acc.trees`).
-    pub tree: Option<CallTree<FunctionStats>>,
+    /// own is in `acc.trees`), when there are several: see [`Self::tree`].
+    merged: Option<CallTree<FunctionStats>>,
     /// The application rule the values follow.
     pub rule: ApplicationRule,
     /// Whether the probe cost was subtracted (not `--no-compensation`).
     pub compensated: bool,
     /// Chunks that failed to decode (damage found late).
     pub bad_chunks: u64,
+}
+
+impl InstrResult {
+    /// All selected threads' call trees merged path by path (`None` when
+    /// the analysis was made without call trees). With one thread, its own
+    /// tree: not a copy of it (with a million distinct functions that was
+    /// a hundred MiB more).
+    pub fn tree(&self) -> Option<&CallTree<FunctionStats>> {
+        match (&self.merged, self.acc.trees.as_slice()) {
+            (Some(t), _) => Some(t),
+            (None, [one]) => Some(&one.tree),
+            _ => None,
+        }
+    }
 }
 
 pub struct SampleResult {
@@ -181,9 +195,10 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
     acc.finish(&module_of);
     acc.threads.sort_by_key(|t| t.key());
     let session = SessionTotals::of_threads(&acc.threads);
-    let tree = query.call_tree.then(|| {
+    acc.trees.sort_by_key(|t| t.key());
+    // (one thread's tree is the merged tree as it is; no thread's, an empty one)
+    let merged = (query.call_tree && acc.trees.len() != 1).then(|| {
         let mut merged = CallTree::new();
-        acc.trees.sort_by_key(|t| t.key());
         for t in &acc.trees {
             merged.merge(&t.tree);
         }
@@ -192,7 +207,7 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
     InstrResult {
         acc,
         session,
-        tree,
+        merged,
         rule: query.application,
         compensated: !query.no_compensation,
         bad_chunks,

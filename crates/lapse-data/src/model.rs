@@ -151,10 +151,7 @@ impl SessionHeader {
         } else {
             String::new()
         };
-        format!(
-            "{RECORDER_CPU}{:.3} ms{per_second}",
-            cpu_ns as f64 / 1e6
-        )
+        format!("{RECORDER_CPU}{:.3} ms{per_second}", cpu_ns as f64 / 1e6)
     }
 
     /// The CPU time the recorder itself used while recording (user and

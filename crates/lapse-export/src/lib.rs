@@ -158,7 +158,7 @@ pub enum Tree<'a> {
 impl<'a> Tree<'a> {
     pub fn of(analysis: &'a Analysis, format: Format) -> Result<Tree<'a>, ExportError> {
         let tree = match analysis {
-            Analysis::Instr(r) => r.tree.as_ref().map(Tree::Time),
+            Analysis::Instr(r) => r.tree().map(Tree::Time),
             Analysis::Sample(r) => r.tree.as_ref().map(Tree::Samples),
         };
         tree.ok_or_else(|| ExportError::Unsupported {

@@ -116,7 +116,7 @@ pub(crate) fn build(file: &DataFile, analysis: &Analysis) -> Result<PageData, Ex
     let mut files = Strings::default();
     let (threads, all_functions, columns) = match analysis {
         Analysis::Instr(r) => {
-            if r.tree.is_none() {
+            if r.tree().is_none() {
                 return Err(unsupported("the analysis was made without a call tree"));
             }
             instrumented(file, analysis, r, &infos, &mut frames)

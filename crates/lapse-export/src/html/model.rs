@@ -238,6 +238,11 @@ pub(crate) fn function_rows<W: PageWeight>(tree: &CallTree<W>, frames: &mut Fram
             if let Some(k) = path.pop() {
                 if let Some(c) = on_path.get_mut(&k) {
                     *c -= 1;
+                    if *c == 0 {
+                        // (only what is on the path: a million distinct
+                        // functions are not all kept here)
+                        on_path.remove(&k);
+                    }
                 }
             }
         }
@@ -253,6 +258,10 @@ pub(crate) fn function_rows<W: PageWeight>(tree: &CallTree<W>, frames: &mut Fram
         *seen += 1;
         path.push(key);
     }
+    // (in a fixed order: frames are numbered as they come, and the same
+    // recording makes the same page)
+    let mut by_key: Vec<(FrameKey, W)> = by_key.into_iter().collect();
+    by_key.sort_unstable_by_key(|(k, _)| *k);
     rows(by_key, frames)
 }
 

@@ -24,14 +24,7 @@ pub fn view(file: &DataFile, a: &Analysis, q: &Query, ctx: &Ctx<'_>, threshold: 
         Analysis::Instr(r) => {
             let total = r.session.elapsed_inclusive.to_nanos();
             let empty = CallTree::new();
-            rows(
-                file,
-                q,
-                ctx,
-                r.tree.as_ref().unwrap_or(&empty),
-                total,
-                threshold,
-            )
+            rows(file, q, ctx, r.tree().unwrap_or(&empty), total, threshold)
         }
         Analysis::Sample(r) => {
             let empty = CallTree::new();

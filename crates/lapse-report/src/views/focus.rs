@@ -50,7 +50,7 @@ pub fn view(
                 .copied()
                 .unwrap_or_default();
             let empty = CallTree::new();
-            rows(file, ctx, r.tree.as_ref().unwrap_or(&empty), target, &own)
+            rows(file, ctx, r.tree().unwrap_or(&empty), target, &own)
         }
         Analysis::Sample(r) => {
             let own = r
