@@ -140,6 +140,7 @@ fn write_file(path: &Path, events: u64, threads: u32) -> std::io::Result<()> {
         w.write_record(&Record::Thread(ThreadInfo {
             pid: 1,
             tid,
+            serial: 0,
             name: format!("t{tid}"),
             start: Some(Timestamp::from_nanos(0)),
             end: Some(Timestamp::from_nanos(ts + 10)),
@@ -148,6 +149,7 @@ fn write_file(path: &Path, events: u64, threads: u32) -> std::io::Result<()> {
             w.write_record(&Record::OsEvents(OsEventBlock {
                 pid: 1,
                 tid,
+                serial: 0,
                 events: chunk.to_vec(),
             }))?;
         }
@@ -242,7 +244,7 @@ fn engine_only(file: &DataFile, runs: usize) {
         .map(|t| {
             let mut all = Vec::new();
             let mut v = Vec::new();
-            for c in file.thread_chunks(t.pid, t.tid) {
+            for c in file.thread_chunks(t.key()) {
                 file.read_events(c, &mut v).expect("decode");
                 all.extend_from_slice(&v);
             }

@@ -83,12 +83,14 @@ impl Default for Config {
 pub struct ThreadTree {
     pub pid: u32,
     pub tid: u32,
+    /// Which thread with this id ([`lapse_data::ThreadKey::serial`]).
+    pub serial: u16,
     pub tree: CallTree<FunctionStats>,
 }
 
 impl ThreadTree {
     pub fn key(&self) -> lapse_data::ThreadKey {
-        lapse_data::ThreadKey::new(self.pid, self.tid)
+        lapse_data::ThreadKey::reused(self.pid, self.tid, self.serial)
     }
 }
 
@@ -289,6 +291,7 @@ impl<'a> ThreadRun<'a> {
             stats: ThreadStats {
                 pid: thread.pid,
                 tid: thread.tid,
+                serial: thread.serial,
                 ..ThreadStats::default()
             },
             tree: config.call_tree.then(CallTree::new),
@@ -379,6 +382,7 @@ impl<'a> ThreadRun<'a> {
             self.acc.trees.push(ThreadTree {
                 pid: stats.pid,
                 tid: stats.tid,
+                serial: stats.serial,
                 tree,
             });
         }

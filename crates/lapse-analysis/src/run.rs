@@ -179,7 +179,7 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
     let (mut acc, bad_chunks) = threads
         .par_iter()
         .fold(new_acc, |(mut acc, mut bad), t| {
-            let chunks: Vec<&EventChunkRef> = file.thread_chunks(t.pid, t.tid).collect();
+            let chunks: Vec<&EventChunkRef> = file.thread_chunks(t.key()).collect();
             let off = file.os_events.get(&t.key()).map_or(&[][..], Vec::as_slice);
             let inherited = file.inherited.get(&t.key()).copied().unwrap_or(0);
             let mut run = ThreadRun::new(&mut acc, &module_of, config, t.key(), t.start, off)

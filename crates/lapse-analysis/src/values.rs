@@ -207,6 +207,8 @@ impl ModuleStats {
 pub struct ThreadStats {
     pub pid: u32,
     pub tid: u32,
+    /// Which thread with this id ([`lapse_data::ThreadKey::serial`]).
+    pub serial: u16,
     pub calls: u64,
     pub time: TimeValues,
     pub events: u64,
@@ -224,7 +226,7 @@ pub struct ThreadStats {
 
 impl ThreadStats {
     pub fn key(&self) -> lapse_data::ThreadKey {
-        lapse_data::ThreadKey::new(self.pid, self.tid)
+        lapse_data::ThreadKey::reused(self.pid, self.tid, self.serial)
     }
 }
 

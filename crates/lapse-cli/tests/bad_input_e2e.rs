@@ -459,6 +459,7 @@ fn deep_stack_then_strays(n: u64) -> Vec<u8> {
     w.write_record(&Record::Thread(ThreadInfo {
         pid: 1,
         tid: 1,
+        serial: 0,
         name: "crafted".into(),
         start: Some(Timestamp::from_nanos(0)),
         end: Some(Timestamp::from_nanos(ts + 1)),

@@ -163,17 +163,18 @@ fn rechunk(src: &Path, dst: &Path, events: usize, samples: usize) {
     put(Record::Stacks(f.stacks.clone()));
     let mut blocks: Vec<_> = f.os_events.iter().collect();
     blocks.sort_by_key(|(k, _)| **k);
-    for (&lapse_data::ThreadKey { pid, tid }, events) in blocks {
+    for (&lapse_data::ThreadKey { pid, tid, .. }, events) in blocks {
         put(Record::OsEvents(lapse_data::OsEventBlock {
             pid,
             tid,
+            serial: 0,
             events: events.clone(),
         }));
     }
     for t in f.all_threads() {
         let mut all = Vec::new();
         let mut buf = Vec::new();
-        for c in f.thread_chunks(t.pid, t.tid) {
+        for c in f.thread_chunks(t.key()) {
             f.read_events(c, &mut buf).expect("events decode");
             all.extend_from_slice(&buf);
         }

@@ -2,11 +2,14 @@
 //!
 //! ```text
 //! file header: b"LAPSEDAT" | u16 version | u16 flags (0) | u32 reserved (0)
-//! chunk:       u8 tag | u8 flags | u16 reserved | u32 stored_len | u32 raw_len | u32 crc32(stored)
+//! chunk:       u8 tag | u8 flags | u16 serial | u32 stored_len | u32 raw_len | u32 crc32(stored)
 //!              then stored_len bytes
 //! ```
 //! All integers little-endian. `raw_len` is the payload size after
-//! decompression (equal to `stored_len` when not compressed). Event chunks
+//! decompression (equal to `stored_len` when not compressed). `serial` is
+//! an event chunk's thread's [`ThreadKey::serial`](crate::ThreadKey::serial)
+//! (0 in every other chunk, and in files written before serials: the bytes
+//! were reserved, 0, and a reader older than them skips them). Event chunks
 //! start their stored bytes with an uncompressed 12-byte prefix
 //! (`u32 pid | u32 tid | u32 count`) so a reader can index them without
 //! decompressing; their flags say the layout of the events ([`FLAG_COLUMNS`]).
@@ -100,6 +103,8 @@ pub const ZSTD_LEVEL: i32 = 1;
 pub struct ChunkHeader {
     pub tag: u8,
     pub flags: u8,
+    /// (an event chunk's thread's serial)
+    pub serial: u16,
     pub stored_len: u32,
     pub raw_len: u32,
     pub crc: u32,
@@ -110,6 +115,7 @@ impl ChunkHeader {
         let mut b = [0u8; CHUNK_HEADER_LEN];
         b[0] = self.tag;
         b[1] = self.flags;
+        b[2..4].copy_from_slice(&self.serial.to_le_bytes());
         b[4..8].copy_from_slice(&self.stored_len.to_le_bytes());
         b[8..12].copy_from_slice(&self.raw_len.to_le_bytes());
         b[12..16].copy_from_slice(&self.crc.to_le_bytes());
@@ -121,6 +127,7 @@ impl ChunkHeader {
         ChunkHeader {
             tag: b[0],
             flags: b[1],
+            serial: u16::from_le_bytes([b[2], b[3]]),
             stored_len: u32_at(4),
             raw_len: u32_at(8),
             crc: u32_at(12),
@@ -131,6 +138,18 @@ impl ChunkHeader {
 /// One complete chunk: header (with the CRC of `prefix` and `body`), then
 /// both. `raw_len` is the payload's decoded size.
 pub fn encode_chunk(tag: u8, flags: u8, prefix: &[u8], body: &[u8], raw_len: u32) -> Vec<u8> {
+    encode_thread_chunk(tag, flags, 0, prefix, body, raw_len)
+}
+
+/// [`encode_chunk`] with a thread's serial in the header (an event chunk).
+pub fn encode_thread_chunk(
+    tag: u8,
+    flags: u8,
+    serial: u16,
+    prefix: &[u8],
+    body: &[u8],
+    raw_len: u32,
+) -> Vec<u8> {
     let stored_len = prefix.len() + body.len();
     let mut crc = crc32fast::Hasher::new();
     crc.update(prefix);
@@ -138,6 +157,7 @@ pub fn encode_chunk(tag: u8, flags: u8, prefix: &[u8], body: &[u8], raw_len: u32
     let header = ChunkHeader {
         tag,
         flags,
+        serial,
         stored_len: u32::try_from(stored_len).unwrap_or(u32::MAX),
         raw_len,
         crc: crc.finalize(),

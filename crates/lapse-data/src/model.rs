@@ -207,11 +207,12 @@ impl ProcessInfo {
 }
 
 impl ThreadInfo {
-    /// Takes in a later report of the same thread id: its name wins when
+    /// Takes in a later report of the same thread: its name wins when
     /// known, and the thread spans from the earliest known start to the
-    /// latest known end (the kernel reuses thread ids: a program that makes
-    /// tens of thousands of threads has two at different times under one
-    /// id, recorded as one thread that covers both).
+    /// latest known end. (A later thread under the same id, the kernel
+    /// having reused it, has a [`ThreadKey::serial`] of its own and is not
+    /// merged; a file whose writer did not tell them apart has both under
+    /// one key, recorded as one thread that covers both.)
     pub fn merge(&mut self, later: ThreadInfo) {
         if !later.name.is_empty() {
             self.name = later.name;
@@ -231,22 +232,39 @@ fn merge_opt<T>(into: &mut Option<T>, later: Option<T>) {
 }
 
 /// One thread of a recording: its process and its thread id, as the kernel
-/// numbers them. Ordered by process, then thread (the reports' order).
+/// numbers them, and which use of that id it is. Ordered by process, then
+/// thread id, then serial (the reports' order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ThreadKey {
     pub pid: u32,
     pub tid: u32,
+    /// How many threads with this thread id the recording let go before
+    /// this one began: 0 for the id's first thread. The kernel hands thread
+    /// ids out again (after pid_max of them), and two threads that had one
+    /// id at different times are two threads, not one.
+    pub serial: u16,
 }
 
 impl ThreadKey {
+    /// The first thread with this id (serial 0).
     pub const fn new(pid: u32, tid: u32) -> ThreadKey {
-        ThreadKey { pid, tid }
+        ThreadKey::reused(pid, tid, 0)
+    }
+
+    /// Thread id `tid` of `pid` as the thread that had it after `serial`
+    /// others.
+    pub const fn reused(pid: u32, tid: u32, serial: u16) -> ThreadKey {
+        ThreadKey { pid, tid, serial }
     }
 }
 
 impl std::fmt::Display for ThreadKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.pid, self.tid)
+        write!(f, "{}/{}", self.pid, self.tid)?;
+        if self.serial > 0 {
+            write!(f, " (serial {})", self.serial)?;
+        }
+        Ok(())
     }
 }
 
@@ -254,6 +272,13 @@ impl std::fmt::Display for ThreadKey {
 pub struct ThreadInfo {
     pub pid: u32,
     pub tid: u32,
+    /// Which thread with this id it is ([`ThreadKey::serial`]). Not part of
+    /// the record's own encoding: a serial above 0 travels in a
+    /// [`Record::ThreadAgain`] around the record, so files without one read
+    /// as before, and a reader older than serials takes the record as one
+    /// of the id's first thread.
+    #[serde(skip)]
+    pub serial: u16,
     pub name: String,
     /// When the thread began; bounds its first (empty-stack) interval.
     pub start: Option<Timestamp>,
@@ -267,19 +292,28 @@ macro_rules! thread_keyed {
         impl $t {
             /// The thread this belongs to.
             pub fn key(&self) -> ThreadKey {
+                ThreadKey::reused(self.pid, self.tid, self.serial)
+            }
+        }
+    )*};
+}
+
+thread_keyed!(ThreadInfo, OsEventBlock, InheritedFrames);
+
+/// `key()` for sampling's records, which do not tell two uses of a thread
+/// id apart (their key is the id's first thread).
+macro_rules! first_thread_keyed {
+    ($($t:ty),*) => {$(
+        impl $t {
+            /// The thread this belongs to.
+            pub fn key(&self) -> ThreadKey {
                 ThreadKey::new(self.pid, self.tid)
             }
         }
     )*};
 }
 
-thread_keyed!(
-    ThreadInfo,
-    OsEventBlock,
-    Sample,
-    OffCpuPeriod,
-    InheritedFrames
-);
+first_thread_keyed!(Sample, OffCpuPeriod);
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleInfo {
@@ -368,6 +402,9 @@ pub struct OsEvent {
 pub struct OsEventBlock {
     pub pid: u32,
     pub tid: u32,
+    /// ([`ThreadInfo::serial`]: carried the same way)
+    #[serde(skip)]
+    pub serial: u16,
     pub events: Vec<OsEvent>,
 }
 
@@ -474,6 +511,14 @@ pub enum Record {
     /// are frames, not calls. (Added after the first format; older files
     /// have none.)
     Inherited(InheritedFrames),
+    /// A record of a thread whose id an earlier thread of the recording
+    /// had, with the thread's serial (at least 1), which the record's own
+    /// encoding leaves out. (Added after the first format; older readers
+    /// skip it, and older files have none.)
+    ThreadAgain {
+        serial: u16,
+        record: ThreadRecord,
+    },
 }
 
 /// The first `frames` enters of thread (`pid`, `tid`) are inherited frames.
@@ -481,7 +526,56 @@ pub enum Record {
 pub struct InheritedFrames {
     pub pid: u32,
     pub tid: u32,
+    /// ([`ThreadInfo::serial`]: carried the same way)
+    #[serde(skip)]
+    pub serial: u16,
     pub frames: u32,
+}
+
+/// The records of one thread that [`Record::ThreadAgain`] carries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ThreadRecord {
+    Thread(ThreadInfo),
+    OsEvents(OsEventBlock),
+    Inherited(InheritedFrames),
+}
+
+impl Record {
+    /// How the file holds this record: a record of a thread with a serial
+    /// above 0 inside a [`Record::ThreadAgain`], any other as it is.
+    pub fn as_written(&self) -> std::borrow::Cow<'_, Record> {
+        use std::borrow::Cow;
+        let (serial, record) = match self {
+            Record::Thread(t) => (t.serial, ThreadRecord::Thread(t.clone())),
+            Record::OsEvents(b) => (b.serial, ThreadRecord::OsEvents(b.clone())),
+            Record::Inherited(i) => (i.serial, ThreadRecord::Inherited(*i)),
+            _ => return Cow::Borrowed(self),
+        };
+        if serial == 0 {
+            return Cow::Borrowed(self);
+        }
+        Cow::Owned(Record::ThreadAgain { serial, record })
+    }
+}
+
+impl ThreadRecord {
+    /// The record it stands for, its thread's serial set.
+    pub fn with_serial(self, serial: u16) -> Record {
+        match self {
+            ThreadRecord::Thread(mut t) => {
+                t.serial = serial;
+                Record::Thread(t)
+            }
+            ThreadRecord::OsEvents(mut b) => {
+                b.serial = serial;
+                Record::OsEvents(b)
+            }
+            ThreadRecord::Inherited(mut i) => {
+                i.serial = serial;
+                Record::Inherited(i)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -492,6 +586,7 @@ mod tests {
         ThreadInfo {
             pid: 1,
             tid: 7,
+            serial: 0,
             name: name.to_owned(),
             start: start.map(Timestamp::from_nanos),
             end: end.map(Timestamp::from_nanos),
@@ -499,12 +594,13 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_id_used_twice_spans_both_threads() {
+    fn records_of_one_key_span_all_it_covers() {
         // Announced while running, then completed when it ended.
         let mut t = thread("", Some(100), None);
         t.merge(thread("worker", Some(100), Some(300)));
         assert_eq!(t, thread("worker", Some(100), Some(300)));
-        // A later thread under the same id (the kernel reused it).
+        // A later thread under the same key (a writer that did not tell
+        // two uses of the id apart).
         t.merge(thread("other", Some(900), None));
         t.merge(thread("", Some(900), Some(1200)));
         assert_eq!(t, thread("other", Some(100), Some(1200)));

@@ -38,6 +38,8 @@ pub struct Damage {
 pub struct EventChunkRef {
     pub pid: u32,
     pub tid: u32,
+    /// Which thread with this id ([`ThreadKey::serial`]).
+    pub serial: u16,
     pub count: u32,
     /// Offset of the chunk header in the file.
     pub offset: u64,
@@ -52,7 +54,7 @@ pub struct EventChunkRef {
 impl EventChunkRef {
     /// The thread whose events these are.
     pub fn key(&self) -> ThreadKey {
-        ThreadKey::new(self.pid, self.tid)
+        ThreadKey::reused(self.pid, self.tid, self.serial)
     }
 }
 
@@ -361,17 +363,17 @@ impl DataFile {
 
     /// Event chunks of one thread, in time order (without a pass over every
     /// chunk of the file: a file of many threads is not quadratic to read).
-    pub fn thread_chunks(&self, pid: u32, tid: u32) -> impl Iterator<Item = &EventChunkRef> {
+    pub fn thread_chunks(&self, thread: ThreadKey) -> impl Iterator<Item = &EventChunkRef> {
         self.chunks_of_thread
-            .get(&ThreadKey::new(pid, tid))
+            .get(&thread)
             .map_or(&[][..], Vec::as_slice)
             .iter()
             .filter_map(|&i| self.event_chunks.get(i))
-            .filter(move |c| c.pid == pid && c.tid == tid)
+            .filter(move |c| c.key() == thread)
     }
 
     /// Every thread with a record or with events (those without a record get
-    /// an empty name and no start/end), ordered by (pid, tid).
+    /// an empty name and no start/end), ordered by (pid, tid, serial).
     pub fn all_threads(&self) -> Vec<ThreadInfo> {
         let mut out: Vec<ThreadInfo> = self.threads.clone();
         let mut seen: std::collections::HashSet<ThreadKey> = out.iter().map(|t| t.key()).collect();
@@ -380,6 +382,7 @@ impl DataFile {
                 out.push(ThreadInfo {
                     pid: c.pid,
                     tid: c.tid,
+                    serial: c.serial,
                     name: String::new(),
                     start: None,
                     end: None,

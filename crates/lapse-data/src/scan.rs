@@ -138,6 +138,7 @@ impl Scan {
                 self.event_chunks.push(EventChunkRef {
                     pid: u32_at(0),
                     tid: u32_at(4),
+                    serial: head.serial,
                     count,
                     offset: pos as u64,
                     body_start: body_start + format::EVENT_PREFIX_LEN,
@@ -285,6 +286,7 @@ impl Scan {
             Record::Inherited(i) => {
                 self.inherited.insert(i.key(), i.frames);
             }
+            Record::ThreadAgain { serial, record } => self.take(record.with_serial(serial))?,
         }
         Ok(())
     }

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use crate::codec;
 use crate::format;
-use crate::model::{Event, OsEventBlock, Record, Sample};
+use crate::model::{Event, OsEventBlock, Record, Sample, ThreadKey};
 
 /// Writes a data file chunk by chunk. Each call writes one complete,
 /// self-checking chunk, so whatever was written before a crash stays readable.
@@ -40,7 +40,7 @@ impl<W: Write> DataWriter<W> {
     /// Writes one record; a table too large for one chunk goes out as several
     /// records (the reader merges them).
     pub fn write_record(&mut self, record: &Record) -> io::Result<()> {
-        let bytes = postcard::to_stdvec(record).map_err(io::Error::other)?;
+        let bytes = postcard::to_stdvec(&*record.as_written()).map_err(io::Error::other)?;
         if bytes.len() > format::MAX_RECORD_RAW as usize {
             return match split(record) {
                 Some((a, b)) => {
@@ -60,7 +60,7 @@ impl<W: Write> DataWriter<W> {
             let expansion = format::MAX_RECORD_EXPANSION as usize;
             if packed.len().saturating_mul(expansion) >= bytes.len() {
                 return self.write_chunk(
-                    format::TAG_RECORD,
+                    (format::TAG_RECORD, 0),
                     format::FLAG_ZSTD,
                     &[],
                     &packed,
@@ -68,17 +68,23 @@ impl<W: Write> DataWriter<W> {
                 );
             }
         }
-        self.write_chunk(format::TAG_RECORD, 0, &[], &bytes, bytes.len())
+        self.write_chunk((format::TAG_RECORD, 0), 0, &[], &bytes, bytes.len())
     }
 
     /// Writes `events` of thread (`pid`, `tid`), in time order, in chunks of
     /// at most [`format::MAX_CHUNK_EVENTS`].
     pub fn write_events(&mut self, pid: u32, tid: u32, events: &[Event]) -> io::Result<()> {
+        self.write_thread_events(ThreadKey::new(pid, tid), events)
+    }
+
+    /// Writes `events` of `thread` (which may be a later use of its id), in
+    /// time order, in chunks of at most [`format::MAX_CHUNK_EVENTS`].
+    pub fn write_thread_events(&mut self, thread: ThreadKey, events: &[Event]) -> io::Result<()> {
         for part in events.chunks(format::MAX_CHUNK_EVENTS as usize) {
             let mut raw = std::mem::take(&mut self.scratch);
             raw.clear();
             codec::encode_events(part, &mut raw);
-            let r = self.write_event_bytes(pid, tid, part.len(), &raw);
+            let r = self.write_event_bytes(thread, part.len(), &raw);
             self.scratch = raw;
             r?;
         }
@@ -88,8 +94,7 @@ impl<W: Write> DataWriter<W> {
     /// Writes events a [`codec::EventEncoder`] encoded.
     pub fn write_encoded_events(
         &mut self,
-        pid: u32,
-        tid: u32,
+        thread: ThreadKey,
         events: &codec::EventEncoder,
     ) -> io::Result<()> {
         if events.is_empty() {
@@ -97,38 +102,40 @@ impl<W: Write> DataWriter<W> {
         }
         if events.len() > format::MAX_CHUNK_EVENTS as usize {
             // Rare (a deep stack closed at once): re-encode in parts.
-            return self.write_events(pid, tid, &events.events());
+            return self.write_thread_events(thread, &events.events());
         }
         let mut raw = std::mem::take(&mut self.scratch);
         raw.clear();
         events.write_to(&mut raw);
-        let r = self.write_event_bytes(pid, tid, events.len(), &raw);
+        let r = self.write_event_bytes(thread, events.len(), &raw);
         self.scratch = raw;
         r
     }
 
     /// Writes an event chunk of `count` events encoded in columns.
-    fn write_event_bytes(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        count: usize,
-        raw: &[u8],
-    ) -> io::Result<()> {
+    fn write_event_bytes(&mut self, thread: ThreadKey, count: usize, raw: &[u8]) -> io::Result<()> {
         let count = u32::try_from(count).map_err(io::Error::other)?;
-        let prefix = format::event_prefix(pid, tid, count);
-        self.write_stream(format::TAG_EVENTS, format::FLAG_COLUMNS, &prefix, raw)
+        let prefix = format::event_prefix(thread.pid, thread.tid, count);
+        let kind = (format::TAG_EVENTS, thread.serial);
+        self.write_stream(kind, format::FLAG_COLUMNS, &prefix, raw)
     }
 
-    /// Writes an event or sample chunk (with `flags` besides compression),
-    /// compressed unless that would expand more than the reader accepts.
-    fn write_stream(&mut self, tag: u8, flags: u8, prefix: &[u8], raw: &[u8]) -> io::Result<()> {
+    /// Writes an event or sample chunk (`kind`: its tag and serial, with
+    /// `flags` besides compression), compressed unless that would expand
+    /// more than the reader accepts.
+    fn write_stream(
+        &mut self,
+        kind: (u8, u16),
+        flags: u8,
+        prefix: &[u8],
+        raw: &[u8],
+    ) -> io::Result<()> {
         let packed = self.zstd.compress(raw)?;
         let expansion = format::MAX_STREAM_EXPANSION as usize;
         if packed.len().saturating_mul(expansion) >= raw.len() {
-            self.write_chunk(tag, flags | format::FLAG_ZSTD, prefix, &packed, raw.len())
+            self.write_chunk(kind, flags | format::FLAG_ZSTD, prefix, &packed, raw.len())
         } else {
-            self.write_chunk(tag, flags, prefix, raw, raw.len())
+            self.write_chunk(kind, flags, prefix, raw, raw.len())
         }
     }
 
@@ -138,7 +145,7 @@ impl<W: Write> DataWriter<W> {
             let mut raw = std::mem::take(&mut self.scratch);
             raw.clear();
             codec::encode_samples(part, &mut raw);
-            let r = self.write_stream(format::TAG_SAMPLES, 0, &[], &raw);
+            let r = self.write_stream((format::TAG_SAMPLES, 0), 0, &[], &raw);
             self.scratch = raw;
             r?;
         }
@@ -147,7 +154,7 @@ impl<W: Write> DataWriter<W> {
 
     fn write_chunk(
         &mut self,
-        tag: u8,
+        (tag, serial): (u8, u16),
         flags: u8,
         prefix: &[u8],
         body: &[u8],
@@ -161,7 +168,7 @@ impl<W: Write> DataWriter<W> {
         }
         // One write per chunk where possible, so a concurrent reader or a crash
         // sees whole chunks far more often than torn ones.
-        let buf = format::encode_chunk(tag, flags, prefix, body, raw_len as u32);
+        let buf = format::encode_thread_chunk(tag, flags, serial, prefix, body, raw_len as u32);
         self.out.write_all(&buf)?;
         self.bytes_written += buf.len() as u64;
         Ok(())
@@ -204,6 +211,7 @@ fn split(record: &Record) -> Option<(Record, Record)> {
                 Record::OsEvents(OsEventBlock {
                     pid: block.pid,
                     tid: block.tid,
+                    serial: block.serial,
                     events,
                 })
             };

@@ -37,6 +37,7 @@ fn sample_file() -> Vec<u8> {
     w.write_record(&Record::Thread(ThreadInfo {
         pid: 1,
         tid: 1,
+        serial: 0,
         name: "main".into(),
         start: None,
         end: None,
@@ -172,6 +173,7 @@ fn later_records_of_a_process_or_thread_fill_in_what_they_know() {
         Record::Thread(ThreadInfo {
             pid: 5,
             tid: 6,
+            serial: 0,
             name: name.into(),
             start: None,
             end: end.map(Timestamp::from_nanos),
@@ -204,4 +206,56 @@ fn later_records_of_a_process_or_thread_fill_in_what_they_know() {
         (f.threads[0].name.as_str(), f.threads[0].end),
         ("worker", Some(Timestamp::from_nanos(80)))
     );
+}
+
+#[test]
+fn a_later_thread_under_a_used_id_reads_apart_and_the_first_as_before() {
+    // The id's first thread is written as it always was; a later one's
+    // records are wrapped, its event chunks carry the serial in their
+    // header (two bytes that were reserved, 0).
+    let thread = |serial| ThreadInfo {
+        pid: 1,
+        tid: 7,
+        serial,
+        name: format!("t{serial}"),
+        start: None,
+        end: None,
+    };
+    let first = Record::Thread(thread(0));
+    assert_eq!(
+        postcard::to_stdvec(&*first.as_written()).unwrap(),
+        postcard::to_stdvec(&first).unwrap()
+    );
+    let mut w = DataWriter::new(Vec::new()).unwrap();
+    w.write_record(&Record::Session(session())).unwrap();
+    w.write_record(&first).unwrap();
+    w.write_record(&Record::Thread(thread(1))).unwrap();
+    w.write_record(&Record::Inherited(InheritedFrames {
+        pid: 1,
+        tid: 7,
+        serial: 1,
+        frames: 2,
+    }))
+    .unwrap();
+    w.write_events(1, 7, &events(2, 100)).unwrap();
+    w.write_thread_events(ThreadKey::reused(1, 7, 1), &events(4, 900))
+        .unwrap();
+    let f = open(w.into_inner()).unwrap();
+    let keys: Vec<_> = f
+        .threads
+        .iter()
+        .map(|t| (t.key(), t.name.clone()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (ThreadKey::new(1, 7), "t0".to_owned()),
+            (ThreadKey::reused(1, 7, 1), "t1".to_owned())
+        ]
+    );
+    let counts = |key| f.thread_chunks(key).map(|c| c.count).collect::<Vec<_>>();
+    assert_eq!(counts(ThreadKey::new(1, 7)), [2]);
+    assert_eq!(counts(ThreadKey::reused(1, 7, 1)), [4]);
+    assert_eq!(f.inherited.get(&ThreadKey::reused(1, 7, 1)), Some(&2));
+    assert_eq!(f.inherited.get(&ThreadKey::new(1, 7)), None);
 }

@@ -37,7 +37,7 @@ fn calls(n: u64) -> Vec<Event> {
 fn events_of(f: &DataFile) -> Vec<Event> {
     let mut all = Vec::new();
     let mut out = Vec::new();
-    for c in f.thread_chunks(1, 2) {
+    for c in f.thread_chunks(ThreadKey::new(1, 2)) {
         assert!(c.count <= format::MAX_CHUNK_EVENTS);
         f.read_events(c, &mut out).unwrap();
         all.append(&mut out);
@@ -57,7 +57,7 @@ fn a_big_batch_of_events_is_split_into_chunks() {
     for e in &events {
         enc.push(e.ts, e.kind, e.function);
     }
-    let f = write(|w| w.write_encoded_events(1, 2, &enc).unwrap());
+    let f = write(|w| w.write_encoded_events(ThreadKey::new(1, 2), &enc).unwrap());
     assert_eq!(f.event_chunks.len(), 3);
     assert_eq!(events_of(&f), events);
 }

@@ -148,6 +148,7 @@ fn corrupted_but_checksummed_payloads_never_panic() {
             stored_len: body.len() as u32,
             raw_len: rng.below(1 << 20) as u32,
             crc: crc32fast_hash(&body),
+            serial: 0,
         };
         b.extend_from_slice(&header.encode());
         b.extend_from_slice(&body);

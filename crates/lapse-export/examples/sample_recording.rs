@@ -112,6 +112,7 @@ fn main() -> std::io::Result<()> {
         w.write_record(&Record::Thread(ThreadInfo {
             pid: 100,
             tid: 100 + tid,
+            serial: 0,
             name: format!("worker {tid}"),
             start: Some(Timestamp::from_nanos(0)),
             end: Some(Timestamp::from_nanos(

@@ -73,12 +73,13 @@ fn metadata(ev: &mut Events<'_>, file: &DataFile) -> io::Result<()> {
         ))?;
     }
     for t in timeline::threads(file) {
-        if !t.name.is_empty() {
+        let name = timeline::shown_name(&t.name, t.key());
+        if !name.is_empty() {
             ev.push(&format!(
                 r#"{{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}}"#,
                 t.pid,
-                t.tid,
-                quote(&t.name)
+                timeline::shown_tid(t.key()),
+                quote(&name)
             ))?;
         }
     }
@@ -86,7 +87,7 @@ fn metadata(ev: &mut Events<'_>, file: &DataFile) -> io::Result<()> {
 }
 
 fn switch(ev: &mut Events<'_>, thread: ThreadKey, out: bool, ts: &str) -> io::Result<()> {
-    let ThreadKey { pid, tid } = thread;
+    let (pid, tid) = (thread.pid, timeline::shown_tid(thread));
     let name = if out {
         "lapse:switch_out"
     } else {
@@ -116,7 +117,7 @@ fn instrumentation(
     let mut nesting = timeline::Nesting::default();
     for t in timeline::threads(file) {
         let thread = t.key();
-        let ThreadKey { pid, tid } = thread;
+        let (pid, tid) = (thread.pid, timeline::shown_tid(thread));
         let mut line = String::with_capacity(128);
         let walked = timeline::walk(file, &t, &mut nesting, false, timing, |at, step| {
             let (ph, f) = match step {

@@ -62,10 +62,10 @@ fn headers(file: &DataFile, threads: &[ThreadInfo]) -> Vec<(ThreadHeader, usize)
                     (name, start)
                 })
                 .clone();
-            let name = if t.name.is_empty() {
+            let name = if t.name.is_empty() && t.serial == 0 {
                 format!("thread {}", t.tid)
             } else {
-                t.name.clone()
+                timeline::shown_name(&t.name, t.key())
             };
             let header = ThreadHeader {
                 pid: t.pid,
@@ -184,6 +184,7 @@ fn sampling(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
             threads.push(ThreadInfo {
                 pid: key.pid,
                 tid: key.tid,
+                serial: key.serial,
                 name: String::new(),
                 start: None,
                 end: None,

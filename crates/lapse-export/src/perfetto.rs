@@ -207,9 +207,11 @@ fn descriptors(w: &mut Writer<'_>, file: &DataFile, tracks: &Tracks) -> io::Resu
     }
     for t in timeline::threads(file) {
         let mut d = Msg::default();
-        d.uint(1, u64::from(t.pid)).uint(2, u64::from(t.tid));
-        if !t.name.is_empty() {
-            d.string(5, &t.name);
+        d.uint(1, u64::from(t.pid))
+            .uint(2, timeline::shown_tid(t.key()));
+        let name = timeline::shown_name(&t.name, t.key());
+        if !name.is_empty() {
+            d.string(5, &name);
         }
         let track = tracks.thread(t.key());
         w.track(track, Some(Tracks::process(t.pid)), (4, d), None)?;

@@ -319,7 +319,8 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
         v
     };
     let labels = |b: &mut Builder<'_>, thread: lapse_data::ThreadKey| {
-        let lapse_data::ThreadKey { pid, tid } = thread;
+        // (sampling, whose threads are all their ids' first)
+        let lapse_data::ThreadKey { pid, tid, .. } = thread;
         let name = file
             .threads
             .iter()

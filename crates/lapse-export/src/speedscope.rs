@@ -31,16 +31,22 @@ use crate::{ExportError, Format, SampleWeight, OFF_CPU_FRAME};
 pub const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
 
 fn thread_name(file: &DataFile, thread: ThreadKey) -> String {
-    let ThreadKey { pid, tid } = thread;
+    let ThreadKey { pid, tid, serial } = thread;
     let name = file
         .threads
         .iter()
         .find(|t| t.key() == thread)
         .map_or("", |t| t.name.as_str());
-    if name.is_empty() {
-        format!("thread {tid} (pid {pid})")
+    // (a later thread under an id used before says which it is)
+    let again = if serial > 0 {
+        format!(", again: serial {serial}")
     } else {
-        format!("{name} (pid {pid}, tid {tid})")
+        String::new()
+    };
+    if name.is_empty() {
+        format!("thread {tid} (pid {pid}{again})")
+    } else {
+        format!("{name} (pid {pid}, tid {tid}{again})")
     }
 }
 

@@ -174,6 +174,29 @@ pub fn threads(file: &DataFile) -> Vec<ThreadInfo> {
     file.all_threads()
 }
 
+/// The thread id an export shows for `thread`: the kernel's, but for a
+/// later thread under an id used before (its serial above 0) one above
+/// every id the kernel hands out (`tid + serial × 2^22`), so that viewers
+/// that know threads by their ids keep the two apart (#31 item 16).
+pub fn shown_tid(thread: ThreadKey) -> u64 {
+    u64::from(thread.tid) + (u64::from(thread.serial) << 22)
+}
+
+/// The name an export gives `thread` whose own name is `name` (may be
+/// empty): for a later thread under an id used before, with the id and the
+/// serial said (`worker (tid 7, again: serial 1)`).
+pub fn shown_name(name: &str, thread: ThreadKey) -> String {
+    if thread.serial == 0 {
+        return name.to_owned();
+    }
+    let again = format!("tid {}, again: serial {}", thread.tid, thread.serial);
+    if name.is_empty() {
+        format!("thread ({again})")
+    } else {
+        format!("{name} ({again})")
+    }
+}
+
 /// The earliest point any thread or the session starts at: the zero of
 /// relative timestamps, so that none is negative.
 pub fn origin(file: &DataFile) -> Timestamp {
@@ -208,7 +231,7 @@ pub fn walk<E>(
     let mut bad_chunks = 0;
     let mut events: Vec<Event> = Vec::new();
     let mut result = Ok(());
-    for chunk in file.thread_chunks(thread.pid, thread.tid) {
+    for chunk in file.thread_chunks(thread.key()) {
         if file.read_events(chunk, &mut events).is_err() {
             bad_chunks += 1;
             continue;

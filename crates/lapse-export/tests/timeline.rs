@@ -41,7 +41,7 @@ const GROUPS: [Option<u64>; 3] = [None, Some(1_600), Some(1)];
 fn recording(threads: &[(ThreadKey, u64)]) -> (DataFile, Vec<Sample>) {
     let mut per_thread: Vec<Vec<Sample>> = threads
         .iter()
-        .map(|&(ThreadKey { pid, tid }, n)| {
+        .map(|&(ThreadKey { pid, tid, .. }, n)| {
             (0..n)
                 .map(|i| Sample {
                     pid,

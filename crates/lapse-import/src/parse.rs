@@ -64,7 +64,7 @@ impl Imported {
             w.write_record(&Record::OsEvents(b.clone()))?;
         }
         let mut total = 0u64;
-        for (ThreadKey { pid, tid }, events) in &self.events {
+        for (ThreadKey { pid, tid, .. }, events) in &self.events {
             for chunk in events.chunks(1 << 16) {
                 w.write_events(*pid, *tid, chunk)?;
             }
@@ -468,6 +468,7 @@ pub fn import_reader(reader: impl Read, name: &str) -> Result<Imported, ImportEr
         threads.push(ThreadInfo {
             pid: key.pid,
             tid: key.tid,
+            serial: 0,
             name: thread_names.remove(&key).unwrap_or_default(),
             start: lo,
             end: hi,
@@ -476,6 +477,7 @@ pub fn import_reader(reader: impl Read, name: &str) -> Result<Imported, ImportEr
             os_events.push(OsEventBlock {
                 pid: key.pid,
                 tid: key.tid,
+                serial: 0,
                 events: offs,
             });
         }

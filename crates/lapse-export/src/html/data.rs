@@ -165,6 +165,7 @@ fn info(infos: &BTreeMap<ThreadKey, ThreadInfo>, key: ThreadKey) -> ThreadInfo {
     infos.get(&key).cloned().unwrap_or(ThreadInfo {
         pid: key.pid,
         tid: key.tid,
+        serial: key.serial,
         name: String::new(),
         start: None,
         end: None,

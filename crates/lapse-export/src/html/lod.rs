@@ -293,7 +293,7 @@ pub(crate) fn instrumented(
 
 /// The timestamp of a thread's first event, when it has no start of its own.
 fn first_event(file: &DataFile, thread: &ThreadInfo) -> Option<Timestamp> {
-    let chunk = file.thread_chunks(thread.pid, thread.tid).next()?;
+    let chunk = file.thread_chunks(thread.key()).next()?;
     let mut events = Vec::new();
     file.read_events(chunk, &mut events).ok()?;
     events.first().map(|e| e.ts)

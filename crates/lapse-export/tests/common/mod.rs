@@ -83,6 +83,7 @@ fn common_costing(
         w.write_record(&Record::Thread(ThreadInfo {
             pid: 1,
             tid,
+            serial: 0,
             name: if tid == 1 {
                 "app".into()
             } else {
@@ -146,6 +147,7 @@ pub fn instr_file_costing(probe_cost_ns: f64) -> DataFile {
     w.write_record(&Record::OsEvents(OsEventBlock {
         pid: 1,
         tid: 1,
+        serial: 0,
         events: vec![OsEvent {
             from: at(25),
             to: at(27),

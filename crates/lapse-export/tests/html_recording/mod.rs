@@ -212,6 +212,7 @@ pub fn program(rounds: u32) -> DataFile {
         w.write_record(&Record::Thread(ThreadInfo {
             pid: 7,
             tid: 7 + tid - 1,
+            serial: 0,
             name: name.into(),
             start: Some(Timestamp::from_nanos(begin - 500)),
             end: Some(Timestamp::from_nanos(t.ts + 500)),
@@ -220,6 +221,7 @@ pub fn program(rounds: u32) -> DataFile {
         w.write_record(&Record::OsEvents(OsEventBlock {
             pid: 7,
             tid: 7 + tid - 1,
+            serial: 0,
             events: t.off.clone(),
         }))
         .unwrap();

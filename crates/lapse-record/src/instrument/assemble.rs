@@ -229,6 +229,7 @@ impl Assembler {
             sink.record(&Record::Inherited(InheritedFrames {
                 pid: from.pid,
                 tid: from.tid,
+                serial: 0,
                 frames,
             }))?;
         }
@@ -435,6 +436,7 @@ mod tests {
             [InheritedFrames {
                 pid: 2,
                 tid: 2,
+                serial: 0,
                 frames: 2
             }]
         );

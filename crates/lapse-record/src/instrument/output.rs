@@ -88,9 +88,7 @@ impl Output {
             return Ok(());
         }
         self.events += events.len() as u64;
-        let r = self
-            .writer
-            .write_encoded_events(thread.pid, thread.tid, events);
+        let r = self.writer.write_encoded_events(thread, events);
         self.check(r)
     }
 

@@ -280,7 +280,7 @@ impl<W: Write> Sink for Streamed<W> {
     fn events(&mut self, thread: ThreadKey, events: &EventEncoder) -> Result<(), RecordError> {
         self.events += events.len() as u64;
         self.w
-            .write_encoded_events(thread.pid, thread.tid, events)
+            .write_encoded_events(thread, events)
             .map_err(|source| RecordError::Output {
                 path: self.path.clone(),
                 source,
@@ -452,7 +452,7 @@ impl Merge {
             }))?;
         }
         for (&key, &end) in last {
-            let ThreadKey { pid, tid } = key;
+            let ThreadKey { pid, tid, serial } = key;
             let known = known_threads.get(&key).copied();
             let name = match known {
                 Some(t) => t.name.clone(),
@@ -466,6 +466,7 @@ impl Merge {
             self.out.w.write_record(&Record::Thread(ThreadInfo {
                 pid,
                 tid,
+                serial,
                 name,
                 start,
                 end: Some(known.and_then(|t| t.end).map_or(end, |e| e.max(end))),

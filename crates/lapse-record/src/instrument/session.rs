@@ -901,6 +901,7 @@ impl Session {
                 None => out.record(&Record::OsEvents(OsEventBlock {
                     pid: key.pid,
                     tid: key.tid,
+                    serial: 0,
                     events: events.into_iter().map(HeldOsEvent::get).collect(),
                 })),
             })?;
@@ -908,8 +909,12 @@ impl Session {
             let events = s.stalls.release_os(force);
             if !events.is_empty() {
                 let (pid, tid) = (key.pid, key.tid);
-                self.out
-                    .record(&Record::OsEvents(OsEventBlock { pid, tid, events }))?;
+                self.out.record(&Record::OsEvents(OsEventBlock {
+                    pid,
+                    tid,
+                    serial: 0,
+                    events,
+                }))?;
             }
         }
         self.announce_new()?;

@@ -89,7 +89,7 @@ impl Session {
         life: ThreadLife,
         end: Option<Timestamp>,
     ) -> ThreadInfo {
-        let ThreadKey { pid, tid } = key;
+        let ThreadKey { pid, tid, serial } = key;
         let process_start = || {
             let kernel = self.os.processes.get(&pid).and_then(|p| p.start);
             kernel.or_else(|| self.asm.procs.get(&pid).and_then(|p| p.start))
@@ -110,6 +110,7 @@ impl Session {
         ThreadInfo {
             pid,
             tid,
+            serial,
             name: life
                 .name
                 .map(|n| String::from_utf8_lossy(&n).into_owned())
@@ -155,6 +156,7 @@ impl Session {
                 self.out.record(&Record::OsEvents(OsEventBlock {
                     pid: key.pid,
                     tid: key.tid,
+                    serial: 0,
                     events: os,
                 }))?;
             }

@@ -341,6 +341,7 @@ impl<W: Write> SampleSession<W> {
         let entry = self.threads.entry(thread).or_insert_with(|| ThreadInfo {
             pid: thread.pid,
             tid: thread.tid,
+            serial: 0,
             name: String::new(),
             start: Some(time),
             end: None,

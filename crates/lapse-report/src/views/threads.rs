@@ -19,6 +19,15 @@ const THREAD_ID: [Column; 3] = [
     shown("thread_name", Kind::Text, "thread"),
 ];
 
+/// The threads' columns when two threads of the recording had one thread
+/// id (the kernel reused it): which of them a row is (0: the id's first).
+const REUSED_THREAD_ID: [Column; 4] = [
+    shown(key::PID, Kind::Int, "pid"),
+    shown(key::TID, Kind::Int, "tid"),
+    shown("thread_serial", Kind::Int, "serial"),
+    shown("thread_name", Kind::Text, "thread"),
+];
+
 const PROCESS_ID: [Column; 2] = [
     shown(key::PID, Kind::Int, "pid"),
     shown("command", Kind::Text, "command"),
@@ -73,28 +82,36 @@ fn table<V: Values>(
             commands.entry(p.pid).or_insert_with(|| p.command.join(" "));
         }
     }
+    let reused = !processes && rows.keys().any(|k| k.serial > 0);
     let rows = rows
         .into_iter()
         .map(|(key, v)| {
-            let ThreadKey { pid, tid } = key;
+            let ThreadKey { pid, tid, serial } = key;
             let mut row = if processes {
                 vec![
                     Cell::Int(u64::from(pid)),
                     Cell::opt_text(commands.get(&pid).map(String::as_str)),
                 ]
             } else {
-                vec![
-                    Cell::Int(u64::from(pid)),
-                    Cell::Int(u64::from(tid)),
-                    Cell::opt_text(names.get(&key).copied()),
-                ]
+                let mut id = vec![Cell::Int(u64::from(pid)), Cell::Int(u64::from(tid))];
+                if reused {
+                    id.push(Cell::Int(u64::from(serial)));
+                }
+                id.push(Cell::opt_text(names.get(&key).copied()));
+                id
             };
             row.extend(v.cells(ctx));
             row
         })
         .collect();
     ViewOutput {
-        columns: columns::<V>(if processes { &PROCESS_ID } else { &THREAD_ID }),
+        columns: columns::<V>(if processes {
+            &PROCESS_ID
+        } else if reused {
+            &REUSED_THREAD_ID
+        } else {
+            &THREAD_ID
+        }),
         rows,
         ..ViewOutput::default()
     }
