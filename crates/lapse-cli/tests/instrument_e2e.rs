@@ -380,8 +380,6 @@ int main(void) {
 }
 
 #[test]
-#[ignore = "#31 item 16, not done: (pid, tid) is a thread's whole identity in the data file, \
-            the analysis, the reports and the exports"]
 fn a_thread_id_used_again_is_a_thread_of_its_own() {
     // The kernel hands out thread ids in turn up to pid_max and then from
     // the bottom again: threads made and joined one after another get the
@@ -389,7 +387,7 @@ fn a_thread_id_used_again_is_a_thread_of_its_own() {
     // default: about 2 s under lapse; no system setting is changed). The
     // fillers run no probe of their own (their gettid calls are library
     // calls); the first thread and the one with its id again each make one
-    // call. Today the two are one row of the threads view.
+    // call. The two are two rows of the threads view (#31 item 16).
     let Some(r) = record(
         "tid_reused",
         r#"

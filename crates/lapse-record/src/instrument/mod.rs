@@ -37,7 +37,9 @@
 //!   `lapse recover` merges them into the data file afterwards (`recover.rs`);
 //!   a new recording removes a stale spill of the same output first.
 //! - **Threads**: the runtime creates none, so none are profiled by mistake;
-//!   ended threads' state is dropped after 500 ms to bound memory.
+//!   ended threads' state is dropped after 500 ms to bound memory. A later
+//!   thread with a thread id used before is a thread of its own
+//!   (`serials.rs`).
 
 mod address;
 mod arena;
@@ -50,6 +52,7 @@ mod output;
 mod pace;
 mod recover;
 mod roster;
+mod serials;
 mod session;
 mod session_dir;
 mod stalls;

@@ -11,6 +11,10 @@
 //! it is said once (a [`Notice`]), every later write is skipped, and the session
 //! goes on supervising the target (and draining the runtime, so that the
 //! target never waits) until it ends; [`Output::failed`] then tells.
+//!
+//! The recorder follows threads by the kernel's ids; what is written of a
+//! thread here is stamped with its id's serial ([`ThreadSerials`]), which
+//! steps when the session lets the thread go ([`Output::let_go`]).
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -20,6 +24,7 @@ use std::time::{Duration, Instant};
 use lapse_data::codec::EventEncoder;
 use lapse_data::{DataWriter, OutputFile, Record, ThreadKey};
 
+use super::serials::ThreadSerials;
 use crate::{Notice, Notices, RecordError};
 
 /// The file is flushed at least this often (SPEC 8: at most ~100 ms lost).
@@ -34,6 +39,7 @@ pub struct Output {
     failed: Option<std::io::Error>,
     /// Where the failure is said, once.
     notices: Notices,
+    serials: ThreadSerials,
 }
 
 impl Output {
@@ -51,6 +57,7 @@ impl Output {
             events: 0,
             failed: None,
             notices,
+            serials: ThreadSerials::default(),
         })
     }
 
@@ -79,8 +86,32 @@ impl Output {
         if self.failed.is_some() {
             return Ok(());
         }
-        let r = self.writer.write_record(record);
+        let of = |pid, tid| self.serials.of(ThreadKey::new(pid, tid)).serial;
+        let serial = match record {
+            Record::Thread(t) => of(t.pid, t.tid),
+            Record::OsEvents(b) => of(b.pid, b.tid),
+            Record::Inherited(i) => of(i.pid, i.tid),
+            _ => 0,
+        };
+        let r = if serial == 0 {
+            self.writer.write_record(record)
+        } else {
+            let mut record = record.clone();
+            match &mut record {
+                Record::Thread(t) => t.serial = serial,
+                Record::OsEvents(b) => b.serial = serial,
+                Record::Inherited(i) => i.serial = serial,
+                _ => {}
+            }
+            self.writer.write_record(&record)
+        };
         self.check(r)
+    }
+
+    /// Thread `thread` was let go, all of it written: what is written
+    /// under its id from now on is a later thread's.
+    pub fn let_go(&mut self, thread: ThreadKey) {
+        self.serials.let_go(thread.tid);
     }
 
     pub fn events(&mut self, thread: ThreadKey, events: &EventEncoder) -> Result<(), RecordError> {
@@ -88,7 +119,9 @@ impl Output {
             return Ok(());
         }
         self.events += events.len() as u64;
-        let r = self.writer.write_encoded_events(thread, events);
+        let r = self
+            .writer
+            .write_encoded_events(self.serials.of(thread), events);
         self.check(r)
     }
 

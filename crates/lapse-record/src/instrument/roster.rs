@@ -13,10 +13,21 @@
 //! A roster holds at most `limit` records: the recorder's memory has a
 //! bound whatever the number of threads alive at once, and a thread past it
 //! is refused (the caller counts what that loses) rather than followed.
+//!
+//! A roster knows threads by the kernel's ids alone, 8 bytes a record (at
+//! most one thread has an id at a time; which use of the id it is, its
+//! serial, is stamped where it is written out: `serials.rs`).
 
 use hashbrown::hash_table::Entry;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use lapse_data::ThreadKey;
+
+/// A thread's (pid, tid), as a roster keeps it.
+type Ids = (u32, u32);
+
+fn ids(key: ThreadKey) -> Ids {
+    (key.pid, key.tid)
+}
 use slab::Slab;
 use std::hash::BuildHasher;
 
@@ -25,7 +36,7 @@ const MIN_SLOTS: usize = 1024;
 
 pub struct Roster<T> {
     index: HashTable<u32>,
-    records: Slab<(ThreadKey, T)>,
+    records: Slab<(Ids, T)>,
     hasher: DefaultHashBuilder,
     limit: usize,
 }
@@ -48,6 +59,7 @@ impl<T> Roster<T> {
     }
 
     fn slot(&self, key: ThreadKey) -> Option<usize> {
+        let key = ids(key);
         let records = &self.records;
         self.index
             .find(self.hasher.hash_one(key), |&i| records[i as usize].0 == key)
@@ -69,6 +81,7 @@ impl<T> Roster<T> {
         key: ThreadKey,
         new: impl FnOnce() -> T,
     ) -> Option<&mut T> {
+        let key = ids(key);
         let (records, hasher) = (&self.records, &self.hasher);
         let entry = self.index.entry(
             hasher.hash_one(key),
@@ -89,6 +102,7 @@ impl<T> Roster<T> {
     }
 
     pub fn remove(&mut self, key: ThreadKey) -> Option<T> {
+        let key = ids(key);
         let records = &self.records;
         let found = self
             .index
@@ -131,11 +145,15 @@ impl<T> Roster<T> {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (ThreadKey, &T)> {
-        self.records.iter().map(|(_, (k, t))| (*k, t))
+        self.records
+            .iter()
+            .map(|(_, (k, t))| (ThreadKey::new(k.0, k.1), t))
     }
 
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (ThreadKey, &mut T)> {
-        self.records.iter_mut().map(|(_, (k, t))| (*k, t))
+        self.records
+            .iter_mut()
+            .map(|(_, (k, t))| (ThreadKey::new(k.0, k.1), t))
     }
 
     pub fn values(&self) -> impl Iterator<Item = &T> {

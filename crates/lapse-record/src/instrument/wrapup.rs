@@ -164,6 +164,7 @@ impl Session {
                 let record = self.thread_record(key, life, Some(end));
                 self.out.record(&Record::Thread(record))?;
             }
+            self.out.let_go(key);
             let last = self.retired_end.entry(key.pid).or_insert(end);
             *last = (*last).max(end);
         }
