@@ -768,7 +768,7 @@ mod tests {
                 );
                 let t1 = Instant::now();
                 if let Some(b) = got {
-                    w.write_encoded_events(1, 1, &b).unwrap();
+                    w.write_encoded_events(ThreadKey::new(1, 1), &b).unwrap();
                 }
                 decode += t1.duration_since(t0).as_nanos();
                 write += t1.elapsed().as_nanos();
