@@ -688,6 +688,7 @@ mod sampling {
         Sample {
             pid: 1,
             tid: 1,
+            serial: 0,
             ts: Timestamp::from_nanos(0),
             cpu: 0,
             stack: stack.map(StackId),
@@ -776,6 +777,7 @@ mod sampling {
         OffCpuPeriod {
             pid: 1,
             tid: 1,
+            serial: 0,
             from: Timestamp::from_nanos(from),
             to: Timestamp::from_nanos(to),
             stack: stack.map(StackId),

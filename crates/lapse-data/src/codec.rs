@@ -326,6 +326,7 @@ pub fn decode_samples(raw: &[u8], out: &mut Vec<Sample>) -> Option<()> {
         out.push(Sample {
             pid,
             tid,
+            serial: 0,
             ts: Timestamp::from_nanos(ts),
             cpu,
             stack,
@@ -554,6 +555,7 @@ mod tests {
             Sample {
                 pid: 1,
                 tid: 2,
+                serial: 0,
                 ts: Timestamp::from_nanos(500),
                 cpu: 1,
                 stack: Some(StackId(0)),
@@ -562,6 +564,7 @@ mod tests {
             Sample {
                 pid: 1,
                 tid: 3,
+                serial: 0,
                 ts: Timestamp::from_nanos(400),
                 cpu: 0,
                 stack: None,

@@ -7,9 +7,10 @@
 //! ```
 //! All integers little-endian. `raw_len` is the payload size after
 //! decompression (equal to `stored_len` when not compressed). `serial` is
-//! an event chunk's thread's [`ThreadKey::serial`](crate::ThreadKey::serial)
-//! (0 in every other chunk, and in files written before serials: the bytes
-//! were reserved, 0, and a reader older than them skips them). Event chunks
+//! an event chunk's thread's [`ThreadKey::serial`](crate::ThreadKey::serial),
+//! or that of the threads whose samples a sample chunk holds (0 in every
+//! other chunk, and in files written before serials: the bytes were
+//! reserved, 0, and a reader older than them skips them). Event chunks
 //! start their stored bytes with an uncompressed 12-byte prefix
 //! (`u32 pid | u32 tid | u32 count`) so a reader can index them without
 //! decompressing; their flags say the layout of the events ([`FLAG_COLUMNS`]).

@@ -298,22 +298,13 @@ macro_rules! thread_keyed {
     )*};
 }
 
-thread_keyed!(ThreadInfo, OsEventBlock, InheritedFrames);
-
-/// `key()` for sampling's records, which do not tell two uses of a thread
-/// id apart (their key is the id's first thread).
-macro_rules! first_thread_keyed {
-    ($($t:ty),*) => {$(
-        impl $t {
-            /// The thread this belongs to.
-            pub fn key(&self) -> ThreadKey {
-                ThreadKey::new(self.pid, self.tid)
-            }
-        }
-    )*};
-}
-
-first_thread_keyed!(Sample, OffCpuPeriod);
+thread_keyed!(
+    ThreadInfo,
+    OsEventBlock,
+    InheritedFrames,
+    Sample,
+    OffCpuPeriod
+);
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleInfo {
@@ -443,6 +434,12 @@ pub struct StackNode {
 pub struct Sample {
     pub pid: u32,
     pub tid: u32,
+    /// Which thread with this id ([`ThreadKey::serial`]). Not part of the
+    /// sample's encoding: it travels in the sample chunk's header (a chunk
+    /// holds the samples of threads of one serial), so files without one
+    /// read as before.
+    #[serde(skip)]
+    pub serial: u16,
     pub ts: Timestamp,
     pub cpu: u32,
     /// The innermost node of the sample's stack; `None` when nothing unwound.
@@ -458,6 +455,11 @@ pub struct Sample {
 pub struct OffCpuPeriod {
     pub pid: u32,
     pub tid: u32,
+    /// Which thread with this id ([`ThreadKey::serial`]). Not part of the
+    /// period's own encoding: periods of threads with a serial above 0
+    /// travel in a [`Record::ThreadAgain`] (one for each serial).
+    #[serde(skip)]
+    pub serial: u16,
     /// Switched out (the stack is the one it had then) ...
     pub from: Timestamp,
     /// ... and switched back in.
@@ -538,22 +540,37 @@ pub enum ThreadRecord {
     Thread(ThreadInfo),
     OsEvents(OsEventBlock),
     Inherited(InheritedFrames),
+    /// Off-CPU periods of threads that all have the serial (sampling).
+    /// (Added after the other kinds; a reader older than it skips the
+    /// record.)
+    OffCpu(Vec<OffCpuPeriod>),
 }
 
 impl Record {
     /// How the file holds this record: a record of a thread with a serial
-    /// above 0 inside a [`Record::ThreadAgain`], any other as it is.
+    /// above 0 inside a [`Record::ThreadAgain`], any other as it is. Off-CPU
+    /// periods go by their first one's serial: the writer parts periods of
+    /// several serials into one record for each
+    /// ([`DataWriter::write_record`](crate::DataWriter::write_record)).
     pub fn as_written(&self) -> std::borrow::Cow<'_, Record> {
         use std::borrow::Cow;
-        let (serial, record) = match self {
-            Record::Thread(t) => (t.serial, ThreadRecord::Thread(t.clone())),
-            Record::OsEvents(b) => (b.serial, ThreadRecord::OsEvents(b.clone())),
-            Record::Inherited(i) => (i.serial, ThreadRecord::Inherited(*i)),
-            _ => return Cow::Borrowed(self),
+        let serial = match self {
+            Record::Thread(t) => t.serial,
+            Record::OsEvents(b) => b.serial,
+            Record::Inherited(i) => i.serial,
+            Record::OffCpu(v) => v.first().map_or(0, |p| p.serial),
+            _ => 0,
         };
         if serial == 0 {
             return Cow::Borrowed(self);
         }
+        let record = match self {
+            Record::Thread(t) => ThreadRecord::Thread(t.clone()),
+            Record::OsEvents(b) => ThreadRecord::OsEvents(b.clone()),
+            Record::Inherited(i) => ThreadRecord::Inherited(*i),
+            Record::OffCpu(v) => ThreadRecord::OffCpu(v.clone()),
+            _ => return Cow::Borrowed(self),
+        };
         Cow::Owned(Record::ThreadAgain { serial, record })
     }
 }
@@ -573,6 +590,12 @@ impl ThreadRecord {
             ThreadRecord::Inherited(mut i) => {
                 i.serial = serial;
                 Record::Inherited(i)
+            }
+            ThreadRecord::OffCpu(mut v) => {
+                for p in &mut v {
+                    p.serial = serial;
+                }
+                Record::OffCpu(v)
             }
         }
     }

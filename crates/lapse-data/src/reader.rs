@@ -60,6 +60,9 @@ impl EventChunkRef {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SampleChunkRef {
+    /// The serial of the threads whose samples these are
+    /// ([`ThreadKey::serial`]).
+    pub serial: u16,
     pub offset: u64,
     pub(crate) body_start: usize,
     pub(crate) body_len: usize,
@@ -358,7 +361,13 @@ impl DataFile {
             path: self.path.clone(),
             offset: chunk.offset,
             what: "sample chunk does not decode".into(),
-        })
+        })?;
+        if chunk.serial != 0 {
+            for s in out.iter_mut() {
+                s.serial = chunk.serial;
+            }
+        }
+        Ok(())
     }
 
     /// Event chunks of one thread, in time order (without a pass over every

@@ -170,6 +170,7 @@ impl Scan {
                     format::MAX_STREAM_EXPANSION,
                 )?;
                 self.sample_chunks.push(SampleChunkRef {
+                    serial: head.serial,
                     offset: pos as u64,
                     body_start,
                     body_len,

@@ -39,7 +39,23 @@ impl<W: Write> DataWriter<W> {
 
     /// Writes one record; a table too large for one chunk goes out as several
     /// records (the reader merges them).
+    ///
+    /// Off-CPU periods of threads with a serial above 0 go out as one record
+    /// for each serial, after the others (a file without such threads is as
+    /// it was before serials).
     pub fn write_record(&mut self, record: &Record) -> io::Result<()> {
+        if let Record::OffCpu(periods) = record {
+            if periods.iter().any(|p| p.serial != periods[0].serial) {
+                let mut serials: Vec<u16> = periods.iter().map(|p| p.serial).collect();
+                serials.sort_unstable();
+                serials.dedup();
+                for serial in serials {
+                    let part = periods.iter().filter(|p| p.serial == serial);
+                    self.write_record(&Record::OffCpu(part.copied().collect()))?;
+                }
+                return Ok(());
+            }
+        }
         let bytes = postcard::to_stdvec(&*record.as_written()).map_err(io::Error::other)?;
         if bytes.len() > format::MAX_RECORD_RAW as usize {
             return match split(record) {
@@ -140,12 +156,34 @@ impl<W: Write> DataWriter<W> {
     }
 
     /// Writes `samples` in chunks of at most [`format::MAX_CHUNK_SAMPLES`].
+    /// A chunk holds the samples of threads of one serial, in its header:
+    /// those of threads with a serial above 0 go in chunks of their own,
+    /// after the others (a file without such threads is as it was before
+    /// serials).
     pub fn write_samples(&mut self, samples: &[Sample]) -> io::Result<()> {
+        if samples.iter().all(|s| s.serial == 0) {
+            return self.write_sample_chunks(0, samples);
+        }
+        let mut serials: Vec<u16> = samples.iter().map(|s| s.serial).collect();
+        serials.sort_unstable();
+        serials.dedup();
+        for serial in serials {
+            let part: Vec<Sample> = samples
+                .iter()
+                .filter(|s| s.serial == serial)
+                .copied()
+                .collect();
+            self.write_sample_chunks(serial, &part)?;
+        }
+        Ok(())
+    }
+
+    fn write_sample_chunks(&mut self, serial: u16, samples: &[Sample]) -> io::Result<()> {
         for part in samples.chunks(format::MAX_CHUNK_SAMPLES as usize) {
             let mut raw = std::mem::take(&mut self.scratch);
             raw.clear();
             codec::encode_samples(part, &mut raw);
-            let r = self.write_stream((format::TAG_SAMPLES, 0), 0, &[], &raw);
+            let r = self.write_stream((format::TAG_SAMPLES, serial), 0, &[], &raw);
             self.scratch = raw;
             r?;
         }

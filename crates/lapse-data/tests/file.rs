@@ -136,6 +136,7 @@ fn off_cpu_periods_round_trip_and_files_without_them_have_none() {
     let period = |i: u64| OffCpuPeriod {
         pid: 1,
         tid: 2 + (i % 3) as u32,
+        serial: 0,
         from: Timestamp::from_nanos(1_000 + i * 100),
         to: Timestamp::from_nanos(1_050 + i * 100),
         stack: i.is_multiple_of(2).then_some(StackId(i as u32)),
@@ -258,4 +259,80 @@ fn a_later_thread_under_a_used_id_reads_apart_and_the_first_as_before() {
     assert_eq!(counts(ThreadKey::reused(1, 7, 1)), [4]);
     assert_eq!(f.inherited.get(&ThreadKey::reused(1, 7, 1)), Some(&2));
     assert_eq!(f.inherited.get(&ThreadKey::new(1, 7)), None);
+}
+
+#[test]
+fn samples_and_off_cpu_periods_of_a_later_thread_under_a_used_id_read_apart() {
+    // Sampling: a chunk holds the samples of one serial (in its header); a
+    // later thread's off-CPU periods are wrapped. Without such threads the
+    // bytes are those of a file written before serials.
+    let sample = |i: u64, serial| Sample {
+        pid: 1,
+        tid: 7,
+        serial,
+        ts: Timestamp::from_nanos(1_000 + i * 10),
+        cpu: 0,
+        stack: None,
+        weight: 1,
+    };
+    let period = |i: u64, serial| OffCpuPeriod {
+        pid: 1,
+        tid: 7,
+        serial,
+        from: Timestamp::from_nanos(1_000 + i * 100),
+        to: Timestamp::from_nanos(1_050 + i * 100),
+        stack: None,
+        preempted: false,
+    };
+    let write = |samples: &[Sample], periods: Vec<OffCpuPeriod>| {
+        let mut w = DataWriter::new(Vec::new()).unwrap();
+        w.write_record(&Record::Session(session())).unwrap();
+        w.write_samples(samples).unwrap();
+        w.write_record(&Record::OffCpu(periods)).unwrap();
+        w.into_inner()
+    };
+    // (serials 0, 2 and 1 mixed, as a batch has them)
+    let serial_of = |i: u64| [0, 2, 1, 0][(i % 4) as usize];
+    let samples: Vec<Sample> = (0..20_000).map(|i| sample(i, serial_of(i))).collect();
+    let periods: Vec<OffCpuPeriod> = (0..10).map(|i| period(i, serial_of(i))).collect();
+    let f = open(write(&samples, periods.clone())).unwrap();
+    let mut read = Vec::new();
+    let mut buf = Vec::new();
+    for c in &f.sample_chunks {
+        f.read_samples(c, &mut buf).unwrap();
+        assert!(buf.iter().all(|s| s.serial == c.serial));
+        read.extend_from_slice(&buf);
+    }
+    let count = |v: &[Sample], serial| v.iter().filter(|s| s.serial == serial).count();
+    assert_eq!(read.len(), samples.len());
+    for serial in 0..3 {
+        assert_eq!(count(&read, serial), count(&samples, serial));
+        // Each thread's samples in their order.
+        let of = |v: &[Sample]| -> Vec<Sample> {
+            v.iter().filter(|s| s.serial == serial).copied().collect()
+        };
+        assert_eq!(of(&read), of(&samples));
+    }
+    let mut got = f.off_cpu.clone();
+    got.sort_by_key(|p| p.from);
+    assert_eq!(got, periods);
+    assert_eq!(
+        f.off_cpu
+            .iter()
+            .filter(|p| p.key() == ThreadKey::reused(1, 7, 2))
+            .count(),
+        3
+    );
+    // The first thread alone: as before serials (one chunk, the serial
+    // bytes 0, the periods unwrapped).
+    let first: Vec<Sample> = (0..100).map(|i| sample(i, 0)).collect();
+    let f = open(write(&first, (0..3).map(|i| period(i, 0)).collect())).unwrap();
+    assert_eq!(f.sample_chunks.len(), 1);
+    assert_eq!(f.sample_chunks[0].serial, 0);
+    assert_eq!(f.off_cpu.len(), 3);
+    let first_period = Record::OffCpu(vec![period(0, 0)]);
+    assert_eq!(
+        postcard::to_stdvec(&*first_period.as_written()).unwrap(),
+        postcard::to_stdvec(&first_period).unwrap()
+    );
 }

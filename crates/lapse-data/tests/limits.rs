@@ -81,6 +81,7 @@ fn a_stream_that_compresses_too_well_is_stored_as_it_is() {
         .map(|i| Sample {
             pid: 1,
             tid: 2,
+            serial: 0,
             ts: Timestamp::from_nanos(i * 1_000_000),
             cpu: 0,
             stack: None,
@@ -103,6 +104,7 @@ fn a_big_batch_of_samples_is_split_into_chunks() {
         .map(|i| Sample {
             pid: 1,
             tid: 1,
+            serial: 0,
             ts: Timestamp::from_nanos(i * 1000),
             cpu: 0,
             stack: None,

@@ -67,6 +67,7 @@ fn valid_file() -> Vec<u8> {
         .map(|i| Sample {
             pid: 1,
             tid: 1,
+            serial: 0,
             ts: Timestamp::from_nanos(i * 1000),
             cpu: 0,
             stack: Some(StackId((i % 20) as u32)),

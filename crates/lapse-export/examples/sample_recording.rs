@@ -128,6 +128,7 @@ fn main() -> std::io::Result<()> {
         batch.push(Sample {
             pid: 100,
             tid: 100 + tid,
+            serial: 0,
             ts: Timestamp::from_nanos(ts),
             cpu: tid % 2,
             stack: Some(StackId((rng.next() % u64::from(STACKS)) as u32)),

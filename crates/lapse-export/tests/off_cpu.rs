@@ -18,6 +18,7 @@ fn file() -> DataFile {
     let period = |tid: u32, from_us: u64, ms: u64, stack: Option<u32>| OffCpuPeriod {
         pid: 1,
         tid,
+        serial: 0,
         from: common::at(from_us),
         to: common::at(from_us + ms * 1000),
         stack: stack.map(StackId),

@@ -46,6 +46,7 @@ fn recording(threads: &[(ThreadKey, u64)]) -> (DataFile, Vec<Sample>) {
                 .map(|i| Sample {
                     pid,
                     tid,
+                    serial: 0,
                     // Descending, three samples per timestamp.
                     ts: Timestamp::from_nanos(1_000_000 + (n - i) / 3 * 1000),
                     cpu: tid,

@@ -247,6 +247,7 @@ pub fn sample_file_with(off_cpu: &[OffCpuPeriod]) -> DataFile {
             samples.push(Sample {
                 pid: 1,
                 tid,
+                serial: 0,
                 ts: at(t),
                 cpu: 0,
                 stack: stack.map(StackId),

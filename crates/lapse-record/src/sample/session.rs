@@ -395,6 +395,7 @@ impl<W: Write> SampleSession<W> {
         self.pending.push(Sample {
             pid: s.thread.pid,
             tid: s.thread.tid,
+            serial: 0,
             ts,
             cpu: s.cpu,
             stack,
@@ -529,6 +530,7 @@ impl<W: Write> SampleSession<W> {
         self.off_cpu.push(OffCpuPeriod {
             pid: thread.pid,
             tid: thread.tid,
+            serial: 0,
             from: o.from,
             to,
             stack: o.stack,
