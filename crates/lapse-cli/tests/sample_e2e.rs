@@ -438,6 +438,74 @@ int main(int argc, char **argv) {
 }
 
 #[test]
+fn a_thread_id_used_again_is_a_thread_of_its_own() {
+    // The kernel hands out thread ids in turn up to pid_max and then from
+    // the bottom again: threads made and joined one after another get the
+    // id of the first again after at most pid_max of them (32,768 by
+    // default; no system setting is changed). The first thread spins 50
+    // units, the one with its id again 100 (#31 item 16): two rows of the
+    // threads view, each with its own share of the samples (one merged row
+    // would have them all).
+    let dir = work_dir("tid_reused");
+    let src = r#"
+NOINLINE uint64_t work(uint64_t n) { LOOP(n); }
+static uint64_t u;
+static pid_t first_tid;
+static volatile int reused;
+static void *first(void *p) { (void)p; first_tid = gettid(); sink += work(50 * u); report_cpu("first"); return 0; }
+static void *filler(void *p) {
+    (void)p;
+    if (gettid() == first_tid) { reused = 1; sink += work(100 * u); report_cpu("second"); }
+    return 0;
+}
+int main(int argc, char **argv) {
+    u = unit(argc, argv);
+    cpu_log_beside(argv[0]);
+    pthread_t t;
+    pthread_create(&t, 0, first, 0);
+    pthread_join(t, 0);
+    long n = 0;
+    while (!reused && n < 5000000) { pthread_create(&t, 0, filler, 0); pthread_join(t, 0); n++; }
+    FILE *f = fopen(cpu_log, "a");
+    if (f) { fprintf(f, "tid %d\n", (int)first_tid); fclose(f); }
+    return reused ? 0 : 3;
+}
+"#;
+    let Some(exe) = gcc(&dir, "tid_reused", src, &[]) else {
+        return;
+    };
+    let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let cpu = measured_cpu(&exe);
+    let tid = *cpu.get("tid").expect("no thread id came round again");
+    let t = LAPSE.report(&data, "threads", &[]);
+    let mut rows: Vec<&Value> = expect_rows(&t)
+        .iter()
+        .filter(|r| r["tid"].as_f64() == Some(tid))
+        .collect();
+    rows.sort_by_key(|r| r["thread_serial"].as_u64());
+    let serials: Vec<_> = rows.iter().map(|r| r["thread_serial"].as_u64()).collect();
+    assert_eq!(
+        serials,
+        [Some(0), Some(1)],
+        "two threads of id {tid}: {t:#}"
+    );
+    let samples = |r: &Value| r["inclusive_samples"].as_f64().expect("inclusive_samples");
+    let both = samples(rows[0]) + samples(rows[1]);
+    assert!(both >= 50.0, "{both} samples of the two threads");
+    // (first: about a third of the two threads' samples on a quiet machine)
+    for (r, name) in rows.iter().zip(["first", "second"]) {
+        assert_near(
+            &format!("{name} thread's samples"),
+            100.0 * samples(r) / both,
+            share(&cpu, name, &["first", "second"]),
+            12.0,
+        );
+    }
+}
+
+#[test]
 fn no_samples_while_asleep() {
     let dir = work_dir("sleep");
     let src = r#"

@@ -52,7 +52,7 @@ mod output;
 mod pace;
 mod recover;
 mod roster;
-mod serials;
+pub(crate) mod serials;
 mod session;
 mod session_dir;
 mod stalls;

@@ -12,8 +12,13 @@
 //!
 //! Not told apart: a thread whose id is used again before the recorder let
 //! its first thread go (about half a second after it ended; the kernel
-//! would have to run through pid_max ids in that time), and a process id
-//! used again (process rows are by pid).
+//! would have to run through pid_max ids in that time: docs/semantics.md,
+//! "Many threads", says why it is not let go when the new thread begins),
+//! and a process id used again (process rows are by pid).
+//!
+//! Sampling (`sample/session.rs`) keeps one too: each thread takes its id's
+//! serial when it begins, and an ended thread is also let go when the
+//! kernel says a thread with its id began.
 
 use lapse_data::ThreadKey;
 

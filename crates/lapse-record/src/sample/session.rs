@@ -13,6 +13,13 @@
 //! switched out (its samples carry that event's id); its stack is kept
 //! until the kernel's switch-in record for the thread, and the two make an
 //! off-CPU period ([`OffCpuPeriod`]) written beside the samples.
+//!
+//! A thread id the kernel gives out again is another thread (#31 item 16):
+//! each thread keeps the serial its id had when it began (the number of
+//! threads with the id let go before, [`ThreadSerials`]), and its samples,
+//! off-CPU periods and records carry it. A thread is let go some time after
+//! its end, or at once when the kernel says a thread with its id began (a
+//! fork record; or the first record of a thread not known under its process).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Write};
@@ -28,6 +35,7 @@ use super::parse::{self, RawSample, SampleLayout};
 use super::stack_table::StackTable;
 use super::symbols::FrameSymbols;
 use super::unwind_glue::{AddressSpaces, MapRequest, NewMapping};
+use crate::instrument::serials::ThreadSerials;
 use crate::linux::records::{self, PerfRecord, SampleIdLayout};
 use crate::SymbolProgress;
 
@@ -73,6 +81,10 @@ pub(crate) struct SampleSession<W: Write> {
     /// Threads ended, in the order of their ends, to let go (a process
     /// with its main thread).
     ended: VecDeque<(Timestamp, ThreadKey)>,
+    /// The process of each thread ended and not let go yet, by thread id.
+    ending: HashMap<u32, u32>,
+    /// The serial of each thread id, for the threads that begin.
+    serials: ThreadSerials,
     /// The processes lapse launched or attached to (kept to the end: their
     /// exit status goes into their record).
     roots: HashSet<u32>,
@@ -126,6 +138,8 @@ impl<W: Write> SampleSession<W> {
             processes: HashMap::new(),
             threads: HashMap::new(),
             ended: VecDeque::new(),
+            ending: HashMap::new(),
+            serials: ThreadSerials::default(),
             roots: HashSet::new(),
             pending: Vec::new(),
             addresses: Vec::new(),
@@ -189,7 +203,7 @@ impl<W: Write> SampleSession<W> {
         name: String,
         start: Timestamp,
     ) -> io::Result<()> {
-        self.thread_started(thread, Some(name), start)
+        self.thread_started(thread, Some(name), start, false)
     }
 
     /// An executable mapping that existed before recording began (attach).
@@ -279,7 +293,7 @@ impl<W: Write> SampleSession<W> {
                 if self.targets.contains(&pid) {
                     let parent = ThreadKey::new(ppid, ppid);
                     let name = self.threads.get(&parent).map(|t| t.name.clone());
-                    self.thread_started(ThreadKey::new(pid, tid), name, time)?;
+                    self.thread_started(ThreadKey::new(pid, tid), name, time, true)?;
                 }
             }
             PerfRecord::Exit { pid, tid, time, .. } => {
@@ -296,6 +310,9 @@ impl<W: Write> SampleSession<W> {
                         p.end = Some(time);
                         known = true;
                     }
+                }
+                if self.threads.contains_key(&thread) {
+                    self.ending.insert(tid, pid);
                 }
                 if known {
                     self.ended.push_back((time, thread));
@@ -324,7 +341,7 @@ impl<W: Write> SampleSession<W> {
                     }
                 }
                 let time = Timestamp::from_nanos(id.time);
-                self.thread_started(ThreadKey::new(pid, tid), Some(name), time)?;
+                self.thread_started(ThreadKey::new(pid, tid), Some(name), time, false)?;
             }
             PerfRecord::Lost { lost } => self.lost += lost,
             _ => {}
@@ -332,16 +349,33 @@ impl<W: Write> SampleSession<W> {
         Ok(())
     }
 
+    /// A thread seen (`fork`: the kernel says it began). A thread not known
+    /// under its process, or one that began where an ended thread had its
+    /// ids, is a new thread: a thread ended under its id is let go first,
+    /// so that the new one has the next serial.
     fn thread_started(
         &mut self,
         thread: ThreadKey,
         name: Option<String>,
         time: Timestamp,
+        fork: bool,
     ) -> io::Result<()> {
+        let new = self
+            .threads
+            .get(&thread)
+            .is_none_or(|t| fork && t.end.is_some());
+        if new {
+            if let Some(&pid) = self.ending.get(&thread.tid) {
+                self.let_go(ThreadKey::new(pid, thread.tid))?;
+            }
+            // (an ended thread's last switch-out, not the new thread's)
+            self.switched_out.remove(&thread);
+        }
+        let serial = self.serials.of(thread).serial;
         let entry = self.threads.entry(thread).or_insert_with(|| ThreadInfo {
             pid: thread.pid,
             tid: thread.tid,
-            serial: 0,
+            serial,
             name: String::new(),
             start: Some(time),
             end: None,
@@ -375,9 +409,13 @@ impl<W: Write> SampleSession<W> {
         }
         let ts = Timestamp::from_nanos(s.time);
         self.last_time = self.last_time.max(ts);
-        if !self.threads.contains_key(&s.thread) {
-            self.thread_started(s.thread, None, ts)?;
-        }
+        let serial = match self.threads.get(&s.thread) {
+            Some(t) => t.serial,
+            None => {
+                self.thread_started(s.thread, None, ts, false)?;
+                self.serial(s.thread)
+            }
+        };
         let stack = self.unwind(&s);
         if switch_out {
             // The thread goes off the CPU here; its switch-in ends the period.
@@ -395,7 +433,7 @@ impl<W: Write> SampleSession<W> {
         self.pending.push(Sample {
             pid: s.thread.pid,
             tid: s.thread.tid,
-            serial: 0,
+            serial,
             ts,
             cpu: s.cpu,
             stack,
@@ -527,15 +565,36 @@ impl<W: Write> SampleSession<W> {
         if to < o.from {
             return;
         }
+        let serial = self.serial(thread);
         self.off_cpu.push(OffCpuPeriod {
             pid: thread.pid,
             tid: thread.tid,
-            serial: 0,
+            serial,
             from: o.from,
             to,
             stack: o.stack,
             preempted: o.preempted,
         });
+    }
+
+    /// The serial of thread `thread` (known by its ids): the one it began
+    /// with, or for a thread not known, its id's now.
+    fn serial(&self, thread: ThreadKey) -> u16 {
+        match self.threads.get(&thread) {
+            Some(t) => t.serial,
+            None => self.serials.of(thread).serial,
+        }
+    }
+
+    /// Writes the record of `thread`, which ended, and lets it go: a later
+    /// thread with its id is another one.
+    fn let_go(&mut self, thread: ThreadKey) -> io::Result<()> {
+        self.ending.remove(&thread.tid);
+        if let Some(t) = self.threads.remove(&thread) {
+            self.writer.write_record(&Record::Thread(t))?;
+        }
+        self.serials.let_go(thread.tid);
+        Ok(())
     }
 
     /// Writes new frames and stack nodes, then the samples that refer to them.
@@ -572,8 +631,8 @@ impl<W: Write> SampleSession<W> {
     }
 
     /// Writes the records of threads and processes that ended a while ago
-    /// and lets them go (a sample of a thread after that starts it again:
-    /// the reader merges the two records into one thread).
+    /// and lets them go (a sample of a thread after that starts a later
+    /// thread with its id).
     fn retire_ended_threads(&mut self) -> io::Result<()> {
         let before = self.last_time.as_nanos().saturating_sub(RETIRE_AFTER_NS);
         while let Some(&(end, key)) = self.ended.front() {
@@ -581,11 +640,12 @@ impl<W: Write> SampleSession<W> {
                 break;
             }
             self.ended.pop_front();
-            // (still ended then: not a later thread with the same id)
-            if self.threads.get(&key).is_some_and(|t| t.end == Some(end)) {
-                if let Some(t) = self.threads.remove(&key) {
-                    self.writer.write_record(&Record::Thread(t))?;
-                }
+            // (still ended then, not let go already: not a later thread
+            // with the same id)
+            if self.ending.get(&key.tid) == Some(&key.pid)
+                && self.threads.get(&key).is_some_and(|t| t.end == Some(end))
+            {
+                self.let_go(key)?;
             }
             let pid = key.pid;
             let gone = self.processes.get(&pid).is_some_and(|p| p.end == Some(end));

@@ -503,3 +503,123 @@ fn threads_and_processes_that_ended_are_written_out_and_let_go() {
     assert_eq!(root.exit_status, Some(0));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// #31 item 16: thread id 200 of the target is given out three times: again
+/// 1 ms after its first thread ended (the fork record lets the first go at
+/// once), then after the second was let go in its time. Each is a thread of
+/// its own, with its own samples and off-CPU periods.
+#[test]
+fn a_thread_id_given_out_again_is_another_thread() {
+    const OFF: u64 = 7;
+    const ON: u64 = 8;
+    let sample_type = SAMPLE_TYPE | u64::from(sys::PERF_SAMPLE_ID);
+    let ip = profiled_marker as *const () as u64 + 1;
+    // Header, body, then the trailer: pid/tid, time, id, cpu.
+    let rec = |kind: u32, misc: u16, body: &[u8], tid: u32, time: u64| {
+        let mut rest = body.to_vec();
+        rest.extend(words(&[pid_tid(100, tid), time, OFF, 0]));
+        let mut r = Vec::new();
+        r.extend_from_slice(&kind.to_ne_bytes());
+        r.extend_from_slice(&misc.to_ne_bytes());
+        r.extend_from_slice(&((8 + rest.len()) as u16).to_ne_bytes());
+        r.extend_from_slice(&rest);
+        r
+    };
+    let sample = |tid: u32, time: u64, id: u64| {
+        let mut body = words(&[ip, pid_tid(100, tid), time, id, 0, 1]);
+        let mut user = [0u64; regs::COUNT];
+        user[regs::COUNT - 1] = ip;
+        body.extend(words(&[2]));
+        body.extend(words(&user));
+        body.extend(words(&[0]));
+        let mut r = Vec::new();
+        r.extend_from_slice(&sys::PERF_RECORD_SAMPLE.to_ne_bytes());
+        r.extend_from_slice(&0u16.to_ne_bytes());
+        r.extend_from_slice(&((8 + body.len()) as u16).to_ne_bytes());
+        r.extend_from_slice(&body);
+        r
+    };
+    let task = |kind: u32, tid: u32, time: u64| {
+        let body = [100u32, 100, tid, 100].map(u32::to_ne_bytes).concat();
+        let body = [body, time.to_ne_bytes().to_vec()].concat();
+        rec(kind, 0, &body, tid, time)
+    };
+    let out = sys::PERF_RECORD_MISC_SWITCH_OUT as u16;
+    let layout = SampleLayout {
+        callchain: false,
+        user_state: true,
+        id: true,
+    };
+    let (mut session, dir) = own_code_session("tid-again", layout, sample_type);
+    session.set_off_cpu_ids(vec![OFF]);
+    let ms = 1_000_000;
+    // Thread `n` of id 200 begins at `at` ms, is sampled `n` times, is off
+    // the CPU for n µs, and ends.
+    let life = |session: &mut SampleSession<_>, n: u64, at: u64| {
+        let t = at * ms;
+        let mut recs = vec![task(sys::PERF_RECORD_FORK, 200, t)];
+        for i in 0..n {
+            recs.push(sample(200, t + 10 + i, ON));
+        }
+        recs.push(sample(200, t + 100, OFF));
+        recs.push(rec(sys::PERF_RECORD_SWITCH, out, &[], 200, t + 101));
+        recs.push(rec(
+            sys::PERF_RECORD_SWITCH,
+            0,
+            &[],
+            200,
+            t + 100 + n * 1000,
+        ));
+        recs.push(task(sys::PERF_RECORD_EXIT, 200, t + ms / 2));
+        // (its last switch-out, after its exit record)
+        recs.push(sample(200, t + ms / 2 + 1, OFF));
+        recs.push(rec(sys::PERF_RECORD_SWITCH, out, &[], 200, t + ms / 2 + 2));
+        for r in recs {
+            session.handle(&r).expect("write");
+        }
+        session.flush().expect("flush");
+    };
+    life(&mut session, 1, 1);
+    life(&mut session, 2, 2);
+    // (the main thread's sample, 600 ms on, lets the second go in its time)
+    session.handle(&sample(100, 600 * ms, ON)).expect("write");
+    session.flush().expect("flush");
+    life(&mut session, 3, 700);
+    session
+        .finish(None, Timestamp::from_nanos(800 * ms), None)
+        .expect("finish");
+
+    let f = DataFile::open(&dir.join("s.lapse")).expect("read back");
+    let mut threads: Vec<_> = f
+        .threads
+        .iter()
+        .filter(|t| t.tid == 200)
+        .map(|t| (t.serial, t.start.map(|s| s.as_nanos() / ms)))
+        .collect();
+    threads.sort();
+    assert_eq!(threads, [(0, Some(1)), (1, Some(2)), (2, Some(700))]);
+    let mut samples = Vec::new();
+    for c in &f.sample_chunks {
+        let mut v = Vec::new();
+        f.read_samples(c, &mut v).expect("samples decode");
+        samples.extend(v);
+    }
+    let mut off: Vec<(u16, u64)> = f
+        .off_cpu
+        .iter()
+        .filter(|p| p.tid == 200)
+        .map(|p| (p.serial, p.len_ns()))
+        .collect();
+    off.sort();
+    for serial in 0..3u16 {
+        let n = u64::from(serial) + 1;
+        let count = samples
+            .iter()
+            .filter(|s| s.key() == ThreadKey::reused(100, 200, serial))
+            .count();
+        assert_eq!(count as u64, n, "samples of serial {serial}");
+        assert_eq!(off[serial as usize], (serial, n * 1000));
+    }
+    assert_eq!(off.len(), 3, "{off:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
