@@ -33,6 +33,25 @@ impl<W: Write> DataWriter<W> {
         })
     }
 
+    /// A writer of chunks alone, without the file header: for chunks made
+    /// in one place (a recorder's worker thread, into a `Vec<u8>`) and
+    /// appended to the file in another ([`Self::write_chunks`]).
+    pub fn chunks_only(out: W) -> io::Result<Self> {
+        Ok(DataWriter {
+            out,
+            scratch: Vec::new(),
+            bytes_written: 0,
+            zstd: zstd::bulk::Compressor::new(format::ZSTD_LEVEL)?,
+        })
+    }
+
+    /// Appends whole chunks made by a [`Self::chunks_only`] writer.
+    pub fn write_chunks(&mut self, chunks: &[u8]) -> io::Result<()> {
+        self.out.write_all(chunks)?;
+        self.bytes_written += chunks.len() as u64;
+        Ok(())
+    }
+
     pub fn bytes_written(&self) -> u64 {
         self.bytes_written
     }
@@ -218,6 +237,13 @@ impl<W: Write> DataWriter<W> {
 
     pub fn into_inner(self) -> W {
         self.out
+    }
+}
+
+impl DataWriter<Vec<u8>> {
+    /// The chunks written so far, taken out (the writer starts empty again).
+    pub fn take_chunks(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
     }
 }
 

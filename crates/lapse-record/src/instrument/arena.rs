@@ -35,6 +35,7 @@
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use lapse_rt::protocol::{arena, at, Batch, RawEvent, Ticks, BUF_EVENTS, EVENT_LEN};
 
@@ -46,7 +47,7 @@ const _: () = assert!(EVENT_LEN.is_multiple_of(8) && at::EVENT_SP + 8 <= EVENT_L
 const _: () = assert!(at::EVENT_FN + 8 <= EVENT_LEN && at::EVENT_STAMP + 8 <= EVENT_LEN);
 
 pub struct Arena {
-    map: SharedMapping<{ arena::BYTES }>,
+    view: ArenaView,
     /// Quiet buffers taken and not read yet, lowest number first.
     quiet: Vec<Quiet>,
     /// Its connection is gone while its process lives on.
@@ -88,7 +89,9 @@ impl Arena {
             return None;
         }
         let a = Arena {
-            map: SharedMapping::map(fd)?,
+            view: ArenaView {
+                map: Arc::new(SharedMapping::map(fd)?),
+            },
             quiet: Vec::new(),
             orphan: false,
             queued_taken: 0,
@@ -100,12 +103,18 @@ impl Arena {
 
     #[inline(always)]
     fn u32_at(&self, off: usize) -> &AtomicU32 {
-        self.map.u32_at(off)
+        self.view.map.u32_at(off)
     }
 
     #[inline(always)]
     fn u64_at(&self, off: usize) -> &AtomicU64 {
-        self.map.u64_at(off)
+        self.view.map.u64_at(off)
+    }
+
+    /// What a worker thread needs to read this arena's buffers and give
+    /// them back: the mapping stays while a view of it does.
+    pub fn view(&self) -> ArenaView {
+        self.view.clone()
     }
 
     fn slot(buf: usize) -> usize {
@@ -121,17 +130,10 @@ impl Arena {
         )
     }
 
-    /// The first `count` events of buffer `buf` (which its thread handed
-    /// over), read in place (its bounds are checked here, once).
+    /// The first `count` events of buffer `buf` (see [`ArenaView::events`]).
     #[inline]
     pub fn events(&self, buf: usize, count: usize) -> BufferEvents<'_> {
-        let (buf, count) = (buf.min(arena::BUFS - 1), count.min(BUF_EVENTS));
-        let at = arena::HEAD + buf * arena::BUF_BYTES;
-        let events = self.map.u64_arrays(at, count);
-        BufferEvents {
-            events: events.iter(),
-            last: events.as_ptr().wrapping_add(count.saturating_sub(1)),
-        }
+        self.view.events(buf, count)
     }
 
     /// How many buffers the runtime has handed over so far: it moves
@@ -292,14 +294,7 @@ impl Arena {
 
     /// Gives buffer `buf` back to the runtime.
     pub fn release(&self, buf: usize) {
-        let buf = buf.min(arena::BUFS - 1);
-        self.u32_at(Self::slot(buf) + arena::SLOT_STATE)
-            .store(arena::FREE, Ordering::Release);
-        self.u32_at(arena::OFF_GEN).fetch_add(1, Ordering::AcqRel);
-        if self.u32_at(arena::OFF_WAITERS).load(Ordering::Acquire) > 0 {
-            // (one buffer freed: one waiter can have it)
-            shm::futex_wake(self.u32_at(arena::OFF_GEN), 1);
-        }
+        self.view.release(buf);
     }
 
     /// The buffers threads were still filling, each up to its first empty
@@ -336,6 +331,43 @@ impl Arena {
         }
         out.sort_by_key(|s| (s.tid, s.first));
         out
+    }
+}
+
+/// An arena's buffers, for the thread that reads one and gives it back
+/// (see `workers.rs`).
+#[derive(Clone)]
+pub struct ArenaView {
+    map: Arc<SharedMapping<{ arena::BYTES }>>,
+}
+
+impl ArenaView {
+    /// The first `count` events of buffer `buf` (which its thread handed
+    /// over), read in place (its bounds are checked here, once).
+    #[inline]
+    pub fn events(&self, buf: usize, count: usize) -> BufferEvents<'_> {
+        let (buf, count) = (buf.min(arena::BUFS - 1), count.min(BUF_EVENTS));
+        let at = arena::HEAD + buf * arena::BUF_BYTES;
+        let events = self.map.u64_arrays(at, count);
+        BufferEvents {
+            events: events.iter(),
+            last: events.as_ptr().wrapping_add(count.saturating_sub(1)),
+        }
+    }
+
+    /// Gives buffer `buf` back to the runtime.
+    pub fn release(&self, buf: usize) {
+        let buf = buf.min(arena::BUFS - 1);
+        self.map
+            .u32_at(Arena::slot(buf) + arena::SLOT_STATE)
+            .store(arena::FREE, Ordering::Release);
+        self.map
+            .u32_at(arena::OFF_GEN)
+            .fetch_add(1, Ordering::AcqRel);
+        if self.map.u32_at(arena::OFF_WAITERS).load(Ordering::Acquire) > 0 {
+            // (one buffer freed: one waiter can have it)
+            shm::futex_wake(self.map.u32_at(arena::OFF_GEN), 1);
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use lapse_rt::protocol::{Batch, Msg, RawEvent, Sender, Ticks};
 use super::address::AddressBook;
 use super::threads::Threads;
 use super::tick_clock::TickClock;
+use super::workers::SharedBook;
 use crate::RecordError;
 
 /// Where the assembler's output goes: the data file while recording, the
@@ -73,7 +74,7 @@ pub(super) enum Took {
 }
 
 pub(super) struct Assembler {
-    pub(super) book: AddressBook,
+    pub(super) book: SharedBook,
     pub(super) threads: Threads,
     pub(super) clock: TickClock,
     pub(super) procs: HashMap<u32, Proc>,
@@ -87,7 +88,7 @@ impl Assembler {
     /// An assembler following at most `max_threads` threads alive at once.
     pub(super) fn new(book: AddressBook, clock: TickClock, max_threads: usize) -> Assembler {
         Assembler {
-            book,
+            book: SharedBook::new(book),
             threads: Threads::with_limit(max_threads),
             clock,
             procs: HashMap::new(),
@@ -162,7 +163,7 @@ impl Assembler {
             batch.first_index,
             batch.stalled_ticks,
             events,
-            &mut self.book,
+            &mut self.book.lock(),
             &self.clock,
         );
         self.write_book(sink)?;
@@ -174,7 +175,8 @@ impl Assembler {
 
     /// Module and mapping records the address book has not handed out yet.
     pub(super) fn write_book(&mut self, sink: &mut impl Sink) -> Result<(), RecordError> {
-        for r in self.book.take_pending() {
+        let pending = self.book.lock().take_pending();
+        for r in pending {
             sink.record(&r)?;
         }
         Ok(())
@@ -202,7 +204,8 @@ impl Assembler {
             }
         }
         // (the kernel's exec record already started a new mapping generation)
-        self.threads.set_gen(pid, self.book.gen_at(pid, at));
+        let gen = self.book.lock().gen_at(pid, at);
+        self.threads.set_gen(pid, gen);
         let p = self.procs.entry(pid).or_default();
         p.said_hello = true;
         p.exec_at = None;
@@ -221,9 +224,9 @@ impl Assembler {
         sink: &mut impl Sink,
     ) -> Result<(), RecordError> {
         let at = self.clock.to_timestamp(fork_ticks);
-        self.book.fork(ppid, from.pid, at);
+        self.book.lock().fork(ppid, from.pid, at);
         self.threads
-            .set_gen(from.pid, self.book.gen_at(from.pid, at));
+            .set_gen(from.pid, self.book.lock().gen_at(from.pid, at));
         let frames = self.threads.child(thread_of(from), ppid, fork_ticks, at);
         if frames > 0 {
             sink.record(&Record::Inherited(InheritedFrames {

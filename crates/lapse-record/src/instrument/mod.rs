@@ -60,6 +60,7 @@ mod syscalls;
 mod threads;
 mod tick_clock;
 mod unreached;
+mod workers;
 mod wrapup;
 
 pub use recover::{recover, spill_path, RecoverOutcome};

@@ -125,6 +125,31 @@ impl Output {
         self.check(r)
     }
 
+    /// `thread` as the file names it (with its id's serial), for chunks
+    /// made elsewhere ([`Self::chunks`]).
+    pub fn stamp(&self, thread: ThreadKey) -> ThreadKey {
+        self.serials.of(thread)
+    }
+
+    /// Appends event chunks a worker made (`workers.rs`) holding `events`
+    /// events; `made` is the error that kept it from making them.
+    pub fn chunks(
+        &mut self,
+        events: u64,
+        chunks: &[u8],
+        made: Option<std::io::Error>,
+    ) -> Result<(), RecordError> {
+        if self.failed.is_some() {
+            return Ok(());
+        }
+        if let Some(e) = made {
+            return self.check(Err(e));
+        }
+        self.events += events;
+        let r = self.writer.write_chunks(chunks);
+        self.check(r)
+    }
+
     /// Flushes when the last flush is older than [`FLUSH_EVERY`] (or
     /// `force`); the first flush that wrote events puts the file in place.
     pub fn flush(&mut self, force: bool) -> Result<(), RecordError> {

@@ -338,7 +338,7 @@ impl Merge {
             .map(|(key, s)| (key, s.last_ts()))
             .collect();
         let w = &mut self.out.w;
-        let new_functions = function_table(&self.asm.book, data.functions.len(), None, true);
+        let new_functions = function_table(&self.asm.book.lock(), data.functions.len(), None, true);
         if !new_functions.is_empty() {
             w.write_record(&Record::Functions(new_functions))?;
         }

@@ -9,6 +9,8 @@ use lapse_rt::protocol::{self, Batch, Msg, Sender, Ticks, MAX_DATAGRAM};
 
 use super::address::AddressBook;
 use super::arena::Arena;
+use super::arena::ArenaView;
+use super::assemble::thread_of;
 use super::assemble::{Assembler, Proc, Took};
 use super::ipc::{wait_readable, Conn, Listener, Recv};
 use super::ns_ids::NsIds;
@@ -19,10 +21,13 @@ use super::session_dir::SessionDir;
 use super::stalls::HeldOsEvent;
 use super::threads;
 use super::tick_clock::TickClock;
+use super::workers::{self, Job, Pool};
 use crate::linux::clock;
 use crate::linux::launch::{self, HeldChild};
 use crate::linux::proc_scan::{self, hostname, read_cmdline};
 use crate::{Notice, Notices, OsEventSource, RecordError, RecordOptions, RecordOutcome};
+use lapse_data::ThreadKey;
+use std::collections::VecDeque;
 
 /// A probe-cost calibration whose trials spread wider than this (90th over
 /// 10th percentile, in percent) ran on a machine too busy to trust it.
@@ -88,6 +93,19 @@ pub(super) struct Session {
     /// Processes that lost their connection while they lived on.
     pub(super) cut_off: super::unreached::CutOff,
     pub(super) notices: Notices,
+    /// The worker threads, when there are any (`workers.rs`).
+    pub(super) pool: Option<Pool>,
+    /// Threads whose stream is at a worker, with their buffers that came
+    /// meanwhile (they follow in order).
+    pub(super) lent: HashMap<ThreadKey, VecDeque<Waiting>>,
+}
+
+/// A buffer waiting for its thread's stream to come back from a worker.
+pub(super) struct Waiting {
+    from: Sender,
+    batch: Batch,
+    arena: ArenaView,
+    buf: usize,
 }
 
 /// Records `argv` (resolved to `program`) with the runtime preloaded.
@@ -198,7 +216,10 @@ pub fn record(
         without_runtime: Default::default(),
         cut_off: Default::default(),
         notices: opts.notices.clone(),
+        pool: None,
+        lent: HashMap::new(),
     };
+    s.pool = Pool::start(workers::workers_wanted(), &s.asm.book, clock);
     let start = clock::monotonic_now();
     s.asm.procs.insert(
         s.root,
@@ -338,7 +359,7 @@ impl Session {
         // (before the arenas are looked at: a buffer whose count moved
         // after this is looked for again, see idle)
         self.handed_over_seen = self.handed_over();
-        let mut busy = false;
+        let mut busy = self.collect_workers(Duration::ZERO)?;
         for i in 0..self.conns.len() {
             busy |= self.read_conn_and_arenas(i)?;
         }
@@ -410,14 +431,12 @@ impl Session {
             got = true;
             self.pace.arrived(Instant::now());
             // (mappings the kernel reported before these events)
-            self.os.drain(&mut self.asm.book);
+            self.os.drain(&mut self.asm.book.lock());
             let from = Sender {
                 pid,
                 tid: self.ns.tid(pid, q.tid),
             };
-            let r = self.add_events(from, &q.batch, arena.events(q.buf, q.batch.count as usize));
-            arena.release(q.buf);
-            r?;
+            self.take_buffer(from, &q.batch, arena, q.buf)?;
         }
         Ok(got)
     }
@@ -429,6 +448,11 @@ impl Session {
         let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
         fds.push(self.listener.raw_fd());
         fds.extend(self.os.wake_fds());
+        if self.pool.as_ref().is_some_and(|p| p.in_flight() > 0) {
+            // (a job coming back frees a buffer the runtime may wait for)
+            let _ = self.collect_workers(Duration::from_micros(200));
+            return;
+        }
         if let Some(until) = self.pace.spin_until() {
             let seen = self.handed_over_seen;
             match pace::spin(until, &fds, || self.handed_over() != seen) {
@@ -661,7 +685,7 @@ impl Session {
         }
         // Mappings and execs the kernel reported must be known before the
         // addresses in this datagram are looked up.
-        self.os.drain(&mut self.asm.book);
+        self.os.drain(&mut self.asm.book.lock());
         self.note_born();
         match msg {
             Msg::Arena {
@@ -684,9 +708,7 @@ impl Session {
                 self.pace.arrived(Instant::now());
                 let id = self.conns[conn].0.id;
                 if let Some(arena) = self.arenas.remove(&(id, from.pid)) {
-                    let (buf, count) = (buf as usize, batch.count as usize);
-                    let r = self.add_events(from, &batch, arena.events(buf, count));
-                    arena.release(buf);
+                    let r = self.take_buffer(from, &batch, &arena, buf as usize);
                     self.arenas.insert((id, from.pid), arena);
                     r?;
                 } else {
@@ -694,6 +716,8 @@ impl Session {
                 }
             }
             _ => {
+                // (what follows may look at any thread's stream)
+                self.sync_workers()?;
                 let hello = matches!(msg, Msg::Hello { .. });
                 if hello && self.asm.is_exec(from.pid) {
                     // The old image's last datagrams are on its own (now
@@ -721,6 +745,122 @@ impl Session {
                     }
                 }
                 self.note_pid(conn, from.pid);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes buffer `buf` of `arena`, which `from` handed over: added to
+    /// its thread's stream here, or at a worker (`workers.rs`).
+    fn take_buffer(
+        &mut self,
+        from: Sender,
+        batch: &Batch,
+        arena: &Arena,
+        buf: usize,
+    ) -> Result<(), RecordError> {
+        if self.pool.is_none() {
+            let r = self.add_events(from, batch, arena.events(buf, batch.count as usize));
+            arena.release(buf);
+            return r;
+        }
+        let w = Waiting {
+            from,
+            batch: *batch,
+            arena: arena.view(),
+            buf,
+        };
+        let key = thread_of(from);
+        if let Some(queue) = self.lent.get_mut(&key) {
+            queue.push_back(w); // (after the buffer its stream is out for)
+            return Ok(());
+        }
+        // (as many out as the workers should hold: one comes back first)
+        while self.pool.as_ref().is_some_and(Pool::full) {
+            self.collect_workers(Duration::from_millis(50))?;
+        }
+        self.lend(key, VecDeque::from([w]))
+    }
+
+    /// Sends the first of `queue` (thread `key`'s buffers, in order) to a
+    /// worker with the thread's stream; the rest wait in [`Self::lent`]
+    /// for the stream to come back. Buffers of a thread not followed, or
+    /// of calibration, are given back at once.
+    fn lend(&mut self, key: ThreadKey, mut queue: VecDeque<Waiting>) -> Result<(), RecordError> {
+        while let Some(w) = queue.pop_front() {
+            if w.batch.discard {
+                w.arena.release(w.buf);
+                continue;
+            }
+            let count = u64::from(w.batch.count);
+            let Some((stream, gen)) = self.asm.threads.lend(key, w.batch.first_index, count) else {
+                w.arena.release(w.buf);
+                continue;
+            };
+            let job = Box::new(Job {
+                key,
+                stamped: self.out.stamp(key),
+                stream,
+                gen,
+                first_index: w.batch.first_index,
+                stalled: w.batch.stalled_ticks,
+                arena: w.arena,
+                buf: w.buf,
+                count: w.batch.count as usize,
+            });
+            let sent = match self.pool.as_mut() {
+                Some(p) => p.send(job),
+                None => Err(job),
+            };
+            match sent {
+                Ok(()) => {
+                    self.lent.insert(key, queue);
+                    return Ok(());
+                }
+                Err(job) => {
+                    // (no workers left: here, as without them)
+                    self.pool = None;
+                    let filled = Default::default();
+                    self.asm.threads.give_back(key, job.stream, &filled);
+                    let events = job.arena.events(job.buf, job.count);
+                    let r = self.add_events(w.from, &w.batch, events);
+                    job.arena.release(job.buf);
+                    r?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the workers' finished jobs: waits at most `timeout` for the
+    /// first, then takes what else is done.
+    fn collect_workers(&mut self, timeout: Duration) -> Result<bool, RecordError> {
+        let mut got = false;
+        let mut wait = timeout;
+        while let Some(d) = self.pool.as_mut().and_then(|p| p.done(wait)) {
+            got = true;
+            wait = Duration::ZERO;
+            self.asm.threads.give_back(d.key, d.stream, &d.filled);
+            self.out.chunks(d.events, &d.chunks, d.error)?;
+            self.asm.write_book(&mut self.out)?;
+            d.arena.release(d.buf);
+            let queue = self.lent.remove(&d.key).unwrap_or_default();
+            self.lend(d.key, queue)?;
+        }
+        Ok(got)
+    }
+
+    /// Waits until every stream lent to a worker is back (and the buffers
+    /// that waited for them are added): then anything may look at them.
+    pub(super) fn sync_workers(&mut self) -> Result<(), RecordError> {
+        while self.pool.as_ref().is_some_and(|p| p.in_flight() > 0) {
+            self.collect_workers(Duration::from_millis(100))?;
+        }
+        // (workers that died with streams out: their buffers are lost)
+        for (_, queue) in self.lent.drain() {
+            for w in queue {
+                self.asm.threads.lost_events += u64::from(w.batch.count);
+                w.arena.release(w.buf);
             }
         }
         Ok(())
@@ -795,6 +935,8 @@ impl Session {
                     break;
                 }
             }
+            // (the salvage below looks at the threads' streams)
+            self.sync_workers()?;
             self.cut_off
                 .note(key.1, &arena, &mut self.asm.threads.lost_events);
             for s in arena.salvage() {
@@ -808,7 +950,7 @@ impl Session {
                     count: s.events.len() as u32,
                     discard: false,
                 };
-                self.os.drain(&mut self.asm.book);
+                self.os.drain(&mut self.asm.book.lock());
                 self.add_events(from, &batch, s.events.into_iter())?;
             }
         }
@@ -872,7 +1014,7 @@ impl Session {
         } else {
             clock::monotonic_now().as_nanos()
         };
-        self.os.poll(upto, &mut self.asm.book);
+        self.os.poll(upto, &mut self.asm.book.lock());
         self.note_born();
         self.asm.write_book(&mut self.out)
     }
@@ -883,6 +1025,7 @@ impl Session {
         if !force && !self.out.due() {
             return Ok(());
         }
+        self.sync_workers()?;
         // (written as they are taken: with tens of thousands of threads, a
         // list of all of them first would be the recorder's peak)
         for (key, s) in self.asm.threads.streams_mut() {

@@ -47,6 +47,37 @@ const CACHE_SLOTS: usize = 512;
 /// heap (twice as much room each time it fills).
 type Stack = SmallVec<[OpenCall; 2]>;
 
+/// What adding one batch to a thread's stream did ([`ThreadStream::fill`]).
+#[derive(Default)]
+pub struct Filled {
+    /// Events ready for the file (a full batch).
+    pub batch: Option<EventEncoder>,
+    /// Events the runtime's indices say never arrived, and holes.
+    lost: u64,
+    /// Events added to the stream (unwinds the recorder made included).
+    appended: u64,
+    untraced: u64,
+    not_entry: u64,
+}
+
+/// What turns an address into a function: the address book itself, or the
+/// book shared with the recorder's worker threads (`workers.rs`).
+pub trait Resolve {
+    /// See [`AddressBook::version`].
+    fn version(&mut self, pid: u32, gen: u32) -> u64;
+    /// See [`AddressBook::resolve`].
+    fn resolve(&mut self, pid: u32, gen: u32, addr: u64, time: Timestamp) -> (FunctionId, bool);
+}
+
+impl Resolve for AddressBook {
+    fn version(&mut self, pid: u32, gen: u32) -> u64 {
+        AddressBook::version(self, pid, gen)
+    }
+    fn resolve(&mut self, pid: u32, gen: u32, addr: u64, time: Timestamp) -> (FunctionId, bool) {
+        AddressBook::resolve(self, pid, gen, addr, time)
+    }
+}
+
 /// An open call as the recorder follows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OpenCall {
@@ -75,7 +106,7 @@ pub struct ThreadStream {
 /// address → id for one process image, direct-mapped: most events hit here,
 /// not the hash maps. One per process, not per thread, so that thousands of
 /// threads cost the recorder little (8 KiB each would be 40 MB for 5,000).
-struct FnCache {
+pub struct FnCache {
     /// The image and the version of its mappings the slots were filled
     /// from (see [`AddressBook::version`]).
     gen: u32,
@@ -84,6 +115,23 @@ struct FnCache {
 }
 
 impl FnCache {
+    /// `pid`'s cache in `caches`, made or emptied for image `gen` and the
+    /// book's mappings `version`.
+    pub fn ready(
+        caches: &mut HashMap<u32, FnCache>,
+        pid: u32,
+        gen: u32,
+        version: u64,
+    ) -> &mut FnCache {
+        let cache = caches
+            .entry(pid)
+            .or_insert_with(|| FnCache::new(gen, version));
+        if (cache.gen, cache.version) != (gen, version) {
+            *cache = FnCache::new(gen, version);
+        }
+        cache
+    }
+
     fn new(gen: u32, version: u64) -> FnCache {
         FnCache {
             gen,
@@ -140,6 +188,150 @@ impl ThreadStream {
             batch
         } else {
             None
+        }
+    }
+
+    /// Adds a batch of the thread's events (see [`Threads::add_events`]):
+    /// `cache` is its process's address cache (ready for `gen` and the
+    /// book's version), `book` resolves what the cache does not hold.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fill(
+        &mut self,
+        pid: u32,
+        gen: u32,
+        cache: &mut FnCache,
+        first_index: u64,
+        stalled_ticks: Ticks,
+        raw: impl Iterator<Item = RawEvent> + Clone,
+        book: &mut impl Resolve,
+        clock: &TickClock,
+    ) -> Filled {
+        let s = self;
+        let skip = s.next_index.saturating_sub(first_index);
+        let mut lost = 0;
+        if first_index > s.next_index {
+            lost = first_index - s.next_index;
+            s.next_index = first_index;
+        }
+        let mut raw = raw;
+        if skip > 0 {
+            // (not raw.skip(): that would test for it at every event)
+            raw.nth(usize::try_from(skip - 1).unwrap_or(usize::MAX));
+        }
+        // The first event that is not a hole dates the batch: its stall, and
+        // the base of its tick conversion. Holes (slots whose probe never
+        // wrote them) are lost events.
+        let Some(first) = raw.clone().find(|e| e.function != HOLE_FN) else {
+            // (everything was a duplicate or a hole)
+            let holes = raw.count() as u64;
+            s.next_index += holes;
+            return Filled {
+                lost: lost.saturating_add(holes),
+                ..Filled::default()
+            };
+        };
+        let seg = clock.segment(first.ticks);
+        s.stalls
+            .note(stalled_ticks, seg.to_timestamp(first.ticks), clock);
+        // Real time, and timeline time (the cuts so far taken out).
+        let timeline = seg.earlier_by(s.stalls.offset_ns());
+        // The loop works on locals, so nothing is reloaded after each store
+        // into the encoder's buffer.
+        let mut last_ts = s.last_ts;
+        let mut last_ticks = None;
+        let mut holes = 0u64;
+        let mut markers = 0u64;
+        let mut untraced = 0u64;
+        let mut not_entry = 0u64;
+        let mut version = cache.version;
+        // (the stream's stack and encoder as locals: stores into the
+        // encoder's bytes cannot then be taken to change them)
+        let mut stack_local = std::mem::take(&mut s.stack);
+        let mut pending_local = s.pending.take().unwrap_or_default();
+        let (slots, stack, pending) = (&mut *cache.slots, &mut stack_local, &mut *pending_local);
+        let (mut calls, appended_before) = (0u64, pending.len());
+        // One plain loop over the events with its state in locals (a
+        // closure called per event kept reloading it from memory).
+        for e in raw {
+            if e.function < MARK_LIMIT {
+                match e.function {
+                    HOLE_FN => holes += 1,
+                    MARK_UNWIND => {
+                        last_ticks = Some(e.ticks);
+                        let ts = timeline.to_timestamp(e.ticks);
+                        unwind_below(&mut last_ts, stack, pending, ts, e.sp);
+                        markers += 1;
+                    }
+                    MARK_UNTRACED => {
+                        untraced += 1;
+                        markers += 1;
+                    }
+                    MARK_SWITCH => {
+                        switched(stack, e.sp);
+                        markers += 1;
+                    }
+                    MARK_NOT_ENTRY => {
+                        not_entry += 1;
+                        markers += 1;
+                    }
+                    _ => markers += 1, // (a marker this recorder does not know)
+                }
+                continue;
+            }
+            calls += 1;
+            last_ticks = Some(e.ticks);
+            let slot = ((e.function >> 4) as usize) % CACHE_SLOTS;
+            let f = if slots[slot].0 == e.function {
+                slots[slot].1
+            } else {
+                // (resolved at the event's own time: mappings have lifetimes)
+                let real = seg.to_timestamp(e.ticks);
+                let (f, always) = book.resolve(pid, gen, e.function, real);
+                let now = book.version(pid, gen);
+                if now != version {
+                    // (a mapping read from /proc replaced one)
+                    slots.fill((u64::MAX, FunctionId(0)));
+                    version = now;
+                }
+                if always {
+                    slots[slot] = (e.function, f);
+                }
+                f
+            };
+            let kind = if e.is_exit {
+                EventKind::Exit
+            } else {
+                EventKind::Enter
+            };
+            let call = OpenCall {
+                function: f,
+                sp: e.sp,
+                switch: false,
+            };
+            append(
+                &mut last_ts,
+                stack,
+                pending,
+                timeline.to_timestamp(e.ticks),
+                kind,
+                call,
+            );
+        }
+        let appended = (pending.len() - appended_before) as u64;
+        s.stack = stack_local;
+        s.pending = Some(pending_local);
+        cache.version = version;
+        s.last_ts = last_ts;
+        s.next_index += calls + markers + holes;
+        if let Some(ticks) = last_ticks {
+            s.stalls.seen_until(seg.to_timestamp(ticks));
+        }
+        Filled {
+            batch: s.take_batch(false),
+            lost: lost.saturating_add(holes),
+            appended,
+            untraced,
+            not_entry,
         }
     }
 
@@ -496,143 +688,64 @@ impl Threads {
             return None;
         }
         let pid = key.pid;
-        let gen = self.gens.get(&pid).copied().unwrap_or(0);
-        let version = book.version(pid, gen);
-        let cache = self
-            .caches
-            .entry(pid)
-            .or_insert_with(|| FnCache::new(gen, version));
-        if (cache.gen, cache.version) != (gen, version) {
-            *cache = FnCache::new(gen, version);
-        }
-        let Some(s) = self.streams.get_mut(key) else {
-            return None; // (admitted above)
-        };
-        let skip = s.next_index.saturating_sub(first_index);
-        let mut lost = 0;
-        if first_index > s.next_index {
-            lost = first_index - s.next_index;
-            s.next_index = first_index;
-        }
-        let mut raw = raw;
-        if skip > 0 {
-            // (not raw.skip(): that would test for it at every event)
-            raw.nth(usize::try_from(skip - 1).unwrap_or(usize::MAX));
-        }
-        // The first event that is not a hole dates the batch: its stall, and
-        // the base of its tick conversion. Holes (slots whose probe never
-        // wrote them) are lost events.
-        let Some(first) = raw.clone().find(|e| e.function != HOLE_FN) else {
-            // (everything was a duplicate or a hole)
-            let holes = raw.count() as u64;
-            s.next_index += holes;
-            self.lost_events = self.lost_events.saturating_add(lost.saturating_add(holes));
-            return None;
-        };
-        let seg = clock.segment(first.ticks);
-        s.stalls
-            .note(stalled_ticks, seg.to_timestamp(first.ticks), clock);
-        // Real time, and timeline time (the cuts so far taken out).
-        let timeline = seg.earlier_by(s.stalls.offset_ns());
-        // The loop works on locals, so nothing is reloaded after each store
-        // into the encoder's buffer.
-        let mut last_ts = s.last_ts;
-        let mut last_ticks = None;
-        let mut holes = 0u64;
-        let mut markers = 0u64;
-        let mut untraced = 0u64;
-        let mut not_entry = 0u64;
-        let mut version = cache.version;
-        // (the stream's stack and encoder as locals: stores into the
-        // encoder's bytes cannot then be taken to change them)
-        let mut stack_local = std::mem::take(&mut s.stack);
-        let mut pending_local = s.pending.take().unwrap_or_default();
-        let (cache, stack, pending) = (&mut *cache.slots, &mut stack_local, &mut *pending_local);
-        let (mut calls, appended_before) = (0u64, pending.len());
-        // One plain loop over the events with its state in locals (a
-        // closure called per event kept reloading it from memory).
-        for e in raw {
-            if e.function < MARK_LIMIT {
-                match e.function {
-                    HOLE_FN => holes += 1,
-                    MARK_UNWIND => {
-                        last_ticks = Some(e.ticks);
-                        let ts = timeline.to_timestamp(e.ticks);
-                        unwind_below(&mut last_ts, stack, pending, ts, e.sp);
-                        markers += 1;
-                    }
-                    MARK_UNTRACED => {
-                        untraced += 1;
-                        markers += 1;
-                    }
-                    MARK_SWITCH => {
-                        switched(stack, e.sp);
-                        markers += 1;
-                    }
-                    MARK_NOT_ENTRY => {
-                        not_entry += 1;
-                        markers += 1;
-                    }
-                    _ => markers += 1, // (a marker this recorder does not know)
-                }
-                continue;
+        let gen = self.gen_of(pid);
+        let cache = FnCache::ready(&mut self.caches, pid, gen, book.version(pid, gen));
+        let s = self.streams.get_mut(key)?; // (admitted above)
+        let filled = s.fill(
+            pid,
+            gen,
+            cache,
+            first_index,
+            stalled_ticks,
+            raw,
+            book,
+            clock,
+        );
+        self.count(&filled);
+        filled.batch
+    }
+
+    /// The image generation `pid`'s events resolve in now.
+    fn gen_of(&self, pid: u32) -> u32 {
+        self.gens.get(&pid).copied().unwrap_or(0)
+    }
+
+    /// Adds what a batch did to the counters.
+    fn count(&mut self, f: &Filled) {
+        self.lost_events = self.lost_events.saturating_add(f.lost);
+        self.events += f.appended;
+        self.untraced_threads += f.untraced;
+        self.non_entry_guards += f.not_entry;
+    }
+
+    /// Takes thread `key`'s stream out, for a worker thread to add a batch
+    /// of `count` events numbered from `first_index` to ([`ThreadStream::fill`];
+    /// `workers.rs`), with the image generation its addresses resolve in.
+    /// `None` when the thread is not followed (its events are counted lost).
+    /// An empty stream stands in for it until [`Self::give_back`]: nothing
+    /// else may look at the thread meanwhile.
+    pub fn lend(
+        &mut self,
+        key: ThreadKey,
+        first_index: u64,
+        count: u64,
+    ) -> Option<(ThreadStream, u32)> {
+        let gen = self.gen_of(key.pid);
+        match self.admit(key, first_index) {
+            Some(s) => Some((std::mem::replace(s, ThreadStream::new()), gen)),
+            None => {
+                self.lost_events = self.lost_events.saturating_add(count);
+                None
             }
-            calls += 1;
-            last_ticks = Some(e.ticks);
-            let slot = ((e.function >> 4) as usize) % CACHE_SLOTS;
-            let f = if cache[slot].0 == e.function {
-                cache[slot].1
-            } else {
-                // (resolved at the event's own time: mappings have lifetimes)
-                let real = seg.to_timestamp(e.ticks);
-                let (f, always) = book.resolve(pid, gen, e.function, real);
-                let now = book.version(pid, gen);
-                if now != version {
-                    // (a mapping read from /proc replaced one)
-                    cache.fill((u64::MAX, FunctionId(0)));
-                    version = now;
-                }
-                if always {
-                    cache[slot] = (e.function, f);
-                }
-                f
-            };
-            let kind = if e.is_exit {
-                EventKind::Exit
-            } else {
-                EventKind::Enter
-            };
-            let call = OpenCall {
-                function: f,
-                sp: e.sp,
-                switch: false,
-            };
-            append(
-                &mut last_ts,
-                stack,
-                pending,
-                timeline.to_timestamp(e.ticks),
-                kind,
-                call,
-            );
         }
-        let appended = (pending.len() - appended_before) as u64;
-        s.stack = stack_local;
-        s.pending = Some(pending_local);
-        if let Some(c) = self.caches.get_mut(&pid) {
-            c.version = version;
+    }
+
+    /// Puts back a stream taken by [`Self::lend`], with what its batch did.
+    pub fn give_back(&mut self, key: ThreadKey, stream: ThreadStream, filled: &Filled) {
+        if let Some(s) = self.streams.get_mut(key) {
+            *s = stream;
         }
-        s.last_ts = last_ts;
-        s.next_index += calls + markers + holes;
-        if let Some(ticks) = last_ticks {
-            s.stalls.seen_until(seg.to_timestamp(ticks));
-        }
-        let batch = s.take_batch(false);
-        self.lost_events = self.lost_events.saturating_add(lost.saturating_add(holes));
-        self.events += appended;
-        self.untraced_threads += untraced;
-        self.non_entry_guards += not_entry;
-        batch
+        self.count(filled);
     }
 
     /// The thread is about to fork: remember its stack for the child.

@@ -37,7 +37,7 @@ impl Session {
         // (names only while the program runs; wrap-up writes every
         // function again with its source line, and the reader keeps the last)
         let new_functions = function_table(
-            &self.asm.book,
+            &self.asm.book.lock(),
             self.announced_functions,
             progress.as_deref(),
             false,
@@ -232,8 +232,8 @@ impl Session {
         // (an exec the runtime announced counts once the kernel saw it
         // happen: a failed execvp goes on in the old image)
         let exec_done = p.exec_at.is_some_and(|at| {
-            self.asm.book.gen_at(pid, Timestamp::from_nanos(u64::MAX))
-                > self.asm.book.gen_at(pid, at)
+            let book = self.asm.book.lock();
+            book.gen_at(pid, Timestamp::from_nanos(u64::MAX)) > book.gen_at(pid, at)
         });
         if !p.said_hello || exec_done {
             // (its image, or the one it exec'd last, never loaded the
@@ -287,6 +287,8 @@ impl Session {
         &mut self,
         exit_status: Option<i32>,
     ) -> Result<RecordOutcome, RecordError> {
+        self.sync_workers()?;
+        self.pool = None; // (the workers are done)
         let end = clock::monotonic_now();
         let command = self
             .header
@@ -343,7 +345,7 @@ impl Session {
         self.arenas.clear();
         self.os.release_buffers();
         self.out.record(&Record::Functions(function_table(
-            &self.asm.book,
+            &self.asm.book.lock(),
             0,
             self.progress.as_deref(),
             true,

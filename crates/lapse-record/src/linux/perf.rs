@@ -381,7 +381,7 @@ mod tests {
     #[test]
     fn a_ring_is_read_a_slice_at_a_time() {
         // This thread's context switches, into a ring of its own: 200
-        // sleeps make at least 400 records; read 64 at a time, every slice
+        // sleeps make about 400 records; read 64 at a time, every slice
         // but the last is full and says more are left, and together they
         // are what one full read would have given.
         let mut attr = new_attr();
@@ -393,6 +393,9 @@ mod tests {
         for _ in 0..200 {
             std::thread::sleep(std::time::Duration::from_micros(50));
         }
+        // (stopped: on a busy machine this thread is preempted while it
+        // reads, and records coming in between would end a slice early)
+        ev.disable().expect("the event stops");
         let (mut scratch, mut slices) = (Vec::new(), Vec::new());
         loop {
             let mut n = 0;
@@ -403,7 +406,9 @@ mod tests {
             }
         }
         let total: usize = slices.iter().map(|s| s.0).sum();
-        assert!(total >= 400, "{total} records");
+        // (each sleep switches out at least once; one that ends before the
+        // thread is switched out makes none, seldom, on a busy machine)
+        assert!(total >= 300, "{total} records");
         let (last, full) = slices.split_last().expect("a slice");
         assert!(full.iter().all(|&s| s == (64, true)), "{slices:?}");
         assert!(last.0 <= 64 && !last.1);

@@ -17,6 +17,13 @@ pub struct SharedMapping<const LEN: usize> {
     ptr: NonNull<u8>,
 }
 
+// SAFETY: the mapping is plain shared memory, valid until drop; every
+// access goes through atomics (`u32_at`, `u64_at`, the event words), so
+// threads may share and move it as they may share atomics.
+unsafe impl<const LEN: usize> Send for SharedMapping<LEN> {}
+// SAFETY: as above.
+unsafe impl<const LEN: usize> Sync for SharedMapping<LEN> {}
+
 impl<const LEN: usize> SharedMapping<LEN> {
     /// Maps the first `LEN` bytes of `fd`. `None` when the file is shorter
     /// (an access past its end would fault) or mapping fails.
@@ -92,10 +99,6 @@ impl<const LEN: usize> Drop for SharedMapping<LEN> {
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), LEN) };
     }
 }
-
-// SAFETY: the mapping is plain memory shared with another process; the
-// recorder uses it from one thread at a time.
-unsafe impl<const LEN: usize> Send for SharedMapping<LEN> {}
 
 /// Wakes up to `n` threads waiting on `word` (`FUTEX_WAIT`), in any process
 /// that maps it.
