@@ -377,9 +377,10 @@ pub struct ReportArgs {
     /// End of the time range, seconds since the session start.
     #[arg(long, value_parser = non_negative)]
     pub to: Option<f64>,
-    /// calltree: hide branches below this percentage of the session.
-    #[arg(long, default_value_t = 0.0, value_parser = non_negative)]
-    pub threshold: f64,
+    /// calltree: hide branches below this percentage of the session
+    /// [default: 0.5 in a table, 0 (every branch) in JSON and CSV].
+    #[arg(long, value_parser = non_negative)]
+    pub threshold: Option<f64>,
     /// Show raw times, without subtracting the measured probe cost.
     #[arg(long)]
     pub no_compensation: bool,

@@ -230,6 +230,9 @@ fn regex(flag: &str, pattern: &Option<String>) -> Result<Option<Regex>> {
         .transpose()
 }
 
+/// `--threshold` of a calltree table when none is given, in percent.
+const DEFAULT_TABLE_THRESHOLD: f64 = 0.5;
+
 pub fn report(a: ReportArgs) -> Result<u8> {
     // (--threshold, --from and --to are finite and >= 0: cli.rs)
     if let (Some(from), Some(to)) = (a.from, a.to) {
@@ -275,7 +278,12 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         focus_query_for(view, &query, &focus_query),
         view,
         a.function.as_deref(),
-        a.threshold,
+        // (a table is read in a terminal: ten thousand lines of branches
+        // under 0.5 % are not; JSON and CSV keep every branch)
+        a.threshold.unwrap_or(match a.format {
+            Format::Table => DEFAULT_TABLE_THRESHOLD,
+            _ => 0.0,
+        }),
     )?;
     let rank = lapse_report::render::RankBy::of(&file, &analysis);
     let limit = a.limit.or((view == View::Summary).then_some(10));

@@ -66,7 +66,7 @@ pub fn run() -> Result<u8> {
         tid: vec![],
         from: None,
         to: None,
-        threshold: 0.0,
+        threshold: None,
         no_compensation: false,
         application: ApplicationRule::Exact,
     };

@@ -374,14 +374,16 @@ pub fn table(
             .iter()
             .map(|r| (tree_prefix(r), &r.cells[..]))
             .collect();
+        let mut legend = String::from("(* marks the hot path");
         if tree.iter().any(|r| r.elided > 0) {
-            writeln!(
-                out,
-                "(* marks the hot path; …N stands for N levels of a long chain left out)"
-            )?;
-        } else {
-            writeln!(out, "(* marks the hot path)")?;
+            legend.push_str("; …N stands for N levels of a long chain left out");
         }
+        if let Some((hidden, pct)) = v.below_threshold.filter(|b| b.0 > 0) {
+            legend.push_str(&format!(
+                "; {hidden} lines under {pct} % of the session hidden: --threshold 0 shows them"
+            ));
+        }
+        writeln!(out, "{legend})")?;
         return grid(out, &v.columns, &rows, opts, "call tree");
     }
     if let Some(Focus {

@@ -48,6 +48,10 @@ fn rows<W: Weight + Values>(
     let hot = tree.hot_path(total, HOT_SHARE);
     let min = (threshold.max(0.0) / 100.0 * total as f64).ceil() as u64;
     let lines = tree.lines(min, &hot, |k| frame_matches(file, q, k));
+    let below_threshold = (min > 0).then(|| {
+        let all = tree.lines(0, &hot, |k| frame_matches(file, q, k)).len();
+        (all - lines.len(), threshold)
+    });
     let row = |node: NodeId| {
         let mut r = frame_identity(file, tree.key(node));
         r.extend(tree.weight(node).cells(ctx));
@@ -85,6 +89,7 @@ fn rows<W: Weight + Values>(
             .filter_map(|&n| tree.key(n))
             .map(|k| k.label(file))
             .collect(),
+        below_threshold,
         ..ViewOutput::default()
     }
 }

@@ -80,6 +80,8 @@ pub struct ViewOutput {
     pub focus: Option<Focus>,
     /// Function names along the hot path (summary, calltree).
     pub hot_path: Vec<String>,
+    /// calltree: lines a `--threshold` left out, and that threshold (%).
+    pub below_threshold: Option<(usize, f64)>,
 }
 
 impl ViewOutput {
