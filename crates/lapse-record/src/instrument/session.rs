@@ -436,7 +436,8 @@ impl Session {
                 pid,
                 tid: self.ns.tid(pid, q.tid),
             };
-            self.take_buffer(from, &q.batch, arena, q.buf)?;
+            let backlog = arena.has_quiet();
+            self.take_buffer(from, &q.batch, arena, q.buf, backlog)?;
         }
         Ok(got)
     }
@@ -708,7 +709,8 @@ impl Session {
                 self.pace.arrived(Instant::now());
                 let id = self.conns[conn].0.id;
                 if let Some(arena) = self.arenas.remove(&(id, from.pid)) {
-                    let r = self.take_buffer(from, &batch, &arena, buf as usize);
+                    // (a datagram: the recorder was asleep, buffers come sparsely)
+                    let r = self.take_buffer(from, &batch, &arena, buf as usize, false);
                     self.arenas.insert((id, from.pid), arena);
                     r?;
                 } else {
@@ -751,15 +753,20 @@ impl Session {
     }
 
     /// Takes buffer `buf` of `arena`, which `from` handed over: added to
-    /// its thread's stream here, or at a worker (`workers.rs`).
+    /// its thread's stream here, or at a worker (`workers.rs`) when others
+    /// are at the workers already or wait behind it (`backlog`): the
+    /// workers take on work only while this thread cannot keep up.
     fn take_buffer(
         &mut self,
         from: Sender,
         batch: &Batch,
         arena: &Arena,
         buf: usize,
+        backlog: bool,
     ) -> Result<(), RecordError> {
-        if self.pool.is_none() {
+        let idle = self.pool.as_ref().is_none_or(|p| p.in_flight() == 0);
+        if idle && !backlog {
+            // (nothing is lent while no job is out: the stream is here)
             let r = self.add_events(from, batch, arena.events(buf, batch.count as usize));
             arena.release(buf);
             return r;
