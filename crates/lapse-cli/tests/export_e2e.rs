@@ -7,9 +7,8 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use lapse_testkit::{compile, stderr, Lapse, WorkDir};
+use lapse_testkit::{compile, stderr, Hogs, Lapse, WorkDir, EXPORT_FORMATS};
 use serde_json::Value;
 
 /// (plain output: no colours)
@@ -42,17 +41,7 @@ int main(void) {
 }
 "#;
 
-const FORMATS: [&str; 9] = [
-    "collapsed",
-    "flamegraph",
-    "speedscope",
-    "chrome",
-    "pprof",
-    "callgrind",
-    "firefox",
-    "html",
-    "perfetto",
-];
+const FORMATS: [&str; 9] = EXPORT_FORMATS;
 
 fn work_dir(name: &str) -> WorkDir {
     WorkDir::new(env!("CARGO_TARGET_TMPDIR"), &format!("export_e2e-{name}"))
@@ -382,34 +371,6 @@ int main(void) {
 }
 "#;
 
-/// A busy loop on every CPU while alive, ended by pid when dropped.
-struct Hogs(Vec<std::process::Child>);
-
-impl Hogs {
-    fn start() -> Hogs {
-        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        Hogs(
-            (0..cpus)
-                .map(|_| {
-                    Command::new("sh")
-                        .args(["-c", "while :; do :; done"])
-                        .spawn()
-                        .expect("start a CPU hog")
-                })
-                .collect(),
-        )
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        for hog in &mut self.0 {
-            let _ = hog.kill();
-            let _ = hog.wait();
-        }
-    }
-}
-
 /// Issue 33: `lapse diff` of two recordings of the same program, the second
 /// made while every CPU also runs a busy loop, has a totals row, shares of
 /// each run's total and normalized changes that are changes of shares; every
@@ -429,7 +390,7 @@ fn diff_of_one_program_on_a_quiet_and_a_busy_machine_compares_shares() {
         return;
     };
     let busy = {
-        let _hogs = Hogs::start();
+        let _hogs = Hogs::everywhere();
         record_program(&dir, "shares", SHARES, "instrument", "busy")
     };
     let Some(_) = busy else {

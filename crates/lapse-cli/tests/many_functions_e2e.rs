@@ -14,24 +14,12 @@
 
 use std::io::Write;
 
-use lapse_testkit::{Lapse, WorkDir};
+use lapse_testkit::{Lapse, WorkDir, EXPORT_FORMATS};
 
 const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse")).with_env(&[("NO_COLOR", "1")]);
 
 const FUNCTIONS: u64 = 1_000_000;
 const BOUND_KIB: i64 = 1280 * 1024;
-
-const FORMATS: [&str; 9] = [
-    "collapsed",
-    "flamegraph",
-    "speedscope",
-    "chrome",
-    "pprof",
-    "callgrind",
-    "firefox",
-    "html",
-    "perfetto",
-];
 
 /// The largest peak resident size (KiB) of the children waited for so far.
 fn children_peak_kib() -> i64 {
@@ -80,7 +68,7 @@ fn a_million_distinct_functions_export_in_bounded_memory() {
     assert_eq!(v["rows"][0]["calls"], 1, "{v}");
     let before = children_peak_kib();
     let mut peaks = Vec::new();
-    for format in FORMATS {
+    for format in EXPORT_FORMATS {
         let out = dir.join(format!("many.{format}"));
         LAPSE.ok([
             "export".as_ref(),

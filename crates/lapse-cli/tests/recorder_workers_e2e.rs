@@ -7,9 +7,7 @@
 //! matches its entry (a chunk of a thread written out of order would leave
 //! exits without entries and calls closed by repair).
 
-use std::process::{Child, Command, Stdio};
-
-use lapse_testkit::{compile, rows, stderr, Lapse, WorkDir, INSTRUMENTED};
+use lapse_testkit::{compile, rows, stderr, Hogs, Lapse, WorkDir, INSTRUMENTED};
 use serde_json::Value;
 
 const THREADS: u64 = 12;
@@ -41,34 +39,6 @@ int main(void) {
 }
 "#;
 
-/// Two processes that spin until killed.
-struct Hogs(Vec<Child>);
-
-impl Hogs {
-    fn start() -> Hogs {
-        Hogs(
-            (0..2)
-                .filter_map(|_| {
-                    Command::new("sh")
-                        .args(["-c", "while :; do :; done"])
-                        .stdout(Stdio::null())
-                        .spawn()
-                        .ok()
-                })
-                .collect(),
-        )
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 fn info_count(info: &str, key: &str) -> u64 {
     info.lines()
         .find_map(|l| l.strip_prefix(key))
@@ -83,7 +53,7 @@ fn check(dir: &WorkDir, exe: &std::path::Path, workers: &str, starved: bool) -> 
     let env = [("NO_COLOR", "1"), ("LAPSE_RECORD_WORKERS", workers)];
     let lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse")).with_env(&env);
     let data = dir.join(format!("w{workers}-{starved}.lapse"));
-    let hogs = starved.then(Hogs::start);
+    let hogs = starved.then(|| Hogs::start(2));
     let out = lapse.in_dir(dir).record(&[], &data, exe, &[])?;
     drop(hogs);
     let what = format!("{workers} workers, starved: {starved}");

@@ -205,3 +205,51 @@ pub fn ended(pid: &str) -> bool {
         Err(_) => true,
     }
 }
+
+/// Every format `lapse export` writes (html last but one: the slowest).
+pub const EXPORT_FORMATS: [&str; 9] = [
+    "collapsed",
+    "flamegraph",
+    "speedscope",
+    "chrome",
+    "pprof",
+    "callgrind",
+    "firefox",
+    "html",
+    "perfetto",
+];
+
+/// Busy loops (`sh -c 'while :; do :; done'`) while alive, killed when
+/// dropped: a busy machine for a test that must hold on one.
+pub struct Hogs(Vec<std::process::Child>);
+
+impl Hogs {
+    /// `n` busy loops (fewer if some cannot be started).
+    pub fn start(n: usize) -> Hogs {
+        Hogs(
+            (0..n)
+                .filter_map(|_| {
+                    std::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .stdout(std::process::Stdio::null())
+                        .spawn()
+                        .ok()
+                })
+                .collect(),
+        )
+    }
+
+    /// One busy loop on every CPU.
+    pub fn everywhere() -> Hogs {
+        Hogs::start(std::thread::available_parallelism().map_or(2, |n| n.get()))
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for hog in &mut self.0 {
+            let _ = hog.kill();
+            let _ = hog.wait();
+        }
+    }
+}
