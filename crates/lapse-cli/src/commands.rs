@@ -440,7 +440,11 @@ fn info(path: &Path) -> Result<u8> {
     }
     if let Some(f) = &file.footer {
         writeln!(o, "lost:        {} events", f.lost_events)?;
-        writeln!(o, "discarded:   {} samples", f.discarded_samples)?;
+        writeln!(
+            o,
+            "discarded:   {} samples (other processes', or the target's before its exec: not data lost)",
+            f.discarded_samples
+        )?;
         if let Some(st) = f.target_exit_status {
             writeln!(o, "exit status: {st}")?;
         }

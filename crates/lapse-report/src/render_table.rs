@@ -120,7 +120,7 @@ fn header(
                 out,
                 w,
                 &format!(
-                    "samples:  {}   discarded: {}   lost events: {}",
+                    "samples:  {}   other processes' samples ignored: {}   lost events: {}",
                     n("samples"),
                     n("discarded_samples"),
                     n("lost_events")
