@@ -60,6 +60,16 @@ pub struct Filled {
     not_entry: u64,
 }
 
+impl Filled {
+    /// A batch of `n` events that could not be added: all lost.
+    pub fn lost(n: u64) -> Filled {
+        Filled {
+            lost: n,
+            ..Filled::default()
+        }
+    }
+}
+
 /// What turns an address into a function: the address book itself, or the
 /// book shared with the recorder's worker threads (`workers.rs`).
 pub trait Resolve {
@@ -142,7 +152,7 @@ impl FnCache {
 }
 
 impl ThreadStream {
-    fn new() -> Self {
+    pub fn new() -> Self {
         ThreadStream {
             pending: None, // grows to a batch only for busy threads
             stack: Stack::new(),

@@ -282,19 +282,32 @@ fn work(
             buf,
             count,
         } = *job;
-        let mut resolver = Locked(book);
-        let version = resolver.version(key.pid, gen);
-        let cache = FnCache::ready(&mut caches, key.pid, gen, version);
-        let mut filled = stream.fill(
-            key.pid,
-            gen,
-            cache,
-            first_index,
-            stalled,
-            arena.events(buf, count),
-            &mut resolver,
-            clock,
-        );
+        // (a panic here must not leave the session waiting for this job:
+        // the thread's stream starts afresh and the buffer's events are
+        // counted lost)
+        let fill = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut resolver = Locked(book);
+            let version = resolver.version(key.pid, gen);
+            let cache = FnCache::ready(&mut caches, key.pid, gen, version);
+            let filled = stream.fill(
+                key.pid,
+                gen,
+                cache,
+                first_index,
+                stalled,
+                arena.events(buf, count),
+                &mut resolver,
+                clock,
+            );
+            (stream, filled)
+        }));
+        let (stream, mut filled) = match fill {
+            Ok(done) => done,
+            Err(_) => {
+                caches.clear();
+                (ThreadStream::new(), Filled::lost(count as u64))
+            }
+        };
         let (mut events, mut error) = (0, None);
         if let Some(batch) = filled.batch.take() {
             events = batch.len() as u64;
