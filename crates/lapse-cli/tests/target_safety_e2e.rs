@@ -711,8 +711,21 @@ int main(void) {
         stderr(&out)
     );
     let r = run.report();
-    assert_eq!(r.0["session"]["complete"], true);
     assert!(r.calls_of("work") > 0);
+    // The file is finished (its footer written). Under heavy load (two CPU
+    // hogs beside 2,000 spinning threads and a debug recorder) the shared
+    // buffers fill and sends time out (the runtime may then take the
+    // recorder for gone): those events are lost, counted, and said.
+    if r.0["session"]["complete"] != true {
+        let lost = run.events_lost(&r);
+        let info = info(&run);
+        assert!(
+            lost > 0
+                && info.contains("events were lost")
+                && (info.contains("found no free buffer") || info.contains("found no room")),
+            "{info}"
+        );
+    }
 }
 
 /// `lapse record` as started by a parent that ignores `ignore` and blocks

@@ -51,6 +51,9 @@ impl WithoutRuntime {
 #[derive(Default)]
 pub(super) struct CutOff {
     count: u64,
+    /// Of those, the processes whose connection did close (the others
+    /// only had events no buffer took while the recorder fell behind).
+    cut: u64,
     /// The first few, with why the runtime could not connect again.
     first: Vec<(u32, Option<i32>)>,
     pub(super) undelivered: u64,
@@ -72,6 +75,7 @@ impl CutOff {
             Some(seen) => seen.1 = seen.1.or(errno),
             None => {
                 self.count += 1;
+                self.cut += u64::from(arena.carried_a_cut());
                 if self.first.len() < Self::NAMED {
                     self.first.push((pid, errno));
                 }
@@ -100,6 +104,16 @@ impl CutOff {
             0 => String::new(),
             n => format!("; {n} events found no room there and are lost"),
         };
+        if self.cut == 0 {
+            // (connected all along: the recorder fell behind, the shared
+            // buffers were full and sending timed out)
+            return Some(format!(
+                "{} events of {} process(es) (pid {}{more}) found no free buffer and could not be sent while the recorder fell behind: they are lost",
+                self.undelivered,
+                self.count,
+                pids.join(", "),
+            ));
+        }
         Some(format!(
             "{} process(es) lost their connection to lapse and could not open another (pid {}{more}): their events came through shared memory{lost}",
             self.count,
