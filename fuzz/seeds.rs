@@ -101,6 +101,7 @@ fn synthetic() -> Vec<u8> {
         name: "main".into(),
         start: Some(Timestamp::from_nanos(1000)),
         end: Some(Timestamp::from_nanos(9000)),
+        serial: 0,
     }))
     .unwrap();
     w.write_record(&Record::Module(ModuleInfo {
@@ -149,6 +150,7 @@ fn synthetic() -> Vec<u8> {
     w.write_record(&Record::OsEvents(OsEventBlock {
         pid: 1,
         tid: 1,
+        serial: 0,
         events: vec![OsEvent {
             from: Timestamp::from_nanos(3000),
             to: Timestamp::from_nanos(4000),
@@ -185,6 +187,7 @@ fn synthetic() -> Vec<u8> {
             cpu: 0,
             stack: Some(StackId(1)),
             weight: 1000,
+            serial: 0,
         },
         Sample {
             pid: 1,
@@ -193,6 +196,7 @@ fn synthetic() -> Vec<u8> {
             cpu: 1,
             stack: None,
             weight: 1000,
+            serial: 0,
         },
     ])
     .unwrap();

@@ -64,7 +64,7 @@ pub fn exercise_data_file(bytes: &[u8]) {
     let mut events = Vec::new();
     let mut raw = Vec::new();
     for t in f.all_threads() {
-        for c in f.thread_chunks(t.pid, t.tid) {
+        for c in f.thread_chunks(t.key()) {
             assert!(c.count <= format::MAX_CHUNK_EVENTS);
             if f.read_events(c, &mut events).is_ok() {
                 assert_eq!(events.len(), c.count as usize);
