@@ -59,12 +59,7 @@ pub struct SessionSummary<'a> {
 impl<'a> SessionSummary<'a> {
     pub fn of(file: &'a DataFile, a: &Analysis) -> SessionSummary<'a> {
         let s = &file.session;
-        let end = file
-            .footer
-            .as_ref()
-            .map(|f| f.end)
-            .filter(|e| e.as_nanos() > 0)
-            .or_else(|| file.threads.iter().filter_map(|t| t.end).max());
+        let end = file.end();
         let threads = match a {
             Analysis::Instr(r) => r.acc.threads.len(),
             Analysis::Sample(r) => r.analysis.threads.len().max(file.threads.len()),

@@ -142,6 +142,16 @@ impl DataFile {
         &self.path
     }
 
+    /// When the recording ended: the footer's end, or (a file cut short,
+    /// a footer without one) the last thread end the file knows.
+    pub fn end(&self) -> Option<Timestamp> {
+        self.footer
+            .as_ref()
+            .map(|f| f.end)
+            .filter(|e| e.as_nanos() > 0)
+            .or_else(|| self.threads.iter().filter_map(|t| t.end).max())
+    }
+
     /// True when the recording finished normally (a footer was written),
     /// no damage was found and no event was lost: [`Self::incomplete_why`].
     pub fn is_complete(&self) -> bool {

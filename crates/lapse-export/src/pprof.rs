@@ -413,12 +413,7 @@ pub fn profile(file: &DataFile, analysis: &Analysis) -> Result<Profile, ExportEr
         Analysis::Sample(_) => sampling(&mut b, analysis),
     }
     b.p.time_nanos = i64::try_from(file.session.start_unix_ns).unwrap_or(0);
-    let end = file
-        .footer
-        .as_ref()
-        .map(|f| f.end)
-        .filter(|e| e.as_nanos() > 0)
-        .or_else(|| file.threads.iter().filter_map(|t| t.end).max());
+    let end = file.end();
     b.p.duration_nanos = end.map_or(0, |e| e.since(file.session.start) as i64);
     let rule = analysis.application_rule().map_or(String::new(), |r| {
         format!(" (application rule: {})", r.name())
