@@ -235,10 +235,7 @@ impl ThreadStream {
             // (everything was a duplicate or a hole)
             let holes = raw.count() as u64;
             s.next_index += holes;
-            return Filled {
-                lost: lost.saturating_add(holes),
-                ..Filled::default()
-            };
+            return Filled::lost(lost.saturating_add(holes));
         };
         let seg = clock.segment(first.ticks);
         s.stalls
