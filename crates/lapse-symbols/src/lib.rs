@@ -41,10 +41,10 @@ mod ranges;
 mod sites;
 mod symtab;
 
-pub use bytes::SectionData;
+pub use bytes::{LoadSegment, Section, SectionData};
 pub use cache::SymbolCache;
 pub use demangle::demangle;
-pub use elf::{ElfModule, LoadSegment, Section, SymbolFrame, Symbolized, UnwindSections};
+pub use elf::{ElfModule, SymbolFrame, Symbolized, UnwindSections};
 pub use error::SymbolError;
 pub use perfmap::PerfMap;
 pub use sites::{SiteKind, SiteRecord, SITES_SECTION};

@@ -14,7 +14,7 @@
 
 use gimli::{BaseAddresses, CieOrFde, EhFrame, RunTimeEndian, UnwindSection};
 
-use crate::elf::{LoadSegment, Section};
+use crate::bytes::{LoadSegment, Section};
 use crate::symtab::SymbolTable;
 
 /// Code ranges (start, size) by start, from the FDEs, and the entry range.
