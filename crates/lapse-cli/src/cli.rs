@@ -206,6 +206,9 @@ pub enum Command {
         /// Data file.
         #[arg(default_value = DEFAULT_FILE)]
         file: PathBuf,
+        /// Output format.
+        #[arg(long, value_parser = one_of(&Format::ALL, format_help), default_value = "table")]
+        format: Format,
     },
     /// Merge the events the runtime kept in FILE.spill after the recorder ended into FILE.
     Recover {

@@ -385,3 +385,31 @@ fn columns_keep_the_columns_that_name_a_row() {
         "{csv}"
     );
 }
+
+#[test]
+fn info_says_the_same_in_json_as_in_lines() {
+    let dir = imported("info", TRACE);
+    let text = LAPSE.in_dir(&dir).stdout(["info", "t.data"]);
+    let doc = LAPSE
+        .in_dir(&dir)
+        .json(["info", "t.data", "--format", "json"]);
+    assert_eq!(doc["schema"], "lapse-info/1");
+    // Two threads of one process, four functions, a finished file.
+    assert!(text.contains("threads:     2\n"), "{text}");
+    assert_eq!(doc["threads"], 2, "{doc}");
+    assert_eq!(doc["processes"], 1, "{doc}");
+    assert_eq!(doc["functions"], 4, "{doc}");
+    assert!(text.contains("complete:    yes\n"), "{text}");
+    assert_eq!(doc["incomplete"], Value::Null, "{doc}");
+    assert_eq!(doc["method"], "instrumentation");
+    // The stack repairs come from the analysis: none in this trace.
+    assert!(text.contains("repaired:    0 calls"), "{text}");
+    assert_eq!(doc["repaired_calls"], 0, "{doc}");
+    assert!(doc["notes"].is_array(), "{doc}");
+    let bytes = std::fs::metadata(dir.join("t.data")).unwrap().len();
+    assert_eq!(doc["file"]["bytes"], bytes, "{doc}");
+    // Every line of the table is one key of the JSON.
+    let lines = text.lines().filter(|l| !l.starts_with("note:")).count();
+    let keys = doc.as_object().unwrap().len() - 2; // schema, notes
+    assert_eq!(lines, keys, "{text}\n{doc}");
+}

@@ -18,7 +18,6 @@
 //! BASE's total.
 
 use std::collections::HashMap;
-use std::io::{self, Write};
 
 use lapse_analysis::{Analysis, Query};
 use lapse_data::{DataFile, Method};
@@ -26,7 +25,7 @@ use lapse_data::{DataFile, Method};
 pub use crate::diff_totals::{Totals, TOTALS_NOISE_PCT};
 use crate::table::{Cell, Column, Kind};
 use crate::views::{build_view, View, ViewOutput};
-use crate::{Format, ReportError};
+use crate::ReportError;
 
 /// Keys that say *which* row it is; every other column is a value.
 const IDENTITY: [&str; 11] = [
@@ -191,7 +190,7 @@ fn keyed(
         .iter()
         .filter_map(|k| out.columns.iter().position(|c| c.key == *k))
         .collect();
-    let mut rows = out.rows.clone();
+    let mut rows = out.table_rows().to_vec();
     rows.sort_by(|a, b| {
         a.iter()
             .map(text)
@@ -360,13 +359,4 @@ pub fn diff(
         scale,
         rows,
     })
-}
-
-/// Writes `d` as a table, CSV or the JSON of SPEC section 5.
-pub fn render(out: &mut dyn Write, d: &Diff, format: Format) -> io::Result<()> {
-    match format {
-        Format::Json => crate::diff_render::json(out, d),
-        Format::Csv => crate::diff_render::csv(out, d),
-        Format::Table => crate::diff_render::table(out, d),
-    }
 }

@@ -9,10 +9,10 @@ use lapse_analysis::run::Analysis;
 use lapse_data::DataFile;
 use serde_json::Value;
 
-use crate::render::{human, RenderOptions};
-use crate::table::{Cell, Column, Kind, TreeRow, COMPACT};
+use crate::spec::RenderOptions;
+use crate::table::{Cell, Kind, TreeRow, COMPACT};
 use crate::units;
-use crate::views::{Focus, View, ViewOutput};
+use crate::views::{Body, Focus, View, ViewOutput};
 
 const BOLD: &str = "\x1b[1m";
 const RESET: &str = "\x1b[0m";
@@ -53,6 +53,7 @@ fn line(out: &mut dyn Write, width: Option<usize>, text: &str) -> io::Result<()>
 fn header(
     out: &mut dyn Write,
     file: &DataFile,
+    a: &Analysis,
     session: &Value,
     opts: &RenderOptions,
 ) -> io::Result<()> {
@@ -70,10 +71,10 @@ fn header(
         method.push_str(&format!(
             "   application rule: {rule}   probe cost: {:.1} ns ({})",
             s.probe_cost_ns,
-            if opts.no_compensation {
-                "not subtracted"
-            } else {
+            if matches!(a, Analysis::Instr(r) if r.compensated) {
                 "subtracted"
+            } else {
+                "not subtracted"
             }
         ));
     }
@@ -170,17 +171,18 @@ type Rows<'a> = [(String, &'a [Cell])];
 
 fn grid(
     out: &mut dyn Write,
-    columns: &[Column],
+    v: &ViewOutput,
     rows: &Rows<'_>,
     opts: &RenderOptions,
     first_header: &str,
 ) -> io::Result<()> {
+    let columns = &v.columns[..];
     // The columns this table can show, by index.
-    let compact = opts.view == View::Summary;
+    let compact = v.view == View::Summary;
     let mut shown: Vec<usize> = (0..columns.len())
         .filter(|&i| {
             let c = &columns[i];
-            opts.columns_chosen || (c.terminal.is_some() && !(compact && c.drop >= COMPACT))
+            v.columns_chosen || (c.terminal.is_some() && !(compact && c.drop >= COMPACT))
         })
         .collect();
     let header_of = |j: usize, i: usize| {
@@ -195,7 +197,7 @@ fn grid(
     let dominated =
         |r: &(String, &[Cell])| dominated_at.and_then(|i| r.1.get(i)) == Some(&Cell::Bool(true));
     let text_of = |r: &(String, &[Cell]), i: usize, first: bool| -> (String, String) {
-        let t = r.1.get(i).map_or("-".into(), |c| human(c, columns[i].kind));
+        let t = r.1.get(i).map_or("-".into(), |c| c.human(columns[i].kind));
         match (first, dominated(r)) {
             (false, _) => (String::new(), t),
             (true, false) => (r.0.clone(), t),
@@ -329,6 +331,11 @@ const DOMINATED_KEY: &str = "probe_dominated";
 /// short line per node, not a triangle of spaces.
 pub const MAX_INDENT: usize = 16;
 
+/// Rows without a prefix in their first cell.
+fn plain(rows: &[Vec<Cell>]) -> Vec<(String, &[Cell])> {
+    rows.iter().map(|r| (String::new(), &r[..])).collect()
+}
+
 /// The tree's first cell prefix: indentation by depth up to
 /// [`MAX_INDENT`], then `[depth] `; `* ` marks the hot path (plain text, so
 /// column widths stay right with or without colour).
@@ -349,8 +356,8 @@ pub fn table(
     opts: &RenderOptions,
     session: &Value,
 ) -> io::Result<()> {
-    header(out, file, session, opts)?;
-    if opts.view == View::Summary && !v.hot_path.is_empty() {
+    header(out, file, a, session, opts)?;
+    if v.view == View::Summary && !v.hot_path.is_empty() {
         line(
             out,
             opts.width,
@@ -369,47 +376,40 @@ pub fn table(
             }
         )?;
     }
-    if let Some(tree) = &v.tree {
-        let rows: Vec<(String, &[Cell])> = tree
-            .iter()
-            .map(|r| (tree_prefix(r), &r.cells[..]))
-            .collect();
-        let mut legend = String::from("(* marks the hot path");
-        if tree.iter().any(|r| r.elided > 0) {
-            legend.push_str("; …N stands for N levels of a long chain left out");
+    match &v.body {
+        Body::Tree {
+            lines,
+            below_threshold,
+        } => {
+            let rows: Vec<(String, &[Cell])> = lines
+                .iter()
+                .map(|r| (tree_prefix(r), &r.cells[..]))
+                .collect();
+            let mut legend = String::from("(* marks the hot path");
+            if lines.iter().any(|r| r.elided > 0) {
+                legend.push_str("; …N stands for N levels of a long chain left out");
+            }
+            if let Some((hidden, pct)) = below_threshold.filter(|b| b.0 > 0) {
+                legend.push_str(&format!(
+                    "; {hidden} lines under {pct} % of the session hidden: --threshold 0 shows them"
+                ));
+            }
+            writeln!(out, "{legend})")?;
+            grid(out, v, &rows, opts, "call tree")
         }
-        if let Some((hidden, pct)) = v.below_threshold.filter(|b| b.0 > 0) {
-            legend.push_str(&format!(
-                "; {hidden} lines under {pct} % of the session hidden: --threshold 0 shows them"
-            ));
+        Body::Focus(Focus {
+            function: f,
+            callers,
+            callees,
+        }) => {
+            grid(out, v, &[(String::new(), &f[..])], opts, "function")?;
+            writeln!(out)?;
+            grid(out, v, &plain(callers), opts, "callers")?;
+            writeln!(out)?;
+            grid(out, v, &plain(callees), opts, "callees")
         }
-        writeln!(out, "{legend})")?;
-        return grid(out, &v.columns, &rows, opts, "call tree");
+        Body::Rows(rows) => grid(out, v, &plain(rows), opts, ""),
     }
-    if let Some(Focus {
-        function: f,
-        callers,
-        callees,
-    }) = &v.focus
-    {
-        grid(
-            out,
-            &v.columns,
-            &[(String::new(), &f[..])],
-            opts,
-            "function",
-        )?;
-        writeln!(out)?;
-        let rows: Vec<(String, &[Cell])> =
-            callers.iter().map(|r| (String::new(), &r[..])).collect();
-        grid(out, &v.columns, &rows, opts, "callers")?;
-        writeln!(out)?;
-        let rows: Vec<(String, &[Cell])> =
-            callees.iter().map(|r| (String::new(), &r[..])).collect();
-        return grid(out, &v.columns, &rows, opts, "callees");
-    }
-    let rows: Vec<(String, &[Cell])> = v.rows.iter().map(|r| (String::new(), &r[..])).collect();
-    grid(out, &v.columns, &rows, opts, "")
 }
 
 #[cfg(test)]

@@ -49,6 +49,20 @@ impl Cell {
             _ => None,
         }
     }
+
+    /// Human text of the cell for the terminal table.
+    pub fn human(&self, kind: Kind) -> String {
+        match (self, kind) {
+            (Cell::Null, _) => "-".into(),
+            (Cell::Int(v), Kind::Nanos) => crate::units::duration(*v),
+            (Cell::Float(p), Kind::Percent) => crate::units::percent(*p),
+            (Cell::Int(v), Kind::Hex) => format!("{v:#x}"),
+            (Cell::Text(s), _) => crate::units::terminal_text(s).into_owned(),
+            (Cell::Int(v), _) => v.to_string(),
+            (Cell::Float(v), _) => format!("{v:.2}"),
+            (Cell::Bool(b), _) => b.to_string(),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

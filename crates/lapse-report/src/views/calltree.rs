@@ -6,7 +6,7 @@ use lapse_analysis::run::{Analysis, Query};
 use lapse_analysis::tree::{elide_chains, CallTree, NodeId, ShownLine, Weight};
 use lapse_data::DataFile;
 
-use super::{columns, frame_identity, frame_matches, ViewOutput, FUNCTION_ID};
+use super::{columns, frame_identity, frame_matches, Body, ViewOutput, FUNCTION_ID};
 use crate::columns::{Ctx, Values};
 use crate::table::{Cell, TreeRow};
 
@@ -68,28 +68,29 @@ fn rows<W: Weight + Values>(
             elided: count,
         }
     };
-    ViewOutput {
-        tree: Some(
-            elide_chains(&lines, CHAIN_KEEP)
-                .into_iter()
-                .map(|l| match l {
-                    ShownLine::Node(l) => TreeRow {
-                        depth: l.depth,
-                        hot: l.hot,
-                        cells: row(l.node),
-                        elided: 0,
-                    },
-                    ShownLine::Elided { depth, count, hot } => elided(depth, count, hot),
-                })
-                .collect(),
-        ),
+    let lines = elide_chains(&lines, CHAIN_KEEP)
+        .into_iter()
+        .map(|l| match l {
+            ShownLine::Node(l) => TreeRow {
+                depth: l.depth,
+                hot: l.hot,
+                cells: row(l.node),
+                elided: 0,
+            },
+            ShownLine::Elided { depth, count, hot } => elided(depth, count, hot),
+        })
+        .collect();
+    let mut out = ViewOutput::of(
         columns,
-        hot_path: hot
-            .iter()
-            .filter_map(|&n| tree.key(n))
-            .map(|k| k.label(file))
-            .collect(),
-        below_threshold,
-        ..ViewOutput::default()
-    }
+        Body::Tree {
+            lines,
+            below_threshold,
+        },
+    );
+    out.hot_path = hot
+        .iter()
+        .filter_map(|&n| tree.key(n))
+        .map(|k| k.label(file))
+        .collect();
+    out
 }

@@ -7,7 +7,7 @@ use lapse_analysis::run::{Analysis, Query};
 use lapse_analysis::tree::{CallTree, FrameKey, Weight};
 use lapse_data::{DataFile, FunctionId};
 
-use super::{columns, frame_identity, Focus, ViewOutput, FUNCTION_ID};
+use super::{columns, frame_identity, Body, Focus, ViewOutput, FUNCTION_ID};
 use crate::columns::{Ctx, Values};
 use crate::error::ReportError;
 use crate::table::Cell;
@@ -97,9 +97,5 @@ fn rows<W: Weight + Values>(
         callers,
         callees,
     };
-    ViewOutput {
-        columns: columns::<W>(&FUNCTION_ID),
-        focus: Some(focus),
-        ..ViewOutput::default()
-    }
+    ViewOutput::of(columns::<W>(&FUNCTION_ID), Body::Focus(focus))
 }

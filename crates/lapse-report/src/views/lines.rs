@@ -78,11 +78,7 @@ fn rows<'v, V: Values + 'v>(
             row
         })
         .collect();
-    ViewOutput {
-        columns: columns::<V>(&LINE_ID),
-        rows,
-        ..ViewOutput::default()
-    }
+    ViewOutput::rows(columns::<V>(&LINE_ID), rows)
 }
 
 pub fn instructions(
@@ -96,10 +92,7 @@ pub fn instructions(
             "the instructions view needs a sampling recording (this one is instrumentation)".into(),
         ));
     };
-    let mut out = ViewOutput {
-        columns: columns::<lapse_analysis::sample::Counts>(&INSTRUCTION_ID),
-        ..ViewOutput::default()
-    };
+    let mut rows = Vec::new();
     for (&fid, c) in &r.analysis.instructions {
         let Some(frame) = file.frames.get(fid.0 as usize) else {
             continue;
@@ -127,7 +120,10 @@ pub fn instructions(
                 .map_or(Cell::Null, |l| Cell::Int(u64::from(l))),
         );
         row.extend(c.cells(ctx));
-        out.rows.push(row);
+        rows.push(row);
     }
-    Ok(out)
+    Ok(ViewOutput::rows(
+        columns::<lapse_analysis::sample::Counts>(&INSTRUCTION_ID),
+        rows,
+    ))
 }

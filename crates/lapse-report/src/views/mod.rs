@@ -61,30 +61,65 @@ impl View {
 }
 
 /// callers/callees: the focus function's row, its callers' rows, its callees' rows.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Focus {
     pub function: Vec<Cell>,
     pub callers: Vec<Vec<Cell>>,
     pub callees: Vec<Vec<Cell>>,
 }
 
-/// A built view: rows (or a tree, or a focus function with its callers and
-/// callees), ready for any renderer.
-#[derive(Clone, Debug, Default)]
+/// What a built view holds: rows, a call tree's lines, or one function with
+/// its callers and callees.
+#[derive(Clone, Debug)]
+pub enum Body {
+    Rows(Vec<Vec<Cell>>),
+    /// calltree: the tree's lines in pre-order, and the lines a
+    /// `--threshold` left out with that threshold (%).
+    Tree {
+        lines: Vec<TreeRow>,
+        below_threshold: Option<(usize, f64)>,
+    },
+    /// callers/callees.
+    Focus(Focus),
+}
+
+/// A built view, ready for any renderer: its columns and its body.
+#[derive(Clone, Debug)]
 pub struct ViewOutput {
+    pub view: View,
     pub columns: Vec<Column>,
-    pub rows: Vec<Vec<Cell>>,
-    /// calltree: the tree's lines in pre-order.
-    pub tree: Option<Vec<TreeRow>>,
-    /// callers/callees: the focus function's row, its callers, its callees.
-    pub focus: Option<Focus>,
+    pub body: Body,
     /// Function names along the hot path (summary, calltree).
     pub hot_path: Vec<String>,
-    /// calltree: lines a `--threshold` left out, and that threshold (%).
-    pub below_threshold: Option<(usize, f64)>,
+    /// The columns were chosen (`--columns`): a table shows them all,
+    /// whatever it would show by itself.
+    pub columns_chosen: bool,
 }
 
 impl ViewOutput {
+    /// A view of rows (`view` is set by [`build`]).
+    pub(crate) fn rows(columns: Vec<Column>, rows: Vec<Vec<Cell>>) -> ViewOutput {
+        ViewOutput::of(columns, Body::Rows(rows))
+    }
+
+    pub(crate) fn of(columns: Vec<Column>, body: Body) -> ViewOutput {
+        ViewOutput {
+            view: View::Functions,
+            columns,
+            body,
+            hot_path: Vec::new(),
+            columns_chosen: false,
+        }
+    }
+
+    /// The rows of a view of rows (none for a tree or a focus).
+    pub fn table_rows(&self) -> &[Vec<Cell>] {
+        match &self.body {
+            Body::Rows(rows) => rows,
+            _ => &[],
+        }
+    }
+
     /// Leaves out the columns named in `keys`.
     pub fn without(&mut self, keys: &[&str]) {
         let keep: Vec<String> = self
@@ -134,16 +169,16 @@ impl ViewOutput {
                 .collect();
         };
         self.columns = idx.iter().map(|&i| self.columns[i].clone()).collect();
-        self.rows.iter_mut().for_each(pick);
-        if let Some(tree) = &mut self.tree {
-            tree.iter_mut().for_each(|r| pick(&mut r.cells));
-        }
-        if let Some(f) = &mut self.focus {
-            pick(&mut f.function);
-            f.callers
-                .iter_mut()
-                .chain(f.callees.iter_mut())
-                .for_each(pick);
+        match &mut self.body {
+            Body::Rows(rows) => rows.iter_mut().for_each(pick),
+            Body::Tree { lines, .. } => lines.iter_mut().for_each(|r| pick(&mut r.cells)),
+            Body::Focus(f) => {
+                pick(&mut f.function);
+                f.callers
+                    .iter_mut()
+                    .chain(f.callees.iter_mut())
+                    .for_each(pick);
+            }
         }
         Ok(())
     }
@@ -234,7 +269,7 @@ pub(crate) fn function_matches(file: &DataFile, q: &Query, f: Option<FunctionId>
 
 /// Builds `view` of analysis `a`. `focus` names the function of
 /// callers/callees; `threshold` is calltree's `--threshold` in percent.
-pub fn build_view(
+pub(crate) fn build_view(
     file: &DataFile,
     a: &Analysis,
     q: &Query,
@@ -261,5 +296,6 @@ pub fn build_view(
     if matches!(a, Analysis::Sample(_)) && !ctx.off_cpu {
         out.without(&OFF_CPU_KEYS);
     }
+    out.view = view;
     Ok(out)
 }

@@ -1,0 +1,65 @@
+//! [`build`]: one view of an analysis, as a report asks for it ([`ViewSpec`]):
+//! built, sorted, limited and cut to the chosen columns.
+
+use lapse_analysis::{Analysis, Query};
+use lapse_data::DataFile;
+use regex::Regex;
+
+use crate::error::ReportError;
+use crate::sort::{sort_column, sort_rows, RankBy};
+use crate::spec::ViewSpec;
+use crate::views::{build_view, Body, View, ViewOutput};
+
+/// Builds `spec.view` of `a` (the analysis of `file` that `q` asked for),
+/// its rows in order and cut as `spec` says.
+pub fn build(
+    file: &DataFile,
+    a: &Analysis,
+    q: &Query,
+    spec: &ViewSpec,
+) -> Result<ViewOutput, ReportError> {
+    let focus_view = matches!(spec.view, View::Callers | View::Callees);
+    // callers/callees: the focus is a function, not a row filter.
+    let focus_query;
+    let q = match (&spec.focus, focus_view) {
+        (Some(pattern), true) => {
+            let function = Regex::new(pattern).map_err(|e| ReportError::Option {
+                flag: "function",
+                what: format!("invalid regular expression {pattern:?}: {e}"),
+            })?;
+            focus_query = Query {
+                function: Some(function),
+                ..q.clone()
+            };
+            &focus_query
+        }
+        _ => q,
+    };
+    let focus = spec.focus.as_deref().filter(|_| focus_view);
+    let mut out = build_view(file, a, q, spec.view, focus, spec.threshold())?;
+    out.view = spec.view;
+    let rank = RankBy::of(file, a);
+    let sort = spec.sort.as_deref();
+    match &mut out.body {
+        Body::Rows(rows) => {
+            sort_rows(&out.columns, rows, spec.view, rank, sort, spec.row_limit())?;
+        }
+        Body::Focus(f) => {
+            for rows in [&mut f.callers, &mut f.callees] {
+                sort_rows(&out.columns, rows, spec.view, rank, sort, spec.limit)?;
+            }
+        }
+        // A tree keeps its order (heaviest first), but a --sort it
+        // cannot follow is still an error.
+        Body::Tree { .. } => {
+            if let Some(key) = sort {
+                sort_column(&out.columns, key)?;
+            }
+        }
+    }
+    if !spec.columns.is_empty() {
+        out.select(&spec.columns)?;
+        out.columns_chosen = true;
+    }
+    Ok(out)
+}
