@@ -362,9 +362,18 @@ pub struct ReportArgs {
     /// Columns to show, by name (comma-separated; identity columns included).
     #[arg(long, value_delimiter = ',')]
     pub columns: Vec<String>,
-    /// Only functions whose name matches this regex (callers/callees: the function to focus on).
+    /// Only functions whose name matches this regex; calltree: the paths to
+    /// them and what they call (callers/callees: the function they are about).
     #[arg(long)]
     pub function: Option<String>,
+    /// calltree: re-root the tree at the functions matching this regex,
+    /// merging all their call sites, with what they call below.
+    #[arg(long, value_name = "REGEX")]
+    pub focus: Option<String>,
+    /// calltree table: show every frame of a run of calls that pass all
+    /// their time on (`_start → __libc_start_main → main`), not `…N frames…`.
+    #[arg(long)]
+    pub no_collapse: bool,
     /// Only functions in modules whose path matches this regex.
     #[arg(long)]
     pub module: Option<String>,

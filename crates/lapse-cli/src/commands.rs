@@ -244,7 +244,9 @@ pub fn report(a: ReportArgs) -> Result<u8> {
     let spec = ViewSpec {
         view,
         format: a.format,
-        focus: a.function,
+        function: a.function,
+        focus: a.focus,
+        no_collapse: a.no_collapse,
         threshold_pct: a.threshold,
         sort: a.sort,
         limit: a.limit,

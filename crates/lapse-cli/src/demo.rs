@@ -61,6 +61,8 @@ pub fn run() -> Result<u8> {
         limit,
         columns: vec![],
         function: None,
+        focus: None,
+        no_collapse: false,
         module: None,
         pid: vec![],
         tid: vec![],

@@ -8,7 +8,7 @@ use regex::Regex;
 use crate::error::ReportError;
 use crate::sort::{sort_column, sort_rows, RankBy};
 use crate::spec::ViewSpec;
-use crate::views::{build_view, Body, View, ViewOutput};
+use crate::views::{build_view, Body, TreeShape, View, ViewOutput};
 
 /// Builds `spec.view` of `a` (the analysis of `file` that `q` asked for),
 /// its rows in order and cut as `spec` says.
@@ -19,24 +19,41 @@ pub fn build(
     spec: &ViewSpec,
 ) -> Result<ViewOutput, ReportError> {
     let focus_view = matches!(spec.view, View::Callers | View::Callees);
-    // callers/callees: the focus is a function, not a row filter.
-    let focus_query;
-    let q = match (&spec.focus, focus_view) {
-        (Some(pattern), true) => {
-            let function = Regex::new(pattern).map_err(|e| ReportError::Option {
-                flag: "function",
-                what: format!("invalid regular expression {pattern:?}: {e}"),
-            })?;
-            focus_query = Query {
-                function: Some(function),
+    let pattern = |flag: &'static str, p: &str| {
+        Regex::new(p).map_err(|e| ReportError::Option {
+            flag,
+            what: format!("invalid regular expression {p:?}: {e}"),
+        })
+    };
+    // callers/callees: the function is what they are about, not a row filter.
+    let function_query;
+    let q = match (&spec.function, focus_view) {
+        (Some(p), true) => {
+            function_query = Query {
+                function: Some(pattern("function", p)?),
                 ..q.clone()
             };
-            &focus_query
+            &function_query
         }
         _ => q,
     };
-    let focus = spec.focus.as_deref().filter(|_| focus_view);
-    let mut out = build_view(file, a, q, spec.view, focus, spec.threshold())?;
+    let root = match (&spec.focus, spec.view) {
+        (None, _) => None,
+        (Some(p), View::Calltree) => Some(pattern("focus", p)?),
+        (Some(_), _) => {
+            return Err(ReportError::Option {
+                flag: "focus",
+                what: "re-roots the call tree: use it with --view calltree".into(),
+            })
+        }
+    };
+    let shape = TreeShape {
+        threshold: spec.threshold(),
+        collapse: spec.collapse(),
+        root: root.as_ref(),
+    };
+    let function = spec.function.as_deref().filter(|_| focus_view);
+    let mut out = build_view(file, a, q, spec.view, function, &shape)?;
     out.view = spec.view;
     let rank = RankBy::of(file, a);
     let sort = spec.sort.as_deref();

@@ -24,7 +24,7 @@ use lapse_data::{DataFile, Method};
 
 pub use crate::diff_totals::{Totals, TOTALS_NOISE_PCT};
 use crate::table::{Cell, Column, Kind};
-use crate::views::{build_view, View, ViewOutput};
+use crate::views::{build_view, TreeShape, View, ViewOutput};
 use crate::ReportError;
 
 /// Keys that say *which* row it is; every other column is a value.
@@ -242,8 +242,15 @@ pub fn diff(
     check_methods(base.0, new.0)?;
     let method = base.0.session.method;
     let build = |(file, a): (&DataFile, &Analysis)| {
-        build_view(file, a, &Query::default(), opts.view, None, 0.0)
-            .map_err(|e| ReportError::Diff(format!("{}: {e}", file.path().display())))
+        build_view(
+            file,
+            a,
+            &Query::default(),
+            opts.view,
+            None,
+            &TreeShape::default(),
+        )
+        .map_err(|e| ReportError::Diff(format!("{}: {e}", file.path().display())))
     };
     let (b, n) = (build(base)?, build(new)?);
     let is_id = |c: &Column| IDENTITY.contains(&c.key);

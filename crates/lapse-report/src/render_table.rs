@@ -40,6 +40,99 @@ pub fn cut_middle(s: &str, width: usize) -> String {
     out
 }
 
+/// `name` in at most `width` characters: the generic arguments and
+/// parameter lists of C++ and Rust names give way first (the most deeply
+/// nested, the longest first, each to `<…>` or `(…)`), so
+/// `HashMap<K, V, S>::insert` keeps `::insert`; what is still too long is
+/// cut in the middle.
+pub fn shorten(name: &str, width: usize) -> String {
+    let mut s: Vec<char> = name.chars().collect();
+    while s.len() > width {
+        // The innermost-deepest, then longest, bracket group not yet cut.
+        let mut best: Option<(usize, usize, usize)> = None; // (depth, open, close)
+        let mut open: Vec<usize> = Vec::new();
+        for (i, &ch) in s.iter().enumerate() {
+            match ch {
+                '<' | '(' => open.push(i),
+                '>' | ')' => {
+                    let Some(o) = open.pop() else { break };
+                    let pair = (s[o], ch);
+                    if !matches!(pair, ('<', '>') | ('(', ')')) {
+                        // `operator<`, `->`: not a bracket pair; give up.
+                        open.clear();
+                        break;
+                    }
+                    // (one character, `…` or `T`, gains nothing)
+                    let inner = i - o - 1;
+                    if inner <= 1 {
+                        continue;
+                    }
+                    let depth = open.len();
+                    let better = best
+                        .is_none_or(|(d, bo, bc)| depth > d || (depth == d && inner > bc - bo - 1));
+                    if better {
+                        best = Some((depth, o, i));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some((_, o, cl)) = best else { break };
+        s.splice(o + 1..cl, ['…']);
+    }
+    let s: String = s.into_iter().collect();
+    cut_middle(&s, width)
+}
+
+/// The hot path, every frame of it: wrapped between frames to the width
+/// (a name longer than a line is shortened), continued under its first
+/// frame.
+fn hot_path(out: &mut dyn Write, width: Option<usize>, frames: &[String]) -> io::Result<()> {
+    const HEAD: &str = "hot path: ";
+    const ARROW: &str = " → ";
+    let indent = HEAD.chars().count();
+    let room = width.map_or(usize::MAX, |w| w.saturating_sub(indent).max(MIN_TEXT));
+    let mut text = String::from(HEAD);
+    let mut used = 0;
+    for (i, f) in frames.iter().enumerate() {
+        let name = shorten(&units::terminal_text(f), room);
+        let n = name.chars().count();
+        let arrow = if i == 0 { 0 } else { ARROW.chars().count() };
+        if i > 0 && used + arrow + n > room {
+            // The arrow ends the line; the next one starts with the frame.
+            text.push_str(ARROW.trim_end());
+            text.push('\n');
+            text.push_str(&" ".repeat(indent));
+            used = 0;
+        } else if i > 0 {
+            text.push_str(ARROW);
+            used += arrow;
+        }
+        text.push_str(&name);
+        used += n;
+    }
+    writeln!(out, "{text}")
+}
+
+/// `text` wrapped between words to the width, continued one space in.
+fn wrap(out: &mut dyn Write, width: Option<usize>, text: &str) -> io::Result<()> {
+    let Some(width) = width else {
+        return writeln!(out, "{text}");
+    };
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let n = line.chars().count();
+        if n > 1 && n + 1 + word.chars().count() > width {
+            writeln!(out, "{}", cut_middle(&line, width))?;
+            line = String::from(" ");
+        } else if !line.is_empty() && line != " " {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    writeln!(out, "{}", cut_middle(&line, width))
+}
+
 /// One header line, cut to the width (its command line and notes escaped
 /// for the terminal).
 fn line(out: &mut dyn Write, width: Option<usize>, text: &str) -> io::Result<()> {
@@ -268,7 +361,7 @@ fn grid(
             prefix = &prefix[1..];
         }
         let room = widths[j].saturating_sub(prefix.chars().count());
-        format!("{prefix}{}", cut_middle(text, room))
+        format!("{prefix}{}", shorten(text, room))
     };
     let line = |out: &mut dyn Write, cells: &[String]| -> io::Result<()> {
         let mut s = String::new();
@@ -358,11 +451,7 @@ pub fn table(
 ) -> io::Result<()> {
     header(out, file, a, session, opts)?;
     if v.view == View::Summary && !v.hot_path.is_empty() {
-        line(
-            out,
-            opts.width,
-            &format!("hot path: {}", v.hot_path.join(" → ")),
-        )?;
+        hot_path(out, opts.width, &v.hot_path)?;
         writeln!(out)?;
         writeln!(
             out,
@@ -389,12 +478,18 @@ pub fn table(
             if lines.iter().any(|r| r.elided > 0) {
                 legend.push_str("; …N stands for N levels of a long chain left out");
             }
+            if lines.iter().any(|r| r.collapsed > 0) {
+                legend.push_str(
+                    "; …N frames… stands for N calls that pass on all their time (--no-collapse shows them)",
+                );
+            }
             if let Some((hidden, pct)) = below_threshold.filter(|b| b.0 > 0) {
                 legend.push_str(&format!(
                     "; {hidden} lines under {pct} % of the session hidden: --threshold 0 shows them"
                 ));
             }
-            writeln!(out, "{legend})")?;
+            legend.push(')');
+            wrap(out, opts.width, &legend)?;
             grid(out, v, &rows, opts, "call tree")
         }
         Body::Focus(Focus {
@@ -423,5 +518,31 @@ mod tests {
         let cut = cut_middle(name, 21);
         assert_eq!(cut.chars().count(), 21);
         assert_eq!(cut, "std::vecto…place_back");
+    }
+
+    #[test]
+    fn long_names_give_up_their_generic_arguments_first() {
+        let name = "std::vector<std::pair<int, std::string>>::emplace_back";
+        // The innermost group goes first, then the next one out.
+        assert_eq!(shorten(name, 40), "std::vector<std::pair<…>>::emplace_back");
+        assert_eq!(shorten(name, 30), "std::vector<…>::emplace_back");
+        let rust = "<alloc::vec::Vec<T,A> as core::iter::traits::collect::Extend<T>>::extend";
+        assert_eq!(
+            shorten(rust, 70),
+            "<alloc::vec::Vec<…> as core::iter::traits::collect::Extend<T>>::extend"
+        );
+        // Then the outer group: the method's name stays.
+        assert_eq!(shorten(rust, 40), "<…>::extend");
+        assert_eq!(shorten(rust, 12), "<…>::extend");
+        assert_eq!(shorten(rust, 8).chars().count(), 8);
+        // A short name, and one without brackets, as before.
+        assert_eq!(shorten("main", 12), "main");
+        assert_eq!(
+            shorten("luaV_execute_something_long", 12),
+            cut_middle("luaV_execute_something_long", 12)
+        );
+        // Parameter lists give way too; `operator<` is left to the cut.
+        assert_eq!(shorten("ns::f(int, std::string const&)", 12), "ns::f(…)");
+        assert_eq!(shorten("operator<(a, b)", 20), "operator<(a, b)");
     }
 }

@@ -36,9 +36,15 @@ pub struct ViewSpec {
     /// The format the view will be written in: a table hides more by
     /// default (calltree's threshold).
     pub format: Format,
-    /// callers/callees: the function in focus (its exact name, else the
-    /// first function the pattern matches as a regex).
+    /// callers/callees: the function they are about (its exact name, else
+    /// the first function the pattern matches as a regex).
+    pub function: Option<String>,
+    /// calltree: re-rooted at the functions this regex matches, each
+    /// one's call sites merged, with what it calls below (`--focus`).
     pub focus: Option<String>,
+    /// calltree: runs of calls that only pass their time on are shown in
+    /// full (tables collapse them; JSON and CSV never do).
+    pub no_collapse: bool,
     /// calltree: branches under this share of the session (%) are left
     /// out; [`TABLE_THRESHOLD_PCT`] for tables and 0 otherwise when `None`.
     pub threshold_pct: Option<f64>,
@@ -58,7 +64,9 @@ impl ViewSpec {
         ViewSpec {
             view,
             format,
+            function: None,
             focus: None,
+            no_collapse: false,
             threshold_pct: None,
             sort: None,
             limit: None,
@@ -71,6 +79,11 @@ impl ViewSpec {
             Format::Table => TABLE_THRESHOLD_PCT,
             Format::Csv | Format::Json => 0.0,
         })
+    }
+
+    /// Whether a call tree collapses its runs of calls of equal time.
+    pub(crate) fn collapse(&self) -> bool {
+        self.format == Format::Table && !self.no_collapse
     }
 
     pub(crate) fn row_limit(&self) -> Option<usize> {

@@ -116,6 +116,9 @@ pub struct TreeRow {
     /// Not 0: this row stands for that many lines of a long chain left out
     /// (its first cell says so, the others are empty).
     pub elided: usize,
+    /// Not 0: this row stands for that many calls that only pass their
+    /// caller's time on, collapsed (tables; `--no-collapse` shows them).
+    pub collapsed: usize,
 }
 
 #[derive(Clone, Debug, Default)]

@@ -13,6 +13,8 @@ use lapse_analysis::run::{Analysis, Query};
 use lapse_analysis::tree::FrameKey;
 use lapse_data::{DataFile, FunctionId};
 
+pub use calltree::TreeShape;
+
 use crate::columns::{Ctx, Values, OFF_CPU_KEYS};
 use crate::error::ReportError;
 use crate::table::{col, shown, shown_unless, Cell, Column, Kind, TreeRow};
@@ -268,21 +270,21 @@ pub(crate) fn function_matches(file: &DataFile, q: &Query, f: Option<FunctionId>
 }
 
 /// Builds `view` of analysis `a`. `focus` names the function of
-/// callers/callees; `threshold` is calltree's `--threshold` in percent.
+/// callers/callees; `shape` is how a call tree is shown.
 pub(crate) fn build_view(
     file: &DataFile,
     a: &Analysis,
     q: &Query,
     view: View,
     focus: Option<&str>,
-    threshold: f64,
+    shape: &TreeShape<'_>,
 ) -> Result<ViewOutput, ReportError> {
     let ctx = Ctx::of(file, a);
     let mut out = match view {
         View::Functions => functions::view(file, a, q, &ctx),
         View::Summary => {
             let mut out = functions::view(file, a, q, &ctx);
-            out.hot_path = calltree::view(file, a, q, &ctx, 0.0).hot_path;
+            out.hot_path = calltree::view(file, a, q, &ctx, &TreeShape::default()).hot_path;
             out
         }
         View::Modules => modules::view(file, a, q, &ctx),
@@ -290,7 +292,7 @@ pub(crate) fn build_view(
         View::Processes => threads::view(file, a, &ctx, true),
         View::Lines => lines::view(file, a, q, &ctx),
         View::Instructions => lines::instructions(file, a, q, &ctx)?,
-        View::Calltree => calltree::view(file, a, q, &ctx, threshold),
+        View::Calltree => calltree::view(file, a, q, &ctx, shape),
         View::Callers | View::Callees => focus::view(file, a, q, &ctx, focus)?,
     };
     if matches!(a, Analysis::Sample(_)) && !ctx.off_cpu {
