@@ -74,6 +74,7 @@ fn view_help(name: &str) -> &'static str {
         "threads" => "one row per thread (pid, tid, name)",
         "processes" => "one row per process (pid, command)",
         "lines" => "one row per source line (instrumentation: each function's own line)",
+        "annotate" => "one function's source lines with their samples (sampling; --function NAME)",
         "instructions" => "one row per sampled instruction address (sampling)",
         _ => "",
     }

@@ -18,7 +18,8 @@ pub fn build(
     q: &Query,
     spec: &ViewSpec,
 ) -> Result<ViewOutput, ReportError> {
-    let focus_view = matches!(spec.view, View::Callers | View::Callees);
+    // (the views about one function)
+    let focus_view = matches!(spec.view, View::Callers | View::Callees | View::Annotate);
     let pattern = |flag: &'static str, p: &str| {
         Regex::new(p).map_err(|e| ReportError::Option {
             flag,

@@ -50,6 +50,7 @@ pub trait Values {
 pub mod key {
     pub const PID: &str = "pid";
     pub const TID: &str = "tid";
+    pub const LINE: &str = "line";
     pub const ELAPSED_INCLUSIVE_NS: &str = "elapsed_inclusive_ns";
     pub const ELAPSED_EXCLUSIVE_NS: &str = "elapsed_exclusive_ns";
     pub const APPLICATION_INCLUSIVE_NS: &str = "application_inclusive_ns";

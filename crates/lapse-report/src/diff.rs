@@ -150,7 +150,7 @@ fn match_keys(view: View) -> &'static [&'static str] {
         View::Modules => &["module"],
         View::Threads => &["thread_name"],
         View::Processes => &["command"],
-        View::Lines => &["source_file", "line"],
+        View::Lines | View::Annotate => &["source_file", "line"],
         View::Instructions => &["function", "module", "address"],
         _ => &["function", "module"],
     }

@@ -45,6 +45,7 @@ pub(crate) fn sort_rows(
     let is_sampling = by == RankBy::Samples;
     let default = match (view, by) {
         (View::Threads, _) => key::TID,
+        (View::Annotate, _) => key::LINE,
         (View::Processes, _) => key::PID,
         (View::Modules, RankBy::Elapsed) => key::ELAPSED_INCLUSIVE_NS,
         (View::Modules, RankBy::Application) => key::APPLICATION_INCLUSIVE_NS,
@@ -57,7 +58,9 @@ pub(crate) fn sort_rows(
     // estimate plus the off-CPU time, when no --sort says otherwise.
     let position = |k: &str| columns.iter().position(|c| c.key == k);
     let by_time = match (view, is_sampling, sort) {
-        (View::Threads | View::Processes, _, _) | (_, false, _) | (_, _, Some(_)) => None,
+        (View::Threads | View::Processes | View::Annotate, _, _)
+        | (_, false, _)
+        | (_, _, Some(_)) => None,
         (View::Modules, true, None) => {
             position(key::ESTIMATED_INCLUSIVE_NS).zip(position(key::OFF_CPU_INCLUSIVE_NS))
         }
@@ -83,7 +86,7 @@ pub(crate) fn sort_rows(
         Err(e) => return Err(e),
     };
     let numeric = !matches!(columns[i].kind, Kind::Text);
-    let ascending = !numeric || sort_key == key::PID || sort_key == key::TID;
+    let ascending = !numeric || [key::PID, key::TID, key::LINE].contains(&sort_key);
     rows.sort_by(|a, b| {
         let ord = match (&a[i], &b[i]) {
             (Cell::Text(x), Cell::Text(y)) => x.cmp(y),

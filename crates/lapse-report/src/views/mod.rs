@@ -30,11 +30,12 @@ pub enum View {
     Threads,
     Processes,
     Lines,
+    Annotate,
     Instructions,
 }
 
 impl View {
-    pub const ALL: [(&'static str, View); 10] = [
+    pub const ALL: [(&'static str, View); 11] = [
         ("summary", View::Summary),
         ("functions", View::Functions),
         ("callers", View::Callers),
@@ -44,6 +45,7 @@ impl View {
         ("threads", View::Threads),
         ("processes", View::Processes),
         ("lines", View::Lines),
+        ("annotate", View::Annotate),
         ("instructions", View::Instructions),
     ];
 
@@ -140,10 +142,11 @@ impl ViewOutput {
     pub fn select(&mut self, keys: &[String]) -> Result<(), ReportError> {
         // What names a row stays in front, asked for or not (a table of
         // numbers without the function they belong to says nothing).
-        let names = if self.columns.iter().any(|c| c.key == "function") {
-            &["function", "module"][..]
-        } else {
-            &["module", "pid", "tid", "source_file", "line"][..]
+        let names = match self.view {
+            View::Lines => &["source_file", "line", "function"][..],
+            View::Annotate => &["line", "source"][..],
+            _ if self.columns.iter().any(|c| c.key == "function") => &["function", "module"][..],
+            _ => &["module", "pid", "tid", "source_file", "line"][..],
         };
         let identity = self
             .columns
@@ -291,6 +294,7 @@ pub(crate) fn build_view(
         View::Threads => threads::view(file, a, &ctx, false),
         View::Processes => threads::view(file, a, &ctx, true),
         View::Lines => lines::view(file, a, q, &ctx),
+        View::Annotate => lines::annotate(file, a, q, &ctx, focus)?,
         View::Instructions => lines::instructions(file, a, q, &ctx)?,
         View::Calltree => calltree::view(file, a, q, &ctx, shape),
         View::Callers | View::Callees => focus::view(file, a, q, &ctx, focus)?,
