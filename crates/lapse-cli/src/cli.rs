@@ -84,7 +84,7 @@ fn format_help(name: &str) -> &'static str {
     match name {
         "table" => "aligned columns in human units, fitted to the terminal",
         "csv" => "every column, integer nanoseconds, a header line",
-        "json" => "the JSON report of SPEC section 5",
+        "json" => "the JSON report (docs/report.md)",
         _ => "",
     }
 }
@@ -240,8 +240,12 @@ pub enum Command {
         #[arg(value_parser = clap::value_parser!(clap_complete::Shell))]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff) on standard output.
-    Man,
+    /// Print a manual page (roff) on standard output: lapse's, or one
+    /// command's (`lapse man report`).
+    Man {
+        /// The command whose page to print (record, report, export...).
+        command: Option<String>,
+    },
 }
 
 const DIFF_HELP: &str = "\

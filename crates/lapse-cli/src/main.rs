@@ -94,9 +94,27 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             clap_complete::generate(shell, &mut cmd, "lapse", &mut std::io::stdout());
             Ok(0)
         }
-        Command::Man => {
+        Command::Man { command } => {
             let cmd = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
+            let page = match command {
+                // (`lapse help` is clap's: no page of its own to name)
+                None => cmd.disable_help_subcommand(true),
+                Some(name) => {
+                    let Some(sub) = cmd.find_subcommand(&name) else {
+                        let names: Vec<&str> = cmd
+                            .get_subcommands()
+                            .map(|s| s.get_name())
+                            .filter(|n| *n != "help")
+                            .collect();
+                        anyhow::bail!("man: no command {name} (commands: {})", names.join(", "));
+                    };
+                    // Named as its page is, lapse-report(1) (a name once per
+                    // process: leaked).
+                    let title: &'static str = format!("lapse-{name}").leak();
+                    sub.clone().name(title)
+                }
+            };
+            clap_mangen::Man::new(page).render(&mut std::io::stdout())?;
             Ok(0)
         }
     }

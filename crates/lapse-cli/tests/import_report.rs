@@ -514,3 +514,29 @@ fn focus_re_roots_the_tree_and_function_shows_what_it_calls() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--focus") && err.lines().count() == 1, "{err}");
 }
+
+#[test]
+fn every_command_has_its_manual_page() {
+    let main = String::from_utf8(LAPSE.ok(["man"]).stdout).unwrap();
+    // The pages `lapse man` names under SEE ALSO: lapse\-report(1)...
+    let named: Vec<&str> = main
+        .split("lapse\\-")
+        .skip(1)
+        .filter_map(|s| s.split_once("(1)").map(|(n, _)| n))
+        .filter(|n| n.chars().all(|c| c.is_ascii_lowercase()))
+        .collect();
+    assert!(
+        named.contains(&"report") && named.contains(&"record"),
+        "{main}"
+    );
+    for name in named {
+        let page = String::from_utf8(LAPSE.ok(["man", name]).stdout).unwrap();
+        assert!(
+            page.contains(&format!(".TH lapse-{name} 1")),
+            "{name}: {page}"
+        );
+    }
+    let out = LAPSE.run(["man", "nope"]);
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+}
