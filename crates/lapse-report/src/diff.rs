@@ -1,6 +1,6 @@
 //! `lapse diff`: two recordings of the same method compared row by row.
 //!
-//! The rows are the report's own ([`build_view`]), so a diff shows exactly
+//! The rows are the report's own ([`crate::build`]), so a diff shows exactly
 //! the values `lapse report` shows; rows are matched by identity keys that
 //! survive a rebuild and a rerun: function and module name (not the
 //! address), module name, source line, thread name (pids and tids change

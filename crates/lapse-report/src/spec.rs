@@ -1,6 +1,6 @@
 //! What a report asks for: the view and how its rows are chosen, ordered
 //! and cut ([`ViewSpec`], for [`crate::build`]), and how the built view is
-//! written ([`RenderOptions`], for [`crate::render`]).
+//! written ([`RenderOptions`], for [`fn@crate::render`]).
 
 use crate::views::View;
 
