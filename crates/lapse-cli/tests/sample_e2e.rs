@@ -257,6 +257,7 @@ fn frame_pointer_call_graph() {
         return;
     };
     assert!(!stderr.contains("single frame"), "{stderr}");
+    assert!(!stderr.contains("keep no frame pointer"), "{stderr}");
     let f = LAPSE.report(&data, "functions", &[]);
     assert_near(
         "work_a exclusive",
@@ -285,6 +286,11 @@ fn frame_pointers_asked_for_code_without_them_is_a_warning() {
     };
     assert!(
         stderr.contains("warning") && stderr.contains("single frame"),
+        "{stderr}"
+    );
+    // Said before the run too, from the program's unwind tables.
+    assert!(
+        stderr.contains("--call-graph fp: ") && stderr.contains("keep no frame pointer"),
         "{stderr}"
     );
     let info = LAPSE.run(["info", data.to_str().expect("utf-8")]);

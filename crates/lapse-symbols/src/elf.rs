@@ -8,7 +8,7 @@ use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
 
 use crate::bytes::{LoadSegment, Section, SectionData};
 use crate::dwarf::{has_debug_info, DwarfInfo};
-use crate::ranges::{CodeRanges, RangeSource};
+use crate::ranges::{CodeRanges, FramePointerUse, RangeSource};
 use crate::sites::{self, SiteRecord, SITES_SECTION};
 use crate::symtab::{FunctionSymbol, SymbolTable};
 use crate::{debugfile, demangle, SymbolError};
@@ -208,6 +208,17 @@ impl ElfModule {
                 DwarfInfo::new(&file, data)
             })
             .as_ref()
+    }
+
+    /// How many of the module's functions keep a frame pointer, by their
+    /// unwind rules (`None`: no `.eh_frame`; x86-64 only).
+    pub fn frame_pointer_use(&self) -> Option<FramePointerUse> {
+        let u = self.unwind_sections();
+        let eh = u.eh_frame.as_ref()?;
+        Some(crate::ranges::frame_pointer_use(
+            eh,
+            u.text_svma.as_ref().map(|r| r.start),
+        ))
     }
 
     pub fn unwind_sections(&self) -> &UnwindSections {

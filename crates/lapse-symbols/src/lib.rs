@@ -47,5 +47,6 @@ pub use demangle::demangle;
 pub use elf::{ElfModule, SymbolFrame, Symbolized, UnwindSections};
 pub use error::SymbolError;
 pub use perfmap::PerfMap;
+pub use ranges::FramePointerUse;
 pub use sites::{SiteKind, SiteRecord, SITES_SECTION};
 pub use symtab::FunctionSymbol;
