@@ -438,10 +438,14 @@ pub enum ShownLine {
 /// time on collapsed into one [`ShownLine::Collapsed`]: a run is lines
 /// each with exactly one line below, whose inclusive `weight` is the
 /// first's within 0.1 % (`_start → __libc_start_main → main`, a chain of
-/// wrappers). Of a run of at least four lines the first and the last stay;
-/// the lines below the last move up by the levels left out, so deep
-/// stacks lose their indentation along with their wrappers.
-pub fn collapse_equal(lines: &[ShownLine], weight: impl Fn(NodeId) -> u64) -> Vec<ShownLine> {
+/// wrappers). Of a run of at least four lines the first and the last stay.
+/// Lines keep their real depths; beside each comes the level it is shown
+/// at, where the lines below a collapsed run move up by the levels left
+/// out, so deep stacks lose their indentation along with their wrappers.
+pub fn collapse_equal(
+    lines: &[ShownLine],
+    weight: impl Fn(NodeId) -> u64,
+) -> Vec<(ShownLine, usize)> {
     let depth = |l: &ShownLine| match *l {
         ShownLine::Node(t) => t.depth,
         ShownLine::Elided { depth, .. } | ShownLine::Collapsed { depth, .. } => depth,
@@ -473,19 +477,6 @@ pub fn collapse_equal(lines: &[ShownLine], weight: impl Fn(NodeId) -> u64) -> Ve
             shifts.pop();
         }
         let shift: usize = shifts.iter().map(|s| s.1).sum();
-        let moved = |l: ShownLine, to: usize| match l {
-            ShownLine::Node(t) => ShownLine::Node(TreeLine { depth: to, ..t }),
-            ShownLine::Elided { count, hot, .. } => ShownLine::Elided {
-                depth: to,
-                count,
-                hot,
-            },
-            ShownLine::Collapsed { count, hot, .. } => ShownLine::Collapsed {
-                depth: to,
-                count,
-                hot,
-            },
-        };
         let mut end = i;
         if let Some(first) = node(i) {
             let w = weight(first.node);
@@ -498,17 +489,18 @@ pub fn collapse_equal(lines: &[ShownLine], weight: impl Fn(NodeId) -> u64) -> Ve
             }
         }
         if end - i + 1 >= 4 {
-            out.push(moved(lines[i], d - shift));
-            out.push(ShownLine::Collapsed {
-                depth: d - shift + 1,
+            out.push((lines[i], d - shift));
+            let collapsed = ShownLine::Collapsed {
+                depth: d + 1,
                 count: end - i - 1,
                 hot: node(i + 1).is_some_and(|t| t.hot),
-            });
-            out.push(moved(lines[end], d - shift + 2));
+            };
+            out.push((collapsed, d - shift + 1));
+            out.push((lines[end], d - shift + 2));
             shifts.push((d, end - i - 2));
             i = end + 1;
         } else {
-            out.push(moved(lines[i], d - shift));
+            out.push((lines[i], d - shift));
             i += 1;
         }
     }
@@ -692,29 +684,31 @@ mod tests {
         let lines = t.lines(0, &[], |_| true);
         let shown: Vec<ShownLine> = lines.iter().copied().map(ShownLine::Node).collect();
         let out = collapse_equal(&shown, |n| t.weight(n).0);
-        let seen: Vec<(String, usize)> = out
+        // (name, real depth, level shown at)
+        let seen: Vec<(String, usize, usize)> = out
             .iter()
-            .map(|l| match *l {
+            .map(|&(l, at)| match l {
                 ShownLine::Node(x) => (
                     format!("{}", t.key(x.node).unwrap().function().unwrap().0),
                     x.depth,
+                    at,
                 ),
-                ShownLine::Collapsed { depth, count, .. } => (format!("…{count}"), depth),
-                ShownLine::Elided { depth, count, .. } => (format!("elided {count}"), depth),
+                ShownLine::Collapsed { depth, count, .. } => (format!("…{count}"), depth, at),
+                ShownLine::Elided { depth, count, .. } => (format!("elided {count}"), depth, at),
             })
             .collect();
-        let want: Vec<(String, usize)> = [
-            ("0", 0),
-            ("…2", 1),
-            ("3", 2),
+        let want: Vec<(String, usize, usize)> = [
+            ("0", 0, 0),
+            ("…2", 1, 1),
+            ("3", 3, 2),
             // e > f is a run of two: too short to collapse, moved up 1.
-            ("4", 3),
-            ("5", 4),
-            ("6", 3),
-            ("7", 0),
+            ("4", 4, 3),
+            ("5", 5, 4),
+            ("6", 4, 3),
+            ("7", 0, 0),
         ]
         .iter()
-        .map(|&(s, d)| (s.to_owned(), d))
+        .map(|&(s, d, at)| (s.to_owned(), d, at))
         .collect();
         assert_eq!(seen, want);
         // Unequal weights break a run.

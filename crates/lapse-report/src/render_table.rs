@@ -434,8 +434,8 @@ fn plain(rows: &[Vec<Cell>]) -> Vec<(String, &[Cell])> {
 /// column widths stay right with or without colour).
 fn tree_prefix(r: &TreeRow) -> String {
     let hot = if r.hot { "* " } else { "" };
-    if r.depth <= MAX_INDENT {
-        format!("{}{hot}", "  ".repeat(r.depth))
+    if r.indent <= MAX_INDENT {
+        format!("{}{hot}", "  ".repeat(r.indent))
     } else {
         format!("{}[{}] {hot}", "  ".repeat(MAX_INDENT), r.depth)
     }

@@ -110,7 +110,11 @@ pub const fn shown_unless(key: &'static str, kind: Kind, header: &'static str, d
 /// Renderers nest the lines again where their format nests.
 #[derive(Clone, Debug)]
 pub struct TreeRow {
+    /// How deep the call is (0 for a thread's outermost calls).
     pub depth: usize,
+    /// The level a table shows it at: its depth, less the levels of
+    /// collapsed runs above it.
+    pub indent: usize,
     pub hot: bool,
     pub cells: Vec<Cell>,
     /// Not 0: this row stands for that many lines of a long chain left out

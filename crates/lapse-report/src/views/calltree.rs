@@ -91,32 +91,51 @@ fn rows<W: Weight + Values>(
         cells[0] = Cell::Text(format!("…{count}"));
         TreeRow {
             depth,
+            indent: depth,
             hot,
             cells,
             elided: count,
             collapsed: 0,
         }
     };
-    let mut shown = elide_chains(&lines, CHAIN_KEEP);
-    if shape.collapse {
-        shown = collapse_equal(&shown, |n| tree.weight(n).inclusive());
-    }
+    let shown = elide_chains(&lines, CHAIN_KEEP);
+    // (each line with the level it is shown at: its depth, unless runs
+    // above it collapsed)
+    let shown: Vec<(ShownLine, usize)> = if shape.collapse {
+        collapse_equal(&shown, |n| tree.weight(n).inclusive())
+    } else {
+        shown
+            .into_iter()
+            .map(|l| {
+                let d = match l {
+                    ShownLine::Node(t) => t.depth,
+                    ShownLine::Elided { depth, .. } | ShownLine::Collapsed { depth, .. } => depth,
+                };
+                (l, d)
+            })
+            .collect()
+    };
     let lines = shown
         .into_iter()
-        .map(|l| match l {
+        .map(|(l, indent)| match l {
             ShownLine::Node(l) => TreeRow {
                 depth: l.depth,
+                indent,
                 hot: l.hot,
                 cells: row(l.node),
                 elided: 0,
                 collapsed: 0,
             },
-            ShownLine::Elided { depth, count, hot } => elided(depth, count, hot),
+            ShownLine::Elided { depth, count, hot } => TreeRow {
+                indent,
+                ..elided(depth, count, hot)
+            },
             ShownLine::Collapsed { depth, count, hot } => {
                 let mut cells = vec![Cell::Null; columns.len()];
                 cells[0] = Cell::Text(format!("…{count} frames…"));
                 TreeRow {
                     depth,
+                    indent,
                     hot,
                     cells,
                     elided: 0,
