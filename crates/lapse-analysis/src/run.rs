@@ -50,7 +50,8 @@ impl Query {
             && (self.tids.is_empty() || self.tids.contains(&thread.tid))
     }
 
-    fn window(&self, file: &DataFile) -> Option<(Timestamp, Timestamp)> {
+    /// `--from`/`--to` as timestamps of `file` (`None` when neither is given).
+    pub fn window(&self, file: &DataFile) -> Option<(Timestamp, Timestamp)> {
         if self.from_s.is_none() && self.to_s.is_none() {
             return None;
         }

@@ -339,6 +339,54 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
+/// The filters `report` and `export` share, each flag defined once
+/// (mapped onto `lapse_analysis::Query` by `export::query`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct FilterArgs {
+    /// Only functions whose name matches this regex (report: the rows;
+    /// callers/callees: the function to focus on; export: the call paths
+    /// from a frame of it down, stacks and timelines cut to its subtrees).
+    #[arg(long)]
+    pub function: Option<String>,
+    /// Only these processes (comma-separated pids).
+    #[arg(long, value_delimiter = ',')]
+    pub pid: Vec<u32>,
+    /// Only these threads (comma-separated tids).
+    #[arg(long, value_delimiter = ',')]
+    pub tid: Vec<u32>,
+    /// Start of the time range, seconds since the session start.
+    #[arg(long, value_parser = non_negative)]
+    pub from: Option<f64>,
+    /// End of the time range, seconds since the session start.
+    #[arg(long, value_parser = non_negative)]
+    pub to: Option<f64>,
+}
+
+/// A duration such as `10us`, `1.5ms`, `2s` or `500ns` (a bare number is
+/// nanoseconds): `--min-duration`.
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "" | "ns" => 1e0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => f64::NAN,
+    };
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && scale.is_finite() && v * scale < 1e18 => {
+            Ok(std::time::Duration::from_nanos((v * scale).round() as u64))
+        }
+        _ => Err(format!(
+            "{s} is not a duration (a number with ns, us, ms or s, e.g. 10us)"
+        )),
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// Data file.
@@ -359,24 +407,11 @@ pub struct ReportArgs {
     /// Columns to show, by name (comma-separated; identity columns included).
     #[arg(long, value_delimiter = ',')]
     pub columns: Vec<String>,
-    /// Only functions whose name matches this regex (callers/callees: the function to focus on).
-    #[arg(long)]
-    pub function: Option<String>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// Only functions in modules whose path matches this regex.
     #[arg(long)]
     pub module: Option<String>,
-    /// Only these processes (comma-separated pids).
-    #[arg(long, value_delimiter = ',')]
-    pub pid: Vec<u32>,
-    /// Only these threads (comma-separated tids).
-    #[arg(long, value_delimiter = ',')]
-    pub tid: Vec<u32>,
-    /// Start of the time range, seconds since the session start.
-    #[arg(long, value_parser = non_negative)]
-    pub from: Option<f64>,
-    /// End of the time range, seconds since the session start.
-    #[arg(long, value_parser = non_negative)]
-    pub to: Option<f64>,
     /// calltree: hide branches below this percentage of the session
     /// [default: 0.5 in a table, 0 (every branch) in JSON and CSV].
     #[arg(long, value_parser = non_negative)]
@@ -410,6 +445,16 @@ pub struct ExportArgs {
     /// Which part of an interval is application time.
     #[arg(long, value_parser = one_of(&ApplicationRule::ALL, rule_help), default_value = "exact")]
     pub application: ApplicationRule,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Timelines (chrome, perfetto, firefox, speedscope, html): calls shorter
+    /// than this (10us, 1ms, ...) are not events of their own; their time
+    /// stays in their caller.
+    #[arg(long, value_parser = duration, value_name = "DUR")]
+    pub min_duration: Option<std::time::Duration>,
+    /// Write the export even when it is larger than 1 GB.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args, Debug)]

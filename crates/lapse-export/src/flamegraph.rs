@@ -8,6 +8,7 @@ use lapse_analysis::Analysis;
 use lapse_data::{DataFile, Method};
 
 use crate::collapsed;
+use crate::select::Selection;
 use crate::{ExportError, Format, SampleWeight};
 
 /// Renders the flame graph of the folded `lines` (of a sampling recording,
@@ -64,8 +65,9 @@ pub fn write(
     file: &DataFile,
     analysis: &Analysis,
     weight: SampleWeight,
+    sel: &Selection,
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
-    let lines = collapsed::tree_lines(file, analysis, Format::Flamegraph, weight)?;
+    let lines = collapsed::tree_lines(file, analysis, Format::Flamegraph, weight, sel)?;
     svg(file, &lines, weight, out)
 }

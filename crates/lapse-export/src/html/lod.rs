@@ -15,6 +15,7 @@ use lapse_analysis::tree::{CallTree, FrameKey, NodeId, Weight};
 use lapse_data::{DataFile, FunctionId, Sample, ThreadInfo, Timestamp};
 use serde::Serialize;
 
+use crate::select::Selection;
 use crate::timeline::{self, Step, Timing};
 
 /// Buckets over all threads' timelines, shared out evenly.
@@ -226,6 +227,7 @@ pub(crate) fn instrumented(
     file: &DataFile,
     thread: &ThreadInfo,
     timing: Timing,
+    sel: &Selection,
     origin: Timestamp,
     elapsed_ns: u64,
     lookup: &Lookup,
@@ -249,30 +251,38 @@ pub(crate) fn instrumented(
         static NESTING: std::cell::RefCell<timeline::Nesting> = Default::default();
     }
     let mut nesting = NESTING.take();
-    let walked = timeline::walk(file, thread, &mut nesting, true, timing, |moment, step| {
-        let at = moment.at.as_nanos();
-        let top = *stack.last().unwrap_or(&0);
-        buckets.span(prev, at, row_of.get(top as usize).copied().unwrap_or(0));
-        prev = prev.max(at);
-        match step {
-            Step::Open(f) => {
-                let slot = &mut recent[(top.wrapping_mul(31) ^ f.0) as usize & 4095];
-                let child = if slot.0 == top && slot.1 == f {
-                    slot.2
-                } else {
-                    let c = lookup.child(top, FrameKey::Function(f)).unwrap_or(top);
-                    *slot = (top, f, c);
-                    c
-                };
-                stack.push(child);
+    let walked = timeline::walk(
+        file,
+        thread,
+        &mut nesting,
+        true,
+        timing,
+        sel,
+        |moment, step| {
+            let at = moment.at.as_nanos();
+            let top = *stack.last().unwrap_or(&0);
+            buckets.span(prev, at, row_of.get(top as usize).copied().unwrap_or(0));
+            prev = prev.max(at);
+            match step {
+                Step::Open(f) => {
+                    let slot = &mut recent[(top.wrapping_mul(31) ^ f.0) as usize & 4095];
+                    let child = if slot.0 == top && slot.1 == f {
+                        slot.2
+                    } else {
+                        let c = lookup.child(top, FrameKey::Function(f)).unwrap_or(top);
+                        *slot = (top, f, c);
+                        c
+                    };
+                    stack.push(child);
+                }
+                Step::Close(_) if stack.len() > 1 => {
+                    stack.pop();
+                }
+                Step::Close(_) | Step::End => {}
             }
-            Step::Close(_) if stack.len() > 1 => {
-                stack.pop();
-            }
-            Step::Close(_) | Step::End => {}
-        }
-        Ok::<(), Infallible>(())
-    });
+            Ok::<(), Infallible>(())
+        },
+    );
     NESTING.set(nesting);
     let walked = match walked {
         Ok(w) => w,
@@ -306,6 +316,7 @@ pub(crate) fn sampled(
     file: &DataFile,
     thread: &ThreadInfo,
     samples: &[Sample],
+    sel: &Selection,
     origin: Timestamp,
     lookup: &Lookup,
     row_of: &[u32],
@@ -331,7 +342,7 @@ pub(crate) fn sampled(
         let row = match s.stack {
             None => unknown,
             Some(stack) => *rows_of_stack.entry(stack).or_insert_with(|| {
-                let keys = crate::sample_keys(file, Some(stack));
+                let keys = sel.sample_keys(file, Some(stack)).unwrap_or_default();
                 if keys == [FrameKey::Unknown] {
                     return unknown;
                 }
