@@ -56,7 +56,8 @@ impl Query {
             return None;
         }
         let start = file.session.start.as_nanos();
-        let at = |s: f64| Timestamp::from_nanos(start.saturating_add((s.max(0.0) * 1e9) as u64));
+        let at =
+            |s: f64| Timestamp::from_nanos(start.saturating_add((s.max(0.0) * 1e9).round() as u64));
         Some((
             self.from_s.map_or(Timestamp::from_nanos(0), at),
             self.to_s.map_or(Timestamp::from_nanos(u64::MAX), at),
