@@ -61,6 +61,9 @@ pub fn export(a: ExportArgs) -> Result<u8> {
         );
     }
     let file = open(&path)?;
+    if a.min_duration.is_some() && file.session.method != lapse_data::Method::Instrumentation {
+        bail!("--min-duration: {} is a sampling recording, whose timelines have samples, not calls with durations", path.display());
+    }
     // (the analysis as exports need it, of what the filters select)
     let query = Query {
         no_compensation: a.no_compensation,
