@@ -172,3 +172,63 @@ fn threads_and_processes_are_selected_by_id() {
         .all(|e| e["tid"] == 2));
     assert!(events.iter().any(|e| e["ph"] == "B"));
 }
+
+/// Every format of the sampling recording with `q` selecting.
+fn sample_export(file: &DataFile, q: &Query, format: Format) -> Vec<u8> {
+    let q = Query {
+        call_tree: true,
+        ..q.clone()
+    };
+    let analysis = lapse_analysis::analyze(file, &q).unwrap();
+    let opts = ExportOptions {
+        selection: Selection::new(file, &q, None),
+        ..ExportOptions::default()
+    };
+    let mut out = Vec::new();
+    export_with(file, &analysis, format, opts, &mut out).unwrap();
+    out
+}
+
+#[test]
+fn sampled_stacks_start_at_the_function_in_every_format() {
+    let file = common::sample_file();
+    let q = query(Some("^cold$"), None, None);
+    let folded = String::from_utf8(sample_export(&file, &q, Format::Collapsed)).unwrap();
+    assert_eq!(folded, "cold 3\ncold;inl 2\n");
+    // The timelines: the 5 samples with cold on their stack, cut there.
+    let chrome: serde_json::Value =
+        serde_json::from_slice(&sample_export(&file, &q, Format::Chrome)).unwrap();
+    let samples: Vec<&serde_json::Value> = chrome["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "sample")
+        .collect();
+    assert_eq!(samples.len(), 5);
+    let frames = chrome["stackFrames"].as_object().unwrap();
+    let roots: Vec<&serde_json::Value> = frames
+        .values()
+        .filter(|f| f.get("parent").is_none())
+        .map(|f| &f["name"])
+        .collect();
+    assert_eq!(roots, ["cold"]);
+    let speedscope: serde_json::Value =
+        serde_json::from_slice(&sample_export(&file, &q, Format::Speedscope)).unwrap();
+    let n: usize = speedscope["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["samples"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(n, 5);
+    for format in [
+        Format::Firefox,
+        Format::Perfetto,
+        Format::Pprof,
+        Format::Html,
+    ] {
+        let all = sample_export(&file, &Query::default(), format);
+        let cut = sample_export(&file, &q, format);
+        assert!(cut.len() < all.len(), "{format:?}");
+    }
+}
