@@ -31,6 +31,9 @@ pub struct Selection {
     function: Option<Regex>,
     /// Whether each function of the file matches `function`.
     matching: Vec<bool>,
+    /// With `function`: whether each sampled stack node has a matching
+    /// frame at or above it (a stack's parent comes before it).
+    stack_matches: Vec<bool>,
     /// Timeline calls shorter than this are not events of their own.
     min_duration_ns: u64,
 }
@@ -47,15 +50,28 @@ impl Selection {
         let matching = query.function.as_ref().map_or_else(Vec::new, |r| {
             file.functions.iter().map(|f| r.is_match(&f.name)).collect()
         });
-        Selection {
+        let mut sel = Selection {
             pids: query.pids.clone(),
             tids: query.tids.clone(),
             window: query.window(file),
             function: query.function.clone(),
             matching,
+            stack_matches: Vec::new(),
             min_duration_ns: min_duration
                 .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        };
+        if sel.function.is_some() {
+            let mut kept: Vec<bool> = Vec::with_capacity(file.stacks.len());
+            for (i, node) in file.stacks.iter().enumerate() {
+                let above = node
+                    .parent
+                    .filter(|p| (p.0 as usize) < i)
+                    .is_some_and(|p| kept[p.0 as usize]);
+                kept.push(above || sel.frame_matches(file, node.frame));
+            }
+            sel.stack_matches = kept;
         }
+        sel
     }
 
     /// Whether `--min-duration` leaves calls out of timelines.
@@ -156,16 +172,27 @@ impl Selection {
     /// Whether a sample is exported: its thread, its time and (with
     /// `--function`) a frame of its stack selected.
     pub fn wants_sample(&self, file: &DataFile, s: &Sample) -> bool {
-        self.wants_thread(s.key())
-            && self.in_window(s.ts)
-            && (self.function.is_none() || self.sample_keys(file, s.stack).is_some())
+        self.wants_thread(s.key()) && self.in_window(s.ts) && self.stack_matches(file, s.stack)
+    }
+
+    /// Whether a sampled stack has a frame `--function` names (any without it).
+    fn stack_matches(&self, file: &DataFile, stack: Option<StackId>) -> bool {
+        if self.function.is_none() {
+            return true;
+        }
+        match stack {
+            Some(s) => self
+                .stack_matches
+                .get(s.0 as usize)
+                .copied()
+                .unwrap_or(false),
+            None => self.matches(file, FrameKey::Unknown),
+        }
     }
 
     /// Whether an off-CPU period is exported: as a sample switched out at its start.
     pub fn wants_off_cpu(&self, file: &DataFile, p: &OffCpuPeriod) -> bool {
-        self.wants_thread(p.key())
-            && self.in_window(p.from)
-            && (self.function.is_none() || self.sample_keys(file, p.stack).is_some())
+        self.wants_thread(p.key()) && self.in_window(p.from) && self.stack_matches(file, p.stack)
     }
 
     /// A call tree cut to `--function`'s subtrees (the tree itself without it).
@@ -221,6 +248,10 @@ pub struct StepFilter<'s> {
     stack: Vec<Frame>,
     /// Application nanoseconds of steps left out, for the next one written.
     carried: u64,
+    /// Frames below this index are not pending (the stack is hidden
+    /// frames, then written ones, then pending ones), so a flush looks at
+    /// pending frames only, not at the whole stack each step.
+    settled: usize,
     /// Before `--from`.
     waiting: bool,
     /// After `--to`: nothing more is written.
@@ -233,6 +264,7 @@ impl<'s> StepFilter<'s> {
             sel,
             stack: Vec::new(),
             carried: 0,
+            settled: 0,
             waiting: sel.window.is_some(),
             done: false,
         }
@@ -271,6 +303,7 @@ impl<'s> StepFilter<'s> {
                 self.done = true;
                 let end = shifted(to);
                 self.flush(end.at, f)?;
+                self.settled = 0;
                 while let Some(frame) = self.stack.pop() {
                     if frame.shown == Shown::Written {
                         f(end, Step::Close(frame.function))?;
@@ -288,7 +321,7 @@ impl<'s> StepFilter<'s> {
                     shown: Shown::Waiting,
                 }),
                 Step::Close(_) => {
-                    self.stack.pop();
+                    self.pop();
                 }
                 Step::End => {}
             }
@@ -305,7 +338,7 @@ impl<'s> StepFilter<'s> {
                 });
                 self.decide(self.stack.len() - 1, f)
             }
-            Step::Close(_) => match self.stack.pop().map(|fr| fr.shown) {
+            Step::Close(_) => match self.pop() {
                 Some(Shown::Written) => self.write(m, step, f),
                 Some(Shown::Pending(app)) => {
                     // shorter than --min-duration: its time stays with its parent
@@ -344,7 +377,17 @@ impl<'s> StepFilter<'s> {
         };
         self.stack[i].in_subtree = in_subtree;
         self.stack[i].shown = shown;
+        if self.settled == i && !matches!(shown, Shown::Pending(_)) {
+            self.settled = i + 1;
+        }
         Ok(())
+    }
+
+    /// How the innermost frame, now closed, was shown.
+    fn pop(&mut self) -> Option<Shown> {
+        let frame = self.stack.pop()?;
+        self.settled = self.settled.min(self.stack.len());
+        Some(frame.shown)
     }
 
     /// Writes the opens of pending calls that have lasted `--min-duration`
@@ -355,20 +398,20 @@ impl<'s> StepFilter<'s> {
         f: &mut impl FnMut(Moment, Step) -> Result<(), E>,
     ) -> Result<(), E> {
         let min = self.sel.min_duration_ns;
-        for frame in &mut self.stack {
-            let Shown::Pending(app) = frame.shown else {
-                continue;
-            };
-            if now.since(frame.open.at) < min {
-                // (an inner call opened later still)
-                break;
+        while let Some(frame) = self.stack.get_mut(self.settled) {
+            if let Shown::Pending(app) = frame.shown {
+                if now.since(frame.open.at) < min {
+                    // (an inner call opened later still)
+                    break;
+                }
+                let open = Moment {
+                    application_ns: app,
+                    ..frame.open
+                };
+                f(open, Step::Open(frame.function))?;
+                frame.shown = Shown::Written;
             }
-            let open = Moment {
-                application_ns: app,
-                ..frame.open
-            };
-            f(open, Step::Open(frame.function))?;
-            frame.shown = Shown::Written;
+            self.settled += 1;
         }
         Ok(())
     }
