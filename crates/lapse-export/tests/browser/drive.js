@@ -215,6 +215,9 @@ async function check(browser, file, out, opts) {
   ok("lines: " + (await rows(page, "lines")) + " rows");
   await tab(page, "functions");
   await shot("functions");
+  await wholeNumbers(page, "functions", ok);
+  await tab(page, "calltree");
+  await wholeNumbers(page, "calltree", ok);
 
   const err = await page.getAttribute("body", "data-error");
   if (err) fail("script error: " + err);
@@ -258,6 +261,17 @@ async function sampledTimeline(page, ok) {
   const tip = await page.textContent("#tip");
   if (!/CPU 100\.0%/.test(tip) || !/(parse|eval)/.test(tip) || !/23 deep|22 deep|21 deep/.test(tip)) fail("timeline tip: " + tip);
   ok("timeline tip: " + tip.split("\n").slice(0, 3).join(" | "));
+}
+
+// No number in the panel's rows is cut (`100....`, `1,190,…`): every
+// value cell shows its whole text.
+async function wholeNumbers(page, panel, ok) {
+  const cells = await page.$$eval("#panel-" + panel + " .vrow .cell:not(.text)", (cs) =>
+    cs.map((c) => [c.textContent, c.scrollWidth > c.clientWidth]));
+  const cut = cells.filter((c) => c[1]).map((c) => c[0]);
+  if (cut.length) fail(panel + ": numbers cut: " + cut.slice(0, 5).join(", "));
+  const longest = cells.map((c) => c[0]).reduce((a, b) => (b.length > a.length ? b : a), "");
+  ok(panel + ": " + cells.length + " numbers whole (longest " + JSON.stringify(longest) + ")");
 }
 
 // The time the page itself spent on an action (its data-last-ms mark).
