@@ -513,6 +513,69 @@ mod tests {
     }
 
     #[test]
+    fn min_duration_reads_ns_us_ms_and_s() {
+        use std::time::Duration;
+        for (text, ns) in [
+            ("10us", 10_000),
+            ("10µs", 10_000),
+            ("1.5ms", 1_500_000),
+            ("2s", 2_000_000_000),
+            ("500ns", 500),
+            ("500", 500),
+            (" 1 ms ", 1_000_000),
+        ] {
+            assert_eq!(duration(text), Ok(Duration::from_nanos(ns)), "{text}");
+        }
+        for bad in [
+            "",
+            "us",
+            "-1us",
+            "10 parsecs",
+            "1e3us",
+            "nan",
+            "1..2ms",
+            "1e30s",
+        ] {
+            let e = duration(bad).unwrap_err();
+            assert!(e.contains("is not a duration"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn export_shares_report_filters() {
+        let cli = Cli::try_parse_from([
+            "lapse",
+            "export",
+            "a.data",
+            "--format",
+            "chrome",
+            "-o",
+            "x",
+            "--tid",
+            "3,4",
+            "--from",
+            "1",
+            "--to",
+            "2",
+            "--function",
+            "^f$",
+            "--min-duration",
+            "10us",
+        ])
+        .expect("parses");
+        match cli.command {
+            Command::Export(e) => {
+                assert_eq!(e.filter.tid, [3, 4]);
+                assert_eq!((e.filter.from, e.filter.to), (Some(1.0), Some(2.0)));
+                assert_eq!(e.filter.function.as_deref(), Some("^f$"));
+                assert_eq!(e.min_duration, Some(std::time::Duration::from_micros(10)));
+                assert!(!e.force);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn diff_normalizes_tables_unless_told_and_the_last_flag_wins() {
         assert!(normalized(&[]));
         assert!(!normalized(&["--no-normalize"]));
