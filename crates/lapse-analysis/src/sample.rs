@@ -182,6 +182,10 @@ pub struct SampleAnalysis {
     /// that has no line information on the stack (inclusive) or on top
     /// (exclusive), as if "no line" were one more line.
     pub no_line: Counts,
+    /// The function each line of `lines` belongs to (the inline frame that
+    /// carries it; of several, the lowest id, so the answer is the same
+    /// whatever the order samples were counted in).
+    pub line_functions: HashMap<LineKey, FunctionId>,
     pub instructions: HashMap<FrameId, Counts>,
     pub modules: HashMap<ModuleId, Counts>,
     /// Per thread: (all samples, samples with no resolvable frame), and
@@ -392,6 +396,12 @@ impl SampleAnalysis {
                 value,
                 n,
             );
+            for f in &e {
+                if let (Some(line), Some(function)) = (&f.line, f.function) {
+                    let owner = self.line_functions.entry(line.clone()).or_insert(function);
+                    *owner = (*owner).min(function);
+                }
+            }
             let (incl, excl) = value.of(&mut self.no_line);
             if e.iter().any(|f| f.line.is_none()) {
                 *incl += n;

@@ -326,9 +326,10 @@ impl<W: Weight> CallTree<W> {
     }
 
     /// The lines of the tree as shown: pre-order, children heaviest first,
-    /// without the nodes lighter than `min_weight` (with their subtrees) and
-    /// without the branches holding no node that `keep` accepts; the hot
-    /// path (see [`CallTree::hot_path`]) is marked.
+    /// without the nodes lighter than `min_weight` (with their subtrees);
+    /// of the rest, the nodes `keep` accepts, the paths to them and what
+    /// they call (their subtrees); the hot path (see
+    /// [`CallTree::hot_path`]) is marked.
     pub fn lines(
         &self,
         min_weight: u64,
@@ -336,14 +337,19 @@ impl<W: Weight> CallTree<W> {
         keep: impl Fn(Option<FrameKey>) -> bool,
     ) -> Vec<TreeLine> {
         let n = self.len();
-        // Children have larger ids than their parents: a backward pass sees
-        // every child before its parent.
+        // Parents have smaller ids than their children: a forward pass sees
+        // a node's parent first (is it inside an accepted node?), a
+        // backward pass every child before its parent (the paths to them).
+        let mut inside = vec![false; n];
+        for id in 1..n {
+            inside[id] = inside[self.parent[id].index()] || keep(self.key[id]);
+        }
         let mut shown = vec![false; n];
         for id in (1..n).rev() {
             if self.weight[id].inclusive() < min_weight {
                 continue;
             }
-            if shown[id] || keep(self.key[id]) {
+            if shown[id] || inside[id] {
                 shown[id] = true;
                 shown[self.parent[id].index()] = true;
             }
@@ -363,6 +369,34 @@ impl<W: Weight> CallTree<W> {
                 hot: on_hot[node.index()],
             })
             .collect()
+    }
+
+    /// The tree re-rooted at the frames `is_focus` accepts: every outermost
+    /// such frame (one with no accepted frame above it) and its subtree,
+    /// merged under one root child per key whatever called it. Each call
+    /// of a focus frame counts once (a recursive one's inner calls stay
+    /// inside its subtree), so the new roots' weights are the frames' own
+    /// totals.
+    pub fn focus(&self, is_focus: impl Fn(FrameKey) -> bool) -> CallTree<W> {
+        let mut out: CallTree<W> = CallTree::new();
+        let mut map: Vec<Option<NodeId>> = vec![None; self.len()];
+        for id in 1..self.len() {
+            let Some(key) = self.key[id] else { continue };
+            let ours = match map[self.parent[id].index()] {
+                Some(p) => out.child(p, key),
+                None if is_focus(key) => out.child(NodeId::ROOT, key),
+                None => continue,
+            };
+            map[id] = Some(ours);
+            out.weight[ours.index()].merge(&self.weight[id]);
+        }
+        // The root holds its children's weight, as a thread's root does.
+        let mut root = W::default();
+        for &c in out.children().of(NodeId::ROOT) {
+            root.merge(&out.weight[c.index()]);
+        }
+        out.weight[0] = root;
+        out
     }
 
     /// Caller → callee edges (caller `None`: called from a thread's root)
@@ -424,6 +458,94 @@ pub enum ShownLine {
         count: usize,
         hot: bool,
     },
+    /// `count` lines that only pass their caller's time on, the first at
+    /// `depth`, left out ([`collapse_equal`]).
+    Collapsed {
+        depth: usize,
+        count: usize,
+        hot: bool,
+    },
+}
+
+/// `lines` with the middle of every run of calls that only pass their
+/// time on collapsed into one [`ShownLine::Collapsed`]: a run is lines
+/// each with exactly one line below, whose inclusive `weight` is the
+/// first's within 0.1 % (`_start → __libc_start_main → main`, a chain of
+/// wrappers). Of a run of at least four lines the first and the last stay;
+/// the lines below the last move up by the levels left out, so deep
+/// stacks lose their indentation along with their wrappers.
+pub fn collapse_equal(lines: &[ShownLine], weight: impl Fn(NodeId) -> u64) -> Vec<ShownLine> {
+    let depth = |l: &ShownLine| match *l {
+        ShownLine::Node(t) => t.depth,
+        ShownLine::Elided { depth, .. } | ShownLine::Collapsed { depth, .. } => depth,
+    };
+    // How many lines each line has directly below it.
+    let mut below = vec![0usize; lines.len()];
+    let mut open: Vec<usize> = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        while open.last().is_some_and(|&j| depth(&lines[j]) >= depth(l)) {
+            open.pop();
+        }
+        if let Some(&parent) = open.last() {
+            below[parent] += 1;
+        }
+        open.push(i);
+    }
+    let node = |i: usize| match lines[i] {
+        ShownLine::Node(t) => Some(t),
+        _ => None,
+    };
+    // (depth of a collapsed run's first line, levels the lines under its
+    // last line moved up)
+    let mut shifts: Vec<(usize, usize)> = Vec::new();
+    let mut out = Vec::with_capacity(lines.len());
+    let mut i = 0;
+    while i < lines.len() {
+        let d = depth(&lines[i]);
+        while shifts.last().is_some_and(|&(start, _)| d <= start) {
+            shifts.pop();
+        }
+        let shift: usize = shifts.iter().map(|s| s.1).sum();
+        let moved = |l: ShownLine, to: usize| match l {
+            ShownLine::Node(t) => ShownLine::Node(TreeLine { depth: to, ..t }),
+            ShownLine::Elided { count, hot, .. } => ShownLine::Elided {
+                depth: to,
+                count,
+                hot,
+            },
+            ShownLine::Collapsed { count, hot, .. } => ShownLine::Collapsed {
+                depth: to,
+                count,
+                hot,
+            },
+        };
+        let mut end = i;
+        if let Some(first) = node(i) {
+            let w = weight(first.node);
+            let tolerance = w / 1000;
+            while end + 1 < lines.len()
+                && below[end] == 1
+                && node(end + 1).is_some_and(|t| weight(t.node).abs_diff(w) <= tolerance)
+            {
+                end += 1;
+            }
+        }
+        if end - i + 1 >= 4 {
+            out.push(moved(lines[i], d - shift));
+            out.push(ShownLine::Collapsed {
+                depth: d - shift + 1,
+                count: end - i - 1,
+                hot: node(i + 1).is_some_and(|t| t.hot),
+            });
+            out.push(moved(lines[end], d - shift + 2));
+            shifts.push((d, end - i - 2));
+            i = end + 1;
+        } else {
+            out.push(moved(lines[i], d - shift));
+            i += 1;
+        }
+    }
+    out
 }
 
 /// `lines` (pre-order, as [`CallTree::lines`] gives them) with the middle
@@ -562,6 +684,92 @@ mod tests {
         let only_b = t.lines(0, &hot, |k| k == Some(f(2)));
         let keys: Vec<_> = only_b.iter().map(|l| t.key(l.node).unwrap()).collect();
         assert_eq!(keys, [f(0), f(2)]);
+        // A match shows what it calls, too: a, and a inside a.
+        let only_a = t.lines(0, &hot, |k| k == Some(f(1)));
+        let keys: Vec<_> = only_a.iter().map(|l| t.key(l.node).unwrap()).collect();
+        assert_eq!(keys, [f(0), f(1), f(1)]);
+    }
+
+    #[test]
+    fn focus_merges_every_call_site_of_a_function_under_one_root() {
+        // main(10) > {x(4) > c(3), y(5) > {c(2) > d(1), z(1)}}; c also
+        // calls c: main > y > c > c(1).
+        let mut t: CallTree<W> = CallTree::new();
+        let mut set = |path: &[u32], w: W| {
+            let n = t.path_node(path.iter().map(|&i| f(i)));
+            *t.weight_mut(n) = w;
+        };
+        set(&[0], W(10, 0));
+        set(&[0, 1], W(4, 1));
+        set(&[0, 1, 3], W(3, 3));
+        set(&[0, 2], W(5, 2));
+        set(&[0, 2, 3], W(2, 0));
+        set(&[0, 2, 3, 4], W(1, 1));
+        set(&[0, 2, 3, 3], W(1, 1));
+        set(&[0, 2, 5], W(1, 1));
+        let c = t.focus(|k| k == f(3));
+        let roots = c.children().of(NodeId::ROOT).to_vec();
+        assert_eq!(roots.len(), 1, "one root: c, from both call sites");
+        // 3 + 2: the inner c(1) is inside the outer call, not a new root.
+        assert_eq!(c.weight(roots[0]), &W(5, 3));
+        assert_eq!(c.weight(NodeId::ROOT), &W(5, 3));
+        let below: Vec<_> = c
+            .children()
+            .of(roots[0])
+            .iter()
+            .map(|&n| (c.key(n).unwrap(), c.weight(n).clone()))
+            .collect();
+        assert_eq!(below, [(f(3), W(1, 1)), (f(4), W(1, 1))]);
+        assert!(t.focus(|k| k == f(9)).is_empty());
+    }
+
+    #[test]
+    fn runs_of_equal_weight_collapse_to_their_ends_and_move_up() {
+        // a(10) > b(10) > c(10) > d(10) > {e(6) > f(6), g(3)}; then h(5).
+        let mut t: CallTree<W> = CallTree::new();
+        let mut set = |path: &[u32], w: u64| {
+            let n = t.path_node(path.iter().map(|&i| f(i)));
+            *t.weight_mut(n) = W(w, 0);
+        };
+        set(&[0], 10);
+        set(&[0, 1], 10);
+        set(&[0, 1, 2], 10);
+        set(&[0, 1, 2, 3], 10);
+        set(&[0, 1, 2, 3, 4], 6);
+        set(&[0, 1, 2, 3, 4, 5], 6);
+        set(&[0, 1, 2, 3, 6], 3);
+        set(&[7], 5);
+        let lines = t.lines(0, &[], |_| true);
+        let shown: Vec<ShownLine> = lines.iter().copied().map(ShownLine::Node).collect();
+        let out = collapse_equal(&shown, |n| t.weight(n).0);
+        let seen: Vec<(String, usize)> = out
+            .iter()
+            .map(|l| match *l {
+                ShownLine::Node(x) => (
+                    format!("{}", t.key(x.node).unwrap().function().unwrap().0),
+                    x.depth,
+                ),
+                ShownLine::Collapsed { depth, count, .. } => (format!("…{count}"), depth),
+                ShownLine::Elided { depth, count, .. } => (format!("elided {count}"), depth),
+            })
+            .collect();
+        let want: Vec<(String, usize)> = [
+            ("0", 0),
+            ("…2", 1),
+            ("3", 2),
+            // e > f is a run of two: too short to collapse, moved up 1.
+            ("4", 3),
+            ("5", 4),
+            ("6", 3),
+            ("7", 0),
+        ]
+        .iter()
+        .map(|&(s, d)| (s.to_owned(), d))
+        .collect();
+        assert_eq!(seen, want);
+        // Unequal weights break a run.
+        let out = collapse_equal(&shown, |n| t.weight(n).0 + n.index() as u64 * 100);
+        assert_eq!(out.len(), shown.len());
     }
 
     #[test]
@@ -600,6 +808,7 @@ mod tests {
                 .map(|l| match l {
                     ShownLine::Node(t) => format!("{}@{}", t.node.0, t.depth),
                     ShownLine::Elided { depth, count, .. } => format!("...{count}@{depth}"),
+                    ShownLine::Collapsed { depth, count, .. } => format!("…{count}@{depth}"),
                 })
                 .collect()
         };

@@ -74,6 +74,7 @@ fn view_help(name: &str) -> &'static str {
         "threads" => "one row per thread (pid, tid, name)",
         "processes" => "one row per process (pid, command)",
         "lines" => "one row per source line (instrumentation: each function's own line)",
+        "annotate" => "one function's source lines with their samples (sampling; --function NAME)",
         "instructions" => "one row per sampled instruction address (sampling)",
         _ => "",
     }
@@ -83,7 +84,7 @@ fn format_help(name: &str) -> &'static str {
     match name {
         "table" => "aligned columns in human units, fitted to the terminal",
         "csv" => "every column, integer nanoseconds, a header line",
-        "json" => "the JSON report of SPEC section 5",
+        "json" => "the JSON report (docs/report.md)",
         _ => "",
     }
 }
@@ -206,6 +207,9 @@ pub enum Command {
         /// Data file.
         #[arg(default_value = DEFAULT_FILE)]
         file: PathBuf,
+        /// Output format.
+        #[arg(long, value_parser = one_of(&Format::ALL, format_help), default_value = "table")]
+        format: Format,
     },
     /// Merge the events the runtime kept in FILE.spill after the recorder ended into FILE.
     Recover {
@@ -236,8 +240,12 @@ pub enum Command {
         #[arg(value_parser = clap::value_parser!(clap_complete::Shell))]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff) on standard output.
-    Man,
+    /// Print a manual page (roff) on standard output: lapse's, or one
+    /// command's (`lapse man report`).
+    Man {
+        /// The command whose page to print (record, report, export...).
+        command: Option<String>,
+    },
 }
 
 const DIFF_HELP: &str = "\
@@ -343,9 +351,10 @@ pub struct RecordArgs {
 /// (mapped onto `lapse_analysis::Query` by `export::query`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct FilterArgs {
-    /// Only functions whose name matches this regex (report: the rows;
-    /// callers/callees: the function to focus on; export: the call paths
-    /// from a frame of it down, stacks and timelines cut to its subtrees).
+    /// Only functions whose name matches this regex (report: the rows, and
+    /// in a calltree the paths to them and what they call; callers/callees:
+    /// the function they are about; export: the call paths from a frame of
+    /// it down, stacks and timelines cut to its subtrees).
     #[arg(long)]
     pub function: Option<String>,
     /// Only these processes (comma-separated pids).
@@ -409,6 +418,14 @@ pub struct ReportArgs {
     pub columns: Vec<String>,
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// calltree: re-root the tree at the functions matching this regex,
+    /// merging all their call sites, with what they call below.
+    #[arg(long, value_name = "REGEX")]
+    pub focus: Option<String>,
+    /// calltree table: show every frame of a run of calls that pass all
+    /// their time on (`_start → __libc_start_main → main`), not `…N frames…`.
+    #[arg(long)]
+    pub no_collapse: bool,
     /// Only functions in modules whose path matches this regex.
     #[arg(long)]
     pub module: Option<String>,

@@ -5,38 +5,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use lapse_analysis::{analyze, Analysis, Query};
+use lapse_analysis::{analyze, Query};
 use lapse_data::DataFile;
 use lapse_record::{RecordOptions, SampleRate, Target};
-use lapse_report::render::sort_rows;
-use lapse_report::{build_view, render, Format, RenderOptions, View};
+use lapse_report::{render, Format, RenderOptions, View, ViewSpec};
 use regex::Regex;
 
-use crate::cli::{Cli, Command, RecordArgs, ReportArgs};
-
-pub fn run(cli: Cli) -> Result<u8> {
-    match cli.command {
-        Command::Record(a) => record(a),
-        Command::Report(a) => report(a),
-        Command::Info { file } => info(&file),
-        Command::Recover { file } => recover(&file),
-        Command::Import { trace, output } => import(&trace, &output),
-        Command::Build(a) => crate::cargo_build::run(a),
-        Command::Demo => crate::demo::run(),
-        Command::Export(a) => crate::export::export(a),
-        Command::Diff(a) => crate::export::diff(a),
-        Command::Completions { shell } => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut cmd, "lapse", &mut io::stdout());
-            Ok(0)
-        }
-        Command::Man => {
-            let cmd = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(cmd).render(&mut io::stdout())?;
-            Ok(0)
-        }
-    }
-}
+use crate::cli::{RecordArgs, ReportArgs};
 
 pub fn open(path: &Path) -> Result<DataFile> {
     let file = DataFile::open(path)?;
@@ -116,7 +91,7 @@ fn spill_hint(path: &Path) -> Option<String> {
     ))
 }
 
-fn recover(path: &Path) -> Result<u8> {
+pub fn recover(path: &Path) -> Result<u8> {
     let r = lapse_record::recover(path)?;
     eprintln!(
         "lapse: recovered {} events of {} threads from {} into {}{}",
@@ -234,9 +209,6 @@ pub(crate) fn regex(flag: &str, pattern: &Option<String>) -> Result<Option<Regex
         .transpose()
 }
 
-/// `--threshold` of a calltree table when none is given, in percent.
-const DEFAULT_TABLE_THRESHOLD: f64 = 0.5;
-
 pub fn report(a: ReportArgs) -> Result<u8> {
     // (--threshold, --from and --to are finite and >= 0: cli.rs)
     if let (Some(from), Some(to)) = (a.filter.from, a.filter.to) {
@@ -247,6 +219,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
     let file = open(&a.file)?;
     check_selected_exist(&file, &a.filter.pid, &a.filter.tid)?;
     let view = a.view;
+    let function = regex("function", &a.filter.function)?;
     let query = Query {
         pids: a.filter.pid,
         tids: a.filter.tid,
@@ -254,7 +227,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         function: if matches!(view, View::Callers | View::Callees) {
             None
         } else {
-            regex("function", &a.filter.function)?
+            function
         },
         module: regex("module", &a.module)?,
         from_s: a.filter.from,
@@ -272,72 +245,25 @@ pub fn report(a: ReportArgs) -> Result<u8> {
             a.file.display()
         );
     }
-    let focus_query = Query {
-        function: regex("function", &a.filter.function)?,
-        ..query.clone()
+    let spec = ViewSpec {
+        view,
+        format: a.format,
+        function: a.filter.function,
+        focus: a.focus,
+        no_collapse: a.no_collapse,
+        threshold_pct: a.threshold,
+        sort: a.sort,
+        limit: a.limit,
+        columns: a.columns,
     };
-    let mut out = build_view(
-        &file,
-        &analysis,
-        focus_query_for(view, &query, &focus_query),
-        view,
-        a.filter.function.as_deref(),
-        // (a table is read in a terminal: ten thousand lines of branches
-        // under 0.5 % are not; JSON and CSV keep every branch)
-        a.threshold.unwrap_or(match a.format {
-            Format::Table => DEFAULT_TABLE_THRESHOLD,
-            _ => 0.0,
-        }),
-    )?;
-    let rank = lapse_report::render::RankBy::of(&file, &analysis);
-    let limit = a.limit.or((view == View::Summary).then_some(10));
-    sort_rows(
-        &out.columns,
-        &mut out.rows,
-        view,
-        rank,
-        a.sort.as_deref(),
-        limit,
-    )
-    .map_err(anyhow::Error::msg)?;
-    if let Some(lapse_report::views::Focus {
-        callers, callees, ..
-    }) = &mut out.focus
-    {
-        sort_rows(
-            &out.columns,
-            callers,
-            view,
-            rank,
-            a.sort.as_deref(),
-            a.limit,
-        )
-        .map_err(anyhow::Error::msg)?;
-        sort_rows(
-            &out.columns,
-            callees,
-            view,
-            rank,
-            a.sort.as_deref(),
-            a.limit,
-        )
-        .map_err(anyhow::Error::msg)?;
-    }
-    if !a.columns.is_empty() {
-        out.select(&a.columns)?;
-    }
+    let out = lapse_report::build(&file, &analysis, &query, &spec)?;
     let stdout = io::stdout();
     let color =
         a.format == Format::Table && stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let opts = RenderOptions {
-        view,
         format: a.format,
-        sort: a.sort,
-        limit: a.limit,
         color,
-        no_compensation: a.no_compensation,
         width: table_width(stdout.is_terminal()),
-        columns_chosen: !a.columns.is_empty(),
     };
     let mut w = BufWriter::new(stdout.lock());
     render(&mut w, &file, &analysis, &out, &opts)?;
@@ -369,139 +295,20 @@ fn table_width(is_terminal: bool) -> Option<usize> {
     (r == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
 }
 
-fn focus_query_for<'a>(view: View, q: &'a Query, focus: &'a Query) -> &'a Query {
-    if matches!(view, View::Callers | View::Callees) {
-        focus
-    } else {
-        q
-    }
-}
-
-fn info(path: &Path) -> Result<u8> {
+pub fn info(path: &Path, format: Format) -> Result<u8> {
     let file = DataFile::open(path)?;
-    let s = &file.session;
+    let analysis = match file.session.method {
+        lapse_data::Method::Instrumentation => Some(analyze(&file, &Query::default())?),
+        lapse_data::Method::Sampling => None,
+    };
+    let info = lapse_report::Info::of(&file, analysis.as_ref(), spill_hint(path));
     let mut o = BufWriter::new(io::stdout().lock());
-    writeln!(
-        o,
-        "file:        {} ({} bytes)",
-        path.display(),
-        file.file_len
-    )?;
-    match file.incomplete_why() {
-        None => writeln!(o, "complete:    yes")?,
-        Some(why) => writeln!(o, "complete:    no ({why})")?,
-    }
-    writeln!(o, "command:     {}", s.command.join(" "))?;
-    writeln!(o, "method:      {}", s.method.name())?;
-    writeln!(o, "host:        {}", s.host)?;
-    writeln!(o, "clock:       {}", s.clock)?;
-    writeln!(o, "lapse:       {}", s.lapse_version)?;
-    if s.method == lapse_data::Method::Instrumentation {
-        writeln!(o, "probe cost:  {:.2} ns per probe", s.probe_cost_ns)?;
-        if let Some(t) = &s.tsc {
-            writeln!(o, "tsc:         {:.0} ticks/s", t.ticks_per_sec)?;
-        }
-        writeln!(o, "os events:   {}", s.os_events.join(","))?;
-    } else {
-        let period = s
-            .sample_period
-            .map_or_else(|| "frequency mode".to_owned(), |p| format!("period {p}"));
-        writeln!(
-            o,
-            "event:       {} ({period})",
-            s.sample_event.as_deref().unwrap_or("?")
-        )?;
-    }
-    for n in &s.notes {
-        writeln!(o, "note:        {n}")?;
-    }
-    writeln!(o, "processes:   {}", file.processes.len())?;
-    writeln!(o, "threads:     {}", file.threads.len())?;
-    writeln!(o, "modules:     {}", file.modules.len())?;
-    writeln!(o, "functions:   {}", file.functions.len())?;
-    writeln!(
-        o,
-        "events:      {} in {} chunks",
-        file.total_events(),
-        file.event_chunks.len()
-    )?;
-    writeln!(
-        o,
-        "samples:     {} chunks; {} frames, {} stack nodes",
-        file.sample_chunks.len(),
-        file.frames.len(),
-        file.stacks.len()
-    )?;
-    if !file.off_cpu.is_empty() {
-        let ns: u64 = file.off_cpu.iter().map(|p| p.len_ns()).sum();
-        let preempted = file.off_cpu.iter().filter(|p| p.preempted).count();
-        writeln!(
-            o,
-            "off-CPU:     {} periods ({preempted} preempted), {:.3} s summed over threads",
-            file.off_cpu.len(),
-            ns as f64 / 1e9
-        )?;
-    }
-    if let Some(f) = &file.footer {
-        writeln!(o, "lost:        {} events", f.lost_events)?;
-        writeln!(
-            o,
-            "discarded:   {} samples (other processes', or the target's before its exec: not data lost)",
-            f.discarded_samples
-        )?;
-        if let Some(st) = f.target_exit_status {
-            writeln!(o, "exit status: {st}")?;
-        }
-    }
-    if let Some(d) = &file.damage {
-        writeln!(o, "damage:      at byte {}: {}", d.offset, d.what)?;
-    }
-    if let Some(line) = spill_hint(path) {
-        writeln!(o, "spill:       {line}")?;
-    }
-    if file.skipped_chunks > 0 {
-        writeln!(
-            o,
-            "skipped:     {} chunks of unknown kind",
-            file.skipped_chunks
-        )?;
-    }
-    if s.method == lapse_data::Method::Instrumentation {
-        if let Analysis::Instr(r) = analyze(&file, &Query::default())? {
-            let sum = |f: fn(&lapse_analysis::ThreadStats) -> u64| {
-                r.acc.threads.iter().map(f).sum::<u64>()
-            };
-            writeln!(
-                o,
-                "repaired:    {} calls closed without their own exit (longjmp, exceptions, lost exits)",
-                sum(|t| t.repaired_exits)
-            )?;
-            writeln!(
-                o,
-                "unmatched:   {} exits matching no entry (ignored)",
-                sum(|t| t.unmatched_exits)
-            )?;
-            writeln!(
-                o,
-                "open calls:  {} closed at thread end",
-                sum(|t| t.open_calls)
-            )?;
-            writeln!(
-                o,
-                "non-entry:   {} sanitizer-coverage guards away from a function's entry (inlined code), not calls",
-                s.non_entry_guards()
-            )?;
-            let bad = sum(|t| t.invalid_events) + sum(|t| t.backward_timestamps) + r.bad_chunks;
-            if bad > 0 {
-                writeln!(o, "invalid:     {bad} events or chunks skipped")?;
-            }
-        }
-    }
+    info.render(&mut o, format)?;
     o.flush()?;
     Ok(0)
 }
 
-fn import(trace: &Path, output: &Path) -> Result<u8> {
+pub fn import(trace: &Path, output: &Path) -> Result<u8> {
     // A FIFO or a device is refused, not waited on.
     let reader = lapse_data::open_regular(trace)?;
     let len = reader.metadata().map_or(0, |m| m.len());

@@ -61,6 +61,8 @@ pub fn run() -> Result<u8> {
         limit,
         columns: vec![],
         filter: FilterArgs::default(),
+        focus: None,
+        no_collapse: false,
         module: None,
         threshold: None,
         no_compensation: false,

@@ -254,7 +254,7 @@ pub fn diff(a: DiffArgs) -> Result<u8> {
         }
     }
     let mut w = BufWriter::new(io::stdout().lock());
-    diff::render(&mut w, &d, format)?;
+    lapse_report::diff_render::render(&mut w, &d, format)?;
     w.flush()?;
     Ok(0)
 }

@@ -14,6 +14,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use crate::cli::{Cli, Command};
+
 /// Notes the signal dispositions and mask lapse inherited before Rust's
 /// runtime ignores SIGPIPE (it does so before `main`, after `.init_array`):
 /// the target gets what lapse got, so `lapse record -- prog | head` ends
@@ -60,7 +62,7 @@ fn lapse_main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match commands::run(args) {
+    match run(args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             if e.chain().any(|c| {
@@ -71,6 +73,49 @@ fn lapse_main() -> ExitCode {
             }
             eprintln!("lapse: error: {}", one_line(&e));
             ExitCode::from(1)
+        }
+    }
+}
+
+/// Runs the command the flags name; its exit code.
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Record(a) => commands::record(a),
+        Command::Report(a) => commands::report(a),
+        Command::Info { file, format } => commands::info(&file, format),
+        Command::Recover { file } => commands::recover(&file),
+        Command::Import { trace, output } => commands::import(&trace, &output),
+        Command::Build(a) => crate::cargo_build::run(a),
+        Command::Demo => crate::demo::run(),
+        Command::Export(a) => crate::export::export(a),
+        Command::Diff(a) => crate::export::diff(a),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "lapse", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man { command } => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            let page = match command {
+                // (`lapse help` is clap's: no page of its own to name)
+                None => cmd.disable_help_subcommand(true),
+                Some(name) => {
+                    let Some(sub) = cmd.find_subcommand(&name) else {
+                        let names: Vec<&str> = cmd
+                            .get_subcommands()
+                            .map(|s| s.get_name())
+                            .filter(|n| *n != "help")
+                            .collect();
+                        anyhow::bail!("man: no command {name} (commands: {})", names.join(", "));
+                    };
+                    // Named as its page is, lapse-report(1) (a name once per
+                    // process: leaked).
+                    let title: &'static str = format!("lapse-{name}").leak();
+                    sub.clone().name(title)
+                }
+            };
+            clap_mangen::Man::new(page).render(&mut std::io::stdout())?;
+            Ok(0)
         }
     }
 }

@@ -385,3 +385,158 @@ fn columns_keep_the_columns_that_name_a_row() {
         "{csv}"
     );
 }
+
+#[test]
+fn info_says_the_same_in_json_as_in_lines() {
+    let dir = imported("info", TRACE);
+    let text = LAPSE.in_dir(&dir).stdout(["info", "t.data"]);
+    let doc = LAPSE
+        .in_dir(&dir)
+        .json(["info", "t.data", "--format", "json"]);
+    assert_eq!(doc["schema"], "lapse-info/1");
+    // Two threads of one process, four functions, a finished file.
+    assert!(text.contains("threads:     2\n"), "{text}");
+    assert_eq!(doc["threads"], 2, "{doc}");
+    assert_eq!(doc["processes"], 1, "{doc}");
+    assert_eq!(doc["functions"], 4, "{doc}");
+    assert!(text.contains("complete:    yes\n"), "{text}");
+    assert_eq!(doc["incomplete"], Value::Null, "{doc}");
+    assert_eq!(doc["method"], "instrumentation");
+    // The stack repairs come from the analysis: none in this trace.
+    assert!(text.contains("repaired:    0 calls"), "{text}");
+    assert_eq!(doc["repaired_calls"], 0, "{doc}");
+    assert!(doc["notes"].is_array(), "{doc}");
+    let bytes = std::fs::metadata(dir.join("t.data")).unwrap().len();
+    assert_eq!(doc["file"]["bytes"], bytes, "{doc}");
+    // Every line of the table is one key of the JSON.
+    let lines = text.lines().filter(|l| !l.starts_with("note:")).count();
+    let keys = doc.as_object().unwrap().len() - 2; // schema, notes
+    assert_eq!(lines, keys, "{text}\n{doc}");
+}
+
+/// main → run → {work (long C++ name) → a → b → c → leaf, twice; helper →
+/// leaf}: a chain of calls that pass all their time on, a function called
+/// from two places, names longer than a terminal.
+const DEEP: &str = r#"[
+  {"ph": "X", "name": "main", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+  {"ph": "X", "name": "run", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+  {"ph": "X", "name": "std::map<std::basic_string<char>, std::vector<int>>::work(int)", "pid": 1, "tid": 1, "ts": 0, "dur": 60},
+  {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 60},
+  {"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 0, "dur": 60},
+  {"ph": "X", "name": "c", "pid": 1, "tid": 1, "ts": 0, "dur": 60},
+  {"ph": "X", "name": "leaf", "pid": 1, "tid": 1, "ts": 0, "dur": 60},
+  {"ph": "X", "name": "helper", "pid": 1, "tid": 1, "ts": 70, "dur": 30},
+  {"ph": "X", "name": "leaf", "pid": 1, "tid": 1, "ts": 75, "dur": 20}
+]"#;
+
+#[test]
+fn a_call_tree_fits_80_columns_and_keeps_its_inclusive_share() {
+    let dir = imported("tree80", DEEP);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["report", "t.data", "--view", "calltree"];
+        args.extend(extra);
+        let out = LAPSE.in_dir(&dir).with_env(&[("COLUMNS", "80")]).ok(&args);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = run(&[]);
+    for l in text.lines() {
+        assert!(
+            l.chars().count() <= 80,
+            "{} wide: {l}\n{text}",
+            l.chars().count()
+        );
+    }
+    // The inclusive share stays; the long name gives up its template
+    // arguments, not its own name.
+    assert!(text.contains("el incl %"), "{text}");
+    assert!(text.contains("std::map<…>::work(int)"), "{text}");
+    // work → a → b → c → leaf pass on all their time: a, b and c collapse.
+    assert!(text.contains("…3 frames…"), "{text}");
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.trim_start().trim_start_matches("* ").starts_with("b ")),
+        "{text}"
+    );
+    let full = run(&["--no-collapse"]);
+    assert!(!full.contains("frames…"), "{full}");
+    assert!(
+        full.lines()
+            .any(|l| l.trim_start().trim_start_matches("* ").starts_with("b ")),
+        "{full}"
+    );
+    // JSON keeps every node whatever the terminal.
+    let doc = LAPSE
+        .in_dir(&dir)
+        .json(["report", "t.data", "--view", "calltree", "--format", "json"]);
+    assert!(!doc.to_string().contains("frames…"), "{doc}");
+}
+
+#[test]
+fn focus_re_roots_the_tree_and_function_shows_what_it_calls() {
+    let dir = imported("focus", DEEP);
+    // leaf is called under c and under helper: one root with both calls.
+    let doc = LAPSE.in_dir(&dir).json([
+        "report", "t.data", "--view", "calltree", "--format", "json", "--focus", "^leaf$",
+    ]);
+    let roots = doc["roots"].as_array().unwrap();
+    assert_eq!(roots.len(), 1, "{doc}");
+    assert_eq!(roots[0]["function"], "leaf");
+    assert_eq!(roots[0]["calls"], 2);
+    close(&roots[0]["elapsed_inclusive_ns"], 80_000.0);
+    // --function helper: the path to it and what it calls.
+    let doc = LAPSE.in_dir(&dir).json([
+        "report",
+        "t.data",
+        "--view",
+        "calltree",
+        "--format",
+        "json",
+        "--function",
+        "^helper$",
+    ]);
+    let main = &doc["roots"][0];
+    assert_eq!(main["function"], "main", "{doc}");
+    let helper = &main["children"][0]["children"][0];
+    assert_eq!(helper["function"], "helper", "{doc}");
+    assert_eq!(helper["children"][0]["function"], "leaf", "{doc}");
+    assert_eq!(
+        main["children"][0]["children"].as_array().unwrap().len(),
+        1,
+        "{doc}"
+    );
+    // --focus is for call trees.
+    let out =
+        LAPSE
+            .in_dir(&dir)
+            .run(["report", "t.data", "--view", "functions", "--focus", "leaf"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--focus") && err.lines().count() == 1, "{err}");
+}
+
+#[test]
+fn every_command_has_its_manual_page() {
+    let main = String::from_utf8(LAPSE.ok(["man"]).stdout).unwrap();
+    // The pages `lapse man` names under SEE ALSO: lapse\-report(1)...
+    let named: Vec<&str> = main
+        .split("lapse\\-")
+        .skip(1)
+        .filter_map(|s| s.split_once("(1)").map(|(n, _)| n))
+        .filter(|n| n.chars().all(|c| c.is_ascii_lowercase()))
+        .collect();
+    assert!(
+        named.contains(&"report") && named.contains(&"record"),
+        "{main}"
+    );
+    for name in named {
+        let page = String::from_utf8(LAPSE.ok(["man", name]).stdout).unwrap();
+        assert!(
+            page.contains(&format!(".TH lapse-{name} 1")),
+            "{name}: {page}"
+        );
+    }
+    let out = LAPSE.run(["man", "nope"]);
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+}

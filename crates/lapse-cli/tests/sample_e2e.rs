@@ -257,6 +257,7 @@ fn frame_pointer_call_graph() {
         return;
     };
     assert!(!stderr.contains("single frame"), "{stderr}");
+    assert!(!stderr.contains("keep no frame pointer"), "{stderr}");
     let f = LAPSE.report(&data, "functions", &[]);
     assert_near(
         "work_a exclusive",
@@ -285,6 +286,11 @@ fn frame_pointers_asked_for_code_without_them_is_a_warning() {
     };
     assert!(
         stderr.contains("warning") && stderr.contains("single frame"),
+        "{stderr}"
+    );
+    // Said before the run too, from the program's unwind tables.
+    assert!(
+        stderr.contains("--call-graph fp: ") && stderr.contains("keep no frame pointer"),
         "{stderr}"
     );
     let info = LAPSE.run(["info", data.to_str().expect("utf-8")]);
@@ -926,4 +932,61 @@ int main(int argc, char **argv) {
         assert!(names.contains(&"alpha_spin"), "{how}: {names:?}");
         assert!(!names.contains(&"zz_other_name"), "{how}: {names:?}");
     }
+}
+
+#[test]
+fn annotate_shows_a_functions_source_lines_with_their_samples() {
+    let dir = work_dir("annotate");
+    // Two loops of one function, each on its own line: 3 units, then 1.
+    let src = r#"
+NOINLINE uint64_t two_loops(uint64_t n) {
+    uint64_t x = 1, y = 2;
+    for (uint64_t i = 0; i < 3 * n; i++) x = x * 6364136223846793005ULL + i; /* heavy */
+    sink = x;
+    for (uint64_t i = 0; i < n; i++) y = y * 2862933555777941757ULL + i; /* light */
+    return x + y;
+}
+int main(int argc, char **argv) {
+    uint64_t u = unit(argc, argv);
+    for (int i = 0; i < 100; i++) sink += two_loops(u);
+    return 0;
+}
+"#;
+    let Some(exe) = gcc(&dir, "annotate", src, &[]) else {
+        return;
+    };
+    let Some(data) = record(&dir, &[], &[exe.to_str().expect("utf-8"), UNIT]) else {
+        return;
+    };
+    let doc = LAPSE.report(&data, "annotate", &["--function", "two_loops"]);
+    let rows = expect_rows(&doc);
+    // Every line from the declaration on, in order, with its text.
+    let lines: Vec<u64> = rows.iter().map(|r| r["line"].as_u64().unwrap()).collect();
+    assert!(lines.windows(2).all(|w| w[1] == w[0] + 1), "{lines:?}");
+    let at = |mark: &str| {
+        rows.iter()
+            .find(|r| r["source"].as_str().is_some_and(|s| s.contains(mark)))
+            .unwrap_or_else(|| panic!("no line with {mark}: {doc}"))
+    };
+    assert!(at("two_loops(uint64_t n)")["source"].is_string());
+    let heavy = at("/* heavy */")["exclusive_samples"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let light = at("/* light */")["exclusive_samples"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(light > 0.0, "{doc}");
+    let ratio = heavy / light;
+    assert!((1.8..5.0).contains(&ratio), "heavy/light {ratio}: {doc}");
+    // The lines view names each line's function.
+    let lines = LAPSE.report(&data, "lines", &[]);
+    let heavy_line = at("/* heavy */")["line"].clone();
+    let row = expect_rows(&lines)
+        .iter()
+        .find(|r| r["line"] == heavy_line && r["function"] == "two_loops")
+        .unwrap_or_else(|| panic!("no two_loops line {heavy_line}: {lines}"));
+    assert!(row["exclusive_samples"].as_u64().unwrap() > 0);
+    // Without --function there is nothing to annotate: an error.
+    let out = LAPSE.run(["report", data.to_str().unwrap(), "--view", "annotate"]);
+    assert!(!out.status.success());
 }

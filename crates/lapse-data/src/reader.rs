@@ -6,11 +6,12 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::codec::{self, EventLayout};
+use crate::codec;
 use crate::error::DataError;
 use crate::format;
 use crate::model::*;
 use crate::scan::Scan;
+pub use crate::scan::{EventChunkRef, SampleChunkRef};
 
 enum Bytes {
     Mapped(memmap2::Mmap),
@@ -31,43 +32,6 @@ impl Bytes {
 pub struct Damage {
     pub offset: u64,
     pub what: String,
-}
-
-/// An event chunk, indexed but not yet decoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EventChunkRef {
-    pub pid: u32,
-    pub tid: u32,
-    /// Which thread with this id ([`ThreadKey::serial`]).
-    pub serial: u16,
-    pub count: u32,
-    /// Offset of the chunk header in the file.
-    pub offset: u64,
-    pub(crate) body_start: usize,
-    pub(crate) body_len: usize,
-    pub(crate) raw_len: u32,
-    pub(crate) compressed: bool,
-    /// How its events are laid out (the chunk's flags say).
-    pub layout: EventLayout,
-}
-
-impl EventChunkRef {
-    /// The thread whose events these are.
-    pub fn key(&self) -> ThreadKey {
-        ThreadKey::reused(self.pid, self.tid, self.serial)
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SampleChunkRef {
-    /// The serial of the threads whose samples these are
-    /// ([`ThreadKey::serial`]).
-    pub serial: u16,
-    pub offset: u64,
-    pub(crate) body_start: usize,
-    pub(crate) body_len: usize,
-    pub(crate) raw_len: u32,
-    pub(crate) compressed: bool,
 }
 
 /// An opened data file.

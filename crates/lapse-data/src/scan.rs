@@ -14,7 +14,43 @@ use std::collections::HashMap;
 use crate::codec::EventLayout;
 use crate::format::{self, ChunkHeader};
 use crate::model::*;
-use crate::reader::{EventChunkRef, SampleChunkRef};
+
+/// An event chunk, indexed but not yet decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventChunkRef {
+    pub pid: u32,
+    pub tid: u32,
+    /// Which thread with this id ([`ThreadKey::serial`]).
+    pub serial: u16,
+    pub count: u32,
+    /// Offset of the chunk header in the file.
+    pub offset: u64,
+    pub(crate) body_start: usize,
+    pub(crate) body_len: usize,
+    pub(crate) raw_len: u32,
+    pub(crate) compressed: bool,
+    /// How its events are laid out (the chunk's flags say).
+    pub layout: EventLayout,
+}
+
+impl EventChunkRef {
+    /// The thread whose events these are.
+    pub fn key(&self) -> ThreadKey {
+        ThreadKey::reused(self.pid, self.tid, self.serial)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleChunkRef {
+    /// The serial of the threads whose samples these are
+    /// ([`ThreadKey::serial`]).
+    pub serial: u16,
+    pub offset: u64,
+    pub(crate) body_start: usize,
+    pub(crate) body_len: usize,
+    pub(crate) raw_len: u32,
+    pub(crate) compressed: bool,
+}
 
 /// Most placeholders a table may hold for ids the file skipped.
 pub(crate) const MAX_TABLE_HOLES: usize = 1024;

@@ -11,6 +11,13 @@ use crate::collapsed;
 use crate::select::Selection;
 use crate::{ExportError, Format, SampleWeight};
 
+/// The `[off-cpu]` frames' colour in a graph of both kinds of time.
+pub const OFF_CPU_COLOR: inferno::flamegraph::color::Color = inferno::flamegraph::color::Color {
+    r: 80,
+    g: 130,
+    b: 220,
+};
+
 /// Renders the flame graph of the folded `lines` (of a sampling recording,
 /// weighed as `weight` says) into `out`.
 pub fn svg(
@@ -52,6 +59,13 @@ pub fn svg(
         opts.colors = inferno::flamegraph::color::Palette::Basic(
             inferno::flamegraph::color::BasicPalette::Io,
         );
+    }
+    // On and off the CPU in one graph: the waiting is the `[off-cpu]`
+    // frames, drawn in a cold blue apart from the warm CPU palette.
+    let mut cold = inferno::flamegraph::color::PaletteMap::default();
+    if weight == SampleWeight::Both {
+        cold.insert(crate::OFF_CPU_FRAME, OFF_CPU_COLOR);
+        opts.palette_map = Some(&mut cold);
     }
     opts.count_name = match (file.session.method, weight) {
         (Method::Sampling, SampleWeight::Cpu) => "samples".into(),

@@ -1,6 +1,6 @@
 //! What an export keeps of a recording: `lapse export`'s filters, the
 //! report's own [`Query`] (threads, processes, a time window, a function's
-//! subtree) and `--min-duration` (SPEC section 6).
+//! subtree) and `--min-duration` (docs/exports.md).
 //!
 //! The call-tree exports get threads and window from the analysis, which
 //! was made with the same query, and the subtree from [`Selection::tree`].

@@ -87,6 +87,17 @@ fn collapsed_stacks_weigh_cpu_off_cpu_or_both() {
         svg.contains("[off-cpu]") && svg.contains(" ns"),
         "{svg:.300}"
     );
+    // The waiting is drawn cold, apart from the CPU frames' warm colours:
+    // every [off-cpu] frame and only those.
+    let cold = "fill=\"rgb(80,130,220)\"";
+    let frames: Vec<&str> = svg.split("<g>").skip(1).collect();
+    let off: Vec<&&str> = frames
+        .iter()
+        .filter(|g| g.contains("<title>[off-cpu]"))
+        .collect();
+    assert_eq!(off.len(), 3, "{svg:.2000}");
+    assert!(off.iter().all(|g| g.contains(cold)), "{svg:.2000}");
+    assert_eq!(svg.matches(cold).count(), off.len(), "{svg:.2000}");
 }
 
 #[test]

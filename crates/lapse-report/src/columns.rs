@@ -50,6 +50,7 @@ pub trait Values {
 pub mod key {
     pub const PID: &str = "pid";
     pub const TID: &str = "tid";
+    pub const LINE: &str = "line";
     pub const ELAPSED_INCLUSIVE_NS: &str = "elapsed_inclusive_ns";
     pub const ELAPSED_EXCLUSIVE_NS: &str = "elapsed_exclusive_ns";
     pub const APPLICATION_INCLUSIVE_NS: &str = "application_inclusive_ns";
@@ -63,15 +64,17 @@ pub mod key {
 }
 
 // `drop` (the last number) says which columns a narrow terminal gives up
-// first: percentages before times, application before elapsed, extras
-// (7 and above: only when there is room, never in the summary) first of all.
+// first: extras (7 and above: only when there is room, never in the
+// summary) first of all, then percentages before times, application
+// before elapsed. The name and the inclusive percentage (what a call tree
+// is read by) are never given up.
 const TIMES: [Column; 9] = [
     shown_unless("calls", Kind::Int, "calls", 4),
     shown(key::ELAPSED_INCLUSIVE_NS, Kind::Nanos, "elapsed incl"),
     shown(key::ELAPSED_EXCLUSIVE_NS, Kind::Nanos, "elapsed excl"),
     shown_unless(key::APPLICATION_INCLUSIVE_NS, Kind::Nanos, "app incl", 2),
     shown_unless(key::APPLICATION_EXCLUSIVE_NS, Kind::Nanos, "app excl", 1),
-    shown_unless("elapsed_inclusive_pct", Kind::Percent, "el incl %", 5),
+    shown("elapsed_inclusive_pct", Kind::Percent, "el incl %"),
     shown_unless("elapsed_exclusive_pct", Kind::Percent, "el excl %", 3),
     shown_unless("application_inclusive_pct", Kind::Percent, "app incl %", 8),
     shown_unless("application_exclusive_pct", Kind::Percent, "app excl %", 8),
@@ -103,7 +106,7 @@ const OPEN_CALLS: Column = col("open_calls", Kind::Int);
 const SAMPLES: [Column; 8] = [
     shown(key::INCLUSIVE_SAMPLES, Kind::Int, "incl samples"),
     shown(key::EXCLUSIVE_SAMPLES, Kind::Int, "excl samples"),
-    shown_unless("inclusive_pct", Kind::Percent, "incl %", 2),
+    shown("inclusive_pct", Kind::Percent, "incl %"),
     shown_unless("exclusive_pct", Kind::Percent, "excl %", 1),
     shown_unless(key::ESTIMATED_INCLUSIVE_NS, Kind::Nanos, "est incl", 4),
     shown_unless(key::ESTIMATED_EXCLUSIVE_NS, Kind::Nanos, "est excl", 3),

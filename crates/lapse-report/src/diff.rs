@@ -1,6 +1,6 @@
 //! `lapse diff`: two recordings of the same method compared row by row.
 //!
-//! The rows are the report's own ([`build_view`]), so a diff shows exactly
+//! The rows are the report's own ([`crate::build`]), so a diff shows exactly
 //! the values `lapse report` shows; rows are matched by identity keys that
 //! survive a rebuild and a rerun: function and module name (not the
 //! address), module name, source line, thread name (pids and tids change
@@ -18,15 +18,14 @@
 //! BASE's total.
 
 use std::collections::HashMap;
-use std::io::{self, Write};
 
 use lapse_analysis::{Analysis, Query};
 use lapse_data::{DataFile, Method};
 
 pub use crate::diff_totals::{Totals, TOTALS_NOISE_PCT};
 use crate::table::{Cell, Column, Kind};
-use crate::views::{build_view, View, ViewOutput};
-use crate::{Format, ReportError};
+use crate::views::{build_view, TreeShape, View, ViewOutput};
+use crate::ReportError;
 
 /// Keys that say *which* row it is; every other column is a value.
 const IDENTITY: [&str; 11] = [
@@ -151,7 +150,7 @@ fn match_keys(view: View) -> &'static [&'static str] {
         View::Modules => &["module"],
         View::Threads => &["thread_name"],
         View::Processes => &["command"],
-        View::Lines => &["source_file", "line"],
+        View::Lines | View::Annotate => &["source_file", "line"],
         View::Instructions => &["function", "module", "address"],
         _ => &["function", "module"],
     }
@@ -191,7 +190,7 @@ fn keyed(
         .iter()
         .filter_map(|k| out.columns.iter().position(|c| c.key == *k))
         .collect();
-    let mut rows = out.rows.clone();
+    let mut rows = out.table_rows().to_vec();
     rows.sort_by(|a, b| {
         a.iter()
             .map(text)
@@ -243,8 +242,15 @@ pub fn diff(
     check_methods(base.0, new.0)?;
     let method = base.0.session.method;
     let build = |(file, a): (&DataFile, &Analysis)| {
-        build_view(file, a, &Query::default(), opts.view, None, 0.0)
-            .map_err(|e| ReportError::Diff(format!("{}: {e}", file.path().display())))
+        build_view(
+            file,
+            a,
+            &Query::default(),
+            opts.view,
+            None,
+            &TreeShape::default(),
+        )
+        .map_err(|e| ReportError::Diff(format!("{}: {e}", file.path().display())))
     };
     let (b, n) = (build(base)?, build(new)?);
     let is_id = |c: &Column| IDENTITY.contains(&c.key);
@@ -360,13 +366,4 @@ pub fn diff(
         scale,
         rows,
     })
-}
-
-/// Writes `d` as a table, CSV or the JSON of SPEC section 5.
-pub fn render(out: &mut dyn Write, d: &Diff, format: Format) -> io::Result<()> {
-    match format {
-        Format::Json => crate::diff_render::json(out, d),
-        Format::Csv => crate::diff_render::csv(out, d),
-        Format::Table => crate::diff_render::table(out, d),
-    }
 }

@@ -5,8 +5,17 @@ use std::io::{self, Write};
 use serde_json::{json, Map, Value};
 
 use crate::diff::{Delta, Diff};
-use crate::render::human;
+use crate::spec::Format;
 use crate::table::{Cell, Column, Kind, Table};
+
+/// Writes `d` as a table, CSV or the JSON of SPEC section 5.
+pub fn render(out: &mut dyn Write, d: &Diff, format: Format) -> io::Result<()> {
+    match format {
+        Format::Json => json(out, d),
+        Format::Csv => csv(out, d),
+        Format::Table => table(out, d),
+    }
+}
 
 impl Delta {
     fn to_json(self) -> Value {
@@ -87,7 +96,7 @@ fn totals_json(d: &Diff) -> Value {
     Value::Object(m)
 }
 
-pub fn json(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
+fn json(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
     let rows: Vec<Value> = d
         .rows
         .iter()
@@ -141,7 +150,7 @@ fn plain(c: &Cell, kind: Kind) -> String {
 /// Identity columns, then `base_X,new_X,delta_X` for every value X, then
 /// `change_pct` and the share keys. The rows only: the totals, the scale
 /// and the warning are in the table and the JSON.
-pub fn csv(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
+fn csv(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
     let mut head: Vec<String> = d.identity.iter().map(|c| c.key.to_owned()).collect();
     for c in &d.values {
         head.extend(["base_", "new_", "delta_"].map(|p| format!("{p}{}", c.key)));
@@ -210,7 +219,7 @@ fn table_header(out: &mut dyn Write, d: &Diff, value: &Column) -> io::Result<()>
             "compared on {name} (raw values: it is not a part of a total, so no shares)"
         );
     };
-    let human_total = |v: f64| human(&total_cell(v, value.kind), value.kind);
+    let human_total = |v: f64| total_cell(v, value.kind).human(value.kind);
     writeln!(
         out,
         "compared on {name}: base total {}, new total {} ({})",
@@ -237,7 +246,7 @@ fn table_header(out: &mut dyn Write, d: &Diff, value: &Column) -> io::Result<()>
 /// its change and the relative change (of normalized values when
 /// normalized), then its share of each run's total and the change in
 /// points; a `total` row first, always raw.
-pub fn table(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
+fn table(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
     let shown: Vec<usize> = (0..d.identity.len())
         .filter(|&i| d.identity[i].terminal.is_some())
         .collect();
@@ -279,8 +288,8 @@ pub fn table(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
             (Cell::Int(x), Cell::Int(y)) => Delta::Int(*y as i64 - *x as i64),
             _ => Delta::Float(t.new - t.base),
         };
-        line.push(human(&b, value.kind));
-        line.push(human(&n, value.kind));
+        line.push(b.human(value.kind));
+        line.push(n.human(value.kind));
         line.push(change.text(value.kind));
         line.push(change_text(t.change_pct()));
         line.extend(share_text(Some([100.0, 100.0])));
@@ -289,11 +298,11 @@ pub fn table(out: &mut dyn Write, d: &Diff) -> io::Result<()> {
     for r in &d.rows {
         let mut line: Vec<String> = shown
             .iter()
-            .map(|&i| human(&r.identity[i], d.identity[i].kind))
+            .map(|&i| r.identity[i].human(d.identity[i].kind))
             .collect();
         let side = |s: &Option<Vec<Cell>>| {
             s.as_ref()
-                .map_or("-".into(), |v| human(&v[d.primary], value.kind))
+                .map_or("-".into(), |v| v[d.primary].human(value.kind))
         };
         line.push(side(&r.base));
         line.push(side(&r.new));

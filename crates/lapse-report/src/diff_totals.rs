@@ -96,7 +96,7 @@ pub(crate) fn total_of(
     };
     let i = out.columns.iter().position(|c| c.key == summed)?;
     Some(
-        out.rows
+        out.table_rows()
             .iter()
             .filter_map(|r| r.get(i).and_then(Cell::as_f64))
             .sum(),

@@ -9,10 +9,10 @@ use lapse_analysis::run::Analysis;
 use lapse_data::DataFile;
 use serde_json::Value;
 
-use crate::render::{human, RenderOptions};
-use crate::table::{Cell, Column, Kind, TreeRow, COMPACT};
+use crate::spec::RenderOptions;
+use crate::table::{Cell, Kind, TreeRow, COMPACT};
 use crate::units;
-use crate::views::{Focus, View, ViewOutput};
+use crate::views::{Body, Focus, View, ViewOutput};
 
 const BOLD: &str = "\x1b[1m";
 const RESET: &str = "\x1b[0m";
@@ -40,6 +40,99 @@ pub fn cut_middle(s: &str, width: usize) -> String {
     out
 }
 
+/// `name` in at most `width` characters: the generic arguments and
+/// parameter lists of C++ and Rust names give way first (the most deeply
+/// nested, the longest first, each to `<…>` or `(…)`), so
+/// `HashMap<K, V, S>::insert` keeps `::insert`; what is still too long is
+/// cut in the middle.
+pub fn shorten(name: &str, width: usize) -> String {
+    let mut s: Vec<char> = name.chars().collect();
+    while s.len() > width {
+        // The innermost-deepest, then longest, bracket group not yet cut.
+        let mut best: Option<(usize, usize, usize)> = None; // (depth, open, close)
+        let mut open: Vec<usize> = Vec::new();
+        for (i, &ch) in s.iter().enumerate() {
+            match ch {
+                '<' | '(' => open.push(i),
+                '>' | ')' => {
+                    let Some(o) = open.pop() else { break };
+                    let pair = (s[o], ch);
+                    if !matches!(pair, ('<', '>') | ('(', ')')) {
+                        // `operator<`, `->`: not a bracket pair; give up.
+                        open.clear();
+                        break;
+                    }
+                    // (one character, `…` or `T`, gains nothing)
+                    let inner = i - o - 1;
+                    if inner <= 1 {
+                        continue;
+                    }
+                    let depth = open.len();
+                    let better = best
+                        .is_none_or(|(d, bo, bc)| depth > d || (depth == d && inner > bc - bo - 1));
+                    if better {
+                        best = Some((depth, o, i));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some((_, o, cl)) = best else { break };
+        s.splice(o + 1..cl, ['…']);
+    }
+    let s: String = s.into_iter().collect();
+    cut_middle(&s, width)
+}
+
+/// The hot path, every frame of it: wrapped between frames to the width
+/// (a name longer than a line is shortened), continued under its first
+/// frame.
+fn hot_path(out: &mut dyn Write, width: Option<usize>, frames: &[String]) -> io::Result<()> {
+    const HEAD: &str = "hot path: ";
+    const ARROW: &str = " → ";
+    let indent = HEAD.chars().count();
+    let room = width.map_or(usize::MAX, |w| w.saturating_sub(indent).max(MIN_TEXT));
+    let mut text = String::from(HEAD);
+    let mut used = 0;
+    for (i, f) in frames.iter().enumerate() {
+        let name = shorten(&units::terminal_text(f), room);
+        let n = name.chars().count();
+        let arrow = if i == 0 { 0 } else { ARROW.chars().count() };
+        if i > 0 && used + arrow + n > room {
+            // The arrow ends the line; the next one starts with the frame.
+            text.push_str(ARROW.trim_end());
+            text.push('\n');
+            text.push_str(&" ".repeat(indent));
+            used = 0;
+        } else if i > 0 {
+            text.push_str(ARROW);
+            used += arrow;
+        }
+        text.push_str(&name);
+        used += n;
+    }
+    writeln!(out, "{text}")
+}
+
+/// `text` wrapped between words to the width, continued one space in.
+fn wrap(out: &mut dyn Write, width: Option<usize>, text: &str) -> io::Result<()> {
+    let Some(width) = width else {
+        return writeln!(out, "{text}");
+    };
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let n = line.chars().count();
+        if n > 1 && n + 1 + word.chars().count() > width {
+            writeln!(out, "{}", cut_middle(&line, width))?;
+            line = String::from(" ");
+        } else if !line.is_empty() && line != " " {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    writeln!(out, "{}", cut_middle(&line, width))
+}
+
 /// One header line, cut to the width (its command line and notes escaped
 /// for the terminal).
 fn line(out: &mut dyn Write, width: Option<usize>, text: &str) -> io::Result<()> {
@@ -53,6 +146,7 @@ fn line(out: &mut dyn Write, width: Option<usize>, text: &str) -> io::Result<()>
 fn header(
     out: &mut dyn Write,
     file: &DataFile,
+    a: &Analysis,
     session: &Value,
     opts: &RenderOptions,
 ) -> io::Result<()> {
@@ -70,10 +164,10 @@ fn header(
         method.push_str(&format!(
             "   application rule: {rule}   probe cost: {:.1} ns ({})",
             s.probe_cost_ns,
-            if opts.no_compensation {
-                "not subtracted"
-            } else {
+            if matches!(a, Analysis::Instr(r) if r.compensated) {
                 "subtracted"
+            } else {
+                "not subtracted"
             }
         ));
     }
@@ -170,17 +264,18 @@ type Rows<'a> = [(String, &'a [Cell])];
 
 fn grid(
     out: &mut dyn Write,
-    columns: &[Column],
+    v: &ViewOutput,
     rows: &Rows<'_>,
     opts: &RenderOptions,
     first_header: &str,
 ) -> io::Result<()> {
+    let columns = &v.columns[..];
     // The columns this table can show, by index.
-    let compact = opts.view == View::Summary;
+    let compact = v.view == View::Summary;
     let mut shown: Vec<usize> = (0..columns.len())
         .filter(|&i| {
             let c = &columns[i];
-            opts.columns_chosen || (c.terminal.is_some() && !(compact && c.drop >= COMPACT))
+            v.columns_chosen || (c.terminal.is_some() && !(compact && c.drop >= COMPACT))
         })
         .collect();
     let header_of = |j: usize, i: usize| {
@@ -195,7 +290,7 @@ fn grid(
     let dominated =
         |r: &(String, &[Cell])| dominated_at.and_then(|i| r.1.get(i)) == Some(&Cell::Bool(true));
     let text_of = |r: &(String, &[Cell]), i: usize, first: bool| -> (String, String) {
-        let t = r.1.get(i).map_or("-".into(), |c| human(c, columns[i].kind));
+        let t = r.1.get(i).map_or("-".into(), |c| c.human(columns[i].kind));
         match (first, dominated(r)) {
             (false, _) => (String::new(), t),
             (true, false) => (r.0.clone(), t),
@@ -266,7 +361,7 @@ fn grid(
             prefix = &prefix[1..];
         }
         let room = widths[j].saturating_sub(prefix.chars().count());
-        format!("{prefix}{}", cut_middle(text, room))
+        format!("{prefix}{}", shorten(text, room))
     };
     let line = |out: &mut dyn Write, cells: &[String]| -> io::Result<()> {
         let mut s = String::new();
@@ -329,6 +424,11 @@ const DOMINATED_KEY: &str = "probe_dominated";
 /// short line per node, not a triangle of spaces.
 pub const MAX_INDENT: usize = 16;
 
+/// Rows without a prefix in their first cell.
+fn plain(rows: &[Vec<Cell>]) -> Vec<(String, &[Cell])> {
+    rows.iter().map(|r| (String::new(), &r[..])).collect()
+}
+
 /// The tree's first cell prefix: indentation by depth up to
 /// [`MAX_INDENT`], then `[depth] `; `* ` marks the hot path (plain text, so
 /// column widths stay right with or without colour).
@@ -349,13 +449,9 @@ pub fn table(
     opts: &RenderOptions,
     session: &Value,
 ) -> io::Result<()> {
-    header(out, file, session, opts)?;
-    if opts.view == View::Summary && !v.hot_path.is_empty() {
-        line(
-            out,
-            opts.width,
-            &format!("hot path: {}", v.hot_path.join(" → ")),
-        )?;
+    header(out, file, a, session, opts)?;
+    if v.view == View::Summary && !v.hot_path.is_empty() {
+        hot_path(out, opts.width, &v.hot_path)?;
         writeln!(out)?;
         writeln!(
             out,
@@ -369,47 +465,46 @@ pub fn table(
             }
         )?;
     }
-    if let Some(tree) = &v.tree {
-        let rows: Vec<(String, &[Cell])> = tree
-            .iter()
-            .map(|r| (tree_prefix(r), &r.cells[..]))
-            .collect();
-        let mut legend = String::from("(* marks the hot path");
-        if tree.iter().any(|r| r.elided > 0) {
-            legend.push_str("; …N stands for N levels of a long chain left out");
+    match &v.body {
+        Body::Tree {
+            lines,
+            below_threshold,
+        } => {
+            let rows: Vec<(String, &[Cell])> = lines
+                .iter()
+                .map(|r| (tree_prefix(r), &r.cells[..]))
+                .collect();
+            let mut legend = String::from("(* marks the hot path");
+            if lines.iter().any(|r| r.elided > 0) {
+                legend.push_str("; …N stands for N levels of a long chain left out");
+            }
+            if lines.iter().any(|r| r.collapsed > 0) {
+                legend.push_str(
+                    "; …N frames… stands for N calls that pass on all their time (--no-collapse shows them)",
+                );
+            }
+            if let Some((hidden, pct)) = below_threshold.filter(|b| b.0 > 0) {
+                legend.push_str(&format!(
+                    "; {hidden} lines under {pct} % of the session hidden: --threshold 0 shows them"
+                ));
+            }
+            legend.push(')');
+            wrap(out, opts.width, &legend)?;
+            grid(out, v, &rows, opts, "call tree")
         }
-        if let Some((hidden, pct)) = v.below_threshold.filter(|b| b.0 > 0) {
-            legend.push_str(&format!(
-                "; {hidden} lines under {pct} % of the session hidden: --threshold 0 shows them"
-            ));
+        Body::Focus(Focus {
+            function: f,
+            callers,
+            callees,
+        }) => {
+            grid(out, v, &[(String::new(), &f[..])], opts, "function")?;
+            writeln!(out)?;
+            grid(out, v, &plain(callers), opts, "callers")?;
+            writeln!(out)?;
+            grid(out, v, &plain(callees), opts, "callees")
         }
-        writeln!(out, "{legend})")?;
-        return grid(out, &v.columns, &rows, opts, "call tree");
+        Body::Rows(rows) => grid(out, v, &plain(rows), opts, ""),
     }
-    if let Some(Focus {
-        function: f,
-        callers,
-        callees,
-    }) = &v.focus
-    {
-        grid(
-            out,
-            &v.columns,
-            &[(String::new(), &f[..])],
-            opts,
-            "function",
-        )?;
-        writeln!(out)?;
-        let rows: Vec<(String, &[Cell])> =
-            callers.iter().map(|r| (String::new(), &r[..])).collect();
-        grid(out, &v.columns, &rows, opts, "callers")?;
-        writeln!(out)?;
-        let rows: Vec<(String, &[Cell])> =
-            callees.iter().map(|r| (String::new(), &r[..])).collect();
-        return grid(out, &v.columns, &rows, opts, "callees");
-    }
-    let rows: Vec<(String, &[Cell])> = v.rows.iter().map(|r| (String::new(), &r[..])).collect();
-    grid(out, &v.columns, &rows, opts, "")
 }
 
 #[cfg(test)]
@@ -423,5 +518,31 @@ mod tests {
         let cut = cut_middle(name, 21);
         assert_eq!(cut.chars().count(), 21);
         assert_eq!(cut, "std::vecto…place_back");
+    }
+
+    #[test]
+    fn long_names_give_up_their_generic_arguments_first() {
+        let name = "std::vector<std::pair<int, std::string>>::emplace_back";
+        // The innermost group goes first, then the next one out.
+        assert_eq!(shorten(name, 40), "std::vector<std::pair<…>>::emplace_back");
+        assert_eq!(shorten(name, 30), "std::vector<…>::emplace_back");
+        let rust = "<alloc::vec::Vec<T,A> as core::iter::traits::collect::Extend<T>>::extend";
+        assert_eq!(
+            shorten(rust, 70),
+            "<alloc::vec::Vec<…> as core::iter::traits::collect::Extend<T>>::extend"
+        );
+        // Then the outer group: the method's name stays.
+        assert_eq!(shorten(rust, 40), "<…>::extend");
+        assert_eq!(shorten(rust, 12), "<…>::extend");
+        assert_eq!(shorten(rust, 8).chars().count(), 8);
+        // A short name, and one without brackets, as before.
+        assert_eq!(shorten("main", 12), "main");
+        assert_eq!(
+            shorten("luaV_execute_something_long", 12),
+            cut_middle("luaV_execute_something_long", 12)
+        );
+        // Parameter lists give way too; `operator<` is left to the cut.
+        assert_eq!(shorten("ns::f(int, std::string const&)", 12), "ns::f(…)");
+        assert_eq!(shorten("operator<(a, b)", 20), "operator<(a, b)");
     }
 }

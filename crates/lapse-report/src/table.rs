@@ -49,6 +49,20 @@ impl Cell {
             _ => None,
         }
     }
+
+    /// Human text of the cell for the terminal table.
+    pub fn human(&self, kind: Kind) -> String {
+        match (self, kind) {
+            (Cell::Null, _) => "-".into(),
+            (Cell::Int(v), Kind::Nanos) => crate::units::duration(*v),
+            (Cell::Float(p), Kind::Percent) => crate::units::percent(*p),
+            (Cell::Int(v), Kind::Hex) => format!("{v:#x}"),
+            (Cell::Text(s), _) => crate::units::terminal_text(s).into_owned(),
+            (Cell::Int(v), _) => v.to_string(),
+            (Cell::Float(v), _) => format!("{v:.2}"),
+            (Cell::Bool(b), _) => b.to_string(),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -102,6 +116,9 @@ pub struct TreeRow {
     /// Not 0: this row stands for that many lines of a long chain left out
     /// (its first cell says so, the others are empty).
     pub elided: usize,
+    /// Not 0: this row stands for that many calls that only pass their
+    /// caller's time on, collapsed (tables; `--no-collapse` shows them).
+    pub collapsed: usize,
 }
 
 #[derive(Clone, Debug, Default)]

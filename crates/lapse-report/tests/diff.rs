@@ -76,7 +76,7 @@ fn render(base: &str, new: &str, opts: &DiffOptions, format: Format) -> String {
     );
     let d = diff::diff((&b, &ba), (&n, &na), opts).unwrap();
     let mut out = Vec::new();
-    diff::render(&mut out, &d, format).unwrap();
+    lapse_report::diff_render::render(&mut out, &d, format).unwrap();
     String::from_utf8(out).unwrap()
 }
 

@@ -95,3 +95,20 @@ impl std::fmt::Debug for SectionData {
 unsafe impl stable_deref_trait::StableDeref for SectionData {}
 // SAFETY: clones share the same `Arc` and range, hence the same address.
 unsafe impl stable_deref_trait::CloneStableDeref for SectionData {}
+
+/// A `PT_LOAD` segment: where file bytes land in the module's address space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadSegment {
+    pub vaddr: u64,
+    pub memsz: u64,
+    pub offset: u64,
+    pub filesz: u64,
+    pub executable: bool,
+}
+
+/// A section's bytes and the module-relative address (SVMA) they start at.
+#[derive(Clone, Debug)]
+pub struct Section {
+    pub svma: u64,
+    pub data: SectionData,
+}

@@ -6,29 +6,12 @@ use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
 
-use crate::bytes::SectionData;
-use crate::dwarf::DwarfInfo;
-use crate::ranges::{CodeRanges, RangeSource};
+use crate::bytes::{LoadSegment, Section, SectionData};
+use crate::dwarf::{has_debug_info, DwarfInfo};
+use crate::ranges::{CodeRanges, FramePointerUse, RangeSource};
 use crate::sites::{self, SiteRecord, SITES_SECTION};
 use crate::symtab::{FunctionSymbol, SymbolTable};
 use crate::{debugfile, demangle, SymbolError};
-
-/// A `PT_LOAD` segment: where file bytes land in the module's address space.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoadSegment {
-    pub vaddr: u64,
-    pub memsz: u64,
-    pub offset: u64,
-    pub filesz: u64,
-    pub executable: bool,
-}
-
-/// A section's bytes and the module-relative address (SVMA) they start at.
-#[derive(Clone, Debug)]
-pub struct Section {
-    pub svma: u64,
-    pub data: SectionData,
-}
 
 /// What an unwinder needs from a module, all addresses module-relative.
 #[derive(Clone, Debug, Default)]
@@ -227,6 +210,17 @@ impl ElfModule {
             .as_ref()
     }
 
+    /// How many of the module's functions keep a frame pointer, by their
+    /// unwind rules (`None`: no `.eh_frame`; x86-64 only).
+    pub fn frame_pointer_use(&self) -> Option<FramePointerUse> {
+        let u = self.unwind_sections();
+        let eh = u.eh_frame.as_ref()?;
+        Some(crate::ranges::frame_pointer_use(
+            eh,
+            u.text_svma.as_ref().map(|r| r.start),
+        ))
+    }
+
     pub fn unwind_sections(&self) -> &UnwindSections {
         &self.unwind
     }
@@ -387,11 +381,6 @@ fn map_file(path: &Path) -> Result<SectionData, SymbolError> {
     // debugger reading binaries in place.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
     Ok(SectionData::from_map(map))
-}
-
-pub(crate) fn has_debug_info(file: &object::File<'_>) -> bool {
-    file.section_by_name(".debug_info")
-        .is_some_and(|s| s.size() > 0)
 }
 
 fn parse_object<'d>(path: &Path, data: &'d [u8]) -> Result<object::File<'d>, SymbolError> {

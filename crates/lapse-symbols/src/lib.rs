@@ -41,11 +41,12 @@ mod ranges;
 mod sites;
 mod symtab;
 
-pub use bytes::SectionData;
+pub use bytes::{LoadSegment, Section, SectionData};
 pub use cache::SymbolCache;
 pub use demangle::demangle;
-pub use elf::{ElfModule, LoadSegment, Section, SymbolFrame, Symbolized, UnwindSections};
+pub use elf::{ElfModule, SymbolFrame, Symbolized, UnwindSections};
 pub use error::SymbolError;
 pub use perfmap::PerfMap;
+pub use ranges::FramePointerUse;
 pub use sites::{SiteKind, SiteRecord, SITES_SECTION};
 pub use symtab::FunctionSymbol;

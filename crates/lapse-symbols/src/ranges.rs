@@ -14,7 +14,7 @@
 
 use gimli::{BaseAddresses, CieOrFde, EhFrame, RunTimeEndian, UnwindSection};
 
-use crate::elf::{LoadSegment, Section};
+use crate::bytes::{LoadSegment, Section};
 use crate::symtab::SymbolTable;
 
 /// Code ranges (start, size) by start, from the FDEs, and the entry range.
@@ -115,4 +115,54 @@ fn entry_range(fdes: &[(u64, u64)], src: &RangeSource<'_>) -> Option<(u64, u64)>
     .flatten()
     .min()?;
     Some((entry, end - entry))
+}
+
+/// How many of a module's functions (FDEs of at least 16 bytes) keep a
+/// frame pointer: their unwind rules define the frame from `rbp` at some
+/// point. Code built with `-fomit-frame-pointer` (the default at `-O1` and
+/// above) defines it from `rsp` throughout, so walking `rbp` through it
+/// gives wrong stacks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FramePointerUse {
+    pub functions: usize,
+    pub with_frame_pointer: usize,
+}
+
+/// [`FramePointerUse`] of the FDEs in `eh` (x86-64 register numbers).
+pub(crate) fn frame_pointer_use(eh: &Section, text_svma: Option<u64>) -> FramePointerUse {
+    const RBP: gimli::Register = gimli::X86_64::RBP;
+    let mut eh_frame = EhFrame::new(&eh.data[..], RunTimeEndian::Little);
+    eh_frame.set_address_size(8);
+    let mut bases = BaseAddresses::default().set_eh_frame(eh.svma);
+    if let Some(text) = text_svma {
+        bases = bases.set_text(text);
+    }
+    let mut out = FramePointerUse::default();
+    let mut ctx = gimli::UnwindContext::new();
+    let mut entries = eh_frame.entries(&bases);
+    while let Ok(Some(entry)) = entries.next() {
+        let CieOrFde::Fde(partial) = entry else {
+            continue;
+        };
+        let Ok(fde) =
+            partial.parse(|section, bases, offset| section.cie_from_offset(bases, offset))
+        else {
+            continue;
+        };
+        if fde.len() < 16 {
+            continue;
+        }
+        out.functions += 1;
+        let Ok(mut rows) = fde.rows(&eh_frame, &bases, &mut ctx) else {
+            continue;
+        };
+        while let Ok(Some(row)) = rows.next_row() {
+            if matches!(row.cfa(), gimli::CfaRule::RegisterAndOffset { register, .. } if *register == RBP)
+            {
+                out.with_frame_pointer += 1;
+                break;
+            }
+        }
+    }
+    out
 }

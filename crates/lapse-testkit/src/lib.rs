@@ -2,9 +2,11 @@
 //!
 //! Tests that need something the machine may lack (gcc, perf events, a
 //! consumer such as `go tool pprof` or Chromium) call [`skip`] when it is
-//! missing: on a developer's machine that prints a line and the test passes;
-//! with `LAPSE_E2E=require` (which `.ci/run` sets after installing every
-//! tool) it fails, so CI cannot pass by skipping.
+//! missing: on a developer's machine that prints a `SKIPPED` line in the
+//! test run's output (past the test harness' capture, so it shows even
+//! when the test passes) and the test passes; with `LAPSE_E2E=require`
+//! (which `.ci/run` sets after installing every tool) it fails, so CI
+//! cannot pass by skipping.
 //!
 //! [`Lapse`] runs the binary (in a directory, with variables) and reads its
 //! report as JSON; [`rows`], [`row`], [`printed`] and [`stderr`] read what
@@ -15,6 +17,7 @@ mod runner;
 pub use runner::{expect_rows, printed, row, rows, stderr, Lapse, INSTRUMENTED};
 
 use std::fmt::Display;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -33,7 +36,14 @@ pub fn skip<T>(why: impl Display) -> Option<T> {
     if required() {
         panic!("{REQUIRE_ENV}=require, but this test would skip: {why}");
     }
-    eprintln!("skipping: {why}");
+    // Straight to the process's stderr, not through eprintln!, which the
+    // harness captures (and shows only for failed tests): a skipped test
+    // reads `ok`, and this line says it did not really run.
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("an end-to-end test")
+        .to_owned();
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED {test}: {why}");
     None
 }
 

@@ -295,17 +295,9 @@ pub fn report_json(
         ..lapse_analysis::Query::default()
     };
     let a = analyze(file, &q).unwrap();
-    let v = lapse_report::build_view(file, &a, &q, view, None, 0.0).unwrap();
-    let opts = lapse_report::RenderOptions {
-        view,
-        format: lapse_report::Format::Json,
-        sort: None,
-        limit: None,
-        color: false,
-        no_compensation,
-        width: None,
-        columns_chosen: false,
-    };
+    let spec = lapse_report::ViewSpec::new(view, lapse_report::Format::Json);
+    let v = lapse_report::build(file, &a, &q, &spec).unwrap();
+    let opts = lapse_report::RenderOptions::plain(lapse_report::Format::Json);
     let mut out = Vec::new();
     lapse_report::render(&mut out, file, &a, &v, &opts).unwrap();
     serde_json::from_slice(&out).unwrap()

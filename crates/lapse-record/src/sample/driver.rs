@@ -92,6 +92,24 @@ fn io_error(opts: &RecordOptions) -> impl Fn(std::io::Error) -> RecordError + '_
     }
 }
 
+/// `--call-graph fp` on a program most of whose functions keep no frame
+/// pointer (their unwind rules say so): said before the run, since the
+/// kernel's frame-pointer walk will give their callers wrongly.
+fn no_frame_pointers(program: &std::path::Path) -> Option<String> {
+    let module = lapse_symbols::ElfModule::open(program).ok()?;
+    let used = module.frame_pointer_use()?;
+    // (a handful of functions say little either way)
+    if used.functions < 4 || used.with_frame_pointer * 2 >= used.functions {
+        return None;
+    }
+    Some(format!(
+        "--call-graph fp: {} of {} functions of {} keep no frame pointer (their unwind tables say so), so their callers will be wrong or missing; build with -fno-omit-frame-pointer, or use --call-graph dwarf (the default)",
+        used.functions - used.with_frame_pointer,
+        used.functions,
+        program.display()
+    ))
+}
+
 /// `lapse record --method sample -- CMD`: launch held, arm, release, record until it exits.
 pub(crate) fn record_command(
     opts: &RecordOptions,
@@ -118,13 +136,17 @@ pub(crate) fn record_command(
     let (layout, id_layout) = plan.layouts();
     let start = monotonic_now();
     let pid = child.pid as u32;
-    let mut session = SampleSession::new(
-        file,
-        header(&plan, command.to_vec(), start),
-        layout,
-        id_layout,
-    )
-    .map_err(io_error(opts))?;
+    let mut header = header(&plan, command.to_vec(), start);
+    if let Some(warning) = plan
+        .callchain
+        .then(|| no_frame_pointers(&program))
+        .flatten()
+    {
+        opts.notices.say(Notice::Warning(warning.clone()));
+        header.notes.push(format!("warning: {warning}"));
+    }
+    let mut session =
+        SampleSession::new(file, header, layout, id_layout).map_err(io_error(opts))?;
     session.set_off_cpu_ids(rings.off_cpu_ids.clone());
     session
         .add_target(pid, command.to_vec(), start)

@@ -7,7 +7,7 @@ use lapse_analysis::run::{Analysis, Query};
 use lapse_analysis::tree::{CallTree, FrameKey, Weight};
 use lapse_data::{DataFile, FunctionId};
 
-use super::{columns, frame_identity, Focus, ViewOutput, FUNCTION_ID};
+use super::{columns, frame_identity, Body, Focus, ViewOutput, FUNCTION_ID};
 use crate::columns::{Ctx, Values};
 use crate::error::ReportError;
 use crate::table::Cell;
@@ -21,26 +21,7 @@ pub fn view(
     ctx: &Ctx<'_>,
     focus: Option<&str>,
 ) -> Result<ViewOutput, ReportError> {
-    let Some(pattern) = focus else {
-        return Err(ReportError::Option {
-            flag: "function",
-            what: "the callers and callees views need --function NAME".into(),
-        });
-    };
-    let target = match file.functions.iter().find(|f| f.name == pattern) {
-        Some(f) => f.id,
-        None => {
-            let re = q
-                .function
-                .as_ref()
-                .ok_or_else(|| ReportError::Other(format!("no function named {pattern}")))?;
-            file.functions
-                .iter()
-                .find(|f| re.is_match(&f.name))
-                .map(|f| f.id)
-                .ok_or_else(|| ReportError::Other(format!("no function matches {pattern}")))?
-        }
-    };
+    let target = find_function(file, q, focus, "the callers and callees views need")?;
     Ok(match a {
         Analysis::Instr(r) => {
             let own = r
@@ -63,6 +44,34 @@ pub fn view(
             rows(file, ctx, r.tree.as_ref().unwrap_or(&empty), target, &own)
         }
     })
+}
+
+/// The function a view is about (`--function`): the one with exactly that
+/// name, else the first whose name matches `q.function`.
+pub(crate) fn find_function(
+    file: &DataFile,
+    q: &Query,
+    pattern: Option<&str>,
+    needs: &str,
+) -> Result<FunctionId, ReportError> {
+    let Some(pattern) = pattern else {
+        return Err(ReportError::Option {
+            flag: "function",
+            what: format!("{needs} --function NAME"),
+        });
+    };
+    if let Some(f) = file.functions.iter().find(|f| f.name == pattern) {
+        return Ok(f.id);
+    }
+    let re = q
+        .function
+        .as_ref()
+        .ok_or_else(|| ReportError::Other(format!("no function named {pattern}")))?;
+    file.functions
+        .iter()
+        .find(|f| re.is_match(&f.name))
+        .map(|f| f.id)
+        .ok_or_else(|| ReportError::Other(format!("no function matches {pattern}")))
 }
 
 fn rows<W: Weight + Values>(
@@ -97,9 +106,5 @@ fn rows<W: Weight + Values>(
         callers,
         callees,
     };
-    ViewOutput {
-        columns: columns::<W>(&FUNCTION_ID),
-        focus: Some(focus),
-        ..ViewOutput::default()
-    }
+    ViewOutput::of(columns::<W>(&FUNCTION_ID), Body::Focus(focus))
 }

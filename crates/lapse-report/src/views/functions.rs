@@ -42,9 +42,5 @@ fn rows<'v, V: Values + 'v>(
             row
         })
         .collect();
-    ViewOutput {
-        columns: columns::<V>(&FUNCTION_ID),
-        rows,
-        ..ViewOutput::default()
-    }
+    ViewOutput::rows(columns::<V>(&FUNCTION_ID), rows)
 }

@@ -13,6 +13,8 @@ use lapse_analysis::run::{Analysis, Query};
 use lapse_analysis::tree::FrameKey;
 use lapse_data::{DataFile, FunctionId};
 
+pub use calltree::TreeShape;
+
 use crate::columns::{Ctx, Values, OFF_CPU_KEYS};
 use crate::error::ReportError;
 use crate::table::{col, shown, shown_unless, Cell, Column, Kind, TreeRow};
@@ -28,11 +30,12 @@ pub enum View {
     Threads,
     Processes,
     Lines,
+    Annotate,
     Instructions,
 }
 
 impl View {
-    pub const ALL: [(&'static str, View); 10] = [
+    pub const ALL: [(&'static str, View); 11] = [
         ("summary", View::Summary),
         ("functions", View::Functions),
         ("callers", View::Callers),
@@ -42,6 +45,7 @@ impl View {
         ("threads", View::Threads),
         ("processes", View::Processes),
         ("lines", View::Lines),
+        ("annotate", View::Annotate),
         ("instructions", View::Instructions),
     ];
 
@@ -61,30 +65,65 @@ impl View {
 }
 
 /// callers/callees: the focus function's row, its callers' rows, its callees' rows.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Focus {
     pub function: Vec<Cell>,
     pub callers: Vec<Vec<Cell>>,
     pub callees: Vec<Vec<Cell>>,
 }
 
-/// A built view: rows (or a tree, or a focus function with its callers and
-/// callees), ready for any renderer.
-#[derive(Clone, Debug, Default)]
+/// What a built view holds: rows, a call tree's lines, or one function with
+/// its callers and callees.
+#[derive(Clone, Debug)]
+pub enum Body {
+    Rows(Vec<Vec<Cell>>),
+    /// calltree: the tree's lines in pre-order, and the lines a
+    /// `--threshold` left out with that threshold (%).
+    Tree {
+        lines: Vec<TreeRow>,
+        below_threshold: Option<(usize, f64)>,
+    },
+    /// callers/callees.
+    Focus(Focus),
+}
+
+/// A built view, ready for any renderer: its columns and its body.
+#[derive(Clone, Debug)]
 pub struct ViewOutput {
+    pub view: View,
     pub columns: Vec<Column>,
-    pub rows: Vec<Vec<Cell>>,
-    /// calltree: the tree's lines in pre-order.
-    pub tree: Option<Vec<TreeRow>>,
-    /// callers/callees: the focus function's row, its callers, its callees.
-    pub focus: Option<Focus>,
+    pub body: Body,
     /// Function names along the hot path (summary, calltree).
     pub hot_path: Vec<String>,
-    /// calltree: lines a `--threshold` left out, and that threshold (%).
-    pub below_threshold: Option<(usize, f64)>,
+    /// The columns were chosen (`--columns`): a table shows them all,
+    /// whatever it would show by itself.
+    pub columns_chosen: bool,
 }
 
 impl ViewOutput {
+    /// A view of rows (`view` is set by [`build`]).
+    pub(crate) fn rows(columns: Vec<Column>, rows: Vec<Vec<Cell>>) -> ViewOutput {
+        ViewOutput::of(columns, Body::Rows(rows))
+    }
+
+    pub(crate) fn of(columns: Vec<Column>, body: Body) -> ViewOutput {
+        ViewOutput {
+            view: View::Functions,
+            columns,
+            body,
+            hot_path: Vec::new(),
+            columns_chosen: false,
+        }
+    }
+
+    /// The rows of a view of rows (none for a tree or a focus).
+    pub fn table_rows(&self) -> &[Vec<Cell>] {
+        match &self.body {
+            Body::Rows(rows) => rows,
+            _ => &[],
+        }
+    }
+
     /// Leaves out the columns named in `keys`.
     pub fn without(&mut self, keys: &[&str]) {
         let keep: Vec<String> = self
@@ -103,10 +142,11 @@ impl ViewOutput {
     pub fn select(&mut self, keys: &[String]) -> Result<(), ReportError> {
         // What names a row stays in front, asked for or not (a table of
         // numbers without the function they belong to says nothing).
-        let names = if self.columns.iter().any(|c| c.key == "function") {
-            &["function", "module"][..]
-        } else {
-            &["module", "pid", "tid", "source_file", "line"][..]
+        let names = match self.view {
+            View::Lines => &["source_file", "line", "function"][..],
+            View::Annotate => &["line", "source"][..],
+            _ if self.columns.iter().any(|c| c.key == "function") => &["function", "module"][..],
+            _ => &["module", "pid", "tid", "source_file", "line"][..],
         };
         let identity = self
             .columns
@@ -134,16 +174,16 @@ impl ViewOutput {
                 .collect();
         };
         self.columns = idx.iter().map(|&i| self.columns[i].clone()).collect();
-        self.rows.iter_mut().for_each(pick);
-        if let Some(tree) = &mut self.tree {
-            tree.iter_mut().for_each(|r| pick(&mut r.cells));
-        }
-        if let Some(f) = &mut self.focus {
-            pick(&mut f.function);
-            f.callers
-                .iter_mut()
-                .chain(f.callees.iter_mut())
-                .for_each(pick);
+        match &mut self.body {
+            Body::Rows(rows) => rows.iter_mut().for_each(pick),
+            Body::Tree { lines, .. } => lines.iter_mut().for_each(|r| pick(&mut r.cells)),
+            Body::Focus(f) => {
+                pick(&mut f.function);
+                f.callers
+                    .iter_mut()
+                    .chain(f.callees.iter_mut())
+                    .for_each(pick);
+            }
         }
         Ok(())
     }
@@ -233,33 +273,35 @@ pub(crate) fn function_matches(file: &DataFile, q: &Query, f: Option<FunctionId>
 }
 
 /// Builds `view` of analysis `a`. `focus` names the function of
-/// callers/callees; `threshold` is calltree's `--threshold` in percent.
-pub fn build_view(
+/// callers/callees; `shape` is how a call tree is shown.
+pub(crate) fn build_view(
     file: &DataFile,
     a: &Analysis,
     q: &Query,
     view: View,
     focus: Option<&str>,
-    threshold: f64,
+    shape: &TreeShape<'_>,
 ) -> Result<ViewOutput, ReportError> {
     let ctx = Ctx::of(file, a);
     let mut out = match view {
         View::Functions => functions::view(file, a, q, &ctx),
         View::Summary => {
             let mut out = functions::view(file, a, q, &ctx);
-            out.hot_path = calltree::view(file, a, q, &ctx, 0.0).hot_path;
+            out.hot_path = calltree::view(file, a, q, &ctx, &TreeShape::default()).hot_path;
             out
         }
         View::Modules => modules::view(file, a, q, &ctx),
         View::Threads => threads::view(file, a, &ctx, false),
         View::Processes => threads::view(file, a, &ctx, true),
         View::Lines => lines::view(file, a, q, &ctx),
+        View::Annotate => lines::annotate(file, a, q, &ctx, focus)?,
         View::Instructions => lines::instructions(file, a, q, &ctx)?,
-        View::Calltree => calltree::view(file, a, q, &ctx, threshold),
+        View::Calltree => calltree::view(file, a, q, &ctx, shape),
         View::Callers | View::Callees => focus::view(file, a, q, &ctx, focus)?,
     };
     if matches!(a, Analysis::Sample(_)) && !ctx.off_cpu {
         out.without(&OFF_CPU_KEYS);
     }
+    out.view = view;
     Ok(out)
 }

@@ -63,9 +63,5 @@ fn rows<'v, V: Values + 'v>(
             row
         })
         .collect();
-    ViewOutput {
-        columns: columns::<V>(&MODULE_ID),
-        rows,
-        ..ViewOutput::default()
-    }
+    ViewOutput::rows(columns::<V>(&MODULE_ID), rows)
 }

@@ -104,15 +104,12 @@ fn table<V: Values>(
             row
         })
         .collect();
-    ViewOutput {
-        columns: columns::<V>(if processes {
-            &PROCESS_ID
-        } else if reused {
-            &REUSED_THREAD_ID
-        } else {
-            &THREAD_ID
-        }),
-        rows,
-        ..ViewOutput::default()
-    }
+    let id: &[Column] = if processes {
+        &PROCESS_ID
+    } else if reused {
+        &REUSED_THREAD_ID
+    } else {
+        &THREAD_ID
+    };
+    ViewOutput::rows(columns::<V>(id), rows)
 }

@@ -18,7 +18,7 @@ mod unit_index;
 use std::cell::OnceCell;
 
 use gimli::SectionId;
-use object::Object;
+use object::{Object, ObjectSection};
 
 use crate::bytes::SectionData;
 use location::LineLookup;
@@ -63,7 +63,7 @@ impl DwarfInfo {
     /// The DWARF of `file` (whose bytes are `bytes`); `None` when it has no
     /// `.debug_info`. Reads nothing yet: each lookup loads what it needs.
     pub(crate) fn new(file: &object::File<'_>, bytes: &SectionData) -> Option<DwarfInfo> {
-        if !super::elf::has_debug_info(file) {
+        if !has_debug_info(file) {
             return None;
         }
         let endian = if file.is_little_endian() {
@@ -144,4 +144,10 @@ impl DwarfInfo {
     pub(crate) fn loaded_sections(&self) -> Vec<SectionId> {
         self.sections.loaded()
     }
+}
+
+/// Whether the object has DWARF debug information of its own.
+pub(crate) fn has_debug_info(file: &object::File<'_>) -> bool {
+    file.section_by_name(".debug_info")
+        .is_some_and(|s| s.size() > 0)
 }
