@@ -17,6 +17,7 @@ const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse")).with_env(&[("NO_COL
 /// `slow` call of about a millisecond's spinning, which calls nothing.
 const PROGRAM: &str = r#"
 #include <stdint.h>
+#include <stdlib.h>
 #define NOINLINE __attribute__((noinline))
 volatile uint64_t sink;
 NOINLINE uint64_t leaf(uint64_t x) { return x * 3 + 1; }
@@ -31,8 +32,9 @@ NOINLINE void round_trip(int r) {
     sink = s;
     slow();
 }
-int main(void) {
-    for (int r = 0; r < 20; r++) round_trip(r);
+int main(int argc, char **argv) {
+    int rounds = argc > 1 ? atoi(argv[1]) : 20;
+    for (int r = 0; r < rounds; r++) round_trip(r);
     return 0;
 }
 "#;
@@ -344,4 +346,78 @@ fn size_guard_refuses_a_large_export_unless_forced() {
         "-o",
         "thin2.chrome",
     ]);
+}
+
+/// The program sampled for 300 rounds (a few hundred ms), made once.
+fn sampled() -> Option<&'static Path> {
+    static ONCE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let (dir, _) = recording()?;
+        let out = LAPSE.in_dir(dir).record(
+            &["--method", "sample"],
+            Path::new("sampled.data"),
+            Path::new("./calls"),
+            &["300"],
+        )?;
+        assert!(out.status.success(), "record failed: {}", stderr(&out));
+        Some(dir.join("sampled.data"))
+    })
+    .as_deref()
+}
+
+#[test]
+fn sampling_exports_take_the_same_filters() {
+    let Some((dir, _)) = recording() else { return };
+    let Some(_) = sampled() else { return };
+    let run = |args: &[&str]| {
+        let mut all = vec!["export", "sampled.data", "-o", "s.out"];
+        all.extend(args);
+        LAPSE.in_dir(dir).run(&all)
+    };
+    let ok = |args: &[&str]| {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        std::fs::read_to_string(dir.join("s.out")).unwrap()
+    };
+    // Every folded stack starts at slow (the program spends most of its time there).
+    let folded = ok(&["--format", "collapsed", "--function", "^slow$"]);
+    assert!(!folded.is_empty());
+    assert!(folded.lines().all(|l| l.starts_with("slow")), "{folded}");
+    let all = ok(&["--format", "collapsed"]);
+    let samples = |text: &str| -> u64 {
+        text.lines()
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+            .sum()
+    };
+    assert!(samples(&folded) < samples(&all));
+    // A window holds fewer samples than the whole run.
+    let chrome_samples = |text: &str| -> usize {
+        let doc: Value = serde_json::from_str(text).unwrap();
+        doc["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "sample")
+            .count()
+    };
+    let whole = chrome_samples(&ok(&["--format", "chrome"]));
+    let early = chrome_samples(&ok(&["--format", "chrome", "--to", "0.05"]));
+    assert!(early < whole, "{early} of {whole}");
+    // The same one-line errors as report; --min-duration has no calls to merge.
+    for (args, says) in [
+        (
+            &["--format", "chrome", "--tid", "99999"][..],
+            "no thread 99999",
+        ),
+        (
+            &["--format", "chrome", "--min-duration", "1ms"][..],
+            "sampling recording",
+        ),
+    ] {
+        let out = run(args);
+        assert!(!out.status.success(), "{args:?}");
+        let text = stderr(&out);
+        assert_eq!(text.trim().lines().count(), 1, "{text}");
+        assert!(text.contains(says), "{text}");
+    }
 }
