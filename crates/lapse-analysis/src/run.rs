@@ -50,12 +50,14 @@ impl Query {
             && (self.tids.is_empty() || self.tids.contains(&thread.tid))
     }
 
-    fn window(&self, file: &DataFile) -> Option<(Timestamp, Timestamp)> {
+    /// `--from`/`--to` as timestamps of `file` (`None` when neither is given).
+    pub fn window(&self, file: &DataFile) -> Option<(Timestamp, Timestamp)> {
         if self.from_s.is_none() && self.to_s.is_none() {
             return None;
         }
         let start = file.session.start.as_nanos();
-        let at = |s: f64| Timestamp::from_nanos(start.saturating_add((s.max(0.0) * 1e9) as u64));
+        let at =
+            |s: f64| Timestamp::from_nanos(start.saturating_add((s.max(0.0) * 1e9).round() as u64));
         Some((
             self.from_s.map_or(Timestamp::from_nanos(0), at),
             self.to_s.map_or(Timestamp::from_nanos(u64::MAX), at),

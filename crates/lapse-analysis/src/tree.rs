@@ -229,6 +229,39 @@ impl<W: Weight> CallTree<W> {
         }
     }
 
+    /// The parts of the tree at or below a frame that `keep` accepts, each
+    /// re-rooted at its outermost such frame and merged path by path (as
+    /// `lapse export --function`): a path without such a frame is left
+    /// out; one called from several places becomes one top-level call. The
+    /// root's weight is the sum of the new top-level calls'.
+    pub fn subtrees(&self, keep: impl Fn(FrameKey) -> bool) -> CallTree<W> {
+        let mut out: CallTree<W> = CallTree::new();
+        // Where each node of ours went, if it is kept.
+        let mut map: Vec<Option<NodeId>> = vec![None; self.len()];
+        let mut top = Vec::new();
+        for id in self.nodes().skip(1) {
+            let Some(key) = self.key(id) else { continue };
+            let parent = self.parent[id.index()];
+            let to = match map[parent.index()] {
+                Some(p) => out.child(p, key),
+                None if keep(key) => {
+                    let n = out.child(NodeId::ROOT, key);
+                    top.push(id);
+                    n
+                }
+                None => continue,
+            };
+            map[id.index()] = Some(to);
+            out.weight[to.index()].merge(&self.weight[id.index()]);
+        }
+        let mut root = W::default();
+        for id in top {
+            root.merge(&self.weight[id.index()]);
+        }
+        out.weight[NodeId::ROOT.index()] = root;
+        out
+    }
+
     /// Each node's children, heaviest first (ties by key), as one flat table.
     pub fn children(&self) -> Children {
         let n = self.len();
@@ -595,6 +628,23 @@ mod tests {
         let b = t.path_node([f(0), f(2)]);
         *t.weight_mut(b) = W(3, 3);
         t
+    }
+
+    #[test]
+    fn subtrees_reroot_at_the_outermost_match_and_merge_call_sites() {
+        let mut t = sample();
+        // a called from b too: main > b > a(1)
+        let ba = t.path_node([f(0), f(2), f(1)]);
+        *t.weight_mut(ba) = W(1, 1);
+        let mut s = t.subtrees(|k| k == f(1));
+        // a(6 + 1) > a(2); main and b are gone
+        assert_eq!(s.len(), 3);
+        let a = s.path_node([f(1)]);
+        assert_eq!(s.weight(a), &W(7, 5));
+        let aa = s.path_node([f(1), f(1)]);
+        assert_eq!(s.weight(aa), &W(2, 2));
+        assert_eq!(s.weight(NodeId::ROOT), &W(7, 5));
+        assert!(t.subtrees(|_| false).is_empty());
     }
 
     #[test]

@@ -347,6 +347,55 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
+/// The filters `report` and `export` share, each flag defined once
+/// (mapped onto `lapse_analysis::Query` by `export::query`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct FilterArgs {
+    /// Only functions whose name matches this regex (report: the rows, and
+    /// in a calltree the paths to them and what they call; callers/callees:
+    /// the function they are about; export: the call paths from a frame of
+    /// it down, stacks and timelines cut to its subtrees).
+    #[arg(long)]
+    pub function: Option<String>,
+    /// Only these processes (comma-separated pids).
+    #[arg(long, value_delimiter = ',')]
+    pub pid: Vec<u32>,
+    /// Only these threads (comma-separated tids).
+    #[arg(long, value_delimiter = ',')]
+    pub tid: Vec<u32>,
+    /// Start of the time range, seconds since the session start.
+    #[arg(long, value_parser = non_negative)]
+    pub from: Option<f64>,
+    /// End of the time range, seconds since the session start.
+    #[arg(long, value_parser = non_negative)]
+    pub to: Option<f64>,
+}
+
+/// A duration such as `10us`, `1.5ms`, `2s` or `500ns` (a bare number is
+/// nanoseconds): `--min-duration`.
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "" | "ns" => 1e0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => f64::NAN,
+    };
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && scale.is_finite() && v * scale < 1e18 => {
+            Ok(std::time::Duration::from_nanos((v * scale).round() as u64))
+        }
+        _ => Err(format!(
+            "{s} is not a duration (a number with ns, us, ms or s, e.g. 10us)"
+        )),
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// Data file.
@@ -367,10 +416,8 @@ pub struct ReportArgs {
     /// Columns to show, by name (comma-separated; identity columns included).
     #[arg(long, value_delimiter = ',')]
     pub columns: Vec<String>,
-    /// Only functions whose name matches this regex; calltree: the paths to
-    /// them and what they call (callers/callees: the function they are about).
-    #[arg(long)]
-    pub function: Option<String>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// calltree: re-root the tree at the functions matching this regex,
     /// merging all their call sites, with what they call below.
     #[arg(long, value_name = "REGEX")]
@@ -382,18 +429,6 @@ pub struct ReportArgs {
     /// Only functions in modules whose path matches this regex.
     #[arg(long)]
     pub module: Option<String>,
-    /// Only these processes (comma-separated pids).
-    #[arg(long, value_delimiter = ',')]
-    pub pid: Vec<u32>,
-    /// Only these threads (comma-separated tids).
-    #[arg(long, value_delimiter = ',')]
-    pub tid: Vec<u32>,
-    /// Start of the time range, seconds since the session start.
-    #[arg(long, value_parser = non_negative)]
-    pub from: Option<f64>,
-    /// End of the time range, seconds since the session start.
-    #[arg(long, value_parser = non_negative)]
-    pub to: Option<f64>,
     /// calltree: hide branches below this percentage of the session
     /// [default: 0.5 in a table, 0 (every branch) in JSON and CSV].
     #[arg(long, value_parser = non_negative)]
@@ -427,6 +462,16 @@ pub struct ExportArgs {
     /// Which part of an interval is application time.
     #[arg(long, value_parser = one_of(&ApplicationRule::ALL, rule_help), default_value = "exact")]
     pub application: ApplicationRule,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Timelines (chrome, perfetto, firefox, speedscope, html): calls shorter
+    /// than this (10us, 1ms, ...) are not events of their own; their time
+    /// stays in their caller.
+    #[arg(long, value_parser = duration, value_name = "DUR")]
+    pub min_duration: Option<std::time::Duration>,
+    /// Write the export even when it is larger than 1 GB.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args, Debug)]
@@ -480,6 +525,69 @@ mod tests {
             .expect("parses");
         match cli.command {
             Command::Diff(d) => d.normalized(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn min_duration_reads_ns_us_ms_and_s() {
+        use std::time::Duration;
+        for (text, ns) in [
+            ("10us", 10_000),
+            ("10µs", 10_000),
+            ("1.5ms", 1_500_000),
+            ("2s", 2_000_000_000),
+            ("500ns", 500),
+            ("500", 500),
+            (" 1 ms ", 1_000_000),
+        ] {
+            assert_eq!(duration(text), Ok(Duration::from_nanos(ns)), "{text}");
+        }
+        for bad in [
+            "",
+            "us",
+            "-1us",
+            "10 parsecs",
+            "1e3us",
+            "nan",
+            "1..2ms",
+            "1e30s",
+        ] {
+            let e = duration(bad).unwrap_err();
+            assert!(e.contains("is not a duration"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn export_shares_report_filters() {
+        let cli = Cli::try_parse_from([
+            "lapse",
+            "export",
+            "a.data",
+            "--format",
+            "chrome",
+            "-o",
+            "x",
+            "--tid",
+            "3,4",
+            "--from",
+            "1",
+            "--to",
+            "2",
+            "--function",
+            "^f$",
+            "--min-duration",
+            "10us",
+        ])
+        .expect("parses");
+        match cli.command {
+            Command::Export(e) => {
+                assert_eq!(e.filter.tid, [3, 4]);
+                assert_eq!((e.filter.from, e.filter.to), (Some(1.0), Some(2.0)));
+                assert_eq!(e.filter.function.as_deref(), Some("^f$"));
+                assert_eq!(e.min_duration, Some(std::time::Duration::from_micros(10)));
+                assert!(!e.force);
+            }
             other => panic!("{other:?}"),
         }
     }

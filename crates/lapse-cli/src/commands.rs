@@ -33,7 +33,11 @@ pub fn open(path: &Path) -> Result<DataFile> {
 
 /// `--pid`/`--tid` values the file has no process or thread of are an
 /// error, not an empty report.
-fn check_selected_exist(file: &lapse_data::DataFile, pids: &[u32], tids: &[u32]) -> Result<()> {
+pub(crate) fn check_selected_exist(
+    file: &lapse_data::DataFile,
+    pids: &[u32],
+    tids: &[u32],
+) -> Result<()> {
     let name = file.path().display();
     let list = |mut ids: Vec<u32>| {
         ids.sort_unstable();
@@ -196,7 +200,7 @@ pub fn record(a: RecordArgs) -> Result<u8> {
     Ok(u8::try_from(outcome.exit_status.clamp(0, 255)).unwrap_or(1))
 }
 
-fn regex(flag: &str, pattern: &Option<String>) -> Result<Option<Regex>> {
+pub(crate) fn regex(flag: &str, pattern: &Option<String>) -> Result<Option<Regex>> {
     pattern
         .as_deref()
         .map(|p| {
@@ -207,18 +211,18 @@ fn regex(flag: &str, pattern: &Option<String>) -> Result<Option<Regex>> {
 
 pub fn report(a: ReportArgs) -> Result<u8> {
     // (--threshold, --from and --to are finite and >= 0: cli.rs)
-    if let (Some(from), Some(to)) = (a.from, a.to) {
+    if let (Some(from), Some(to)) = (a.filter.from, a.filter.to) {
         if from > to {
             bail!("--from {from} is after --to {to}: nothing lies between them");
         }
     }
     let file = open(&a.file)?;
-    check_selected_exist(&file, &a.pid, &a.tid)?;
+    check_selected_exist(&file, &a.filter.pid, &a.filter.tid)?;
     let view = a.view;
-    let function = regex("function", &a.function)?;
+    let function = regex("function", &a.filter.function)?;
     let query = Query {
-        pids: a.pid,
-        tids: a.tid,
+        pids: a.filter.pid,
+        tids: a.filter.tid,
         // callers/callees take --function as the focus, not a row filter.
         function: if matches!(view, View::Callers | View::Callees) {
             None
@@ -226,8 +230,8 @@ pub fn report(a: ReportArgs) -> Result<u8> {
             function
         },
         module: regex("module", &a.module)?,
-        from_s: a.from,
-        to_s: a.to,
+        from_s: a.filter.from,
+        to_s: a.filter.to,
         no_compensation: a.no_compensation,
         application: a.application,
         call_tree: view.needs_call_tree(),
@@ -244,7 +248,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
     let spec = ViewSpec {
         view,
         format: a.format,
-        function: a.function,
+        function: a.filter.function,
         focus: a.focus,
         no_collapse: a.no_collapse,
         threshold_pct: a.threshold,

@@ -11,7 +11,7 @@ use lapse_analysis::ApplicationRule;
 use lapse_record::{CallGraph, MethodChoice, OsEventSource};
 use lapse_report::{Format, View};
 
-use crate::cli::ReportArgs;
+use crate::cli::{FilterArgs, ReportArgs};
 use crate::commands;
 use crate::demo_bin::DEMO_ELF;
 
@@ -60,14 +60,10 @@ pub fn run() -> Result<u8> {
         sort: None,
         limit,
         columns: vec![],
-        function: None,
+        filter: FilterArgs::default(),
         focus: None,
         no_collapse: false,
         module: None,
-        pid: vec![],
-        tid: vec![],
-        from: None,
-        to: None,
         threshold: None,
         no_compensation: false,
         application: ApplicationRule::Exact,
@@ -79,7 +75,10 @@ pub fn run() -> Result<u8> {
     let story = "^(load_config|crunch_numbers|checksum_block|walk_tree|spin_ms)$";
     println!("\nthe functions this story is about:\n");
     commands::report(ReportArgs {
-        function: Some(story.into()),
+        filter: FilterArgs {
+            function: Some(story.into()),
+            ..FilterArgs::default()
+        },
         ..report(View::Functions, None)
     })?;
     println!();

@@ -4,45 +4,112 @@ use std::io::{self, BufWriter, Write};
 
 use anyhow::{bail, Context, Result};
 use lapse_analysis::Query;
-use lapse_data::OutputFile;
+use lapse_data::{DataFile, OutputFile};
+use lapse_export::{Format, Selection};
 use lapse_report::diff::{self, DiffOptions};
-use lapse_report::{Format, View};
+use lapse_report::View;
 
 use crate::progress::analyze_with_progress;
 
-use crate::cli::{DiffArgs, ExportArgs};
-use crate::commands::open;
+use crate::cli::{DiffArgs, ExportArgs, FilterArgs};
+use crate::commands::{check_selected_exist, open, regex};
+
+/// Bytes an export writes before it needs `--force`: 1 GB, more than
+/// the viewers open comfortably (#34).
+const SIZE_LIMIT: u64 = 1_000_000_000;
+
+/// Tests set a smaller limit (in bytes) with this variable, so that they
+/// check the guard without writing a gigabyte; it is not a user setting.
+const SIZE_LIMIT_VAR: &str = "LAPSE_EXPORT_SIZE_LIMIT";
+
+/// The formats with a timeline, which `--min-duration` thins.
+const TIMELINES: [Format; 5] = [
+    Format::Chrome,
+    Format::Perfetto,
+    Format::Firefox,
+    Format::Speedscope,
+    Format::Html,
+];
+
+/// `report`'s and `export`'s filters as the analysis' [`Query`], with
+/// report's one-line errors (`--from` after `--to`, a `--pid`/`--tid` the
+/// file does not hold, a bad regex).
+pub fn query(filter: &FilterArgs, file: &DataFile) -> Result<Query> {
+    if let (Some(from), Some(to)) = (filter.from, filter.to) {
+        if from > to {
+            bail!("--from {from} is after --to {to}: nothing lies between them");
+        }
+    }
+    check_selected_exist(file, &filter.pid, &filter.tid)?;
+    Ok(Query {
+        pids: filter.pid.clone(),
+        tids: filter.tid.clone(),
+        function: regex("function", &filter.function)?,
+        from_s: filter.from,
+        to_s: filter.to,
+        ..Query::default()
+    })
+}
 
 pub fn export(a: ExportArgs) -> Result<u8> {
     let path = a.file;
+    let format = a.format;
+    if a.min_duration.is_some() && !TIMELINES.contains(&format) {
+        bail!(
+            "--min-duration: the {} export has no timeline (it is for chrome, perfetto, firefox, speedscope and html)",
+            format.name()
+        );
+    }
     let file = open(&path)?;
+    if a.min_duration.is_some() && file.session.method != lapse_data::Method::Instrumentation {
+        bail!("--min-duration: {} is a sampling recording, whose timelines have samples, not calls with durations", path.display());
+    }
+    // (the analysis as exports need it, of what the filters select)
     let query = Query {
         no_compensation: a.no_compensation,
         application: a.application,
-        ..lapse_export::needs()
+        call_tree: lapse_export::needs().call_tree,
+        ..query(&a.filter, &file)?
     };
-    let (analysis, _) = analyze_with_progress(&file, query)?;
-    let format = a.format;
-    let opts = lapse_export::ExportOptions { weight: a.weight };
+    let (analysis, query) = analyze_with_progress(&file, query)?;
+    let opts = lapse_export::ExportOptions {
+        weight: a.weight,
+        selection: Selection::new(&file, &query, a.min_duration),
+    };
+    let limit = if a.force { None } else { Some(size_limit()) };
     // A regular file is written beside its name and put in place when
     // complete (a failure keeps the previous one); `-`, a device or a pipe
     // is written where it is.
     let (mut output, out) = OutputFile::create(&a.output, "export")
         .with_context(|| format!("{}: cannot create", a.output.display()))?;
     let in_place = output.is_in_place();
-    let mut w = BufWriter::new(out);
+    let mut w = BufWriter::new(Capped::new(out, limit));
+    let mut over = None;
     let written =
         lapse_export::export_with(&file, &analysis, format, opts, &mut w).and_then(|()| {
             w.into_inner()
                 .map_err(|e| e.into_error())
-                .and_then(|f| if in_place { Ok(()) } else { f.sync_all() })
-                .and_then(|()| output.commit())
+                .and_then(|capped| match capped.over() {
+                    Some(bytes) => {
+                        over = Some(bytes);
+                        Ok(())
+                    }
+                    None => {
+                        let f = capped.into_inner();
+                        if in_place { Ok(()) } else { f.sync_all() }.and_then(|()| output.commit())
+                    }
+                })
                 .map_err(|source| lapse_export::ExportError::Write {
                     format: format.name(),
                     source,
                 })
         });
     written.with_context(|| a.output.display().to_string())?;
+    if let (Some(bytes), Some(limit)) = (over, limit) {
+        // (dropping `output` removes what was written beside the file)
+        drop(output);
+        bail!("{}", too_large(&file, format, bytes, limit));
+    }
     if in_place {
         return Ok(0);
     }
@@ -53,6 +120,95 @@ pub fn export(a: ExportArgs) -> Result<u8> {
         a.output.display()
     );
     Ok(0)
+}
+
+/// [`SIZE_LIMIT`], or the tests' own ([`SIZE_LIMIT_VAR`]).
+fn size_limit() -> u64 {
+    std::env::var(SIZE_LIMIT_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(SIZE_LIMIT)
+}
+
+/// Why an export of `bytes` was not written, and what would shrink it.
+fn too_large(file: &DataFile, format: Format, bytes: u64, limit: u64) -> String {
+    let mut shrink = Vec::new();
+    if TIMELINES.contains(&format) && file.session.method == lapse_data::Method::Instrumentation {
+        shrink.push("--min-duration 10us");
+    }
+    shrink.push("--from/--to");
+    if file.all_threads().len() > 1 {
+        shrink.push("--tid");
+    }
+    shrink.push("--function");
+    format!(
+        "the {} export would be {} (more than {}): not written; {} would shrink it, --force writes it anyway",
+        format.name(),
+        human_bytes(bytes),
+        human_bytes(limit),
+        shrink.join(", ")
+    )
+}
+
+/// `4.2 GB`, `821 MB`, `12 kB`, `512 bytes` (decimal units).
+fn human_bytes(n: u64) -> String {
+    let units = [(1e9, "GB"), (1e6, "MB"), (1e3, "kB")];
+    for (scale, unit) in units {
+        if n as f64 >= scale {
+            let v = n as f64 / scale;
+            return if v < 10.0 {
+                format!("{v:.1} {unit}")
+            } else {
+                format!("{v:.0} {unit}")
+            };
+        }
+    }
+    format!("{n} bytes")
+}
+
+/// A writer that stops writing at a limit and only counts from there,
+/// so that a refused export still says how large it would have been.
+struct Capped<W> {
+    inner: W,
+    bytes: u64,
+    limit: Option<u64>,
+}
+
+impl<W: Write> Capped<W> {
+    fn new(inner: W, limit: Option<u64>) -> Capped<W> {
+        Capped {
+            inner,
+            bytes: 0,
+            limit,
+        }
+    }
+
+    /// The whole size, when it went past the limit.
+    fn over(&self) -> Option<u64> {
+        self.limit.filter(|&l| self.bytes > l).map(|_| self.bytes)
+    }
+
+    fn into_inner(self) -> W {
+        self.inner
+    }
+}
+
+impl<W: Write> Write for Capped<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.bytes += buf.len() as u64;
+        if self.over().is_some() {
+            return Ok(buf.len());
+        }
+        self.inner.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.over().is_some() {
+            return Ok(());
+        }
+        self.inner.flush()
+    }
 }
 
 pub fn diff(a: DiffArgs) -> Result<u8> {
@@ -92,7 +248,7 @@ pub fn diff(a: DiffArgs) -> Result<u8> {
     };
     let d = diff::diff((&base, &base_analysis), (&new, &new_analysis), &opts)?;
     // The table shows it above the rows; JSON carries it, but programs read JSON.
-    if format != Format::Table {
+    if format != lapse_report::Format::Table {
         if let Some(w) = d.warning() {
             eprintln!("lapse: {w}");
         }

@@ -35,6 +35,7 @@ use lapse_analysis::values::{FunctionStats, TimeValue};
 use lapse_analysis::Analysis;
 use lapse_data::DataFile;
 
+use crate::select::Selection;
 use crate::{ExportError, Format, Tree};
 
 /// A function at one recursion level (1 = its outermost frame on the path);
@@ -148,8 +149,14 @@ fn costs(v: &[u64], events: usize) -> String {
         .join(" ")
 }
 
-pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
-    let (events, blocks): (&[(&str, &str)], _) = match Tree::of(analysis, Format::Callgrind)? {
+pub fn write(
+    file: &DataFile,
+    analysis: &Analysis,
+    sel: &Selection,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    let tree = Tree::of(file, analysis, sel, Format::Callgrind)?;
+    let (events, blocks): (&[(&str, &str)], _) = match &tree {
         Tree::Time(t) => (
             &[
                 ("Elapsed", "Elapsed time (ns)"),

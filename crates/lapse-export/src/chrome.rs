@@ -27,7 +27,7 @@ use lapse_data::{DataFile, Method, ThreadKey, Timestamp};
 use lapse_analysis::sample::Counts;
 use lapse_analysis::tree::{CallTree, NodeId};
 
-use crate::sample_keys;
+use crate::select::Selection;
 use crate::timeline::{self, Step};
 use crate::{ExportError, Format};
 
@@ -58,8 +58,8 @@ impl Events<'_> {
     }
 }
 
-fn metadata(ev: &mut Events<'_>, file: &DataFile) -> io::Result<()> {
-    for p in &file.processes {
+fn metadata(ev: &mut Events<'_>, file: &DataFile, sel: &Selection) -> io::Result<()> {
+    for p in file.processes.iter().filter(|p| sel.wants_process(p.pid)) {
         let name = if p.command.is_empty() {
             format!("pid {}", p.pid)
         } else {
@@ -72,7 +72,7 @@ fn metadata(ev: &mut Events<'_>, file: &DataFile) -> io::Result<()> {
             quote(&name)
         ))?;
     }
-    for t in timeline::threads(file) {
+    for t in sel.threads(file) {
         let name = timeline::shown_name(&t.name, t.key());
         if !name.is_empty() {
             ev.push(&format!(
@@ -102,6 +102,7 @@ fn instrumentation(
     ev: &mut Events<'_>,
     file: &DataFile,
     timing: timeline::Timing,
+    sel: &Selection,
 ) -> Result<(), ExportError> {
     let origin = timeline::origin(file);
     let w = ExportError::write(Format::Chrome);
@@ -115,11 +116,11 @@ fn instrumentation(
         })
         .collect();
     let mut nesting = timeline::Nesting::default();
-    for t in timeline::threads(file) {
+    for t in sel.threads(file) {
         let thread = t.key();
         let (pid, tid) = (thread.pid, timeline::shown_tid(thread));
         let mut line = String::with_capacity(128);
-        let walked = timeline::walk(file, &t, &mut nesting, false, timing, |at, step| {
+        let walked = timeline::walk(file, &t, &mut nesting, false, timing, sel, |at, step| {
             let (ph, f) = match step {
                 Step::Open(f) => ("B", f),
                 Step::Close(f) => ("E", f),
@@ -153,17 +154,18 @@ fn instrumentation(
     Ok(())
 }
 
-fn sampling(ev: &mut Events<'_>, file: &DataFile) -> Result<String, ExportError> {
+fn sampling(ev: &mut Events<'_>, file: &DataFile, sel: &Selection) -> Result<String, ExportError> {
     let origin = timeline::origin(file);
     // The call tree only as a path interner: node ids are the frame table's.
     let mut paths: CallTree<Counts> = CallTree::new();
     let mut node_of: HashMap<Option<lapse_data::StackId>, NodeId> = HashMap::new();
-    timeline::for_each_thread(file, |_, run| {
+    timeline::for_each_thread(file, sel, |_, run| {
         for s in run {
             let node = match node_of.get(&s.stack) {
                 Some(&n) => n,
                 None => {
-                    let n = paths.path_node(sample_keys(file, s.stack));
+                    let keys = sel.sample_keys(file, s.stack).unwrap_or_default();
+                    let n = paths.path_node(keys);
                     node_of.insert(s.stack, n);
                     n
                 }
@@ -207,17 +209,22 @@ fn sampling(ev: &mut Events<'_>, file: &DataFile) -> Result<String, ExportError>
     Ok(frames.join(",\n"))
 }
 
-pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
+pub fn write(
+    file: &DataFile,
+    analysis: &Analysis,
+    sel: &Selection,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
     let w = ExportError::write(Format::Chrome);
     out.write_all(b"{\"traceEvents\":[\n").map_err(w)?;
     let mut ev = Events { out, first: true };
-    metadata(&mut ev, file).map_err(ExportError::write(Format::Chrome))?;
+    metadata(&mut ev, file, sel).map_err(ExportError::write(Format::Chrome))?;
     let stack_frames = match file.session.method {
         Method::Instrumentation => {
-            instrumentation(&mut ev, file, timeline::Timing::of(file, analysis))?;
+            instrumentation(&mut ev, file, timeline::Timing::of(file, analysis), sel)?;
             String::new()
         }
-        Method::Sampling => sampling(&mut ev, file)?,
+        Method::Sampling => sampling(&mut ev, file, sel)?,
     };
     let tail = format!(
         "\n],\n\"stackFrames\":{{{stack_frames}}},\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{{\"producer\":\"lapse\",\"method\":{},\"command\":{}}}}}\n",

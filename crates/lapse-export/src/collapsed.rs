@@ -23,6 +23,7 @@ use lapse_analysis::tree::{CallTree, Weight};
 use lapse_analysis::Analysis;
 use lapse_data::DataFile;
 
+use crate::select::Selection;
 use crate::{ExportError, Format, SampleWeight, Tree, OFF_CPU_FRAME};
 
 /// A frame name made safe for the folded format: `;` separates frames and a
@@ -149,12 +150,13 @@ pub fn tree_lines(
     analysis: &Analysis,
     format: Format,
     weight: SampleWeight,
+    sel: &Selection,
 ) -> Result<Vec<String>, ExportError> {
-    Ok(match Tree::of(analysis, format)? {
-        Tree::Time(t) => lines(file, t),
+    Ok(match Tree::of(file, analysis, sel, format)? {
+        Tree::Time(t) => lines(file, &t),
         Tree::Samples(t) => {
             let period = crate::period_ns(file).unwrap_or(0);
-            sample_lines(file, t, weight, period)
+            sample_lines(file, &t, weight, period)
         }
     })
 }
@@ -163,9 +165,10 @@ pub fn write(
     file: &DataFile,
     analysis: &Analysis,
     weight: SampleWeight,
+    sel: &Selection,
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
-    for line in tree_lines(file, analysis, Format::Collapsed, weight)? {
+    for line in tree_lines(file, analysis, Format::Collapsed, weight, sel)? {
         writeln!(out, "{line}").map_err(ExportError::write(Format::Collapsed))?;
     }
     Ok(())

@@ -28,7 +28,7 @@ use lapse_data::{DataFile, FunctionId, Method, StackId, ThreadInfo, ThreadKey, T
 
 use lapse_analysis::tree::FrameKey;
 
-use crate::sample_keys;
+use crate::select::Selection;
 use crate::timeline::{self, SampleIndex, Step};
 use crate::{ExportError, Format};
 use processed::{Document, Meta, ProfileNs, ThreadHeader, ThreadWriter};
@@ -102,9 +102,10 @@ fn frame(
 fn instrumentation(
     file: &DataFile,
     timing: timeline::Timing,
+    sel: &Selection,
     doc: &mut Document<'_>,
 ) -> io::Result<()> {
-    let threads = timeline::threads(file);
+    let threads = sel.threads(file);
     let mut nesting = timeline::Nesting::default();
     for (header, i) in headers(file, &threads) {
         let t = &threads[i];
@@ -149,6 +150,7 @@ fn instrumentation(
             &mut nesting,
             true,
             timing,
+            sel,
             |at, step| -> io::Result<()> {
                 interval(doc, &mut thread, &stack, at)?;
                 match step {
@@ -175,10 +177,10 @@ fn instrumentation(
     Ok(())
 }
 
-fn sampling(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
-    let index = SampleIndex::new(file);
+fn sampling(file: &DataFile, sel: &Selection, doc: &mut Document<'_>) -> io::Result<()> {
+    let index = SampleIndex::new(file, sel);
     // Threads with a record, and any that only appear in samples.
-    let mut threads = timeline::threads(file);
+    let mut threads = sel.threads(file);
     for key in index.threads() {
         if !threads.iter().any(|t| t.key() == key) {
             threads.push(ThreadInfo {
@@ -215,7 +217,7 @@ fn sampling(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
                 Some(&h) => h,
                 None => {
                     let mut parent = None;
-                    for key in sample_keys(file, s.stack) {
+                    for key in sel.sample_keys(file, s.stack).unwrap_or_default() {
                         let fr = frame(doc, &mut thread, &mut frames, file, key);
                         parent = Some(thread.stack(parent, fr));
                     }
@@ -230,7 +232,12 @@ fn sampling(file: &DataFile, doc: &mut Document<'_>) -> io::Result<()> {
     })
 }
 
-pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
+pub fn write(
+    file: &DataFile,
+    analysis: &Analysis,
+    sel: &Selection,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
     let interval_ns = match file.session.method {
         Method::Instrumentation => 1000,
         Method::Sampling => match (
@@ -247,20 +254,21 @@ pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Resul
         interval_ns,
         start_unix_ns: file.session.start_unix_ns,
     };
-    write_document(file, timeline::Timing::of(file, analysis), &meta, out)
+    write_document(file, timeline::Timing::of(file, analysis), sel, &meta, out)
         .map_err(ExportError::write(Format::Firefox))
 }
 
 fn write_document(
     file: &DataFile,
     timing: timeline::Timing,
+    sel: &Selection,
     meta: &Meta,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let mut doc = Document::new(out)?;
     match file.session.method {
-        Method::Instrumentation => instrumentation(file, timing, &mut doc)?,
-        Method::Sampling => sampling(file, &mut doc)?,
+        Method::Instrumentation => instrumentation(file, timing, sel, &mut doc)?,
+        Method::Sampling => sampling(file, sel, &mut doc)?,
     }
     doc.finish(meta)
 }

@@ -8,6 +8,7 @@ use lapse_analysis::Analysis;
 use lapse_data::{DataFile, Method};
 
 use crate::collapsed;
+use crate::select::Selection;
 use crate::{ExportError, Format, SampleWeight};
 
 /// The `[off-cpu]` frames' colour in a graph of both kinds of time.
@@ -78,8 +79,9 @@ pub fn write(
     file: &DataFile,
     analysis: &Analysis,
     weight: SampleWeight,
+    sel: &Selection,
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
-    let lines = collapsed::tree_lines(file, analysis, Format::Flamegraph, weight)?;
+    let lines = collapsed::tree_lines(file, analysis, Format::Flamegraph, weight, sel)?;
     svg(file, &lines, weight, out)
 }

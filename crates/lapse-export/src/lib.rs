@@ -13,7 +13,8 @@
 //!   sampling's samples one thread at a time): speedscope, Chrome traces,
 //!   Perfetto traces and the Firefox Profiler, which show a timeline.
 //!
-//! Design constraints: exports cover the whole recording (no filters); an
+//! Design constraints: an export covers what its [`Selection`] keeps (the
+//! whole recording by default; `lapse export`'s filters, [`select`]); an
 //! instrumentation stream is repaired the way the analysis repairs it
 //! (unmatched exits ignored, skipped frames closed) so that every consumer
 //! sees properly nested calls; nothing here panics on a damaged file.
@@ -27,9 +28,11 @@ pub mod html;
 pub mod perfetto;
 pub mod pprof;
 pub mod pprof_proto;
+pub mod select;
 pub mod speedscope;
 pub mod timeline;
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use lapse_analysis::sample::{frame_keys, Counts};
@@ -37,6 +40,8 @@ use lapse_analysis::tree::{CallTree, FrameKey};
 use lapse_analysis::values::FunctionStats;
 use lapse_analysis::{Analysis, Query};
 use lapse_data::{DataError, DataFile, StackId};
+
+pub use select::Selection;
 
 /// The export formats of SPEC section 6.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,9 +112,12 @@ impl SampleWeight {
 pub const OFF_CPU_FRAME: &str = "[off-cpu]";
 
 /// How an export is made, beyond its format.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct ExportOptions {
     pub weight: SampleWeight,
+    /// What of the recording is written (everything by default). The
+    /// analysis must have been made with the same threads and window.
+    pub selection: Selection,
 }
 
 /// Everything that can stop an export.
@@ -150,16 +158,22 @@ pub fn sample_keys(file: &DataFile, stack: Option<StackId>) -> Vec<FrameKey> {
 
 /// The call tree of an analysis made as [`needs`] says, with its weights
 /// typed by method.
+/// With `--function`, the subtrees of the functions it names.
 pub enum Tree<'a> {
-    Time(&'a CallTree<FunctionStats>),
-    Samples(&'a CallTree<Counts>),
+    Time(Cow<'a, CallTree<FunctionStats>>),
+    Samples(Cow<'a, CallTree<Counts>>),
 }
 
 impl<'a> Tree<'a> {
-    pub fn of(analysis: &'a Analysis, format: Format) -> Result<Tree<'a>, ExportError> {
+    pub fn of(
+        file: &DataFile,
+        analysis: &'a Analysis,
+        sel: &Selection,
+        format: Format,
+    ) -> Result<Tree<'a>, ExportError> {
         let tree = match analysis {
-            Analysis::Instr(r) => r.tree().map(Tree::Time),
-            Analysis::Sample(r) => r.tree.as_ref().map(Tree::Samples),
+            Analysis::Instr(r) => r.tree().map(|t| Tree::Time(sel.tree(file, t))),
+            Analysis::Sample(r) => r.tree.as_ref().map(|t| Tree::Samples(sel.tree(file, t))),
         };
         tree.ok_or_else(|| ExportError::Unsupported {
             format: format.name(),
@@ -197,16 +211,17 @@ pub fn export_with(
 ) -> Result<(), ExportError> {
     check_weight(file, format, opts.weight)?;
     let weight = opts.weight;
+    let sel = &opts.selection;
     match format {
-        Format::Collapsed => collapsed::write(file, analysis, weight, out),
-        Format::Flamegraph => flamegraph::write(file, analysis, weight, out),
-        Format::Speedscope => speedscope::write(file, analysis, weight, out),
-        Format::Chrome => chrome::write(file, analysis, out),
-        Format::Pprof => pprof::write(file, analysis, out),
-        Format::Callgrind => callgrind::write(file, analysis, out),
-        Format::Firefox => firefox::write(file, analysis, out),
-        Format::Html => html::write(file, analysis, out),
-        Format::Perfetto => perfetto::write(file, analysis, out),
+        Format::Collapsed => collapsed::write(file, analysis, weight, sel, out),
+        Format::Flamegraph => flamegraph::write(file, analysis, weight, sel, out),
+        Format::Speedscope => speedscope::write(file, analysis, weight, sel, out),
+        Format::Chrome => chrome::write(file, analysis, sel, out),
+        Format::Pprof => pprof::write(file, analysis, sel, out),
+        Format::Callgrind => callgrind::write(file, analysis, sel, out),
+        Format::Firefox => firefox::write(file, analysis, sel, out),
+        Format::Html => html::write(file, analysis, sel, out),
+        Format::Perfetto => perfetto::write(file, analysis, sel, out),
     }?;
     out.flush().map_err(ExportError::write(format))
 }

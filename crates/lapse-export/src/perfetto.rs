@@ -23,8 +23,9 @@ use std::io::{self, Write};
 use lapse_analysis::Analysis;
 use lapse_data::{DataFile, Method, ThreadKey};
 
+use crate::select::Selection;
 use crate::timeline::{self, Step, Timing};
-use crate::{sample_keys, ExportError, Format};
+use crate::{ExportError, Format};
 
 /// The one packet sequence lapse writes.
 const SEQUENCE: u64 = 1;
@@ -189,8 +190,13 @@ impl Tracks {
     }
 }
 
-fn descriptors(w: &mut Writer<'_>, file: &DataFile, tracks: &Tracks) -> io::Result<()> {
-    let mut pids: Vec<u32> = timeline::threads(file).iter().map(|t| t.pid).collect();
+fn descriptors(
+    w: &mut Writer<'_>,
+    file: &DataFile,
+    tracks: &Tracks,
+    sel: &Selection,
+) -> io::Result<()> {
+    let mut pids: Vec<u32> = sel.threads(file).iter().map(|t| t.pid).collect();
     pids.sort_unstable();
     pids.dedup();
     for pid in pids {
@@ -205,7 +211,7 @@ fn descriptors(w: &mut Writer<'_>, file: &DataFile, tracks: &Tracks) -> io::Resu
         }
         w.track(Tracks::process(pid), None, (3, d), None)?;
     }
-    for t in timeline::threads(file) {
+    for t in sel.threads(file) {
         let mut d = Msg::default();
         d.uint(1, u64::from(t.pid))
             .uint(2, timeline::shown_tid(t.key()));
@@ -232,6 +238,7 @@ fn instrumentation(
     file: &DataFile,
     tracks: &Tracks,
     timing: Timing,
+    sel: &Selection,
 ) -> io::Result<()> {
     let origin = timeline::origin(file);
     let names: Vec<(&str, &str)> = file
@@ -245,7 +252,7 @@ fn instrumentation(
         })
         .collect();
     let mut nesting = timeline::Nesting::default();
-    for t in timeline::threads(file) {
+    for t in sel.threads(file) {
         let track = tracks.thread(t.key());
         let walked = timeline::walk(
             file,
@@ -253,6 +260,7 @@ fn instrumentation(
             &mut nesting,
             true,
             timing,
+            sel,
             |at, step| -> io::Result<()> {
                 let ts = at.at.since(origin);
                 match step {
@@ -281,14 +289,20 @@ fn instrumentation(
     Ok(())
 }
 
-fn sampling(w: &mut Writer<'_>, file: &DataFile, tracks: &Tracks) -> io::Result<()> {
+fn sampling(
+    w: &mut Writer<'_>,
+    file: &DataFile,
+    tracks: &Tracks,
+    sel: &Selection,
+) -> io::Result<()> {
     let origin = timeline::origin(file);
     let mut leaf: HashMap<Option<lapse_data::StackId>, (String, String)> = HashMap::new();
-    timeline::for_each_thread(file, |thread, run| -> io::Result<()> {
+    timeline::for_each_thread(file, sel, |thread, run| -> io::Result<()> {
         for s in run {
             let (name, module) = leaf.entry(s.stack).or_insert_with(|| {
-                let key = sample_keys(file, s.stack)
-                    .pop()
+                let key = sel
+                    .sample_keys(file, s.stack)
+                    .and_then(|mut k| k.pop())
                     .unwrap_or(lapse_analysis::FrameKey::Unknown);
                 let module = key
                     .module(file)
@@ -307,7 +321,12 @@ fn sampling(w: &mut Writer<'_>, file: &DataFile, tracks: &Tracks) -> io::Result<
     })
 }
 
-pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
+pub fn write(
+    file: &DataFile,
+    analysis: &Analysis,
+    sel: &Selection,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
     let mut w = Writer {
         out,
         names: HashMap::new(),
@@ -316,11 +335,11 @@ pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Resul
     };
     let write = ExportError::write(Format::Perfetto);
     let tracks = Tracks::new(file);
-    descriptors(&mut w, file, &tracks).map_err(write)?;
+    descriptors(&mut w, file, &tracks, sel).map_err(write)?;
     match file.session.method {
         Method::Instrumentation => {
-            instrumentation(&mut w, file, &tracks, Timing::of(file, analysis)).map_err(write)
+            instrumentation(&mut w, file, &tracks, Timing::of(file, analysis), sel).map_err(write)
         }
-        Method::Sampling => sampling(&mut w, file, &tracks).map_err(write),
+        Method::Sampling => sampling(&mut w, file, &tracks, sel).map_err(write),
     }
 }

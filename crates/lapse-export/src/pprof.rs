@@ -31,6 +31,7 @@ use lapse_data::{DataFile, FrameId, FunctionId, ModuleId};
 use prost::Message;
 
 use crate::pprof_proto::*;
+use crate::select::Selection;
 use crate::{ExportError, Format, Tree};
 use lapse_analysis::tree::FrameKey;
 use lapse_analysis::values::TimeValue;
@@ -249,8 +250,12 @@ impl<'a> Builder<'a> {
     }
 }
 
-fn instrumentation(b: &mut Builder<'_>, analysis: &Analysis) -> Result<(), ExportError> {
-    let Tree::Time(tree) = Tree::of(analysis, Format::Pprof)? else {
+fn instrumentation(
+    b: &mut Builder<'_>,
+    analysis: &Analysis,
+    sel: &Selection,
+) -> Result<(), ExportError> {
+    let Tree::Time(tree) = Tree::of(b.file, analysis, sel, Format::Pprof)? else {
         return Ok(());
     };
     b.p.sample_type = vec![
@@ -285,7 +290,7 @@ fn instrumentation(b: &mut Builder<'_>, analysis: &Analysis) -> Result<(), Expor
     Ok(())
 }
 
-fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
+fn sampling(b: &mut Builder<'_>, analysis: &Analysis, sel: &Selection) {
     let file = b.file;
     let Analysis::Sample(r) = analysis else {
         return;
@@ -358,11 +363,18 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
         t.0 += n;
         t.1 += off;
         let frames = frames_of(&file.stacks, stack);
-        let kept: Vec<FrameId> = frames
+        let mut kept: Vec<FrameId> = frames
             .iter()
             .filter(|f| (f.0 as usize) < file.frames.len())
             .copied()
             .collect();
+        if sel.has_function() {
+            // (--function: the path from its outermost frame on, or nothing)
+            let Some(at) = kept.iter().position(|&f| sel.frame_matches(file, f)) else {
+                continue;
+            };
+            kept.drain(..at);
+        }
         let ids: Vec<u64> = kept.iter().map(|&f| b.location(LocKey::Frame(f))).collect();
         let mut location_id = b.stack(&ids);
         if location_id.is_empty() {
@@ -375,7 +387,11 @@ fn sampling(b: &mut Builder<'_>, analysis: &Analysis) {
             label,
         });
     }
-    // Samples that unwound nothing: the thread's samples not in any stack.
+    // Samples that unwound nothing: the thread's samples not in any stack
+    // (no --function frame among them).
+    if sel.has_function() {
+        return;
+    }
     let mut threads: Vec<_> = r.analysis.threads.iter().collect();
     threads.sort_by_key(|(k, _)| **k);
     for (&thread, c) in threads {
@@ -403,14 +419,18 @@ fn program_module(file: &DataFile) -> Option<ModuleId> {
 }
 
 /// The profile message, before compression.
-pub fn profile(file: &DataFile, analysis: &Analysis) -> Result<Profile, ExportError> {
+pub fn profile(
+    file: &DataFile,
+    analysis: &Analysis,
+    sel: &Selection,
+) -> Result<Profile, ExportError> {
     let mut b = Builder::new(file);
     if let Some(m) = program_module(file) {
         b.mapping(m);
     }
     match analysis {
-        Analysis::Instr(_) => instrumentation(&mut b, analysis)?,
-        Analysis::Sample(_) => sampling(&mut b, analysis),
+        Analysis::Instr(_) => instrumentation(&mut b, analysis, sel)?,
+        Analysis::Sample(_) => sampling(&mut b, analysis, sel),
     }
     b.p.time_nanos = i64::try_from(file.session.start_unix_ns).unwrap_or(0);
     let end = file.end();
@@ -427,8 +447,13 @@ pub fn profile(file: &DataFile, analysis: &Analysis) -> Result<Profile, ExportEr
     Ok(b.p)
 }
 
-pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
-    let p = profile(file, analysis)?;
+pub fn write(
+    file: &DataFile,
+    analysis: &Analysis,
+    sel: &Selection,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    let p = profile(file, analysis, sel)?;
     let w = ExportError::write(Format::Pprof);
     let mut gz = GzEncoder::new(out, Compression::default());
     gz.write_all(&p.encode_to_vec()).map_err(w)?;

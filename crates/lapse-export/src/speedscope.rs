@@ -24,7 +24,7 @@ use lapse_data::{DataFile, Method, OffCpuPeriod, StackId, ThreadKey, Timestamp};
 use crate::chrome::quote;
 use lapse_analysis::tree::FrameKey;
 
-use crate::sample_keys;
+use crate::select::Selection;
 use crate::timeline::{self, SampleIndex, Step};
 use crate::{ExportError, Format, SampleWeight, OFF_CPU_FRAME};
 
@@ -95,6 +95,7 @@ fn frame_header(
 fn instrumentation(
     file: &DataFile,
     timing: timeline::Timing,
+    sel: &Selection,
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
     let w = ExportError::write(Format::Speedscope);
@@ -108,7 +109,7 @@ fn instrumentation(
     let origin = timeline::origin(file);
     let mut first_profile = true;
     let mut nesting = timeline::Nesting::default();
-    for t in timeline::threads(file) {
+    for t in sel.threads(file) {
         let start = t.start.map_or(0, |s| s.since(origin));
         if !first_profile {
             out.write_all(b",\n").map_err(w)?;
@@ -121,7 +122,7 @@ fn instrumentation(
         )
         .map_err(w)?;
         let mut first = true;
-        let walked = timeline::walk(file, &t, &mut nesting, true, timing, |at, step| {
+        let walked = timeline::walk(file, &t, &mut nesting, true, timing, sel, |at, step| {
             let (kind, f) = match step {
                 Step::Open(f) => ("O", f),
                 Step::Close(f) => ("C", f),
@@ -183,16 +184,21 @@ fn entries(
     out
 }
 
-fn sampling(file: &DataFile, weight: SampleWeight, out: &mut dyn Write) -> Result<(), ExportError> {
+fn sampling(
+    file: &DataFile,
+    weight: SampleWeight,
+    sel: &Selection,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
     let w = ExportError::write(Format::Speedscope);
     // The frames come first in the document, numbered in the order the
     // samples first use them: a first pass over the threads finds them (and
     // each stack's frame list), the second writes the profiles. Each pass
     // holds one thread's samples at a time.
-    let index = SampleIndex::new(file);
+    let index = SampleIndex::new(file, sel);
     let mut periods: HashMap<ThreadKey, Vec<&OffCpuPeriod>> = HashMap::new();
     if weight != SampleWeight::Cpu {
-        for p in &file.off_cpu {
+        for p in file.off_cpu.iter().filter(|p| sel.wants_off_cpu(file, p)) {
             periods.entry(p.key()).or_default().push(p);
         }
     }
@@ -218,8 +224,12 @@ fn sampling(file: &DataFile, weight: SampleWeight, out: &mut dyn Write) -> Resul
     let Ok(()) = index.for_each_thread(file, &order, |thread, run| -> Result<(), Infallible> {
         for e in entries(run, periods_of(thread), weight, per_sample) {
             stacks.entry((e.stack, e.off_cpu_frame)).or_insert_with(|| {
-                let mut keys: Vec<Option<FrameKey>> =
-                    sample_keys(file, e.stack).into_iter().map(Some).collect();
+                let mut keys: Vec<Option<FrameKey>> = sel
+                    .sample_keys(file, e.stack)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(Some)
+                    .collect();
                 if e.off_cpu_frame {
                     keys.push(None);
                 }
@@ -284,10 +294,13 @@ pub fn write(
     file: &DataFile,
     analysis: &Analysis,
     weight: SampleWeight,
+    sel: &Selection,
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
     match file.session.method {
-        Method::Instrumentation => instrumentation(file, timeline::Timing::of(file, analysis), out),
-        Method::Sampling => sampling(file, weight, out),
+        Method::Instrumentation => {
+            instrumentation(file, timeline::Timing::of(file, analysis), sel, out)
+        }
+        Method::Sampling => sampling(file, weight, sel, out),
     }
 }

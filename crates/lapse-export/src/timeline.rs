@@ -23,6 +23,8 @@ use lapse_data::{
     DataFile, Event, EventKind, FunctionId, Method, Sample, ThreadInfo, ThreadKey, Timestamp,
 };
 
+use crate::select::{Selection, StepFilter};
+
 /// One step of a thread's call timeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -213,7 +215,8 @@ pub fn origin(file: &DataFile) -> Timestamp {
 pub type Nesting = CallStack<FunctionId>;
 
 /// Walks the calls of `thread` in time order, calling `f` for every open
-/// and close, then for the thread's end. Calls still open at the end are
+/// and close, then for the thread's end, as `sel` keeps them
+/// ([`StepFilter`]). Calls still open at the end are
 /// closed at the thread's end only when `close_open` is set; either way
 /// they are listed in the result, and `stack` is left empty.
 pub fn walk<E>(
@@ -222,9 +225,11 @@ pub fn walk<E>(
     stack: &mut Nesting,
     close_open: bool,
     timing: Timing,
+    sel: &Selection,
     mut f: impl FnMut(Moment, Step) -> Result<(), E>,
 ) -> Result<Walked, E> {
     let known = file.functions.len();
+    let mut filter = StepFilter::new(sel);
     stack.clear();
     let mut clock = Clock::new(file, thread, timing);
     let mut last: Option<Timestamp> = None;
@@ -246,7 +251,7 @@ pub fn walk<E>(
             match e.kind {
                 EventKind::Enter => {
                     stack.push(e.function);
-                    f(at, Step::Open(e.function))?;
+                    filter.step(at, Step::Open(e.function), &mut f)?;
                 }
                 EventKind::Exit | EventKind::Unwind => {
                     // (frames closed with it take no time of their own)
@@ -262,7 +267,7 @@ pub fn walk<E>(
                                 }
                             };
                             first = false;
-                            result = f(moment, Step::Close(g));
+                            result = filter.step(moment, Step::Close(g), &mut f);
                         }
                     };
                     if e.kind == EventKind::Exit {
@@ -295,7 +300,7 @@ pub fn walk<E>(
             };
             stack.close_all(|g, _| {
                 if result.is_ok() {
-                    result = f(moment, Step::Close(g));
+                    result = filter.step(moment, Step::Close(g), &mut f);
                 }
             });
             std::mem::replace(&mut result, Ok(()))?;
@@ -303,13 +308,24 @@ pub fn walk<E>(
     }
     stack.clear();
     if let Some(m) = end_moment {
-        f(m, Step::End)?;
+        filter.step(m, Step::End, &mut f)?;
+    }
+    let mut off_cpu = clock.off_cpu();
+    let mut last_at = last_at;
+    if let Some((from, to)) = sel.window() {
+        // (the window is in recorded time; these are compensated, a few
+        // probe costs earlier at most)
+        off_cpu.retain(|&(a, b)| b >= from && a <= to);
+        for p in &mut off_cpu {
+            *p = (p.0.max(from), p.1.min(to));
+        }
+        last_at = last_at.map(|l| l.min(to));
     }
     Ok(Walked {
         last: last_at,
         open,
         bad_chunks,
-        off_cpu: clock.off_cpu(),
+        off_cpu,
     })
 }
 
@@ -337,6 +353,8 @@ pub struct SampleIndex {
     /// Ordered by (pid, tid).
     threads: Vec<ThreadSamples>,
     group_samples: u64,
+    /// The samples kept (the others are left out of every thread's run).
+    selection: Selection,
 }
 
 impl Default for SampleIndex {
@@ -344,6 +362,7 @@ impl Default for SampleIndex {
         SampleIndex {
             threads: Vec::new(),
             group_samples: GROUP_SAMPLES,
+            selection: Selection::all(),
         }
     }
 }
@@ -357,8 +376,9 @@ struct ThreadSamples {
 }
 
 impl SampleIndex {
-    /// The index of `file`'s samples; empty unless it is a sampling recording.
-    pub fn new(file: &DataFile) -> SampleIndex {
+    /// The index of `file`'s samples that `sel` keeps; empty unless it is
+    /// a sampling recording.
+    pub fn new(file: &DataFile, sel: &Selection) -> SampleIndex {
         if file.session.method != Method::Sampling {
             return SampleIndex::default();
         }
@@ -368,7 +388,7 @@ impl SampleIndex {
             if file.read_samples(c, &mut buf).is_err() {
                 continue;
             }
-            for s in &buf {
+            for s in buf.iter().filter(|s| sel.wants_sample(file, s)) {
                 let t = by_thread.entry(s.key()).or_insert_with(|| ThreadSamples {
                     thread: s.key(),
                     count: 0,
@@ -383,6 +403,7 @@ impl SampleIndex {
         SampleIndex {
             threads: by_thread.into_values().collect(),
             group_samples: GROUP_SAMPLES,
+            selection: sel.clone(),
         }
     }
 
@@ -445,7 +466,7 @@ impl SampleIndex {
                 if file.read_samples(c, &mut buf).is_err() {
                     continue;
                 }
-                for s in &buf {
+                for s in buf.iter().filter(|s| self.selection.wants_sample(file, s)) {
                     if let Some(&k) = slot.get(&s.key()) {
                         samples[k].push(*s);
                     }
@@ -468,13 +489,14 @@ impl SampleIndex {
     }
 }
 
-/// Calls `f` with the samples of each sampled thread in (pid, tid) order,
-/// each thread's in time order; see [`SampleIndex::for_each_thread`].
+/// Calls `f` with the samples `sel` keeps of each sampled thread in (pid,
+/// tid) order, each thread's in time order; see [`SampleIndex::for_each_thread`].
 pub fn for_each_thread<E>(
     file: &DataFile,
+    sel: &Selection,
     f: impl FnMut(ThreadKey, &[Sample]) -> Result<(), E>,
 ) -> Result<(), E> {
-    let index = SampleIndex::new(file);
+    let index = SampleIndex::new(file, sel);
     let order: Vec<ThreadKey> = index.threads().collect();
     index.for_each_thread(file, &order, f)
 }

@@ -131,3 +131,16 @@ fn the_page_of_a_20000_deep_recursion_opens_all_the_way_down() {
         &["--deep", "20001"],
     );
 }
+
+#[test]
+fn a_sampling_timeline_is_drawn_where_the_thread_ran_at_any_depth() {
+    // 400 samples 1 ms apart, 20 frames of interpreter above the work: the
+    // timeline was blank (a sample's bucket held it, its neighbours
+    // nothing) and cut at 12 levels.
+    let file = html_recording::sampled_deep(400, 20);
+    let Some(report) = drive(&file, "sampled-deep", &["--sampling", "--sampled-timeline"]) else {
+        return;
+    };
+    let checks = report["checks"].to_string();
+    assert!(checks.contains("sampled timeline"), "{checks}");
+}

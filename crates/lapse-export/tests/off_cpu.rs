@@ -34,7 +34,17 @@ fn file() -> DataFile {
 fn export(file: &DataFile, format: Format, weight: SampleWeight) -> Vec<u8> {
     let a = common::analysis(file);
     let mut out = Vec::new();
-    export_with(file, &a, format, ExportOptions { weight }, &mut out).unwrap();
+    export_with(
+        file,
+        &a,
+        format,
+        ExportOptions {
+            weight,
+            ..ExportOptions::default()
+        },
+        &mut out,
+    )
+    .unwrap();
     out
 }
 
@@ -99,7 +109,10 @@ fn a_weight_other_than_cpu_needs_off_cpu_time() {
             &f,
             &a,
             Format::Collapsed,
-            ExportOptions { weight },
+            ExportOptions {
+                weight,
+                ..ExportOptions::default()
+            },
             &mut Vec::new(),
         )
         .expect_err("no off-CPU time");

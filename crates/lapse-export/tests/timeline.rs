@@ -10,6 +10,7 @@ use std::convert::Infallible;
 use std::path::Path;
 
 use lapse_data::*;
+use lapse_export::select::Selection;
 use lapse_export::timeline::{self, SampleIndex};
 use lapse_export::Format;
 
@@ -106,15 +107,19 @@ fn expected(all: &[Sample], thread: ThreadKey) -> Vec<Sample> {
 fn each_thread_gets_all_its_samples_in_time_order() {
     let (file, all) = recording(&THREADS);
     let mut seen: Vec<ThreadKey> = Vec::new();
-    let Ok(()) = timeline::for_each_thread(&file, |thread, run| -> Result<(), Infallible> {
-        assert_eq!(run, expected(&all, thread), "thread {thread}");
-        // Equal timestamps keep file order, so (ts, position) ascends strictly.
-        assert!(run
-            .windows(2)
-            .all(|p| (p[0].ts, p[0].weight) < (p[1].ts, p[1].weight)));
-        seen.push(thread);
-        Ok(())
-    });
+    let Ok(()) = timeline::for_each_thread(
+        &file,
+        &Selection::all(),
+        |thread, run| -> Result<(), Infallible> {
+            assert_eq!(run, expected(&all, thread), "thread {thread}");
+            // Equal timestamps keep file order, so (ts, position) ascends strictly.
+            assert!(run
+                .windows(2)
+                .all(|p| (p[0].ts, p[0].weight) < (p[1].ts, p[1].weight)));
+            seen.push(thread);
+            Ok(())
+        },
+    );
     assert_eq!(
         seen,
         keys(&[(1, 1), (1, 2), (1, 3), (2, 1)]),
@@ -126,7 +131,7 @@ fn each_thread_gets_all_its_samples_in_time_order() {
 fn any_group_size_and_thread_order_and_threads_without_samples() {
     let (file, all) = recording(&THREADS);
     for group in GROUPS {
-        let mut index = SampleIndex::new(&file);
+        let mut index = SampleIndex::new(&file, &Selection::all());
         if let Some(n) = group {
             index = index.group_samples(n);
         }
@@ -153,10 +158,11 @@ fn any_group_size_and_thread_order_and_threads_without_samples() {
 fn an_instrumentation_recording_has_no_samples() {
     let file = common::instr_file();
     let mut calls = 0;
-    let Ok(()) = timeline::for_each_thread(&file, |_, _| -> Result<(), Infallible> {
-        calls += 1;
-        Ok(())
-    });
+    let Ok(()) =
+        timeline::for_each_thread(&file, &Selection::all(), |_, _| -> Result<(), Infallible> {
+            calls += 1;
+            Ok(())
+        });
     assert_eq!(calls, 0);
 }
 

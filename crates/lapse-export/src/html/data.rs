@@ -4,6 +4,7 @@
 //! depends on the distinct call paths (at most [`NODE_BUDGET`] kept), the
 //! functions and the threads, never on the number of events or samples.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +21,7 @@ use serde_json::{json, Value};
 
 use super::lod::{self, Lookup, Timeline};
 use super::model::{self, Frames, PageWeight, Strings, NODE_BUDGET};
+use crate::select::Selection;
 use crate::timeline::{self, SampleIndex, Timing};
 use crate::{ExportError, Format};
 
@@ -105,10 +107,14 @@ fn processes(file: &DataFile, threads: &[ThreadInfo]) -> Vec<ProcessRow> {
 type Input<'a, W> = (ThreadInfo, &'a CallTree<W>, W);
 
 /// Builds the page's data from `analysis` (made as [`crate::needs`] says).
-pub(crate) fn build(file: &DataFile, analysis: &Analysis) -> Result<PageData, ExportError> {
+pub(crate) fn build(
+    file: &DataFile,
+    analysis: &Analysis,
+    sel: &Selection,
+) -> Result<PageData, ExportError> {
     let session = session(file, analysis)?;
-    let infos: BTreeMap<ThreadKey, ThreadInfo> = file
-        .all_threads()
+    let infos: BTreeMap<ThreadKey, ThreadInfo> = sel
+        .threads(file)
         .into_iter()
         .map(|t| (t.key(), t))
         .collect();
@@ -119,9 +125,9 @@ pub(crate) fn build(file: &DataFile, analysis: &Analysis) -> Result<PageData, Ex
             if r.tree().is_none() {
                 return Err(unsupported("the analysis was made without a call tree"));
             }
-            instrumented(file, analysis, r, &infos, &mut frames)
+            instrumented(file, analysis, sel, r, &infos, &mut frames)
         }
-        Analysis::Sample(r) => sampled(file, r, &infos, &mut frames, &mut files),
+        Analysis::Sample(r) => sampled(file, r, sel, &infos, &mut frames, &mut files),
     };
     let all_threads: Vec<ThreadInfo> = infos.into_values().collect();
     let s = &file.session;
@@ -177,19 +183,25 @@ fn info(infos: &BTreeMap<ThreadKey, ThreadInfo>, key: ThreadKey) -> ThreadInfo {
 fn instrumented(
     file: &DataFile,
     analysis: &Analysis,
+    sel: &Selection,
     r: &InstrResult,
     infos: &BTreeMap<ThreadKey, ThreadInfo>,
     frames: &mut Frames,
 ) -> (Vec<ThreadPage>, Option<Vec<u64>>, Columns) {
     let empty = CallTree::new();
-    let trees: HashMap<ThreadKey, &CallTree<FunctionStats>> =
-        r.acc.trees.iter().map(|t| (t.key(), &t.tree)).collect();
+    // (with --function, each thread's subtrees of it)
+    let trees: HashMap<ThreadKey, Cow<'_, CallTree<FunctionStats>>> = r
+        .acc
+        .trees
+        .iter()
+        .map(|t| (t.key(), sel.tree(file, &t.tree)))
+        .collect();
     let threads: Vec<Input<'_, FunctionStats>> = r
         .acc
         .threads
         .iter()
         .map(|s| {
-            let tree = trees.get(&s.key()).copied().unwrap_or(&empty);
+            let tree = trees.get(&s.key()).map_or(&empty, |t| &**t);
             (info(infos, s.key()), tree, model::thread_totals(s))
         })
         .collect();
@@ -205,6 +217,7 @@ fn instrumented(
             file,
             info,
             timing,
+            sel,
             origin,
             elapsed(totals),
             &lookup,
@@ -233,6 +246,7 @@ fn instrumented(
 fn sampled(
     file: &DataFile,
     r: &SampleResult,
+    sel: &Selection,
     infos: &BTreeMap<ThreadKey, ThreadInfo>,
     frames: &mut Frames,
     files: &mut Strings,
@@ -251,7 +265,11 @@ fn sampled(
                 lines: HashMap::new(),
             });
         lines.push(model::line_rows(&t.lines, frames, files));
-        owned.push((info(infos, key), t.tree));
+        let tree = match sel.tree(file, &t.tree) {
+            Cow::Borrowed(_) => t.tree,
+            Cow::Owned(cut) => cut,
+        };
+        owned.push((info(infos, key), tree));
     }
     let threads: Vec<Input<'_, Counts>> = owned
         .iter()
@@ -261,10 +279,11 @@ fn sampled(
     let n = lod::buckets_per_thread(threads.len());
     let origin = timeline::origin(file);
     let mut at = 0;
-    let _ = SampleIndex::new(file).for_each_thread(file, &keys, |_, samples| {
+    let _ = SampleIndex::new(file, sel).for_each_thread(file, &keys, |_, samples| {
         let (info, tree, _) = &threads[at];
         let lookup = Lookup::new(tree);
-        pages[at].0.timeline = lod::sampled(file, info, samples, origin, &lookup, &pages[at].1, n);
+        pages[at].0.timeline =
+            lod::sampled(file, info, samples, sel, origin, &lookup, &pages[at].1, n);
         at += 1;
         Ok::<(), Infallible>(())
     });

@@ -15,6 +15,7 @@ use lapse_analysis::tree::{CallTree, FrameKey, NodeId, Weight};
 use lapse_data::{DataFile, FunctionId, Sample, ThreadInfo, Timestamp};
 use serde::Serialize;
 
+use crate::select::Selection;
 use crate::timeline::{self, Step, Timing};
 
 /// Buckets over all threads' timelines, shared out evenly.
@@ -40,6 +41,11 @@ pub(crate) struct Timeline {
     /// Pairs `bucket, permille`: the share of the bucket spent off the CPU,
     /// for the buckets that have any.
     pub off: Vec<u32>,
+    /// Sampling with a time-based event: pairs `bucket, permille`, the
+    /// share of the bucket the samples stand for (each spread over the
+    /// period before it): the thread's CPU usage. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Vec<u32>>,
 }
 
 /// A tree's children by key, for following a stream's calls down the tree
@@ -188,7 +194,7 @@ impl Buckets {
 }
 
 /// Pairs `bucket, permille` of the buckets `periods` cover.
-fn off_cpu(periods: &[(u64, u64)], start: u64, span: u64, n: usize) -> Vec<u32> {
+fn covered(periods: &[(u64, u64)], start: u64, span: u64, n: usize) -> Vec<u32> {
     let b = Buckets::new(start, span, n, 1);
     let mut covered = vec![0u64; n];
     for &(from, to) in periods {
@@ -226,6 +232,7 @@ pub(crate) fn instrumented(
     file: &DataFile,
     thread: &ThreadInfo,
     timing: Timing,
+    sel: &Selection,
     origin: Timestamp,
     elapsed_ns: u64,
     lookup: &Lookup,
@@ -249,30 +256,38 @@ pub(crate) fn instrumented(
         static NESTING: std::cell::RefCell<timeline::Nesting> = Default::default();
     }
     let mut nesting = NESTING.take();
-    let walked = timeline::walk(file, thread, &mut nesting, true, timing, |moment, step| {
-        let at = moment.at.as_nanos();
-        let top = *stack.last().unwrap_or(&0);
-        buckets.span(prev, at, row_of.get(top as usize).copied().unwrap_or(0));
-        prev = prev.max(at);
-        match step {
-            Step::Open(f) => {
-                let slot = &mut recent[(top.wrapping_mul(31) ^ f.0) as usize & 4095];
-                let child = if slot.0 == top && slot.1 == f {
-                    slot.2
-                } else {
-                    let c = lookup.child(top, FrameKey::Function(f)).unwrap_or(top);
-                    *slot = (top, f, c);
-                    c
-                };
-                stack.push(child);
+    let walked = timeline::walk(
+        file,
+        thread,
+        &mut nesting,
+        true,
+        timing,
+        sel,
+        |moment, step| {
+            let at = moment.at.as_nanos();
+            let top = *stack.last().unwrap_or(&0);
+            buckets.span(prev, at, row_of.get(top as usize).copied().unwrap_or(0));
+            prev = prev.max(at);
+            match step {
+                Step::Open(f) => {
+                    let slot = &mut recent[(top.wrapping_mul(31) ^ f.0) as usize & 4095];
+                    let child = if slot.0 == top && slot.1 == f {
+                        slot.2
+                    } else {
+                        let c = lookup.child(top, FrameKey::Function(f)).unwrap_or(top);
+                        *slot = (top, f, c);
+                        c
+                    };
+                    stack.push(child);
+                }
+                Step::Close(_) if stack.len() > 1 => {
+                    stack.pop();
+                }
+                Step::Close(_) | Step::End => {}
             }
-            Step::Close(_) if stack.len() > 1 => {
-                stack.pop();
-            }
-            Step::Close(_) | Step::End => {}
-        }
-        Ok::<(), Infallible>(())
-    });
+            Ok::<(), Infallible>(())
+        },
+    );
     NESTING.set(nesting);
     let walked = match walked {
         Ok(w) => w,
@@ -286,9 +301,20 @@ pub(crate) fn instrumented(
     Timeline {
         start: start.saturating_sub(origin.as_nanos()),
         end: (start + elapsed_ns).saturating_sub(origin.as_nanos()),
-        off: off_cpu(&periods, start, elapsed_ns, n),
+        off: covered(&periods, start, elapsed_ns, n),
+        cpu: None,
         node: buckets.finish(),
     }
+}
+
+/// Whether a sample's weight is nanoseconds of CPU time (cpu-clock and
+/// task-clock, whether sampled by period or by frequency).
+fn time_based(file: &DataFile) -> bool {
+    crate::period_ns(file).is_some()
+        || matches!(
+            file.session.sample_event.as_deref(),
+            Some("cpu-clock" | "task-clock")
+        )
 }
 
 /// The timestamp of a thread's first event, when it has no start of its own.
@@ -299,19 +325,34 @@ fn first_event(file: &DataFile, thread: &ThreadInfo) -> Option<Timestamp> {
     events.first().map(|e| e.ts)
 }
 
-/// The timeline of a sampled thread: each sample counts once in its bucket
-/// for its stack's node. `samples` are in time order.
+/// The timeline of a sampled thread, `samples` in time order. With a
+/// time-based event (cpu-clock, task-clock) each sample stands for the CPU
+/// time of its period just before it, so it is spread over that time (cut
+/// at the previous sample, at most): a bucket goes to the path that ran
+/// most of it, and the share of it covered is the thread's CPU usage there,
+/// as the Firefox Profiler draws it. A sample 1 ms apart in 20 µs buckets
+/// then fills 50 buckets, not 1 (a timeline of points was blank almost
+/// everywhere). Other events count each sample once in its bucket.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn sampled(
     file: &DataFile,
     thread: &ThreadInfo,
     samples: &[Sample],
+    sel: &Selection,
     origin: Timestamp,
     lookup: &Lookup,
     row_of: &[u32],
     n: usize,
 ) -> Timeline {
-    let first = samples.first().map(|s| s.ts);
+    let spread = time_based(file);
+    // (a sample's period lies before it: the thread ran from there)
+    let first = samples.first().map(|s| {
+        if spread {
+            Timestamp::from_nanos(s.ts.as_nanos().saturating_sub(s.weight))
+        } else {
+            s.ts
+        }
+    });
     let last = samples.last().map(|s| s.ts);
     let start = thread
         .start
@@ -327,11 +368,13 @@ pub(crate) fn sampled(
     let unknown = lookup
         .child(0, FrameKey::Unknown)
         .map_or(0, |u| row_of[u as usize]);
+    let mut ran: Vec<(u64, u64)> = Vec::new();
+    let mut prev = start.as_nanos();
     for s in samples {
         let row = match s.stack {
             None => unknown,
             Some(stack) => *rows_of_stack.entry(stack).or_insert_with(|| {
-                let keys = crate::sample_keys(file, Some(stack));
+                let keys = sel.sample_keys(file, Some(stack)).unwrap_or_default();
                 if keys == [FrameKey::Unknown] {
                     return unknown;
                 }
@@ -345,17 +388,38 @@ pub(crate) fn sampled(
                 row_of.get(node as usize).copied().unwrap_or(0)
             }),
         };
-        let b = buckets.index(s.ts.as_nanos());
-        buckets.weigh(b, row, 1);
+        let at = s.ts.as_nanos();
+        if spread {
+            let from = at.saturating_sub(s.weight).max(prev);
+            buckets.span(from, at, row);
+            if at > from {
+                ran.push((from, at));
+            }
+            prev = prev.max(at);
+        } else {
+            let b = buckets.index(at);
+            buckets.weigh(b, row, 1);
+        }
     }
-    let periods: Vec<(u64, u64)> = timeline::off_cpu(file, thread.key())
+    // Off-CPU periods: recorded with --off-cpu (sampling's own), else OS events.
+    let key = thread.key();
+    let mut periods: Vec<(u64, u64)> = file
+        .off_cpu
         .iter()
-        .map(|&(a, b)| (a.as_nanos(), b.as_nanos()))
+        .filter(|p| p.key() == key && sel.in_window(p.from))
+        .map(|p| (p.from.as_nanos(), p.to.as_nanos()))
         .collect();
+    if periods.is_empty() {
+        periods = timeline::off_cpu(file, key)
+            .iter()
+            .map(|&(a, b)| (a.as_nanos(), b.as_nanos()))
+            .collect();
+    }
     Timeline {
         start: start.since(origin),
         end: end.since(origin),
-        off: off_cpu(&periods, start.as_nanos(), span, n),
+        off: covered(&periods, start.as_nanos(), span, n),
+        cpu: spread.then(|| covered(&ran, start.as_nanos(), span, n)),
         node: buckets.finish(),
     }
 }
@@ -378,7 +442,7 @@ mod tests {
     #[test]
     fn off_cpu_shares_are_per_bucket() {
         assert_eq!(
-            off_cpu(&[(105, 125)], 100, 40, 4),
+            covered(&[(105, 125)], 100, 40, 4),
             [0, 500, 1, 1000, 2, 500]
         );
     }

@@ -26,6 +26,7 @@ use lapse_data::DataFile;
 pub use lod::{buckets_per_thread, BUCKET_BUDGET};
 pub use model::NODE_BUDGET;
 
+use crate::select::Selection;
 use crate::{ExportError, Format};
 
 const CSS: &str = include_str!("page.css");
@@ -51,8 +52,12 @@ fn escape(s: &str) -> String {
 /// The page's data as the JSON text the page embeds: every `<` written as
 /// `\u003c` (it can only occur inside strings), so that nothing in it can
 /// close or comment out the script element that holds it.
-pub fn data_json(file: &DataFile, analysis: &Analysis) -> Result<String, ExportError> {
-    let data = data::build(file, analysis)?;
+pub fn data_json(
+    file: &DataFile,
+    analysis: &Analysis,
+    sel: &Selection,
+) -> Result<String, ExportError> {
+    let data = data::build(file, analysis, sel)?;
     let text = serde_json::to_string(&data).map_err(|e| ExportError::Unsupported {
         format: Format::Html.name(),
         what: format!("page data: {e}"),
@@ -60,8 +65,13 @@ pub fn data_json(file: &DataFile, analysis: &Analysis) -> Result<String, ExportE
     Ok(text.replace('<', "\\u003c"))
 }
 
-pub fn write(file: &DataFile, analysis: &Analysis, out: &mut dyn Write) -> Result<(), ExportError> {
-    let embedded = data_json(file, analysis)?;
+pub fn write(
+    file: &DataFile,
+    analysis: &Analysis,
+    sel: &Selection,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    let embedded = data_json(file, analysis, sel)?;
     let title = escape(&format!("lapse: {}", file.session.command.join(" ")));
     let head = format!(
         r#"<!DOCTYPE html>

@@ -1,14 +1,17 @@
 // timeline.js: the chosen threads on one time axis. Each lane draws its
 // thread's level-of-detail summary: per time bucket, the stack of the call
 // path that took most of the bucket (read from the thread's node table,
-// outermost call on top, at most TL_ROWS deep) and, above it, the share of
-// the bucket the thread spent off the CPU. Zoom with the wheel or the
+// outermost call on top; frames every bucket shares are collapsed into the
+// lane's title, then up to TL_ROWS levels, so deep stacks show where they
+// differ) and, above it, the thread's CPU usage (sampling: its samples
+// spread over their periods) and the share of the bucket it spent off the
+// CPU (when there is any). Zoom with the wheel or the
 // buttons, drag to pan. A pixel that covers several buckets shows their
 // dominant path: at each depth, the call most of them have there among
 // those that agree on the calls above it. The finest detail is one bucket
 // (the page holds a fixed number per thread).
 
-var TL_ROW = 13, TL_ROWS = 12, TL_AXIS = 22, TL_HEAD = 16, TL_OFF = 8, TL_GAP = 8;
+var TL_ROW = 13, TL_ROWS = 256, TL_AXIS = 22, TL_HEAD = 16, TL_CPU = 18, TL_OFF = 8, TL_GAP = 8;
 
 function Timeline(host, onSelect) {
   this.host = host;
@@ -28,7 +31,8 @@ function Timeline(host, onSelect) {
   });
   this.label = el("span", "note");
   bar.appendChild(this.label);
-  bar.appendChild(el("span", "legend-off", "off-CPU"));
+  if (D.threads.some(function (th) { return th.timeline.cpu; })) bar.appendChild(el("span", "legend-cpu", "CPU usage"));
+  if (D.threads.some(function (th) { return th.timeline.off.length; })) bar.appendChild(el("span", "legend-off", "off-CPU"));
   host.appendChild(bar);
   this.scroll = el("div", "timeline-scroll");
   this.spacer = el("div", "timeline-spacer");
@@ -78,23 +82,49 @@ function Timeline(host, onSelect) {
 Timeline.prototype.lane = function (ti) {
   if (this.cache[ti]) return this.cache[ti];
   var th = D.threads[ti], tl = th.timeline, t = threadTree(ti), depth = t.depth();
-  var cap = new Int32Array(t.n), rows = 0;
-  for (var i = 1; i < t.n; i++) cap[i] = depth[i] <= TL_ROWS ? i : cap[t.parent[i]];
-  var n = tl.node.length;
-  for (i = 0; i < n; i++) rows = Math.max(rows, Math.min(TL_ROWS, depth[tl.node[i]]));
-  // Each bucket's path, outermost first, TL_ROWS deep at most.
-  rows = Math.max(1, rows);
+  var n = tl.node.length, i, p, top = 0, least = Infinity, deepest = 0;
+  for (i = 0; i < n; i++) {
+    var d = depth[tl.node[i]];
+    if (!d) continue;
+    if (!top) top = tl.node[i];
+    least = Math.min(least, d);
+    deepest = Math.max(deepest, d);
+  }
+  // The frames every bucket has above it (fewer than the shallowest
+  // bucket's, so that no bucket is wholly collapsed): the first bucket's
+  // ancestors, cut where another bucket's differ.
+  var prefix = top ? least - 1 : 0, seen = new Set();
+  var at = function (q, k) { while (depth[q] > k) q = t.parent[q]; return q; };
+  for (i = 0; i < n && prefix > 0; i++) {
+    var q = tl.node[i];
+    if (!depth[q] || seen.has(q)) continue;
+    seen.add(q);
+    while (prefix > 0 && at(q, prefix) !== at(top, prefix)) prefix--;
+  }
+  var rows = Math.max(1, Math.min(TL_ROWS, deepest - prefix)), last = prefix + rows;
+  var cap = new Int32Array(t.n);
+  for (i = 1; i < t.n; i++) cap[i] = depth[i] <= last ? i : cap[t.parent[i]];
+  // Each bucket's path below the common frames, outermost first.
   var paths = new Int32Array(n * rows);
   for (i = 0; i < n; i++) {
-    for (var p = cap[tl.node[i]], d = depth[p]; p > 0; d--, p = t.parent[p]) if (d <= rows) paths[i * rows + d - 1] = p;
+    for (p = cap[tl.node[i]]; depth[p] > prefix; p = t.parent[p]) paths[i * rows + depth[p] - prefix - 1] = p;
   }
-  var off = new Float64Array(n + 1), offAt = new Float64Array(n);
-  for (i = 0; i < tl.off.length; i += 2) offAt[tl.off[i]] = tl.off[i + 1];
-  for (i = 0; i < n; i++) off[i + 1] = off[i] + offAt[i];
+  var sums = function (pairs) {
+    var out = new Float64Array(n + 1), v = new Float64Array(n);
+    for (var j = 0; j < pairs.length; j += 2) v[pairs[j]] = pairs[j + 1];
+    for (j = 0; j < n; j++) out[j + 1] = out[j] + v[j];
+    return out;
+  };
   var name = th.pid + ":" + th.tid + (th.name ? " " + th.name : "");
+  if (prefix) {
+    var common = at(top, prefix);
+    name += "  \u2014 " + prefix + (prefix === 1 ? " frame" : " frames") + " above every bucket, ending in " + frameName(t.frame[common]);
+  }
+  var cpuH = tl.cpu ? TL_CPU : 0, offH = tl.off.length ? TL_OFF : 0;
   return (this.cache[ti] = {
-    ti: ti, name: name, tl: tl, t: t, depth: depth, paths: paths, rows: rows, off: off,
-    height: TL_HEAD + TL_OFF + rows * TL_ROW + TL_GAP
+    ti: ti, name: name, tl: tl, t: t, depth: depth, paths: paths, rows: rows, prefix: prefix,
+    off: sums(tl.off), cpu: tl.cpu ? sums(tl.cpu) : null, cpuY: TL_HEAD, offY: TL_HEAD + cpuH,
+    rowsY: TL_HEAD + cpuH + offH, height: TL_HEAD + cpuH + offH + rows * TL_ROW + TL_GAP
   });
 };
 
@@ -116,6 +146,13 @@ Timeline.prototype.set = function (threads, matches, selected) {
   this.matches = matches;
   this.selected = selected;
   this.spacer.style.height = TL_AXIS + y + "px";
+  // (for the browser tests: what each lane shows, common frames + rows,
+  // and where the first lane's CPU graph and rows start on the canvas)
+  this.host.setAttribute("data-lanes", this.lanes.map(function (l) { return l.prefix + "+" + l.rows; }).join(" "));
+  if (this.lanes.length) {
+    var l0 = this.lanes[0];
+    this.host.setAttribute("data-lane-y", [TL_AXIS + l0.cpuY, TL_AXIS + l0.rowsY, TL_CPU, TL_ROW].join(" "));
+  }
   if (changed) this.setView(lo, hi); else this.draw();
 };
 
@@ -170,7 +207,11 @@ Timeline.prototype.drawLane = function (ctx, l, y, width) {
   ctx.font = "bold 11px system-ui, sans-serif";
   ctx.fillText(l.name, 4, y + TL_HEAD / 2);
   ctx.font = "10px monospace";
-  var offY = y + TL_HEAD, rowsY = offY + TL_OFF;
+  var offY = y + l.offY, rowsY = y + l.rowsY, cpuY = y + l.cpuY;
+  if (l.cpu) {
+    ctx.fillStyle = "#eef5ee";
+    ctx.fillRect(0, cpuY, width, TL_CPU - 2);
+  }
   ctx.fillStyle = "#f4f4f4";
   ctx.fillRect(0, rowsY, width, R * TL_ROW);
   var paths = new Int32Array(width * R);
@@ -182,6 +223,15 @@ Timeline.prototype.drawLane = function (ctx, l, y, width) {
     var t0 = v[0] + x * pxNs, b0 = Math.max(0, Math.floor((t0 - tl.start) / span * n));
     var b1 = Math.min(n - 1, Math.max(b0, Math.floor((t0 + pxNs - tl.start) / span * n)));
     var off = (l.off[b1 + 1] - l.off[b0]) / (b1 - b0 + 1);
+    if (l.cpu) {
+      // CPU usage as a graph: the bar's height is the share of the time sampled
+      var use = (l.cpu[b1 + 1] - l.cpu[b0]) / (b1 - b0 + 1) / 1000;
+      if (use > 0) {
+        var h = Math.max(1, Math.round(use * (TL_CPU - 3)));
+        ctx.fillStyle = "#3f9a4a";
+        ctx.fillRect(x, cpuY + TL_CPU - 2 - h, 1, h);
+      }
+    }
     if (off > 0) {
       ctx.fillStyle = "rgba(90,70,160," + (0.25 + 0.75 * off / 1000).toFixed(3) + ")";
       ctx.fillRect(x, offY + 1, 1, TL_OFF - 2);
@@ -246,13 +296,14 @@ Timeline.prototype.hit = function (e) {
     var b = this.bucketAt(l, x, rect.width);
     if (b < 0) return null;
     var tl = l.tl, n = tl.node.length, bw = (tl.end - tl.start) / n;
-    var node = tl.node[b], row = Math.floor((y - l.y - TL_HEAD - TL_OFF) / TL_ROW);
+    var node = tl.node[b], row = Math.floor((y - l.y - l.rowsY) / TL_ROW);
     var lines = [l.name + " at " + fmtNs(tl.start + (b + 0.5) * bw),
       "bucket " + fmtNs(tl.start + b * bw) + " \u2013 " + fmtNs(tl.start + (b + 1) * bw) +
-        ", off-CPU " + ((l.off[b + 1] - l.off[b]) / 10).toFixed(1) + "%"];
+        (l.cpu ? ", CPU " + ((l.cpu[b + 1] - l.cpu[b]) / 10).toFixed(1) + "%" : "") +
+        (tl.off.length ? ", off-CPU " + ((l.off[b + 1] - l.off[b]) / 10).toFixed(1) + "%" : "")];
     var frame = -1, path = [], p = node;
     while (p > 0) {
-      if (l.depth[p] === row + 1) frame = l.t.frame[p];
+      if (row >= 0 && l.depth[p] === row + 1 + l.prefix) frame = l.t.frame[p];
       if (path.length < 16) path.push(frameName(l.t.frame[p]));
       p = l.t.parent[p];
     }

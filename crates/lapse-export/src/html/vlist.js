@@ -55,12 +55,63 @@ function gridOf(columns) {
 
 // The columns' width in px, flexible ones (minmax(Npx, 1fr)) at their least.
 function widthOf(columns) {
+  return pxOf(columns.map(function (c) { return c.width || "90px"; }));
+}
+
+function pxOf(widths) {
   var w = 0;
-  for (var i = 0; i < columns.length; i++) {
-    var m = /(\d+)px/.exec(columns[i].width || "90px");
+  for (var i = 0; i < widths.length; i++) {
+    var m = /(\d+)px/.exec(widths[i]);
     w += m ? Number(m[1]) : 90;
   }
   return w;
+}
+
+// Numbers are never cut: a number column widens to the longest text it
+// has shown (measured once per new longest length, so scrolling a long
+// table measures a few cells, not every one). Name columns keep their
+// width (a long name ends in an ellipsis; its tooltip has it whole).
+var fitCtx = null;
+function textWidth(s) {
+  if (!fitCtx) {
+    fitCtx = document.createElement("canvas").getContext("2d");
+    fitCtx.font = "13px " + getComputedStyle(document.body).fontFamily;
+  }
+  return fitCtx.measureText(s).width;
+}
+
+function Fitter(columns) {
+  this.widths = columns.map(function (c) { return c.width || "90px"; });
+  this.longest = columns.map(function (c) { return c.text ? Infinity : 0; });
+  this.grid = this.widths.join(" ");
+}
+
+// Whether column c had to widen to show `text` whole.
+Fitter.prototype.fit = function (c, text) {
+  text = String(text);
+  var m = /^(\d+)px$/.exec(this.widths[c]);
+  if (!m || text.length <= this.longest[c]) return false;
+  this.longest[c] = text.length;
+  // (the cell's padding, 6px a side, and a little for the font's rounding)
+  var need = Math.ceil(textWidth(text) * 1.05) + 14;
+  if (need <= Number(m[1])) return false;
+  this.widths[c] = need + "px";
+  this.grid = this.widths.join(" ");
+  return true;
+};
+
+// Gives the header and the rows shown the fitter's grid.
+function regrid(head, spacer, fitter, minWidth) {
+  head.style.gridTemplateColumns = fitter.grid;
+  var least = pxOf(fitter.widths) + "px";
+  if (minWidth) {
+    head.style.minWidth = least;
+    spacer.style.minWidth = least;
+  } else {
+    head.style.width = least;
+    spacer.style.width = least;
+  }
+  for (var r = spacer.firstChild; r; r = r.nextSibling) r.style.gridTemplateColumns = fitter.grid;
 }
 
 function headerRow(columns, onClick) {
@@ -85,7 +136,7 @@ function TreeView(host, columns, p, onSelect) {
   this.p = p;
   this.onSelect = onSelect;
   this.columns = columns;
-  this.grid = gridOf(columns);
+  this.fitter = new Fitter(columns);
   clear(host);
   this.roots = [];
   this.openSet = new Set();
@@ -94,6 +145,7 @@ function TreeView(host, columns, p, onSelect) {
   this.selected = null;
   var self = this, head = headerRow(columns), least = widthOf(columns) + "px";
   head.style.minWidth = least;
+  this.head = head;
   this.list = new VList(host, head, function (i) { return self.row(i); });
   this.list.spacer.style.minWidth = least;
   host.addEventListener("keydown", function (e) { self.key(e); });
@@ -173,7 +225,6 @@ TreeView.prototype.select = function (i) {
 TreeView.prototype.row = function (i) {
   var self = this, id = this.ids[i], d = this.depth[i], open = this.isOpen(i);
   var row = el("div", "vrow tree-row" + (id === this.selected ? " sel" : "") + (this.p.hot(id) ? " hot" : ""));
-  row.style.gridTemplateColumns = this.grid;
   row.setAttribute("data-row", i);
   row.setAttribute("data-depth", d);
   var name = el("div", "cell text name");
@@ -190,8 +241,13 @@ TreeView.prototype.row = function (i) {
   var mod = frameModule(f);
   if (mod) name.appendChild(el("span", "module", " " + mod));
   row.appendChild(name);
-  var cells = this.p.cells(id);
-  for (var c = 0; c < cells.length; c++) row.appendChild(el("div", "cell", cells[c]));
+  var cells = this.p.cells(id), wider = false;
+  for (var c = 0; c < cells.length; c++) {
+    row.appendChild(el("div", "cell", cells[c]));
+    if (this.fitter.fit(c + 1, cells[c])) wider = true;
+  }
+  if (wider) regrid(this.head, this.list.spacer, this.fitter, true);
+  row.style.gridTemplateColumns = this.fitter.grid;
   row.onclick = function () { self.select(i); self.list.draw(); };
   row.ondblclick = function () { if (open) self.collapse(i); else self.expand(i); };
   row.onmousemove = function (e) { tip.show(e.clientX, e.clientY, self.p.tip(id)); };
@@ -226,7 +282,7 @@ function TableView(host, columns, sortCol, onSelect) {
   this.rows = [];
   this.onSelect = onSelect;
   this.selected = null;
-  this.grid = gridOf(columns);
+  this.fitter = new Fitter(columns);
   clear(host);
   var self = this;
   this.head = headerRow(columns, function (c) {
@@ -266,9 +322,15 @@ TableView.prototype.sort = function () {
 TableView.prototype.row = function (i) {
   var self = this, r = this.rows[i];
   var row = el("div", "vrow table-row" + (r === this.selected ? " sel" : ""));
-  row.style.gridTemplateColumns = this.grid;
   row.setAttribute("data-row", i);
-  this.columns.forEach(function (c) { row.appendChild(el("div", "cell" + (c.text ? " text" : ""), c.fmt(r))); });
+  var fitter = this.fitter, wider = false;
+  this.columns.forEach(function (c, k) {
+    var text = c.fmt(r);
+    row.appendChild(el("div", "cell" + (c.text ? " text" : ""), text));
+    if (fitter.fit(k, text)) wider = true;
+  });
+  if (wider) regrid(this.head, this.list.spacer, fitter, false);
+  row.style.gridTemplateColumns = fitter.grid;
   row.onclick = function () {
     self.selected = r;
     self.list.draw();

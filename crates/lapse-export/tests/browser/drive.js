@@ -4,7 +4,7 @@
 // the timeline, open every view. Fails on any script or console error and
 // on any request other than the page itself; saves screenshots.
 //
-//   node drive.js check PAGE.html OUT_DIR [--sampling] [--deep]
+//   node drive.js check PAGE.html OUT_DIR [--sampling] [--deep N] [--sampled-timeline]
 //   node drive.js bench PAGE.html RUNS
 //
 // Prints one JSON object on stdout: what it checked and measured.
@@ -208,17 +208,70 @@ async function check(browser, file, out, opts) {
   await shot("timeline-zoomed");
   await page.click("#timeline-zoom-reset");
   await shot("timeline");
+  if (opts.sampledTimeline) await sampledTimeline(page, ok);
 
   // Lines, then the functions table as a person first sees it.
   await tab(page, "lines");
   ok("lines: " + (await rows(page, "lines")) + " rows");
   await tab(page, "functions");
   await shot("functions");
+  await wholeNumbers(page, "functions", ok);
+  await tab(page, "calltree");
+  await wholeNumbers(page, "calltree", ok);
 
   const err = await page.getAttribute("body", "data-error");
   if (err) fail("script error: " + err);
   await page.close();
   return report;
+}
+
+// A sampling page's timeline (html_recording::sampled_deep): the thread's
+// samples drawn where it ran (3/4 of the time, then idle, then again),
+// its CPU usage above them, the 20 interpreter frames every bucket shares
+// collapsed into the lane's title, and no off-CPU legend without off-CPU data.
+async function sampledTimeline(page, ok) {
+  if (!(await page.$("#panel-timeline .legend-cpu"))) fail("no CPU usage legend on a sampling timeline");
+  if (await page.$("#panel-timeline .legend-off")) fail("an off-CPU legend without off-CPU data");
+  const lanes = await page.getAttribute("#panel-timeline", "data-lanes");
+  if (lanes !== "20+2") fail("lane rows (common frames + rows shown): " + lanes + ", not 20+2");
+  const layout = (await page.getAttribute("#panel-timeline", "data-lane-y")).split(" ").map(Number);
+  const seen = await page.evaluate(([cpuY, rowsY, cpuH, rowH]) => {
+    const c = document.querySelector(".timeline-canvas"), ctx = c.getContext("2d"), k = c.width / c.clientWidth;
+    // (one readback: several make Chromium warn)
+    const all = ctx.getImageData(0, 0, c.width, c.height).data;
+    const line = (y) => all.subarray(Math.round(y * k) * c.width * 4, (Math.round(y * k) + 1) * c.width * 4);
+    const count = (d, pred) => {
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (pred(d[i], d[i + 1], d[i + 2])) n++;
+      return n / (d.length / 4);
+    };
+    const background = (r, g, b) => (r === 244 && g === 244 && b === 244) || (r === 255 && g === 255 && b === 255);
+    return {
+      frames: count(line(rowsY + 2), (r, g, b) => !background(r, g, b)),
+      cpu: count(line(cpuY + cpuH - 4), (r, g, b) => g > r + 40 && g > b + 40),
+      y: rowsY + rowH / 2
+    };
+  }, layout);
+  // (1/8 of the run idle, and the lane's start and end at the view's edges)
+  if (!(seen.frames > 0.75 && seen.frames < 0.95)) fail("sampled frames cover " + seen.frames.toFixed(3) + " of the timeline's width, not 0.75-0.95");
+  if (!(seen.cpu > 0.75 && seen.cpu < 0.95)) fail("the CPU usage graph covers " + seen.cpu.toFixed(3) + " of the width, not 0.75-0.95");
+  ok("sampled timeline: frames over " + seen.frames.toFixed(3) + " of the width, CPU usage over " + seen.cpu.toFixed(3) + ", lanes " + lanes);
+  const tl = await (await page.$(".timeline-canvas")).boundingBox();
+  await page.mouse.move(tl.x + tl.width * 0.3, tl.y + seen.y);
+  const tip = await page.textContent("#tip");
+  if (!/CPU 100\.0%/.test(tip) || !/(parse|eval)/.test(tip) || !/23 deep|22 deep|21 deep/.test(tip)) fail("timeline tip: " + tip);
+  ok("timeline tip: " + tip.split("\n").slice(0, 3).join(" | "));
+}
+
+// No number in the panel's rows is cut (`100....`, `1,190,…`): every
+// value cell shows its whole text.
+async function wholeNumbers(page, panel, ok) {
+  const cells = await page.$$eval("#panel-" + panel + " .vrow .cell:not(.text)", (cs) =>
+    cs.map((c) => [c.textContent, c.scrollWidth > c.clientWidth]));
+  const cut = cells.filter((c) => c[1]).map((c) => c[0]);
+  if (cut.length) fail(panel + ": numbers cut: " + cut.slice(0, 5).join(", "));
+  const longest = cells.map((c) => c[0]).reduce((a, b) => (b.length > a.length ? b : a), "");
+  ok(panel + ": " + cells.length + " numbers whole (longest " + JSON.stringify(longest) + ")");
 }
 
 // The time the page itself spent on an action (its data-last-ms mark).
@@ -257,6 +310,7 @@ async function bench(browser, file, runs) {
       result = await check(browser, file, arg, {
         sampling: rest.includes("--sampling"),
         offCpu: rest.includes("--off-cpu"),
+        sampledTimeline: rest.includes("--sampled-timeline"),
         deep: deep >= 0 ? Number(rest[deep + 1]) : 0,
         query: rest.includes("--query") ? rest[rest.indexOf("--query") + 1] : null
       });

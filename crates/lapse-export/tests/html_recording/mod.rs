@@ -264,3 +264,145 @@ pub fn deep_recursion(depth: u32) -> DataFile {
     imported.write(&mut bytes).unwrap();
     DataFile::from_bytes(Path::new("deep.data"), bytes).unwrap()
 }
+
+/// A sampling recording as the Lua run of #34 looked: one thread, a sample
+/// every millisecond of cpu-clock (frequency mode: no fixed period in the
+/// header, each sample's weight is its period) for `samples` ms, every
+/// stack `common` frames of interpreter (`lua_main`, `luaV_execute_1`, ...)
+/// with the interesting work below them: `parse` or `eval` (then `eval >
+/// fold`), alternating every 10 ms, and the thread idle (no samples) from
+/// its 3/4 mark to 7/8.
+pub fn sampled_deep(samples: u64, common: u32) -> DataFile {
+    let mut bytes = Vec::new();
+    let mut w = DataWriter::new(&mut bytes).unwrap();
+    let at = |ns: u64| Timestamp::from_nanos(START + ns);
+    const MS: u64 = 1_000_000;
+    let end = at(samples * MS + MS);
+    w.write_record(&Record::Session(SessionHeader {
+        command: vec!["lua".into(), "bench.lua".into()],
+        start_unix_ns: 1_700_000_000_000_000_000,
+        start: at(0),
+        clock: "monotonic".into(),
+        host: "test".into(),
+        method: Method::Sampling,
+        probe_cost_ns: 0.0,
+        os_events: vec![],
+        sample_event: Some("cpu-clock".into()),
+        sample_period: None,
+        sample_period_is_time: false,
+        lapse_version: "test".into(),
+        notes: vec![],
+        tsc: None,
+    }))
+    .unwrap();
+    w.write_record(&Record::Process(ProcessInfo {
+        pid: 7,
+        ppid: None,
+        command: vec!["lua".into(), "bench.lua".into()],
+        start: Some(at(0)),
+        end: Some(end),
+        exit_status: Some(0),
+    }))
+    .unwrap();
+    w.write_record(&Record::Thread(ThreadInfo {
+        pid: 7,
+        tid: 7,
+        serial: 0,
+        name: "lua".into(),
+        start: Some(at(0)),
+        end: Some(end),
+    }))
+    .unwrap();
+    w.write_record(&Record::Module(ModuleInfo {
+        id: ModuleId(0),
+        path: "/usr/bin/lua".into(),
+        build_id: None,
+    }))
+    .unwrap();
+    let mut names: Vec<String> = (0..common)
+        .map(|i| {
+            if i == 0 {
+                "lua_main".to_owned()
+            } else {
+                format!("luaV_execute_{i}")
+            }
+        })
+        .collect();
+    names.extend(["parse", "eval", "fold"].map(String::from));
+    w.write_record(&Record::Functions(
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| FunctionInfo {
+                id: FunctionId(i as u32),
+                module: ModuleId(0),
+                address: 0x1000 + 0x100 * i as u64,
+                name: name.clone(),
+                source_file: Some("lvm.c".into()),
+                line: Some(10 + i as u32),
+            })
+            .collect(),
+    ))
+    .unwrap();
+    w.write_record(&Record::Frames(
+        (0..names.len() as u32)
+            .map(|i| FrameInfo {
+                id: FrameId(i),
+                module: ModuleId(0),
+                address: 0x1010 + 0x100 * u64::from(i),
+                functions: vec![FrameFunction {
+                    function: FunctionId(i),
+                    source_file: Some("lvm.c".into()),
+                    line: Some(10 + i),
+                }],
+            })
+            .collect(),
+    ))
+    .unwrap();
+    // Stack nodes: the common chain, then parse, eval and eval > fold.
+    let mut nodes: Vec<StackNode> = (0..common)
+        .map(|i| StackNode {
+            id: StackId(i),
+            parent: i.checked_sub(1).map(StackId),
+            frame: FrameId(i),
+        })
+        .collect();
+    let below = StackId(common - 1);
+    for (id, parent, frame) in [
+        (common, below, common),
+        (common + 1, below, common + 1),
+        (common + 2, StackId(common + 1), common + 2),
+    ] {
+        nodes.push(StackNode {
+            id: StackId(id),
+            parent: Some(parent),
+            frame: FrameId(frame),
+        });
+    }
+    w.write_record(&Record::Stacks(nodes)).unwrap();
+    let idle = (samples * 3 / 4, samples * 7 / 8);
+    let kept: Vec<Sample> = (1..=samples)
+        .filter(|i| !(idle.0..idle.1).contains(i))
+        .map(|i| Sample {
+            pid: 7,
+            tid: 7,
+            serial: 0,
+            ts: at(i * MS),
+            cpu: 0,
+            stack: Some(StackId(match (i / 10) % 2 {
+                0 => common,
+                _ if i % 2 == 0 => common + 2,
+                _ => common + 1,
+            })),
+            weight: MS,
+        })
+        .collect();
+    w.write_samples(&kept).unwrap();
+    w.write_record(&Record::Footer(Footer {
+        end,
+        ..Footer::default()
+    }))
+    .unwrap();
+    drop(w);
+    DataFile::from_bytes(Path::new("lua.data"), bytes).unwrap()
+}
