@@ -3,8 +3,9 @@
 //! Every value is kept in O(1) per event with running clocks instead of
 //! walking the stack per interval:
 //! - `clock` holds the thread's cumulative elapsed, application and
-//!   probe-cost time (removed from the values, or with `--no-compensation`
-//!   only counted, so that rows can be flagged `probe_dominated` either way); a call's inclusive values are the clock's advance
+//!   probe-cost time (only counted by default, removed from the values
+//!   with `--compensate`, so that rows can be flagged `probe_dominated`
+//!   either way); a call's inclusive values are the clock's advance
 //!   between its enter and its exit.
 //! - A function's inclusive values are taken only from its *outermost* frame
 //!   on the stack (the stack counts each function's open frames), which is exactly "each
@@ -57,7 +58,7 @@ impl ApplicationRule {
 pub struct Config {
     /// Cost of one probe, removed from every interval delimited by two probes.
     pub probe_cost_ns: f64,
-    /// `false` for `--no-compensation`.
+    /// `true` for `--compensate` (off by default: raw values).
     pub compensate: bool,
     /// `--from`/`--to`: only the parts of intervals inside this window count.
     pub window: Option<(Timestamp, Timestamp)>,
@@ -70,7 +71,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             probe_cost_ns: 0.0,
-            compensate: true,
+            compensate: false,
             window: None,
             call_tree: false,
             application: ApplicationRule::default(),
@@ -253,7 +254,7 @@ struct Sink<'r> {
     window: Option<(Timestamp, Timestamp)>,
     rule: ApplicationRule,
     cost: Fine,
-    /// `--no-compensation`: the probe cost is counted, not removed.
+    /// Not `--compensate` (the default): the probe cost is counted, not removed.
     keep_cost: bool,
     off_cpu: &'r mut OffCpu,
     tree: Option<&'r mut CallTree<FunctionStats>>,

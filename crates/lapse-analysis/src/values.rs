@@ -140,8 +140,8 @@ pub struct FunctionStats {
     pub time: TimeValues,
     /// Per-call values over completed (and force-closed) calls.
     pub per_call: PerCall,
-    /// Probe cost in this function's elapsed inclusive time: removed from
-    /// it, or with `--no-compensation` counted and left in.
+    /// Probe cost in this function's elapsed inclusive time: counted and
+    /// left in (the default), or removed from it with `--compensate`.
     pub probe_overhead: Fine,
 }
 

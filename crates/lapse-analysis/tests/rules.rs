@@ -441,6 +441,7 @@ fn compensation_subtracts_the_probe_cost_per_interval_never_below_zero() {
     let events = vec![enter(0, F), enter(3, G), exit(13, G), exit(20, F)];
     let config = Config {
         probe_cost_ns: 5.0,
+        compensate: true,
         ..Config::default()
     };
     let acc = run(&[thread(events.clone())], config);
@@ -450,12 +451,11 @@ fn compensation_subtracts_the_probe_cost_per_interval_never_below_zero() {
     assert_eq!(times(&acc.functions[G as usize]), (5, 5, 5, 5));
     // Removed inside F's span: 3 + 5 + 5 = 13.
     assert_eq!(ns(f.probe_overhead), 13);
-    // --no-compensation gives the raw values.
+    // Without compensation (the default) the values are raw.
     let raw = run(
         &[thread(events)],
         Config {
             probe_cost_ns: 5.0,
-            compensate: false,
             ..Config::default()
         },
     );
@@ -477,6 +477,7 @@ fn fractional_probe_cost_is_exact_over_many_intervals() {
     ev.push(exit(200_100, F));
     let config = Config {
         probe_cost_ns: 0.25,
+        compensate: true,
         ..Config::default()
     };
     let acc = run(&[thread(ev)], config);
@@ -496,6 +497,7 @@ fn compensation_skips_intervals_bounded_by_thread_start_or_end() {
         &[th],
         Config {
             probe_cost_ns: 4.0,
+            compensate: true,
             ..Config::default()
         },
     );

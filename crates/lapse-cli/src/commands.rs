@@ -255,7 +255,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         module: regex("module", &a.module)?,
         from_s: a.from,
         to_s: a.to,
-        no_compensation: a.no_compensation,
+        compensate: a.compensate,
         application: a.application,
         call_tree: view.needs_call_tree(),
         progress: None,
@@ -331,7 +331,6 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         sort: a.sort,
         limit: a.limit,
         color,
-        no_compensation: a.no_compensation,
         width: table_width(stdout.is_terminal()),
         columns_chosen: !a.columns.is_empty(),
     };

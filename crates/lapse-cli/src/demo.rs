@@ -67,6 +67,7 @@ pub fn run() -> Result<u8> {
         from: None,
         to: None,
         threshold: None,
+        compensate: false,
         no_compensation: false,
         application: ApplicationRule::Exact,
     };

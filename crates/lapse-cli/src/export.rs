@@ -17,7 +17,7 @@ pub fn export(a: ExportArgs) -> Result<u8> {
     let path = a.file;
     let file = open(&path)?;
     let query = Query {
-        no_compensation: a.no_compensation,
+        compensate: a.compensate,
         application: a.application,
         ..lapse_export::needs()
     };
@@ -78,6 +78,7 @@ pub fn diff(a: DiffArgs) -> Result<u8> {
     let new = open(&a.new)?;
     diff::check_methods(&base, &new)?;
     let query = Query {
+        compensate: a.compensate,
         application: a.application,
         ..Query::default()
     };

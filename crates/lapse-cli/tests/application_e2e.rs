@@ -386,11 +386,12 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// `function -> (application inclusive ns, probe_dominated)` of a recording.
-fn dominated_rows(dir: &WorkDir) -> std::collections::HashMap<String, (f64, bool)> {
-    let out = LAPSE
-        .in_dir(dir)
-        .run(["report", "out.lapse", "--format", "json"]);
+/// `function -> (application inclusive ns, probe_dominated)` of a recording,
+/// reported with `extra` arguments.
+fn dominated_rows(dir: &WorkDir, extra: &[&str]) -> std::collections::HashMap<String, (f64, bool)> {
+    let mut args = vec!["report", "out.lapse", "--format", "json"];
+    args.extend_from_slice(extra);
+    let out = LAPSE.in_dir(dir).run(args);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     v["rows"]
         .as_array()
@@ -411,9 +412,10 @@ fn dominated_rows(dir: &WorkDir) -> std::collections::HashMap<String, (f64, bool
 #[test]
 fn small_functions_are_flagged_probe_dominated_and_large_ones_are_true() {
     // Empty leaves (K = 0, 1.5 ns a call) are mostly probe: flagged. With
-    // K = 500 (about 550 ns a call) nothing is flagged and run()'s
-    // compensated time is within 25 % of the plain build's CPU time, which
-    // the program measures itself (CPU time: a busy machine does not move it).
+    // K = 500 (about 550 ns a call) nothing is flagged and run()'s time,
+    // raw (the default) and with --compensate, is within 25 % of the plain
+    // build's CPU time, which the program measures itself (CPU time: a busy
+    // machine does not move it).
     let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "size_sweep");
     let Some(plain) = compile(&dir, "gcc", "plain", SIZE, &["-O2"]) else {
         return;
@@ -458,17 +460,19 @@ fn small_functions_are_flagged_probe_dominated_and_large_ones_are_true() {
             return;
         }
         assert!(out.status.success(), "{stderr}");
-        let rows = dominated_rows(&dir);
-        assert_eq!(rows["leaf"].1, dominated, "K={k}: {rows:?}");
-        assert_eq!(rows["run"].1, dominated, "K={k}: {rows:?}");
-        if !dominated {
-            let truth = cpu_of(k, n);
-            let ratio = rows["run"].0 / truth;
-            assert!(
-                (0.75..=1.25).contains(&ratio),
-                "K={k}: run {} ns against {truth} ns plain ({ratio:.2}x)",
-                rows["run"].0
-            );
+        for extra in [&[][..], &["--compensate"][..]] {
+            let rows = dominated_rows(&dir, extra);
+            assert_eq!(rows["leaf"].1, dominated, "K={k} {extra:?}: {rows:?}");
+            assert_eq!(rows["run"].1, dominated, "K={k} {extra:?}: {rows:?}");
+            if !dominated {
+                let truth = cpu_of(k, n);
+                let ratio = rows["run"].0 / truth;
+                assert!(
+                    (0.75..=1.25).contains(&ratio),
+                    "K={k} {extra:?}: run {} ns against {truth} ns plain ({ratio:.2}x)",
+                    rows["run"].0
+                );
+            }
         }
     }
 }

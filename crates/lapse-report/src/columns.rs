@@ -19,7 +19,7 @@ pub struct Ctx<'a> {
     pub session: &'a SessionTotals,
     pub period_ns: Option<u64>,
     pub off_cpu: bool,
-    /// The probe cost was removed from the values (not `--no-compensation`).
+    /// The probe cost was removed from the values (`--compensate`).
     pub compensated: bool,
 }
 

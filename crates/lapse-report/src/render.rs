@@ -36,7 +36,6 @@ pub struct RenderOptions {
     pub limit: Option<usize>,
     /// ANSI colour in the table (only on a terminal, never with NO_COLOR).
     pub color: bool,
-    pub no_compensation: bool,
     /// The table's width in characters (the terminal's, or COLUMNS); `None`
     /// for no limit.
     pub width: Option<usize>,

@@ -70,10 +70,10 @@ fn header(
         method.push_str(&format!(
             "   application rule: {rule}   probe cost: {:.1} ns ({})",
             s.probe_cost_ns,
-            if opts.no_compensation {
-                "not subtracted"
-            } else {
+            if session["compensated"].as_bool() == Some(true) {
                 "subtracted"
+            } else {
+                "not subtracted"
             }
         ));
     }
