@@ -186,6 +186,11 @@ TreeView.prototype.row = function (i) {
   name.appendChild(twisty);
   if (d > 40) name.appendChild(el("span", "deep", "\u2026" + d + " "));
   var f = this.p.frame(id);
+  if (isDominated(f)) {
+    var mark = el("span", "pd", "~ ");
+    mark.title = DOMINATED_TIP;
+    name.appendChild(mark);
+  }
   name.appendChild(el("span", "fname", frameName(f)));
   var mod = frameModule(f);
   if (mod) name.appendChild(el("span", "module", " " + mod));
@@ -218,7 +223,8 @@ TreeView.prototype.key = function (e) {
 };
 
 // ---- sortable table ----
-// columns: {key, label, text, width, get(row) (sort value), fmt(row)}.
+// columns: {key, label, text, width, get(row) (sort value), fmt(row),
+// tip(row) (a cell's tooltip, optional)}.
 function TableView(host, columns, sortCol, onSelect) {
   this.columns = columns;
   this.sortCol = sortCol;
@@ -268,7 +274,14 @@ TableView.prototype.row = function (i) {
   var row = el("div", "vrow table-row" + (r === this.selected ? " sel" : ""));
   row.style.gridTemplateColumns = this.grid;
   row.setAttribute("data-row", i);
-  this.columns.forEach(function (c) { row.appendChild(el("div", "cell" + (c.text ? " text" : ""), c.fmt(r))); });
+  this.columns.forEach(function (c) {
+    var cell = el("div", "cell" + (c.text ? " text" : ""), c.fmt(r));
+    if (c.tip) {
+      var t = c.tip(r);
+      if (t) cell.title = t;
+    }
+    row.appendChild(cell);
+  });
   row.onclick = function () {
     self.selected = r;
     self.list.draw();
