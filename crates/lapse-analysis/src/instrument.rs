@@ -20,7 +20,9 @@
 //! Calls nest through the one [`CallStack`]; OS events come from the
 //! thread's merged off-CPU periods ([`OffCpu`]).
 
-use lapse_data::{Event, EventKind, FunctionId, ModuleId, OsEvent, ThreadKey, Timestamp};
+use lapse_data::{
+    Event, EventKind, FunctionId, ModuleId, OsEvent, OsEventKind, ThreadKey, Timestamp,
+};
 
 use crate::fine::Fine;
 use crate::nesting::{CallStack, Closed, Exit, StackFrame};
@@ -205,6 +207,8 @@ struct Clock {
     elapsed: Fine,
     application: Fine,
     removed: Fine,
+    /// Off-CPU time while runnable (preempted).
+    preempted: Fine,
 }
 
 /// The running state of a thread. [`ThreadRun::feed`] copies it into locals
@@ -228,6 +232,8 @@ pub struct ThreadRun<'a> {
     config: Config,
     cost: Fine,
     off_cpu: OffCpu,
+    /// The thread's preempted periods alone (a part of `off_cpu`'s).
+    preempted: OffCpu,
     state: State,
     stack: CallStack<Frame>,
     stats: ThreadStats,
@@ -257,6 +263,7 @@ struct Sink<'r> {
     /// Not `--compensate` (the default): the probe cost is counted, not removed.
     keep_cost: bool,
     off_cpu: &'r mut OffCpu,
+    preempted: &'r mut OffCpu,
     tree: Option<&'r mut CallTree<FunctionStats>>,
 }
 
@@ -282,6 +289,13 @@ impl<'a> ThreadRun<'a> {
             config,
             cost,
             off_cpu: OffCpu::new(off_cpu),
+            preempted: OffCpu::new(
+                &off_cpu
+                    .iter()
+                    .filter(|e| e.kind == OsEventKind::Preempt)
+                    .copied()
+                    .collect::<Vec<_>>(),
+            ),
             state: State {
                 clock: Clock::default(),
                 last: start,
@@ -325,6 +339,7 @@ impl<'a> ThreadRun<'a> {
                 cost: self.cost,
                 keep_cost: !self.config.compensate,
                 off_cpu: &mut self.off_cpu,
+                preempted: &mut self.preempted,
                 tree: self.tree.as_mut(),
             },
         };
@@ -376,6 +391,7 @@ impl<'a> ThreadRun<'a> {
         self.acc.stack = std::mem::take(&mut self.stack);
         let clock = self.state.clock;
         self.stats.probe_overhead = clock.removed;
+        self.stats.preempted = clock.preempted;
         self.stats.time[TimeValue::ElapsedInclusive] = clock.elapsed;
         self.stats.time[TimeValue::ApplicationInclusive] = clock.application;
         let stats = self.stats;
@@ -463,22 +479,28 @@ impl Sink<'_> {
             Fine::ZERO
         };
         let d = if self.keep_cost { raw } else { raw - removed };
-        let app = match self.rule {
+        let (app, off) = match self.rule {
             ApplicationRule::Interval => {
                 if self.off_cpu.touches(last, ts) {
-                    Fine::ZERO
+                    (Fine::ZERO, true)
                 } else {
-                    d
+                    (d, false)
                 }
             }
             ApplicationRule::Exact => {
-                d.saturating_sub(Fine::from_nanos(self.off_cpu.covered(from, to)))
+                let off = self.off_cpu.covered(from, to);
+                (d.saturating_sub(Fine::from_nanos(off)), off > 0)
             }
         };
         let clock = &mut self.st.clock;
         clock.elapsed += d;
         clock.removed += removed;
         clock.application += app;
+        // (only intervals with time off the CPU can hold preempted time:
+        // the second cursor is walked for those alone)
+        if off {
+            clock.preempted += Fine::from_nanos(self.preempted.covered(from, to));
+        }
         // Thread inclusive values are the clock itself (taken in `finish`);
         // module exclusive values are sums of their functions' (taken in
         // `Accumulator::finish`): neither needs work per interval.
@@ -558,6 +580,7 @@ impl Sink<'_> {
         let inc_e = clock.elapsed - frame.at_enter.elapsed;
         let inc_a = clock.application - frame.at_enter.application;
         let removed = clock.removed - frame.at_enter.removed;
+        let preempted = clock.preempted - frame.at_enter.preempted;
         let [exc_e, exc_a] = frame.own;
         let call = call_values(inc_e, exc_e, inc_a, exc_a);
         let stats = &mut self.functions[f];
@@ -570,12 +593,14 @@ impl Sink<'_> {
             stats.time[TimeValue::ElapsedInclusive] += inc_e;
             stats.time[TimeValue::ApplicationInclusive] += inc_a;
             stats.probe_overhead += removed;
+            stats.preempted += preempted;
         }
         if frame.first_of_module {
             let module = &mut self.modules[m];
             module.time[TimeValue::ElapsedInclusive] += inc_e;
             module.time[TimeValue::ApplicationInclusive] += inc_a;
             module.probe_overhead += removed;
+            module.preempted += preempted;
         }
         if let Some(tree) = &mut self.tree {
             let s = tree.weight_mut(frame.node);
@@ -584,6 +609,7 @@ impl Sink<'_> {
             s.time[TimeValue::ElapsedExclusive] += exc_e;
             s.time[TimeValue::ApplicationExclusive] += exc_a;
             s.probe_overhead += removed;
+            s.preempted += preempted;
             if how == Closed::ThreadEnd {
                 s.open_calls += 1;
             }

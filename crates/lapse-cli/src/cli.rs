@@ -169,7 +169,9 @@ Instrumentation columns (times in ns in CSV/JSON, human units in tables):
   application_exclusive_ns with --os-events syscall); see --application
   *_pct                    share of the session's elapsed (or application) time
   avg_/min_/max_*_ns       per call; a call's exclusive time is its own frame's
-  probe_overhead_ns        probe cost removed from the function's elapsed time
+  probe_overhead_ns        probe cost in the function's elapsed time (removed with --compensate)
+  probe_dominated          the probe cost is over a quarter of its time: trust it less
+  preempted_ns             of its off-CPU time, the part spent runnable but preempted
   open_calls               calls still open when their thread ended
 Sampling columns:
   inclusive_samples        samples with the function anywhere on the stack
