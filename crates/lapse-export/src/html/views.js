@@ -182,7 +182,7 @@ function functionColumns() {
       c.title = "per call";
       cols.push(c);
     });
-    cols.push(num("po", "probe cost", fmtNs, "90px", "probe overhead removed from this function's elapsed inclusive time"));
+    cols.push(num("po", "probe cost", fmtNs, "90px", "the probes' estimated cost in this function's elapsed inclusive time (subtracted only with --compensate)"));
   } else {
     cols.push(num("incl", "incl samples", fmtInt), num("excl", "excl samples", fmtInt),
       num("incl", "incl %", function (x) { return fmtPct(x, T.incl); }, "72px"),
