@@ -7,8 +7,8 @@
 # leaf() does K dependent multiply-adds. The truth is run()'s CPU time in the
 # build without probes (the program measures it itself). For each K the
 # table gives, as ratios to the truth (median of RUNS recordings):
-#   raw     lapse run() application inclusive, --no-compensation
-#   comp    the same, compensated (the default)
+#   raw     lapse run() application inclusive (the default)
+#   comp    the same, compensated (--compensate)
 #   flag    whether lapse flags run() probe_dominated
 #   uftrace run()'s total time in `uftrace report` (uftrace subtracts nothing)
 # With HOGS=2 it runs the same with two CPU hogs beside it.
@@ -64,8 +64,8 @@ def lapse_run(k, n):
         v = json.loads(subprocess.run([lapse, "report", data, "--format", "json"] + extra,
                                       capture_output=True, text=True, check=True).stdout)
         return next(r for r in v["rows"] if r["function"] == "run")
-    raw, comp = row(["--no-compensation"]), row([])
-    return raw["application_inclusive_ns"], comp["application_inclusive_ns"], comp["probe_dominated"]
+    raw, comp = row([]), row(["--compensate"])
+    return raw["application_inclusive_ns"], comp["application_inclusive_ns"], raw["probe_dominated"]
 
 def uftrace_run(k, n):
     if not uftrace:

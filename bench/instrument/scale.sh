@@ -55,13 +55,13 @@ for t in "$@"; do
     for _ in $(seq "$RUNS"); do
         wall "$OUT/mt" "$t" "$N" >>"$OUT/native"
         wall "$L" record -o "$OUT/mt.data" -- "$OUT/mt" "$t" "$N" >>"$OUT/lapse"
-        "$L" report "$OUT/mt.data" --format json --view threads --no-compensation >"$OUT/r.json"
+        "$L" report "$OUT/mt.data" --format json --view threads >"$OUT/r.json"
         python3 - "$OUT/r.json" >>"$OUT/vals" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1]))
 s = v["session"]
 wait = s.get("recorder_wait_ns") or 0
-# (the busy threads' time, probes included (--no-compensation), the waits
+# (the busy threads' time, probes included (raw, the default), the waits
 # cut out of it; the main thread only waits for them)
 el = sum(r.get("elapsed_inclusive_ns") or 0 for r in v["rows"] if r.get("tid") != r.get("pid"))
 cpu = s.get("recorder_cpu_ns") or 0

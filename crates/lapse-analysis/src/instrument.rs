@@ -3,8 +3,9 @@
 //! Every value is kept in O(1) per event with running clocks instead of
 //! walking the stack per interval:
 //! - `clock` holds the thread's cumulative elapsed, application and
-//!   probe-cost time (removed from the values, or with `--no-compensation`
-//!   only counted, so that rows can be flagged `probe_dominated` either way); a call's inclusive values are the clock's advance
+//!   probe-cost time (only counted by default, removed from the values
+//!   with `--compensate`, so that rows can be flagged `probe_dominated`
+//!   either way); a call's inclusive values are the clock's advance
 //!   between its enter and its exit.
 //! - A function's inclusive values are taken only from its *outermost* frame
 //!   on the stack (the stack counts each function's open frames), which is exactly "each
@@ -19,7 +20,9 @@
 //! Calls nest through the one [`CallStack`]; OS events come from the
 //! thread's merged off-CPU periods ([`OffCpu`]).
 
-use lapse_data::{Event, EventKind, FunctionId, ModuleId, OsEvent, ThreadKey, Timestamp};
+use lapse_data::{
+    Event, EventKind, FunctionId, ModuleId, OsEvent, OsEventKind, ThreadKey, Timestamp,
+};
 
 use crate::fine::Fine;
 use crate::nesting::{CallStack, Closed, Exit, StackFrame};
@@ -57,7 +60,7 @@ impl ApplicationRule {
 pub struct Config {
     /// Cost of one probe, removed from every interval delimited by two probes.
     pub probe_cost_ns: f64,
-    /// `false` for `--no-compensation`.
+    /// `true` for `--compensate` (off by default: raw values).
     pub compensate: bool,
     /// `--from`/`--to`: only the parts of intervals inside this window count.
     pub window: Option<(Timestamp, Timestamp)>,
@@ -70,7 +73,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             probe_cost_ns: 0.0,
-            compensate: true,
+            compensate: false,
             window: None,
             call_tree: false,
             application: ApplicationRule::default(),
@@ -204,6 +207,8 @@ struct Clock {
     elapsed: Fine,
     application: Fine,
     removed: Fine,
+    /// Off-CPU time while runnable (preempted).
+    preempted: Fine,
 }
 
 /// The running state of a thread. [`ThreadRun::feed`] copies it into locals
@@ -227,6 +232,8 @@ pub struct ThreadRun<'a> {
     config: Config,
     cost: Fine,
     off_cpu: OffCpu,
+    /// The thread's preempted periods alone (a part of `off_cpu`'s).
+    preempted: OffCpu,
     state: State,
     stack: CallStack<Frame>,
     stats: ThreadStats,
@@ -253,9 +260,10 @@ struct Sink<'r> {
     window: Option<(Timestamp, Timestamp)>,
     rule: ApplicationRule,
     cost: Fine,
-    /// `--no-compensation`: the probe cost is counted, not removed.
+    /// Not `--compensate` (the default): the probe cost is counted, not removed.
     keep_cost: bool,
     off_cpu: &'r mut OffCpu,
+    preempted: &'r mut OffCpu,
     tree: Option<&'r mut CallTree<FunctionStats>>,
 }
 
@@ -281,6 +289,13 @@ impl<'a> ThreadRun<'a> {
             config,
             cost,
             off_cpu: OffCpu::new(off_cpu),
+            preempted: OffCpu::new(
+                &off_cpu
+                    .iter()
+                    .filter(|e| e.kind == OsEventKind::Preempt)
+                    .copied()
+                    .collect::<Vec<_>>(),
+            ),
             state: State {
                 clock: Clock::default(),
                 last: start,
@@ -324,6 +339,7 @@ impl<'a> ThreadRun<'a> {
                 cost: self.cost,
                 keep_cost: !self.config.compensate,
                 off_cpu: &mut self.off_cpu,
+                preempted: &mut self.preempted,
                 tree: self.tree.as_mut(),
             },
         };
@@ -375,6 +391,7 @@ impl<'a> ThreadRun<'a> {
         self.acc.stack = std::mem::take(&mut self.stack);
         let clock = self.state.clock;
         self.stats.probe_overhead = clock.removed;
+        self.stats.preempted = clock.preempted;
         self.stats.time[TimeValue::ElapsedInclusive] = clock.elapsed;
         self.stats.time[TimeValue::ApplicationInclusive] = clock.application;
         let stats = self.stats;
@@ -462,22 +479,28 @@ impl Sink<'_> {
             Fine::ZERO
         };
         let d = if self.keep_cost { raw } else { raw - removed };
-        let app = match self.rule {
+        let (app, off) = match self.rule {
             ApplicationRule::Interval => {
                 if self.off_cpu.touches(last, ts) {
-                    Fine::ZERO
+                    (Fine::ZERO, true)
                 } else {
-                    d
+                    (d, false)
                 }
             }
             ApplicationRule::Exact => {
-                d.saturating_sub(Fine::from_nanos(self.off_cpu.covered(from, to)))
+                let off = self.off_cpu.covered(from, to);
+                (d.saturating_sub(Fine::from_nanos(off)), off > 0)
             }
         };
         let clock = &mut self.st.clock;
         clock.elapsed += d;
         clock.removed += removed;
         clock.application += app;
+        // (only intervals with time off the CPU can hold preempted time:
+        // the second cursor is walked for those alone)
+        if off {
+            clock.preempted += Fine::from_nanos(self.preempted.covered(from, to));
+        }
         // Thread inclusive values are the clock itself (taken in `finish`);
         // module exclusive values are sums of their functions' (taken in
         // `Accumulator::finish`): neither needs work per interval.
@@ -557,6 +580,7 @@ impl Sink<'_> {
         let inc_e = clock.elapsed - frame.at_enter.elapsed;
         let inc_a = clock.application - frame.at_enter.application;
         let removed = clock.removed - frame.at_enter.removed;
+        let preempted = clock.preempted - frame.at_enter.preempted;
         let [exc_e, exc_a] = frame.own;
         let call = call_values(inc_e, exc_e, inc_a, exc_a);
         let stats = &mut self.functions[f];
@@ -569,12 +593,14 @@ impl Sink<'_> {
             stats.time[TimeValue::ElapsedInclusive] += inc_e;
             stats.time[TimeValue::ApplicationInclusive] += inc_a;
             stats.probe_overhead += removed;
+            stats.preempted += preempted;
         }
         if frame.first_of_module {
             let module = &mut self.modules[m];
             module.time[TimeValue::ElapsedInclusive] += inc_e;
             module.time[TimeValue::ApplicationInclusive] += inc_a;
             module.probe_overhead += removed;
+            module.preempted += preempted;
         }
         if let Some(tree) = &mut self.tree {
             let s = tree.weight_mut(frame.node);
@@ -583,6 +609,7 @@ impl Sink<'_> {
             s.time[TimeValue::ElapsedExclusive] += exc_e;
             s.time[TimeValue::ApplicationExclusive] += exc_a;
             s.probe_overhead += removed;
+            s.preempted += preempted;
             if how == Closed::ThreadEnd {
                 s.open_calls += 1;
             }

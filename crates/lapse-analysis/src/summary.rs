@@ -29,6 +29,10 @@ pub struct SessionSummary<'a> {
     pub sample_period: Option<u64>,
     pub os_events: &'a [String],
     pub probe_cost_ns: f64,
+    /// Only for instrumentation: whether `probe_cost_ns` was subtracted
+    /// from the values (`--compensate`) or they are raw (the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compensated: Option<bool>,
     pub lost_events: u64,
     pub complete: bool,
     pub application_rule: Option<&'static str>,
@@ -104,6 +108,7 @@ impl<'a> SessionSummary<'a> {
             sample_period: s.sample_period,
             os_events: &s.os_events,
             probe_cost_ns: s.probe_cost_ns,
+            compensated: instr.map(|r| r.compensated),
             lost_events: footer.lost_events,
             complete: file.is_complete(),
             application_rule: a.application_rule().map(|r| r.name()),

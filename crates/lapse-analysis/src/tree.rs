@@ -109,6 +109,7 @@ impl Weight for FunctionStats {
         s.time[TimeValue::ElapsedInclusive] = Fine::ZERO;
         s.time[TimeValue::ApplicationInclusive] = Fine::ZERO;
         s.probe_overhead = Fine::ZERO;
+        s.preempted = Fine::ZERO;
         s
     }
 }

@@ -140,9 +140,14 @@ pub struct FunctionStats {
     pub time: TimeValues,
     /// Per-call values over completed (and force-closed) calls.
     pub per_call: PerCall,
-    /// Probe cost in this function's elapsed inclusive time: removed from
-    /// it, or with `--no-compensation` counted and left in.
+    /// Probe cost in this function's elapsed inclusive time: counted and
+    /// left in (the default), or removed from it with `--compensate`.
     pub probe_overhead: Fine,
+    /// Of the off-CPU time in its elapsed inclusive time (the elapsed less
+    /// application difference), what the thread spent runnable but
+    /// preempted (the kernel's switch-out records say so); the rest is
+    /// blocked (sleep, I/O, locks) or in system calls.
+    pub preempted: Fine,
 }
 
 /// Whether a row's time is within the probes' own uncertainty: the probe
@@ -171,6 +176,7 @@ impl FunctionStats {
         self.time.add(&o.time);
         self.per_call.merge(&o.per_call);
         self.probe_overhead += o.probe_overhead;
+        self.preempted += o.preempted;
     }
 
     /// Number of calls the per-call values are over.
@@ -192,6 +198,8 @@ pub struct ModuleStats {
     pub calls: u64,
     pub time: TimeValues,
     pub probe_overhead: Fine,
+    /// Preempted time in the inclusive time ([`FunctionStats::preempted`]).
+    pub preempted: Fine,
 }
 
 impl ModuleStats {
@@ -199,6 +207,7 @@ impl ModuleStats {
         self.calls += o.calls;
         self.time.add(&o.time);
         self.probe_overhead += o.probe_overhead;
+        self.preempted += o.preempted;
     }
 }
 
@@ -222,6 +231,8 @@ pub struct ThreadStats {
     pub backward_timestamps: u64,
     pub open_calls: u64,
     pub probe_overhead: Fine,
+    /// Time runnable but preempted, in all its intervals.
+    pub preempted: Fine,
 }
 
 impl ThreadStats {

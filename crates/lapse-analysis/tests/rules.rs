@@ -441,6 +441,7 @@ fn compensation_subtracts_the_probe_cost_per_interval_never_below_zero() {
     let events = vec![enter(0, F), enter(3, G), exit(13, G), exit(20, F)];
     let config = Config {
         probe_cost_ns: 5.0,
+        compensate: true,
         ..Config::default()
     };
     let acc = run(&[thread(events.clone())], config);
@@ -450,12 +451,11 @@ fn compensation_subtracts_the_probe_cost_per_interval_never_below_zero() {
     assert_eq!(times(&acc.functions[G as usize]), (5, 5, 5, 5));
     // Removed inside F's span: 3 + 5 + 5 = 13.
     assert_eq!(ns(f.probe_overhead), 13);
-    // --no-compensation gives the raw values.
+    // Without compensation (the default) the values are raw.
     let raw = run(
         &[thread(events)],
         Config {
             probe_cost_ns: 5.0,
-            compensate: false,
             ..Config::default()
         },
     );
@@ -477,6 +477,7 @@ fn fractional_probe_cost_is_exact_over_many_intervals() {
     ev.push(exit(200_100, F));
     let config = Config {
         probe_cost_ns: 0.25,
+        compensate: true,
         ..Config::default()
     };
     let acc = run(&[thread(ev)], config);
@@ -496,6 +497,7 @@ fn compensation_skips_intervals_bounded_by_thread_start_or_end() {
         &[th],
         Config {
             probe_cost_ns: 4.0,
+            compensate: true,
             ..Config::default()
         },
     );
@@ -852,4 +854,49 @@ mod sampling {
         let main = a.lines[&("a.c".to_string(), 10)];
         assert_eq!((main.inclusive, main.exclusive), (3, 1));
     }
+}
+
+#[test]
+fn preempted_time_is_the_runnable_part_of_each_row_s_off_cpu_time() {
+    // F [0, 100] calls G [20, 60]. Off the CPU: blocked [10, 15] (in F's
+    // own interval), preempted [30, 38] (in G), preempted [55, 70] (5 in
+    // G, 10 back in F), blocked [80, 84] overlapping preempted [82, 90]
+    // (one merged period [80, 90] off the CPU: 10, of which 8 preempted).
+    let mut th = thread(vec![enter(0, F), enter(20, G), exit(60, G), exit(100, F)]);
+    th.end = Some(120);
+    let preempt = |from, to| OsEvent {
+        kind: OsEventKind::Preempt,
+        ..off(from, to)
+    };
+    th.off = vec![
+        off(10, 15),
+        preempt(30, 38),
+        preempt(55, 70),
+        off(80, 84),
+        preempt(82, 90),
+        // after the last call, in the thread's empty-stack tail: the
+        // thread's, no function's
+        preempt(105, 107),
+    ];
+    for config in [plain(), interval_rule()] {
+        let acc = run(&[th.clone()], config);
+        let f = &acc.functions[F as usize];
+        let g = &acc.functions[G as usize];
+        // G: 8 + 5 = 13. F (inclusive, G's time in it): 13 + 10 + 8 = 31.
+        assert_eq!(ns(g.preempted), 13, "{:?}", config.application);
+        assert_eq!(ns(f.preempted), 31, "{:?}", config.application);
+        // Modules: F's (module 0) = 31, G's (module 1) = 13.
+        assert_eq!(ns(acc.modules[0].preempted), 31);
+        assert_eq!(ns(acc.modules[1].preempted), 13);
+        // The thread: 31 + 2 = 33, as the session's preempted_ns counts.
+        assert_eq!(ns(acc.threads[0].preempted), 33);
+    }
+    // The exact rule's application time: F loses all 5 + 8 + 15 + 10 = 38
+    // off the CPU, blocked and preempted alike; 38 - 31 = 7 of it blocked.
+    let acc = run(&[th], plain());
+    let f = &acc.functions[F as usize];
+    assert_eq!(
+        ns(f.time[TimeValue::ElapsedInclusive]) - ns(f.time[TimeValue::ApplicationInclusive]),
+        38
+    );
 }

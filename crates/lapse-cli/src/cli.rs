@@ -170,7 +170,9 @@ Instrumentation columns (times in ns in CSV/JSON, human units in tables):
   application_exclusive_ns with --os-events syscall); see --application
   *_pct                    share of the session's elapsed (or application) time
   avg_/min_/max_*_ns       per call; a call's exclusive time is its own frame's
-  probe_overhead_ns        probe cost removed from the function's elapsed time
+  probe_overhead_ns        probe cost in the function's elapsed time (removed with --compensate)
+  probe_dominated          the probe cost is over a quarter of its time: trust it less
+  preempted_ns             of its off-CPU time, the part spent runnable but preempted
   open_calls               calls still open when their thread ended
 Sampling columns:
   inclusive_samples        samples with the function anywhere on the stack
@@ -433,8 +435,13 @@ pub struct ReportArgs {
     /// [default: 0.5 in a table, 0 (every branch) in JSON and CSV].
     #[arg(long, value_parser = non_negative)]
     pub threshold: Option<f64>,
-    /// Show raw times, without subtracting the measured probe cost.
-    #[arg(long)]
+    /// Subtract the probe cost measured at start-up from the times. Off by
+    /// default: no subtraction is true for functions of a few ns (see
+    /// `probe_dominated`), so times are raw, probe cost included.
+    #[arg(long, overrides_with = "no_compensation")]
+    pub compensate: bool,
+    /// Raw times (the default; kept so that older scripts still work).
+    #[arg(long, hide = true, overrides_with = "compensate")]
     pub no_compensation: bool,
     /// Which part of an interval is application time.
     #[arg(long, value_parser = one_of(&ApplicationRule::ALL, rule_help), default_value = "exact")]
@@ -456,8 +463,13 @@ pub struct ExportArgs {
     /// paths by (pprof and callgrind carry both).
     #[arg(long, value_parser = one_of(&SampleWeight::ALL, weight_help), default_value = "cpu")]
     pub weight: SampleWeight,
-    /// Raw times, without subtracting the measured probe cost.
-    #[arg(long)]
+    /// Subtract the probe cost measured at start-up from the times. Off by
+    /// default: no subtraction is true for functions of a few ns (see
+    /// `probe_dominated`), so times are raw, probe cost included.
+    #[arg(long, overrides_with = "no_compensation")]
+    pub compensate: bool,
+    /// Raw times (the default; kept so that older scripts still work).
+    #[arg(long, hide = true, overrides_with = "compensate")]
     pub no_compensation: bool,
     /// Which part of an interval is application time.
     #[arg(long, value_parser = one_of(&ApplicationRule::ALL, rule_help), default_value = "exact")]
@@ -493,6 +505,14 @@ pub struct DiffArgs {
     /// application_inclusive_ns, calls, exclusive_samples) [default: the exclusive value].
     #[arg(long)]
     pub metric: Option<String>,
+    /// Subtract the probe cost measured at start-up from the times. Off by
+    /// default: no subtraction is true for functions of a few ns (see
+    /// `probe_dominated`), so times are raw, probe cost included.
+    #[arg(long, overrides_with = "no_compensation")]
+    pub compensate: bool,
+    /// Raw times (the default; kept so that older scripts still work).
+    #[arg(long, hide = true, overrides_with = "compensate")]
+    pub no_compensation: bool,
     /// Which part of an interval is application time.
     #[arg(long, value_parser = one_of(&ApplicationRule::ALL, rule_help), default_value = "exact")]
     pub application: ApplicationRule,
@@ -601,5 +621,42 @@ mod tests {
         assert!(normalized(&["--format", "json", "--normalize"]));
         assert!(!normalized(&["--normalize", "--no-normalize"]));
         assert!(normalized(&["--no-normalize", "--normalize"]));
+    }
+
+    /// Whether `lapse COMMAND ... args` subtracts the probe cost.
+    fn compensated(command: &[&str], args: &[&str]) -> bool {
+        let cli = Cli::try_parse_from(["lapse"].iter().chain(command).chain(args)).expect("parses");
+        match cli.command {
+            Command::Report(a) => a.compensate,
+            Command::Export(a) => a.compensate,
+            Command::Diff(a) => a.compensate,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn raw_values_unless_compensate_and_no_compensation_is_a_no_op_alias() {
+        for command in [
+            &["report", "a.data"][..],
+            &["export", "a.data", "--format", "html", "-o", "x"],
+            &["diff", "a.data", "b.data"],
+        ] {
+            assert!(!compensated(command, &[]), "{command:?}");
+            assert!(compensated(command, &["--compensate"]), "{command:?}");
+            assert!(!compensated(command, &["--no-compensation"]), "{command:?}");
+            assert!(!compensated(
+                command,
+                &["--compensate", "--no-compensation"]
+            ));
+            assert!(compensated(command, &["--no-compensation", "--compensate"]));
+        }
+        // (kept for old scripts, not offered)
+        let help = Cli::try_parse_from(["lapse", "report", "--help"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            help.contains("--compensate") && !help.contains("--no-compensation"),
+            "{help}"
+        );
     }
 }

@@ -232,7 +232,7 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         module: regex("module", &a.module)?,
         from_s: a.filter.from,
         to_s: a.filter.to,
-        no_compensation: a.no_compensation,
+        compensate: a.compensate,
         application: a.application,
         call_tree: view.needs_call_tree(),
         progress: None,

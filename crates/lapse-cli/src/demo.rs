@@ -65,6 +65,7 @@ pub fn run() -> Result<u8> {
         no_collapse: false,
         module: None,
         threshold: None,
+        compensate: false,
         no_compensation: false,
         application: ApplicationRule::Exact,
     };

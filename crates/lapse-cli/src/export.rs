@@ -66,7 +66,7 @@ pub fn export(a: ExportArgs) -> Result<u8> {
     }
     // (the analysis as exports need it, of what the filters select)
     let query = Query {
-        no_compensation: a.no_compensation,
+        compensate: a.compensate,
         application: a.application,
         call_tree: lapse_export::needs().call_tree,
         ..query(&a.filter, &file)?
@@ -234,6 +234,7 @@ pub fn diff(a: DiffArgs) -> Result<u8> {
     let new = open(&a.new)?;
     diff::check_methods(&base, &new)?;
     let query = Query {
+        compensate: a.compensate,
         application: a.application,
         ..Query::default()
     };

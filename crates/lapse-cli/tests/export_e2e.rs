@@ -168,13 +168,13 @@ fn instrumentation_exports_and_chrome_round_trip() {
         return;
     };
     export_all(&dir, "instr.data");
-    // The raw timeline (a trace has no probe cost) imports as the raw values.
+    // The raw timeline (the default; a trace has no probe cost) imports as
+    // the raw values.
     LAPSE.in_dir(&dir).ok([
         "export",
         "instr.data",
         "--format",
         "chrome",
-        "--no-compensation",
         "-o",
         "raw.chrome",
     ]);
@@ -187,9 +187,7 @@ fn instrumentation_exports_and_chrome_round_trip() {
         ("modules", &["module"][..]),
     ] {
         // A trace has no probe cost: compare with the raw values.
-        let want = LAPSE
-            .in_dir(&dir)
-            .report("instr.data", view, &["--no-compensation"]);
+        let want = LAPSE.in_dir(&dir).report("instr.data", view, &[]);
         let got = LAPSE.in_dir(&dir).report("back.data", view, &[]);
         assert_eq!(values(&want, keys), values(&got, keys), "{view}");
         for total in ["elapsed_inclusive_ns", "application_inclusive_ns"] {
@@ -218,8 +216,8 @@ fn instrumentation_exports_and_chrome_round_trip() {
         .lines()
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
         .sum();
-    let compensated = LAPSE.in_dir(&dir).report("instr.data", "functions", &[]);
-    let exclusive: u64 = compensated["rows"]
+    let raw = LAPSE.in_dir(&dir).report("instr.data", "functions", &[]);
+    let exclusive: u64 = raw["rows"]
         .as_array()
         .unwrap()
         .iter()

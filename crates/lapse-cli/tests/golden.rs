@@ -27,9 +27,14 @@ const INSTR_CASES: &[Case] = &[
         "functions-sorted",
         &["--view", "functions", "--sort", "calls", "--limit", "4"],
     ),
+    // (raw is the default; --no-compensation is kept as a no-op alias)
     (
         "functions-raw",
         &["--view", "functions", "--no-compensation"],
+    ),
+    (
+        "functions-compensated",
+        &["--view", "functions", "--compensate"],
     ),
     ("calltree", &["--view", "calltree"]),
     (

@@ -49,7 +49,7 @@ pub struct Moment {
 }
 
 /// How the analysis counted time: the probe cost it removed per interval
-/// (zero with `--no-compensation`) and its application rule.
+/// (zero unless `--compensate`) and its application rule.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timing {
     pub probe_cost: Fine,

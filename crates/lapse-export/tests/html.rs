@@ -380,3 +380,79 @@ fn the_page_does_not_grow_with_the_number_of_events() {
     // more buckets see off-CPU time.
     assert!(big < small * 3 / 2, "{sizes:?}");
 }
+
+/// The names of the functions the page's own script (model.js, run by
+/// node with the embedded data) marks probe-dominated: for all threads
+/// (the report's rows) and for the threads' rows added up in the page.
+fn page_dominated(page: &str, case: &str) -> Option<(Vec<String>, Vec<String>)> {
+    let node = lapse_testkit::tool("node")?;
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("html-dominated")
+        .join(case);
+    std::fs::create_dir_all(&dir).unwrap();
+    let open = r#"<script type="application/json" id="lapse-data">"#;
+    let start = page.find(open).unwrap() + open.len();
+    let len = page[start..].find("</script>").unwrap();
+    std::fs::write(dir.join("data.json"), &page[start..start + len]).unwrap();
+    let script = r#"
+const fs = require("fs");
+const [model, data] = process.argv.slice(2);
+global.document = { getElementById: () => ({ textContent: fs.readFileSync(data, "utf8") }) };
+new Function(fs.readFileSync(model, "utf8") + `
+  function names(rows) {
+    return rows.filter(function (r) { return probeDominated(r.v); })
+      .map(function (r) { return frameName(r.f); }).sort();
+  }
+  var every = D.threads.map(function (_, i) { return i; });
+  console.log(JSON.stringify([names(functionRows(every, true)), names(functionRows(every, false))]));
+`)();
+"#;
+    std::fs::write(dir.join("run.js"), script).unwrap();
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/html/model.js");
+    let out = std::process::Command::new(node)
+        .arg(dir.join("run.js"))
+        .arg(model)
+        .arg(dir.join("data.json"))
+        .output()
+        .expect("run node");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).expect("JSON from node"))
+}
+
+#[test]
+fn the_page_marks_the_rows_the_report_flags_probe_dominated() {
+    // A probe cost of 3 µs against intervals of 10 µs and more: main (7
+    // intervals in 80 µs) and work (3 in 32) are mostly probe, helper (2 in
+    // 50) is not; raw (the default) and compensated.
+    let file = common::instr_file_costing(3_000.0);
+    for compensate in [false, true] {
+        let q = lapse_analysis::Query {
+            compensate,
+            ..lapse_export::needs()
+        };
+        let a = lapse_analysis::analyze(&file, &q).unwrap();
+        let mut bytes = Vec::new();
+        lapse_export::export(&file, &a, Format::Html, &mut bytes).unwrap();
+        let page = String::from_utf8(bytes).unwrap();
+        assert_eq!(embedded(&page)["session"]["compensated"], compensate);
+        assert!(page.contains("~ before a name: probe-dominated"));
+        let report = common::report_json(&file, View::Functions, compensate);
+        let rows = report["rows"].as_array().unwrap();
+        let mut flagged: Vec<String> = rows
+            .iter()
+            .filter(|r| r["probe_dominated"] == true)
+            .map(|r| r["function"].as_str().unwrap().to_owned())
+            .collect();
+        flagged.sort();
+        assert_eq!(flagged, ["main", "work"], "compensate {compensate}");
+        let Some((all, added)) = page_dominated(&page, &format!("c{compensate}")) else {
+            return;
+        };
+        assert_eq!(all, flagged, "compensate {compensate}: all threads");
+        assert_eq!(added, flagged, "compensate {compensate}: threads added up");
+    }
+}

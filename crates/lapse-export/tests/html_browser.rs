@@ -119,6 +119,17 @@ fn a_person_can_use_the_instrumentation_page() {
 }
 
 #[test]
+fn probe_dominated_functions_are_marked_in_the_page() {
+    // A probe cost of 3 µs: main and work are mostly probe, helper is not
+    // (html.rs checks the same rows against the report's probe_dominated).
+    drive(
+        &common::instr_file_costing(3_000.0),
+        "dominated",
+        &["--dominated", "main,work"],
+    );
+}
+
+#[test]
 fn a_person_can_use_the_sampling_page() {
     drive(&common::sample_file(), "sampling", &["--sampling"]);
 }

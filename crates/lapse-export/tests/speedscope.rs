@@ -97,13 +97,14 @@ fn on_top_times(doc: &Value) -> HashMap<String, u64> {
 #[test]
 fn evented_profiles_are_probe_cost_compensated_like_the_report() {
     // 1 µs per probe: every interval between two probes is 1 µs shorter in
-    // the report, and so in the timeline (with --no-compensation, neither).
+    // the report, and so in the timeline, with --compensate (raw, the
+    // default: neither).
     let file = common::instr_file_costing(1000.0);
     for raw in [false, true] {
         let a = lapse_analysis::analyze(
             &file,
             &lapse_analysis::Query {
-                no_compensation: raw,
+                compensate: !raw,
                 ..lapse_export::needs()
             },
         )
@@ -113,7 +114,7 @@ fn evented_profiles_are_probe_cost_compensated_like_the_report() {
         let doc: Value = serde_json::from_slice(&out).unwrap();
         check_schema(&doc);
         let on_top = on_top_times(&doc);
-        let report = common::report_json(&file, lapse_report::View::Functions, raw);
+        let report = common::report_json(&file, lapse_report::View::Functions, !raw);
         for row in report["rows"].as_array().unwrap() {
             let name = row["function"].as_str().unwrap();
             assert_eq!(

@@ -19,7 +19,7 @@ pub struct Ctx<'a> {
     pub session: &'a SessionTotals,
     pub period_ns: Option<u64>,
     pub off_cpu: bool,
-    /// The probe cost was removed from the values (not `--no-compensation`).
+    /// The probe cost was removed from the values (`--compensate`).
     pub compensated: bool,
 }
 
@@ -100,6 +100,10 @@ const OVERHEAD: Column = shown_unless("probe_overhead_ns", Kind::Nanos, "probe c
 /// ([`lapse_analysis::values::probe_dominated`]); tables mark its name.
 const DOMINATED: Column = col("probe_dominated", Kind::Bool);
 const OPEN_CALLS: Column = col("open_calls", Kind::Int);
+/// Of the row's off-CPU time (elapsed less application), the part its
+/// thread was runnable but preempted; the rest was blocked. In JSON and
+/// CSV, and in a table with `--columns`.
+const PREEMPTED: Column = col("preempted_ns", Kind::Nanos);
 
 /// On-CPU (estimated from the samples) and off-CPU time side by side; the
 /// off-CPU columns only for recordings that have them (see [`OFF_CPU_KEYS`]).
@@ -138,7 +142,7 @@ impl Values for FunctionStats {
     fn columns() -> Vec<Column> {
         let mut c = TIMES.to_vec();
         c.extend(PER_CALL);
-        c.extend([OVERHEAD, DOMINATED, OPEN_CALLS]);
+        c.extend([OVERHEAD, DOMINATED, PREEMPTED, OPEN_CALLS]);
         c
     }
 
@@ -158,6 +162,7 @@ impl Values for FunctionStats {
         }
         v.push(Cell::Int(self.probe_overhead.to_nanos()));
         v.push(dominated(self.probe_overhead, &self.time, ctx));
+        v.push(Cell::Int(self.preempted.to_nanos()));
         v.push(Cell::Int(self.open_calls));
         v
     }
@@ -167,7 +172,7 @@ impl Values for FunctionStats {
 impl Values for ModuleStats {
     fn columns() -> Vec<Column> {
         let mut c = TIMES.to_vec();
-        c.extend([OVERHEAD, DOMINATED]);
+        c.extend([OVERHEAD, DOMINATED, PREEMPTED]);
         c
     }
 
@@ -175,6 +180,7 @@ impl Values for ModuleStats {
         let mut v = time_cells(self.calls, &self.time, ctx);
         v.push(Cell::Int(self.probe_overhead.to_nanos()));
         v.push(dominated(self.probe_overhead, &self.time, ctx));
+        v.push(Cell::Int(self.preempted.to_nanos()));
         v
     }
 }

@@ -271,6 +271,32 @@ function functionRows(threads, all) {
   return rows;
 }
 
+// Whether a function row's time is within the probes' own uncertainty:
+// the probe cost in its inclusive time (po) is more than a quarter of its
+// application inclusive time without it (the rule of the report's
+// `probe_dominated`, lapse_analysis::values::probe_dominated). Such a
+// row's times can be off by more than 25 % either way.
+function probeDominated(v) {
+  if (!INSTR) return false;
+  var po = v[FI.po], ai = v[FI.ai];
+  var without = D.session.compensated ? ai : Math.max(0, ai - po);
+  return po > 0 && po * 4 > without;
+}
+
+// Frames whose function row is probe-dominated (a Uint8Array by frame).
+function dominatedFrames(fnRows) {
+  var out = new Uint8Array(NFRAMES);
+  fnRows.forEach(function (r) { if (probeDominated(r.v)) out[r.f] = 1; });
+  return out;
+}
+
+var DOMINATED = null;
+function isDominated(f) { return !!(DOMINATED && f >= 0 && DOMINATED[f]); }
+var DOMINATED_TIP = "probe-dominated: the probes' own cost is more than a quarter of this function's on-CPU time, " +
+  "so its times can be off by more than 25 % either way";
+var DOMINATED_LEGEND = "~ before a name: probe-dominated (the probes' cost is more than a quarter of the function's on-CPU time; " +
+  "its times can be off by more than 25 % either way).";
+
 // Source lines of the threads: sampling's own counts per (function, file,
 // line); instrumentation's functions' own lines, their values summed per
 // line (as the report's lines view).

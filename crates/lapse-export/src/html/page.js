@@ -44,6 +44,7 @@ function chooseNow(choice) {
   if (!S.threads.length) S.tree.frame[0] = -1;
   S.totals = selectionTotals();
   S.fnRows = functionRows(S.threads, choice.kind === "all");
+  DOMINATED = dominatedFrames(S.fnRows);
   S.lineRows = lineRows(S.threads, S.fnRows);
   document.getElementById("selection").textContent = "Showing " + S.choiceName;
   markThreads();
@@ -164,7 +165,7 @@ function summary() {
   items.push(["method", D.method], ["duration", fmtNs(s.duration_ns)], ["processes / threads", s.processes + " / " + s.threads]);
   if (INSTR) {
     items.push(["elapsed", fmtNs(s.elapsed_inclusive_ns)], ["application", fmtNs(s.application_inclusive_ns) + " (" + s.application_rule + " rule)"],
-      ["probe cost", (s.probe_cost_ns || 0).toFixed(1) + " ns per probe, subtracted"]);
+      ["probe cost", (s.probe_cost_ns || 0).toFixed(1) + " ns per probe, " + (s.compensated ? "subtracted (--compensate)" : "not subtracted")]);
   } else {
     items.push(["samples", fmtInt(s.samples)], ["event", (s.sample_event || "?") + (PERIOD ? ", every " + fmtNs(PERIOD) : s.sample_period ? ", period " + s.sample_period : "")]);
   }

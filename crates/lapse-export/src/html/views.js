@@ -55,6 +55,7 @@ function nodeTip(t, i, mode) {
     lines.push("self " + c[3] + " samples (" + c[4] + "), est. " + c[5]);
   }
   lines.push("depth " + t.depth()[i]);
+  if (isDominated(f)) lines.push(DOMINATED_TIP);
   return lines;
 }
 
@@ -98,6 +99,7 @@ function renderCallTree(panel) {
   }
   view.setRoots(view.p.roots(), Array.from(open).filter(function (i) { return !keep || keep[i]; }));
   S.callTreeView = view;
+  legend(panel);
 }
 
 function invProvider(t, mode, whole) {
@@ -109,8 +111,10 @@ function invProvider(t, mode, whole) {
     frame: function (inv) { return inv.frame; },
     hot: function () { return false; },
     tip: function (inv) {
-      return [frameName(inv.frame), frameSource(inv.frame), (INSTR ? fmtNs(inv.total) : fmtInt(inv.total) + " samples") +
+      var lines = [frameName(inv.frame), frameSource(inv.frame), (INSTR ? fmtNs(inv.total) : fmtInt(inv.total) + " samples") +
         " (" + fmtPct(inv.total, whole) + ") along this path of callers"];
+      if (isDominated(inv.frame)) lines.push(DOMINATED_TIP);
+      return lines;
     }
   };
 }
@@ -131,6 +135,7 @@ function renderBottomUp(panel) {
   if (S.matches) roots = roots.filter(function (r) { return S.matches[r.frame]; });
   var view = new TreeView(box, INV_COLUMNS, invProvider(t, S.mode, whole), selectFrame);
   view.setRoots(roots);
+  legend(panel);
 }
 
 // Formatted per-function columns for the functions table.
@@ -142,8 +147,11 @@ function functionColumns() {
     return { key: key, label: label, title: title, width: width, get: get, fmt: function (r) { return fmt(get(r), r); } };
   };
   var text = function (key, label, get, width) { return { key: key, label: label, text: true, width: width, get: get, fmt: get }; };
+  var name = text("function", "function", function (r) { return frameName(r.f); }, "280px");
+  name.fmt = function (r) { return (isDominated(r.f) ? "~ " : "") + frameName(r.f); };
+  name.tip = function (r) { return isDominated(r.f) ? DOMINATED_TIP : ""; };
   var cols = [
-    text("function", "function", function (r) { return frameName(r.f); }, "280px"),
+    name,
     text("module", "module", function (r) { return frameModule(r.f); }, "110px")
   ];
   if (INSTR) {
@@ -174,7 +182,7 @@ function functionColumns() {
       c.title = "per call";
       cols.push(c);
     });
-    cols.push(num("po", "probe cost", fmtNs, "90px", "probe overhead removed from this function's elapsed inclusive time"));
+    cols.push(num("po", "probe cost", fmtNs, "90px", "the probes' estimated cost in this function's elapsed inclusive time (subtracted only with --compensate)"));
   } else {
     cols.push(num("incl", "incl samples", fmtInt), num("excl", "excl samples", fmtInt),
       num("incl", "incl %", function (x) { return fmtPct(x, T.incl); }, "72px"),
@@ -202,6 +210,13 @@ function renderFunctions(panel) {
   panel.appendChild(box);
   var table = new TableView(box, cols, sortCol, function (r) { selectFrame(r.f); });
   table.setRows(rows);
+  legend(panel);
+}
+
+// The `~` mark's legend under a panel, when a shown function has it.
+function legend(panel) {
+  if (!INSTR || !DOMINATED || DOMINATED.indexOf(1) < 0) return;
+  panel.appendChild(el("p", "note legend", DOMINATED_LEGEND));
 }
 
 function renderLines(panel) {
@@ -247,7 +262,8 @@ function renderSandwich(panel) {
   }
   var t = S.tree, mode = S.mode, whole = S.totals[inclKey(mode)];
   var head = el("div", "sandwich-head");
-  head.appendChild(el("h3", "", frameName(f)));
+  head.appendChild(el("h3", "", (isDominated(f) ? "~ " : "") + frameName(f)));
+  if (isDominated(f)) head.appendChild(el("div", "note pd", DOMINATED_TIP));
   head.appendChild(el("div", "note", [frameModule(f), frameSource(f)].filter(Boolean).join("  ")));
   var row = S.fnRows.filter(function (r) { return r.f === f; })[0];
   if (row) {

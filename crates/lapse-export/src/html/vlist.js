@@ -237,6 +237,11 @@ TreeView.prototype.row = function (i) {
   name.appendChild(twisty);
   if (d > 40) name.appendChild(el("span", "deep", "\u2026" + d + " "));
   var f = this.p.frame(id);
+  if (isDominated(f)) {
+    var mark = el("span", "pd", "~ ");
+    mark.title = DOMINATED_TIP;
+    name.appendChild(mark);
+  }
   name.appendChild(el("span", "fname", frameName(f)));
   var mod = frameModule(f);
   if (mod) name.appendChild(el("span", "module", " " + mod));
@@ -274,7 +279,8 @@ TreeView.prototype.key = function (e) {
 };
 
 // ---- sortable table ----
-// columns: {key, label, text, width, get(row) (sort value), fmt(row)}.
+// columns: {key, label, text, width, get(row) (sort value), fmt(row),
+// tip(row) (a cell's tooltip, optional)}.
 function TableView(host, columns, sortCol, onSelect) {
   this.columns = columns;
   this.sortCol = sortCol;
@@ -326,7 +332,12 @@ TableView.prototype.row = function (i) {
   var fitter = this.fitter, wider = false;
   this.columns.forEach(function (c, k) {
     var text = c.fmt(r);
-    row.appendChild(el("div", "cell" + (c.text ? " text" : ""), text));
+    var cell = el("div", "cell" + (c.text ? " text" : ""), text);
+    if (c.tip) {
+      var t = c.tip(r);
+      if (t) cell.title = t;
+    }
+    row.appendChild(cell);
     if (fitter.fit(k, text)) wider = true;
   });
   if (wider) regrid(this.head, this.list.spacer, fitter, false);

@@ -4,7 +4,7 @@
 // the timeline, open every view. Fails on any script or console error and
 // on any request other than the page itself; saves screenshots.
 //
-//   node drive.js check PAGE.html OUT_DIR [--sampling] [--deep N] [--sampled-timeline]
+//   node drive.js check PAGE.html OUT_DIR [--sampling] [--deep N] [--sampled-timeline] [--dominated F,G]
 //   node drive.js bench PAGE.html RUNS
 //
 // Prints one JSON object on stdout: what it checked and measured.
@@ -131,9 +131,12 @@ async function check(browser, file, out, opts) {
   const allThreads = await rows(page, "functions");
   ok("functions rows, one thread vs all: " + oneThread + " / " + allThreads);
 
+  if (opts.dominated) await checkDominated(page, opts.dominated, ok);
+
   // Sort: by function name, ascending.
   await timed(page, "sort", report, () => page.click('#panel-functions .vhead .cell[data-col="function"]'));
-  const names = await texts(page, "#panel-functions .table-row .cell:first-child");
+  // (a probe-dominated function's name has "~ " before it; it sorts by its name)
+  const names = (await texts(page, "#panel-functions .table-row .cell:first-child")).map((n) => n.replace(/^~ /, ""));
   const sorted = names.slice().sort((a, b) => a.localeCompare(b));
   if (JSON.stringify(names) !== JSON.stringify(sorted)) fail("functions not sorted by name: " + names.slice(0, 5));
   ok("sort by function name: " + names.slice(0, 3).join(", "));
@@ -274,6 +277,28 @@ async function wholeNumbers(page, panel, ok) {
   ok(panel + ": " + cells.length + " numbers whole (longest " + JSON.stringify(longest) + ")");
 }
 
+// Probe-dominated functions (all threads shown, functions tab open): the
+// functions table marks exactly `want` with "~ " and a tooltip, a legend
+// says what the mark means, and the call tree marks the same functions.
+async function checkDominated(page, want, ok) {
+  const cells = await page.$$eval("#panel-functions .table-row .cell:first-child",
+    (e) => e.map((x) => [x.textContent, x.title]));
+  const marked = cells.filter((c) => c[0].startsWith("~ ")).map((c) => c[0].slice(2)).sort();
+  if (JSON.stringify(marked) !== JSON.stringify(want.slice().sort())) fail("functions marked ~: " + marked + ", expected " + want);
+  if (cells.some((c) => c[0].startsWith("~ ") !== /probe-dominated/.test(c[1]))) fail("a ~ mark without its tooltip, or a tooltip without the mark");
+  const legend = await texts(page, "#panel-functions .legend");
+  if (!legend.length || !/probe-dominated/.test(legend[0])) fail("no legend under the functions table");
+  await tab(page, "calltree");
+  const tree = await page.$$eval("#panel-calltree .tree-row .name", (e) => e.map((x) => [!!x.querySelector(".pd"), x.querySelector(".fname").textContent]));
+  const treeMarked = Array.from(new Set(tree.filter((r) => r[0]).map((r) => r[1]))).sort();
+  const shown = new Set(tree.map((r) => r[1]));
+  const expected = want.filter((w) => shown.has(w)).sort();
+  if (JSON.stringify(treeMarked) !== JSON.stringify(expected)) fail("call tree marks " + treeMarked + ", expected " + expected);
+  if (!(await texts(page, "#panel-calltree .legend")).length) fail("no legend under the call tree");
+  await tab(page, "functions");
+  ok("probe-dominated: " + marked.join(", ") + " marked ~ in the functions table and the call tree (" + treeMarked.join(", ") + ")");
+}
+
 // The time the page itself spent on an action (its data-last-ms mark).
 async function pageTime(page, what, report, action) {
   await action();
@@ -312,7 +337,8 @@ async function bench(browser, file, runs) {
         offCpu: rest.includes("--off-cpu"),
         sampledTimeline: rest.includes("--sampled-timeline"),
         deep: deep >= 0 ? Number(rest[deep + 1]) : 0,
-        query: rest.includes("--query") ? rest[rest.indexOf("--query") + 1] : null
+        query: rest.includes("--query") ? rest[rest.indexOf("--query") + 1] : null,
+        dominated: rest.includes("--dominated") ? rest[rest.indexOf("--dominated") + 1].split(",") : null
       });
     }
   } catch (e) {

@@ -283,14 +283,14 @@ pub fn export(file: &DataFile, format: lapse_export::Format) -> Vec<u8> {
     out
 }
 
-/// `lapse report FILE --view VIEW --format json [--no-compensation]`, in memory.
+/// `lapse report FILE --view VIEW --format json [--compensate]`, in memory.
 pub fn report_json(
     file: &DataFile,
     view: lapse_report::View,
-    no_compensation: bool,
+    compensate: bool,
 ) -> serde_json::Value {
     let q = lapse_analysis::Query {
-        no_compensation,
+        compensate,
         call_tree: view.needs_call_tree(),
         ..lapse_analysis::Query::default()
     };

@@ -538,7 +538,7 @@ impl Session {
                 f64::from(self.asm.probe_spread_pct) / 100.0
             ));
             if self.asm.probe_spread_pct > UNRELIABLE_SPREAD_PCT {
-                let why = "the machine was very busy while lapse measured its probe cost at start-up, so probe-cost compensation may be off (lapse report --no-compensation shows raw times)";
+                let why = "the machine was very busy while lapse measured its probe cost at start-up, so the probe cost it subtracts with --compensate may be off";
                 self.notices.say(Notice::Warning(why.to_owned()));
                 notes.push(format!("warning: {why}"));
             }

@@ -51,6 +51,7 @@ pub fn view(file: &DataFile, a: &Analysis, ctx: &Ctx<'_>, processes: bool) -> Vi
                     calls: t.calls,
                     time: t.time,
                     probe_overhead: t.probe_overhead,
+                    preempted: t.preempted,
                 });
             }
             table(file, ctx, processes, rows)
