@@ -38,6 +38,9 @@ pub struct Counts {
     pub exclusive: u64,
     /// Nanoseconds the row's stacks spent switched out (`--off-cpu`).
     pub off_cpu: Nanos,
+    /// The part of `off_cpu` the thread was runnable but preempted (the
+    /// kernel's switch-out record says so); the rest it was blocked.
+    pub preempted: Nanos,
     /// When the recording has off-CPU periods: wall-clock nanoseconds, the
     /// on-CPU estimate (samples × period) plus the off-CPU time; zero
     /// otherwise. It orders call trees then (see [`Weight`]), so a path
@@ -64,6 +67,7 @@ impl Weight for Counts {
         self.inclusive += o.inclusive;
         self.exclusive += o.exclusive;
         self.off_cpu.add(&o.off_cpu);
+        self.preempted.add(&o.preempted);
         self.wall.add(&o.wall);
     }
 
@@ -90,6 +94,10 @@ impl Weight for Counts {
             off_cpu: Nanos {
                 inclusive: 0,
                 exclusive: self.off_cpu.exclusive,
+            },
+            preempted: Nanos {
+                inclusive: 0,
+                exclusive: self.preempted.exclusive,
             },
             wall: Nanos {
                 inclusive: 0,
@@ -197,6 +205,8 @@ pub struct SampleAnalysis {
     pub per_stack: HashMap<(StackId, ThreadKey), u64>,
     /// Off-CPU nanoseconds per (stack, thread) (`--off-cpu`).
     pub off_cpu_per_stack: HashMap<(StackId, ThreadKey), u64>,
+    /// The preempted part of it, per (stack, thread).
+    pub preempted_per_stack: HashMap<(StackId, ThreadKey), u64>,
     /// All off-CPU nanoseconds counted, and the periods they came from.
     pub off_cpu_ns: u64,
     pub off_cpu_periods: u64,
@@ -211,6 +221,8 @@ pub struct SampleAnalysis {
 enum Value {
     Samples,
     OffCpu,
+    /// The preempted part of the off-CPU time.
+    Preempted,
 }
 
 impl Value {
@@ -218,6 +230,7 @@ impl Value {
         match self {
             Value::Samples => (&mut c.inclusive, &mut c.exclusive),
             Value::OffCpu => (&mut c.off_cpu.inclusive, &mut c.off_cpu.exclusive),
+            Value::Preempted => (&mut c.preempted.inclusive, &mut c.preempted.exclusive),
         }
     }
 }
@@ -263,9 +276,25 @@ impl SampleAnalysis {
         self.off_cpu_periods += 1;
         let thread = self.threads.entry(p.key()).or_default();
         thread.off_cpu.inclusive += ns;
+        if p.preempted {
+            thread.preempted.inclusive += ns;
+        }
         match p.stack {
-            Some(stack) => *self.off_cpu_per_stack.entry((stack, p.key())).or_default() += ns,
-            None => thread.off_cpu.exclusive += ns,
+            Some(stack) => {
+                *self.off_cpu_per_stack.entry((stack, p.key())).or_default() += ns;
+                if p.preempted {
+                    *self
+                        .preempted_per_stack
+                        .entry((stack, p.key()))
+                        .or_default() += ns;
+                }
+            }
+            None => {
+                thread.off_cpu.exclusive += ns;
+                if p.preempted {
+                    thread.preempted.exclusive += ns;
+                }
+            }
         }
     }
 
@@ -280,21 +309,22 @@ impl SampleAnalysis {
         want: impl Fn(ThreadKey) -> bool,
     ) -> CallTree<Counts> {
         let mut t: CallTree<Counts> = CallTree::new();
-        let mut per: Vec<_> = self
-            .per_stack
-            .iter()
-            .filter(|((_, t), _)| want(*t))
-            .collect();
-        per.sort_by_key(|(k, _)| **k);
-        let mut off: Vec<_> = self
-            .off_cpu_per_stack
-            .iter()
-            .filter(|((_, t), _)| want(*t))
-            .collect();
-        off.sort_by_key(|(k, _)| **k);
-        let runs = [(Value::Samples, per), (Value::OffCpu, off)];
+        let selected = |m: &HashMap<(StackId, ThreadKey), u64>| {
+            let mut v: Vec<((StackId, ThreadKey), u64)> = m
+                .iter()
+                .filter(|((_, t), _)| want(*t))
+                .map(|(k, n)| (*k, *n))
+                .collect();
+            v.sort_by_key(|(k, _)| *k);
+            v
+        };
+        let runs = [
+            (Value::Samples, selected(&self.per_stack)),
+            (Value::OffCpu, selected(&self.off_cpu_per_stack)),
+            (Value::Preempted, selected(&self.preempted_per_stack)),
+        ];
         for (value, per) in runs {
-            for (&(stack, _), &n) in per {
+            for ((stack, _), n) in per {
                 let keys = frame_keys(stacks, frames, stack);
                 if keys.is_empty() {
                     continue; // counted with the thread's unresolved part below
@@ -313,6 +343,7 @@ impl SampleAnalysis {
         for (_, c) in threads {
             total.inclusive += c.inclusive;
             total.off_cpu.inclusive += c.off_cpu.inclusive;
+            total.preempted.inclusive += c.preempted.inclusive;
             if c.exclusive > 0 || c.off_cpu.exclusive > 0 {
                 let node = t.child(NodeId::ROOT, FrameKey::Unknown);
                 let w = t.weight_mut(node);
@@ -320,6 +351,8 @@ impl SampleAnalysis {
                 w.exclusive += c.exclusive;
                 w.off_cpu.inclusive += c.off_cpu.exclusive;
                 w.off_cpu.exclusive += c.off_cpu.exclusive;
+                w.preempted.inclusive += c.preempted.exclusive;
+                w.preempted.exclusive += c.preempted.exclusive;
             }
         }
         *t.weight_mut(NodeId::ROOT) = total;
@@ -337,14 +370,17 @@ impl SampleAnalysis {
     pub fn finish(&mut self, stacks: &[StackNode], frames: &[FrameInfo]) {
         let per_stack = std::mem::take(&mut self.per_stack);
         let off_cpu_per_stack = std::mem::take(&mut self.off_cpu_per_stack);
+        let preempted_per_stack = std::mem::take(&mut self.preempted_per_stack);
         for (value, per) in [
             (Value::Samples, &per_stack),
             (Value::OffCpu, &off_cpu_per_stack),
+            (Value::Preempted, &preempted_per_stack),
         ] {
             self.count(stacks, frames, value, per);
         }
         self.per_stack = per_stack;
         self.off_cpu_per_stack = off_cpu_per_stack;
+        self.preempted_per_stack = preempted_per_stack;
         if let Some(period) = self.wall_period_ns {
             let rows = self
                 .functions

@@ -834,6 +834,49 @@ mod sampling {
         assert_eq!(tree.len(), nodes, "both paths were in the tree");
     }
 
+    #[test]
+    fn off_cpu_time_splits_into_preempted_and_blocked() {
+        // main (fn 0) → fib (fn 1): fib preempted 40 ns and blocked 60 ns;
+        // main alone blocked 30 ns; 7 ns preempted with no stack.
+        let frames = vec![frame(0, 0, &[(0, 10)]), frame(1, 0, &[(1, 20)])];
+        let stacks = vec![node(0, None, 0), node(1, Some(0), 1)];
+        let mut a = SampleAnalysis::default();
+        let preempted = |from, to, stack| OffCpuPeriod {
+            preempted: true,
+            ..period(from, to, stack)
+        };
+        a.add_off_cpu(&preempted(100, 140, Some(1)), None);
+        a.add_off_cpu(&period(200, 260, Some(1)), None);
+        a.add_off_cpu(&period(300, 330, Some(0)), None);
+        a.add_off_cpu(&preempted(400, 407, None), None);
+        a.finish(&stacks, &frames);
+        let main = a.functions[&FunctionId(0)];
+        let fib = a.functions[&FunctionId(1)];
+        assert_eq!((fib.off_cpu.inclusive, fib.preempted.inclusive), (100, 40));
+        assert_eq!(fib.preempted.exclusive, 40);
+        assert_eq!(
+            (main.off_cpu.inclusive, main.preempted.inclusive),
+            (130, 40)
+        );
+        assert_eq!(main.preempted.exclusive, 0);
+        let thread = a.threads[&lapse_data::ThreadKey::new(1, 1)];
+        assert_eq!(
+            (thread.preempted.inclusive, thread.preempted.exclusive),
+            (47, 7)
+        );
+        // The tree carries the split too.
+        let mut tree = a.call_tree(&stacks, &frames, |_| true);
+        let nodes = tree.len();
+        use lapse_analysis::tree::{FrameKey, NodeId};
+        let fib_node = tree.path_node([
+            FrameKey::Function(FunctionId(0)),
+            FrameKey::Function(FunctionId(1)),
+        ]);
+        assert_eq!(tree.len(), nodes, "the path was in the tree");
+        assert_eq!(tree.weight(fib_node).preempted.inclusive, 40);
+        assert_eq!(tree.weight(NodeId::ROOT).preempted.inclusive, 47);
+    }
+
     fn t(ns: u64) -> Timestamp {
         Timestamp::from_nanos(ns)
     }

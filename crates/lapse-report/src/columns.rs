@@ -61,6 +61,11 @@ pub mod key {
     pub const ESTIMATED_EXCLUSIVE_NS: &str = "estimated_exclusive_ns";
     pub const OFF_CPU_INCLUSIVE_NS: &str = "off_cpu_inclusive_ns";
     pub const OFF_CPU_EXCLUSIVE_NS: &str = "off_cpu_exclusive_ns";
+    /// Of a row's off-CPU (inclusive) time, the part its thread was
+    /// runnable but preempted (both methods), and the part it was blocked
+    /// (sampling with --off-cpu).
+    pub const PREEMPTED_NS: &str = "preempted_ns";
+    pub const BLOCKED_NS: &str = "blocked_ns";
 }
 
 // `drop` (the last number) says which columns a narrow terminal gives up
@@ -103,11 +108,11 @@ const OPEN_CALLS: Column = col("open_calls", Kind::Int);
 /// Of the row's off-CPU time (elapsed less application), the part its
 /// thread was runnable but preempted; the rest was blocked. In JSON and
 /// CSV, and in a table with `--columns`.
-const PREEMPTED: Column = col("preempted_ns", Kind::Nanos);
+const PREEMPTED: Column = col(key::PREEMPTED_NS, Kind::Nanos);
 
 /// On-CPU (estimated from the samples) and off-CPU time side by side; the
 /// off-CPU columns only for recordings that have them (see [`OFF_CPU_KEYS`]).
-const SAMPLES: [Column; 8] = [
+const SAMPLES: [Column; 10] = [
     shown(key::INCLUSIVE_SAMPLES, Kind::Int, "incl samples"),
     shown(key::EXCLUSIVE_SAMPLES, Kind::Int, "excl samples"),
     shown("inclusive_pct", Kind::Percent, "incl %"),
@@ -116,11 +121,18 @@ const SAMPLES: [Column; 8] = [
     shown_unless(key::ESTIMATED_EXCLUSIVE_NS, Kind::Nanos, "est excl", 3),
     shown_unless(key::OFF_CPU_INCLUSIVE_NS, Kind::Nanos, "off-cpu incl", 4),
     shown_unless(key::OFF_CPU_EXCLUSIVE_NS, Kind::Nanos, "off-cpu excl", 3),
+    shown_unless(key::PREEMPTED_NS, Kind::Nanos, "preempted", 9),
+    shown_unless(key::BLOCKED_NS, Kind::Nanos, "blocked", 9),
 ];
 
 /// The columns of off-CPU time, which a view leaves out when the recording
 /// has none (SPEC 5: "with `--off-cpu` also ...").
-pub const OFF_CPU_KEYS: [&str; 2] = [key::OFF_CPU_INCLUSIVE_NS, key::OFF_CPU_EXCLUSIVE_NS];
+pub const OFF_CPU_KEYS: [&str; 4] = [
+    key::OFF_CPU_INCLUSIVE_NS,
+    key::OFF_CPU_EXCLUSIVE_NS,
+    key::PREEMPTED_NS,
+    key::BLOCKED_NS,
+];
 
 fn dominated(overhead: Fine, t: &TimeValues, ctx: &Ctx<'_>) -> Cell {
     Cell::Bool(lapse_analysis::values::probe_dominated(
@@ -205,6 +217,12 @@ impl Values for Counts {
             est(self.exclusive),
             Cell::Int(self.off_cpu.inclusive),
             Cell::Int(self.off_cpu.exclusive),
+            Cell::Int(self.preempted.inclusive),
+            Cell::Int(
+                self.off_cpu
+                    .inclusive
+                    .saturating_sub(self.preempted.inclusive),
+            ),
         ]
     }
 }
