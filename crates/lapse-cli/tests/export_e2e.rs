@@ -140,7 +140,9 @@ fn values(doc: &Value, keys: &[&str]) -> Vec<(String, Value)> {
         .map(|r| {
             let id: Vec<String> = keys.iter().map(|k| r[*k].to_string()).collect();
             let mut r = r.clone();
-            // (nor the probe cost: raw values count it, a trace has none)
+            // (nor the probe cost: raw values count it, a trace has none;
+            // nor the preempted part of off-CPU time: a trace's switch
+            // instants do not say whether the thread was runnable)
             for k in [
                 "address",
                 "source_file",
@@ -149,6 +151,7 @@ fn values(doc: &Value, keys: &[&str]) -> Vec<(String, Value)> {
                 "build_id",
                 "probe_overhead_ns",
                 "probe_dominated",
+                "preempted_ns",
             ] {
                 if let Some(o) = r.as_object_mut() {
                     o.remove(k);

@@ -596,9 +596,24 @@ int main(int argc, char **argv) {
         assert_eq!(out.stdout, native.stdout);
         let threads: u64 = rounds.parse::<u64>().unwrap() * 50;
         let r = run.report();
-        assert_eq!(r.calls_of("work"), threads * 10);
-        assert_eq!(r.calls_of("body"), threads);
-        assert_eq!(run.events_lost(&r), 0);
+        // A debug recorder starved by a loaded machine may run out of free
+        // buffers: such events are counted as lost and the file says it is
+        // not complete; every call is then in the report or among them.
+        // Nothing lost: every call, exactly.
+        let lost = run.events_lost(&r);
+        let (work, body) = (r.calls_of("work"), r.calls_of("body"));
+        if lost == 0 {
+            assert_eq!(work, threads * 10);
+            assert_eq!(body, threads);
+        } else {
+            let info = info(&run);
+            assert!(info.contains("complete:    no"), "{lost} lost: {info}");
+            assert!(work <= threads * 10 && body <= threads);
+            assert!(
+                work + body + lost >= threads * 11,
+                "work {work}, body {body}, {lost} events lost: calls missing beyond the loss"
+            );
+        }
         let peak = recorder_peak_mib(&info(&run));
         assert!(
             peak <= 64.0,
