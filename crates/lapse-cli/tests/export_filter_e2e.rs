@@ -65,6 +65,20 @@ fn export(dir: &Path, out: &str, args: &[&str]) -> Vec<u8> {
     std::fs::read(dir.join(out)).expect("export written")
 }
 
+/// The `format` export with `filter` is smaller than without.
+fn shrinks(dir: &Path, format: &str, filter: &[&str]) {
+    let all = export(dir, &format!("all.{format}"), &["--format", format]);
+    let mut args = vec!["--format", format];
+    args.extend(filter);
+    let cut = export(dir, &format!("cut.{format}"), &args);
+    assert!(
+        cut.len() < all.len(),
+        "{format} {filter:?}: {} >= {}",
+        cut.len(),
+        all.len()
+    );
+}
+
 /// Every `slow` call of a Chrome trace as (start, end) in µs text, per tid.
 fn calls_of(trace: &[u8], name: &str) -> Vec<(String, String)> {
     let doc: Value = serde_json::from_slice(trace).expect("chrome JSON");
@@ -151,18 +165,7 @@ fn min_duration_applies_to_every_timeline_and_is_refused_elsewhere() {
         &["--format", "html", "--min-duration", "10us"],
     );
     for format in ["perfetto", "firefox", "speedscope"] {
-        let full = export(dir, &format!("full.{format}"), &["--format", format]);
-        let thin = export(
-            dir,
-            &format!("thin.{format}"),
-            &["--format", format, "--min-duration", "10us"],
-        );
-        assert!(
-            thin.len() < full.len(),
-            "{format}: {} >= {}",
-            thin.len(),
-            full.len()
-        );
+        shrinks(dir, format, &["--min-duration", "10us"]);
     }
     let out = LAPSE.in_dir(dir).run([
         "export",
@@ -218,18 +221,7 @@ fn function_keeps_its_subtree_in_every_format() {
         "html",
         "flamegraph",
     ] {
-        let all = export(dir, &format!("all.{format}"), &["--format", format]);
-        let cut = export(
-            dir,
-            &format!("fn.{format}"),
-            &["--format", format, "--function", "^slow$"],
-        );
-        assert!(
-            cut.len() < all.len(),
-            "{format}: {} >= {}",
-            cut.len(),
-            all.len()
-        );
+        shrinks(dir, format, &["--function", "^slow$"]);
     }
 }
 
