@@ -486,4 +486,16 @@ mod tests {
             [0, 500, 1, 1000, 2, 500]
         );
     }
+
+    #[test]
+    fn each_off_cpu_bucket_names_the_period_that_covered_most_of_it() {
+        // 4 buckets of 10 ns over [100, 140): period 0 covers 3 ns of
+        // bucket 0, period 1 its last 7 and all of bucket 1; period 2
+        // half of bucket 2, period 3 the other half (a tie: the first).
+        let periods = [(100, 103), (103, 120), (120, 125), (125, 130)];
+        assert_eq!(
+            covered_by(&periods, 100, 40, 4),
+            (vec![0, 1000, 1, 1000, 2, 1000], vec![1, 1, 2])
+        );
+    }
 }

@@ -5,7 +5,8 @@
 // lane's title, then up to TL_ROWS levels, so deep stacks show where they
 // differ) and, above it, the thread's CPU usage (sampling: its samples
 // spread over their periods) and the share of the bucket it spent off the
-// CPU (when there is any). Zoom with the wheel or the
+// CPU (when there is any; with --off-cpu, pointing at it names the stack
+// the thread waited in and clicking selects it). Zoom with the wheel or the
 // buttons, drag to pan. A pixel that covers several buckets shows their
 // dominant path: at each depth, the call most of them have there among
 // those that agree on the calls above it. The finest detail is one bucket
