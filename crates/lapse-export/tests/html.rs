@@ -333,6 +333,54 @@ fn the_timeline_summary_says_what_ran_in_each_bucket() {
 }
 
 #[test]
+fn each_off_cpu_bucket_says_what_the_thread_waited_in() {
+    // (#34 item 2) Idle 299-349 ms of 401: blocked in eval > read_socket
+    // for 30 ms, then preempted in parse for 20 ms.
+    let data = embedded(&page_of(&html_recording::sampled_off_cpu(400, 20)));
+    let tl = &thread(&data, 7)["timeline"];
+    let off = nums(&tl["off"]);
+    let why = nums(&tl["off_stack"]);
+    assert_eq!(why.len(), off.len() / 2 * 3, "a triple per off-CPU bucket");
+    let names: Vec<String> = nodes(&data, 7).into_iter().map(|(_, n, _)| n).collect();
+    let parents: Vec<i64> = nodes(&data, 7).into_iter().map(|(p, _, _)| p).collect();
+    let (start, end) = (tl["start"].as_u64().unwrap(), tl["end"].as_u64().unwrap());
+    let n = tl["node"].as_array().unwrap().len() as f64;
+    let bucket = (end - start) as f64 / n;
+    let mut seen = BTreeMap::new();
+    for (pair, w) in off.chunks(2).zip(why.chunks(3)) {
+        let at_ms = (pair[0] as f64 + 0.5) * bucket / 1e6;
+        let (row, preempted, ns) = (w[0] as usize, w[1], w[2]);
+        let what = (
+            names[row].clone(),
+            names[parents[row] as usize].clone(),
+            preempted,
+            ns,
+        );
+        if pair[1] == 1000 {
+            let want = if at_ms < 329.0 {
+                ("read_socket".to_owned(), "eval".to_owned(), 0, 30_000_000)
+            } else {
+                (
+                    "parse".to_owned(),
+                    "luaV_execute_19".to_owned(),
+                    1,
+                    20_000_000,
+                )
+            };
+            assert_eq!(what, want, "bucket at {at_ms:.3} ms");
+        }
+        *seen.entry((what.0, what.2)).or_insert(0) += 1;
+    }
+    assert_eq!(
+        seen.keys().cloned().collect::<Vec<_>>(),
+        [("parse".to_owned(), 1), ("read_socket".to_owned(), 0)]
+    );
+    // Without --off-cpu periods there is nothing to say.
+    let plain = embedded(&page_of(&html_recording::sampled_deep(400, 20)));
+    assert!(thread(&plain, 7)["timeline"].get("off_stack").is_none());
+}
+
+#[test]
 fn a_20000_deep_recursion_makes_a_flat_page() {
     let file = html_recording::deep_recursion(20_000);
     let data = embedded(&page_of(&file));

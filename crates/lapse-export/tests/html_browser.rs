@@ -155,3 +155,15 @@ fn a_sampling_timeline_is_drawn_where_the_thread_ran_at_any_depth() {
     let checks = report["checks"].to_string();
     assert!(checks.contains("sampled timeline"), "{checks}");
 }
+
+#[test]
+fn off_cpu_periods_show_and_select_the_stack_the_thread_waited_in() {
+    // (#34 item 2) The sampled run above recorded with --off-cpu: blocked
+    // in eval > read_socket, then preempted in parse, where it was idle.
+    let file = html_recording::sampled_off_cpu(400, 20);
+    let Some(report) = drive(&file, "off-cpu", &["--sampling", "--off-cpu-timeline"]) else {
+        return;
+    };
+    let checks = report["checks"].to_string();
+    assert!(checks.contains("clicking selected read_socket"), "{checks}");
+}

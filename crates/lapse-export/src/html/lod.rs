@@ -12,7 +12,7 @@
 use std::convert::Infallible;
 
 use lapse_analysis::tree::{CallTree, FrameKey, NodeId, Weight};
-use lapse_data::{DataFile, FunctionId, Sample, ThreadInfo, Timestamp};
+use lapse_data::{DataFile, FunctionId, OffCpuPeriod, Sample, StackId, ThreadInfo, Timestamp};
 use serde::Serialize;
 
 use crate::select::Selection;
@@ -41,6 +41,13 @@ pub(crate) struct Timeline {
     /// Pairs `bucket, permille`: the share of the bucket spent off the CPU,
     /// for the buckets that have any.
     pub off: Vec<u32>,
+    /// Sampling with `--off-cpu`: for each pair of `off`, in order, the
+    /// triple `row, preempted, ns` of the off-CPU period that covered most
+    /// of that bucket: the node-table row of the stack it waited in (0:
+    /// none unwound), 1 when it was preempted (0: blocked), and its length.
+    /// Empty otherwise (periods from OS events carry no stack).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub off_stack: Vec<u64>,
     /// Sampling with a time-based event: pairs `bucket, permille`, the
     /// share of the bucket the samples stand for (each spread over the
     /// period before it): the thread's CPU usage. Absent otherwise.
@@ -195,9 +202,17 @@ impl Buckets {
 
 /// Pairs `bucket, permille` of the buckets `periods` cover.
 fn covered(periods: &[(u64, u64)], start: u64, span: u64, n: usize) -> Vec<u32> {
+    covered_by(periods, start, span, n).0
+}
+
+/// [`covered`], and for each of its pairs the index in `periods` of the
+/// period that covered most of that bucket (the first one on a tie).
+fn covered_by(periods: &[(u64, u64)], start: u64, span: u64, n: usize) -> (Vec<u32>, Vec<usize>) {
     let b = Buckets::new(start, span, n, 1);
     let mut covered = vec![0u64; n];
-    for &(from, to) in periods {
+    // (each bucket's longest share of one period, and that period)
+    let mut best = vec![(0u64, 0usize); n];
+    for (p, &(from, to)) in periods.iter().enumerate() {
         let (from, to) = (from.max(start), to.min(start + span));
         if to <= from {
             continue;
@@ -210,17 +225,23 @@ fn covered(periods: &[(u64, u64)], start: u64, span: u64, n: usize) -> Vec<u32> 
             } else {
                 to.min(b.bucket_start(i + 1))
             };
-            *c += hi.saturating_sub(lo);
+            let part = hi.saturating_sub(lo);
+            *c += part;
+            if part > best[i].0 {
+                best[i] = (part, p);
+            }
         }
     }
     let mut out = Vec::new();
+    let mut by = Vec::new();
     for (i, &c) in covered.iter().enumerate() {
         let permille = ((c as f64 * 1000.0 / b.width).round() as u32).min(1000);
         if permille > 0 {
             out.extend([i as u32, permille]);
+            by.push(best[i].1);
         }
     }
-    out
+    (out, by)
 }
 
 /// The timeline of an instrumented thread: its calls as the analysis
@@ -302,6 +323,7 @@ pub(crate) fn instrumented(
         start: start.saturating_sub(origin.as_nanos()),
         end: (start + elapsed_ns).saturating_sub(origin.as_nanos()),
         off: covered(&periods, start, elapsed_ns, n),
+        off_stack: Vec::new(),
         cpu: None,
         node: buckets.finish(),
     }
@@ -368,26 +390,29 @@ pub(crate) fn sampled(
     let unknown = lookup
         .child(0, FrameKey::Unknown)
         .map_or(0, |u| row_of[u as usize]);
+    // The node-table row of a stack (samples' and off-CPU periods' alike:
+    // the tree holds both).
+    let mut row_of_stack = |stack: Option<StackId>| match stack {
+        None => unknown,
+        Some(stack) => *rows_of_stack.entry(stack).or_insert_with(|| {
+            let keys = sel.sample_keys(file, Some(stack)).unwrap_or_default();
+            if keys == [FrameKey::Unknown] {
+                return unknown;
+            }
+            let mut node = 0u32;
+            for k in keys {
+                match lookup.child(node, k) {
+                    Some(c) => node = c,
+                    None => break,
+                }
+            }
+            row_of.get(node as usize).copied().unwrap_or(0)
+        }),
+    };
     let mut ran: Vec<(u64, u64)> = Vec::new();
     let mut prev = start.as_nanos();
     for s in samples {
-        let row = match s.stack {
-            None => unknown,
-            Some(stack) => *rows_of_stack.entry(stack).or_insert_with(|| {
-                let keys = sel.sample_keys(file, Some(stack)).unwrap_or_default();
-                if keys == [FrameKey::Unknown] {
-                    return unknown;
-                }
-                let mut node = 0u32;
-                for k in keys {
-                    match lookup.child(node, k) {
-                        Some(c) => node = c,
-                        None => break,
-                    }
-                }
-                row_of.get(node as usize).copied().unwrap_or(0)
-            }),
-        };
+        let row = row_of_stack(s.stack);
         let at = s.ts.as_nanos();
         if spread {
             let from = at.saturating_sub(s.weight).max(prev);
@@ -402,11 +427,15 @@ pub(crate) fn sampled(
         }
     }
     // Off-CPU periods: recorded with --off-cpu (sampling's own), else OS events.
+    // Each bucket's longest one says what the thread waited in there.
     let key = thread.key();
-    let mut periods: Vec<(u64, u64)> = file
+    let recorded: Vec<&OffCpuPeriod> = file
         .off_cpu
         .iter()
         .filter(|p| p.key() == key && sel.in_window(p.from))
+        .collect();
+    let mut periods: Vec<(u64, u64)> = recorded
+        .iter()
         .map(|p| (p.from.as_nanos(), p.to.as_nanos()))
         .collect();
     if periods.is_empty() {
@@ -415,10 +444,21 @@ pub(crate) fn sampled(
             .map(|&(a, b)| (a.as_nanos(), b.as_nanos()))
             .collect();
     }
+    let (off, by) = covered_by(&periods, start.as_nanos(), span, n);
+    let mut off_stack = Vec::new();
+    if !recorded.is_empty() {
+        let mut rows: Vec<Option<u32>> = vec![None; recorded.len()];
+        for i in by {
+            let p = recorded[i];
+            let row = *rows[i].get_or_insert_with(|| row_of_stack(p.stack));
+            off_stack.extend([u64::from(row), u64::from(p.preempted), p.len_ns()]);
+        }
+    }
     Timeline {
         start: start.since(origin),
         end: end.since(origin),
-        off: covered(&periods, start.as_nanos(), span, n),
+        off,
+        off_stack,
         cpu: spread.then(|| covered(&ran, start.as_nanos(), span, n)),
         node: buckets.finish(),
     }
@@ -444,6 +484,18 @@ mod tests {
         assert_eq!(
             covered(&[(105, 125)], 100, 40, 4),
             [0, 500, 1, 1000, 2, 500]
+        );
+    }
+
+    #[test]
+    fn each_off_cpu_bucket_names_the_period_that_covered_most_of_it() {
+        // 4 buckets of 10 ns over [100, 140): period 0 covers 3 ns of
+        // bucket 0, period 1 its last 7 and all of bucket 1; period 2
+        // half of bucket 2, period 3 the other half (a tie: the first).
+        let periods = [(100, 103), (103, 120), (120, 125), (125, 130)];
+        assert_eq!(
+            covered_by(&periods, 100, 40, 4),
+            (vec![0, 1000, 1, 1000, 2, 1000], vec![1, 1, 2])
         );
     }
 }

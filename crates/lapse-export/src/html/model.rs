@@ -367,6 +367,20 @@ pub(crate) fn sampled_threads(
             t.lines.entry(l.clone()).or_default().exclusive += n;
         }
     }
+    // The paths of off-CPU periods (`--off-cpu`) too, with no samples of
+    // their own: the timeline names the stack a thread waited in by its row.
+    let mut waited: Vec<&(StackId, ThreadKey)> = a.off_cpu_per_stack.keys().collect();
+    waited.sort_unstable();
+    for &(stack, thread) in waited {
+        let info = cache
+            .entry(stack)
+            .or_insert_with(|| stack_info(file, stack));
+        let t = out.entry(thread).or_insert_with(new);
+        let mut node = NodeId::ROOT;
+        for &k in &info.keys {
+            node = t.tree.child(node, k);
+        }
+    }
     for (&key, c) in &a.threads {
         let t = out.entry(key).or_insert_with(new);
         if c.exclusive > 0 {

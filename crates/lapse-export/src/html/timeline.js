@@ -5,7 +5,8 @@
 // lane's title, then up to TL_ROWS levels, so deep stacks show where they
 // differ) and, above it, the thread's CPU usage (sampling: its samples
 // spread over their periods) and the share of the bucket it spent off the
-// CPU (when there is any). Zoom with the wheel or the
+// CPU (when there is any; with --off-cpu, pointing at it names the stack
+// the thread waited in and clicking selects it). Zoom with the wheel or the
 // buttons, drag to pan. A pixel that covers several buckets shows their
 // dominant path: at each depth, the call most of them have there among
 // those that agree on the calls above it. The finest detail is one bucket
@@ -121,8 +122,20 @@ Timeline.prototype.lane = function (ti) {
     name += "  \u2014 " + prefix + (prefix === 1 ? " frame" : " frames") + " above every bucket, ending in " + frameName(t.frame[common]);
   }
   var cpuH = tl.cpu ? TL_CPU : 0, offH = tl.off.length ? TL_OFF : 0;
+  // (sampling with --off-cpu: per bucket, the stack of the off-CPU period
+  // that covered most of it, whether it was preempted, and its length)
+  var offStack = null;
+  if (tl.off_stack && tl.off_stack.length) {
+    offStack = { node: new Int32Array(n).fill(-1), preempted: new Uint8Array(n), ns: new Float64Array(n) };
+    for (i = 0; 2 * i < tl.off.length; i++) {
+      var ob = tl.off[2 * i];
+      offStack.node[ob] = tl.off_stack[3 * i];
+      offStack.preempted[ob] = tl.off_stack[3 * i + 1];
+      offStack.ns[ob] = tl.off_stack[3 * i + 2];
+    }
+  }
   return (this.cache[ti] = {
-    ti: ti, name: name, tl: tl, t: t, depth: depth, paths: paths, rows: rows, prefix: prefix,
+    ti: ti, name: name, tl: tl, t: t, depth: depth, paths: paths, rows: rows, prefix: prefix, offStack: offStack,
     off: sums(tl.off), cpu: tl.cpu ? sums(tl.cpu) : null, cpuY: TL_HEAD, offY: TL_HEAD + cpuH,
     rowsY: TL_HEAD + cpuH + offH, height: TL_HEAD + cpuH + offH + rows * TL_ROW + TL_GAP
   });
@@ -152,6 +165,7 @@ Timeline.prototype.set = function (threads, matches, selected) {
   if (this.lanes.length) {
     var l0 = this.lanes[0];
     this.host.setAttribute("data-lane-y", [TL_AXIS + l0.cpuY, TL_AXIS + l0.rowsY, TL_CPU, TL_ROW].join(" "));
+    this.host.setAttribute("data-off-y", l0.tl.off.length ? String(TL_AXIS + l0.offY + TL_OFF / 2) : "");
   }
   if (changed) this.setView(lo, hi); else this.draw();
 };
@@ -296,6 +310,10 @@ Timeline.prototype.hit = function (e) {
     var b = this.bucketAt(l, x, rect.width);
     if (b < 0) return null;
     var tl = l.tl, n = tl.node.length, bw = (tl.end - tl.start) / n;
+    if (l.offStack && y >= l.y + l.offY && y < l.y + l.offY + TL_OFF) {
+      var off = this.offHit(l, x, rect.width);
+      if (off) return off;
+    }
     var node = tl.node[b], row = Math.floor((y - l.y - l.rowsY) / TL_ROW);
     var lines = [l.name + " at " + fmtNs(tl.start + (b + 0.5) * bw),
       "bucket " + fmtNs(tl.start + b * bw) + " \u2013 " + fmtNs(tl.start + (b + 1) * bw) +
@@ -316,6 +334,37 @@ Timeline.prototype.hit = function (e) {
     return { tip: lines, frame: frame };
   }
   return null;
+};
+
+// The off-CPU strip of lane l under pixel column x: of the buckets the
+// pixel covers, the one most off the CPU, told by the stack its longest
+// off-CPU period waited in; the frame is that stack's innermost (clicking
+// selects it, as clicking a sampled frame does). Null where none.
+Timeline.prototype.offHit = function (l, x, width) {
+  var v = this.view, tl = l.tl, n = tl.node.length, span = tl.end - tl.start, pxNs = (v[1] - v[0]) / width;
+  var t0 = v[0] + x * pxNs, b0 = Math.max(0, Math.floor((t0 - tl.start) / span * n));
+  var b1 = Math.min(n - 1, Math.max(b0, Math.floor((t0 + pxNs - tl.start) / span * n)));
+  var b = -1, most = 0;
+  for (var i = b0; i <= b1; i++) {
+    var share = l.off[i + 1] - l.off[i];
+    if (l.offStack.node[i] >= 0 && share > most) { most = share; b = i; }
+  }
+  if (b < 0) return null;
+  var s = l.offStack, node = s.node[b], bw = span / n, lines = [
+    l.name + " at " + fmtNs(tl.start + (b + 0.5) * bw),
+    "off-CPU " + (most / 10).toFixed(1) + "% of " + fmtNs(tl.start + b * bw) + " \u2013 " + fmtNs(tl.start + (b + 1) * bw),
+    (s.preempted[b] ? "preempted (runnable, waiting for a CPU)" : "blocked (waiting)") + " for " + fmtNs(s.ns[b]) + " in:"];
+  var frame = -1, path = [];
+  for (var p = node; p > 0; p = l.t.parent[p]) {
+    if (frame < 0) frame = l.t.frame[p];
+    if (path.length < 16) path.push(frameName(l.t.frame[p]));
+  }
+  if (!node) lines.push("  (no stack unwound)");
+  else {
+    path.forEach(function (f) { lines.push("  " + f); });
+    if (l.depth[node] > path.length) lines.push("  \u2026");
+  }
+  return { tip: lines, frame: frame };
 };
 
 // The dominant path over buckets b0..b1 of lane l (at most 24 of them

@@ -4,7 +4,7 @@
 // the timeline, open every view. Fails on any script or console error and
 // on any request other than the page itself; saves screenshots.
 //
-//   node drive.js check PAGE.html OUT_DIR [--sampling] [--deep N] [--sampled-timeline] [--dominated F,G]
+//   node drive.js check PAGE.html OUT_DIR [--sampling] [--deep N] [--sampled-timeline] [--off-cpu-timeline] [--dominated F,G]
 //   node drive.js bench PAGE.html RUNS
 //
 // Prints one JSON object on stdout: what it checked and measured.
@@ -212,6 +212,7 @@ async function check(browser, file, out, opts) {
   await page.click("#timeline-zoom-reset");
   await shot("timeline");
   if (opts.sampledTimeline) await sampledTimeline(page, ok);
+  if (opts.offCpuTimeline) await offCpuTimeline(page, ok, shot);
 
   // Lines, then the functions table as a person first sees it.
   await tab(page, "lines");
@@ -264,6 +265,40 @@ async function sampledTimeline(page, ok) {
   const tip = await page.textContent("#tip");
   if (!/CPU 100\.0%/.test(tip) || !/(parse|eval)/.test(tip) || !/23 deep|22 deep|21 deep/.test(tip)) fail("timeline tip: " + tip);
   ok("timeline tip: " + tip.split("\n").slice(0, 3).join(" | "));
+}
+
+// A sampling page recorded with --off-cpu (html_recording::sampled_off_cpu,
+// 401 ms): the off-CPU strip tells, where the thread waited, the stack it
+// waited in, blocked (eval > read_socket, 299-329 ms) or preempted (parse,
+// 329-349 ms), and how long; clicking there selects that stack's innermost
+// function as clicking a sampled frame does.
+async function offCpuTimeline(page, ok, shot) {
+  if (!(await page.$("#panel-timeline .legend-off"))) fail("no off-CPU legend with off-CPU data");
+  const offY = Number(await page.getAttribute("#panel-timeline", "data-off-y"));
+  if (!offY) fail("no off-CPU strip in the first lane");
+  const tl = await (await page.$(".timeline-canvas")).boundingBox();
+  const at = (ms) => tl.x + tl.width * ms / 401;
+  const tipAt = async (ms) => {
+    await page.mouse.move(at(ms), tl.y + offY);
+    return page.textContent("#tip");
+  };
+  let tip = await tipAt(310);
+  if (!/blocked/.test(tip) || /preempted/.test(tip) || !/for 30\.0 ms in:\s*read_socket\s*eval/.test(tip)) fail("off-CPU tip while blocked: " + tip);
+  ok("off-CPU tip (blocked): " + tip.replace(/\s+/g, " ").slice(0, 160));
+  await shot("timeline-off-cpu");
+  await page.mouse.click(at(310), tl.y + offY);
+  let selected = await page.getAttribute("body", "data-selected");
+  if (selected !== "read_socket") fail("clicking the off-CPU strip selected " + selected + ", not read_socket");
+  tip = await tipAt(340);
+  if (!/preempted/.test(tip) || !/for 20\.0 ms in:\s*parse\s*luaV_execute_19/.test(tip)) fail("off-CPU tip while preempted: " + tip);
+  ok("off-CPU tip (preempted): " + tip.replace(/\s+/g, " ").slice(0, 160));
+  await page.mouse.click(at(340), tl.y + offY);
+  selected = await page.getAttribute("body", "data-selected");
+  if (selected !== "parse") fail("clicking the preempted period selected " + selected + ", not parse");
+  // (where the thread ran, the strip has nothing to say: the lane's tip)
+  tip = await tipAt(100);
+  if (/blocked|preempted/.test(tip)) fail("an off-CPU tip where the thread ran: " + tip);
+  ok("off-CPU strip: clicking selected read_socket, then parse");
 }
 
 // No number in the panel's rows is cut (`100....`, `1,190,…`): every
@@ -336,6 +371,7 @@ async function bench(browser, file, runs) {
         sampling: rest.includes("--sampling"),
         offCpu: rest.includes("--off-cpu"),
         sampledTimeline: rest.includes("--sampled-timeline"),
+        offCpuTimeline: rest.includes("--off-cpu-timeline"),
         deep: deep >= 0 ? Number(rest[deep + 1]) : 0,
         query: rest.includes("--query") ? rest[rest.indexOf("--query") + 1] : null,
         dominated: rest.includes("--dominated") ? rest[rest.indexOf("--dominated") + 1].split(",") : null

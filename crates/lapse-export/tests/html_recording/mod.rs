@@ -273,6 +273,17 @@ pub fn deep_recursion(depth: u32) -> DataFile {
 /// fold`), alternating every 10 ms, and the thread idle (no samples) from
 /// its 3/4 mark to 7/8.
 pub fn sampled_deep(samples: u64, common: u32) -> DataFile {
+    sampled_deep_with(samples, common, false)
+}
+
+/// [`sampled_deep`] recorded with `--off-cpu`: in its idle gap the thread
+/// was blocked in `eval > read_socket` for its first 30 ms, then preempted
+/// in `parse` until it ran again.
+pub fn sampled_off_cpu(samples: u64, common: u32) -> DataFile {
+    sampled_deep_with(samples, common, true)
+}
+
+fn sampled_deep_with(samples: u64, common: u32, off_cpu: bool) -> DataFile {
     let mut bytes = Vec::new();
     let mut w = DataWriter::new(&mut bytes).unwrap();
     let at = |ns: u64| Timestamp::from_nanos(START + ns);
@@ -329,6 +340,9 @@ pub fn sampled_deep(samples: u64, common: u32) -> DataFile {
         })
         .collect();
     names.extend(["parse", "eval", "fold"].map(String::from));
+    if off_cpu {
+        names.push("read_socket".into());
+    }
     w.write_record(&Record::Functions(
         names
             .iter()
@@ -372,7 +386,11 @@ pub fn sampled_deep(samples: u64, common: u32) -> DataFile {
         (common, below, common),
         (common + 1, below, common + 1),
         (common + 2, StackId(common + 1), common + 2),
+        (common + 3, StackId(common + 1), common + 3),
     ] {
+        if id == common + 3 && !off_cpu {
+            continue;
+        }
         nodes.push(StackNode {
             id: StackId(id),
             parent: Some(parent),
@@ -398,6 +416,25 @@ pub fn sampled_deep(samples: u64, common: u32) -> DataFile {
         })
         .collect();
     w.write_samples(&kept).unwrap();
+    if off_cpu {
+        // (the last sample before the gap is at idle.0 - 1 ms, the first
+        // after it covers the millisecond before idle.1)
+        let (from, to) = ((idle.0 - 1) * MS, (idle.1 - 1) * MS);
+        let period = |from: u64, to: u64, stack: u32, preempted: bool| OffCpuPeriod {
+            pid: 7,
+            tid: 7,
+            serial: 0,
+            from: at(from),
+            to: at(to),
+            stack: Some(StackId(stack)),
+            preempted,
+        };
+        w.write_record(&Record::OffCpu(vec![
+            period(from, from + 30 * MS, common + 3, false),
+            period(from + 30 * MS, to, common, true),
+        ]))
+        .unwrap();
+    }
     w.write_record(&Record::Footer(Footer {
         end,
         ..Footer::default()
