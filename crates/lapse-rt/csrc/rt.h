@@ -360,6 +360,12 @@ extern struct lapse_import lapse_imports[];
  * or since the last call (after dlopen); the caller is in a normal context
  * (not a signal handler), the vector state saved. */
 void lapse_libcalls_scan(void);
+/* Applies the run-time patching plan (LAPSE_ENV_PATCH_PLAN) to the main
+ * executable, when it is the one the plan is for (patch.c); start-up only. */
+void lapse_patch_apply(void);
+/* The program headers of the executable patch.c patched (dl_iterate_phdr's
+ * dlpi_phdr), or NULL: libcalls.c traces its library calls. */
+extern const void *lapse_patched_phdr;
 
 /* A system call made by its instruction: no errno, no C library (the
  * return value is the kernel's, -errno on failure). */
