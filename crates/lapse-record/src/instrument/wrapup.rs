@@ -363,6 +363,9 @@ impl Session {
                     self.asm.threads.untraced_threads
                 ));
             }
+            if let Some(p) = &self.patching {
+                header.notes.push(p.note());
+            }
             if self.asm.threads.non_entry_guards > 0 {
                 header
                     .notes

@@ -1,0 +1,390 @@
+//! Run-time patching of an executable built without probes (issue #28):
+//! the plan the runtime applies at start-up (`lapse-rt/csrc/patch.c`).
+//!
+//! For every function of the executable's symbol table in `.text`, the
+//! jump to a per-function stub replaces the instructions at its entry; the
+//! stub calls the runtime's entry hook (which hooks the return address to
+//! the return trampoline, as `-pg -mfentry` does), runs the displaced
+//! instructions relocated, and jumps back. A function is skipped, never
+//! half-patched, when it is shorter than the jump, when an instruction in
+//! the displaced bytes cannot move (a call, an interrupt, one the encoder
+//! cannot relocate), or when any branch of the program goes into the
+//! displaced bytes past their first instruction.
+//!
+//! The stubs are built here, for a region at a fixed distance below the
+//! executable's lowest segment: every rel32 between stubs and code is then
+//! the same wherever ASLR loads the executable, and the runtime only copies
+//! bytes. Everything here works on the file's bytes; no OS call.
+
+mod relocate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use object::elf::{PF_X, PT_LOAD};
+use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
+use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
+
+use lapse_rt::protocol::plan as wire;
+use relocate::Function;
+
+/// Virtual addresses are the module's plus this: positive whatever the
+/// region's (negative) offset, so the encoder never sees a wrapped address.
+const BASE: u64 = 1 << 40;
+/// Stub records start 16-byte aligned.
+const ALIGN: usize = 16;
+/// The region ends this far below the executable's lowest segment.
+const GAP: u64 = 1 << 16;
+const PAGE: u64 = 4096;
+/// The lowest address a region may take (`vm.mmap_min_addr`'s default).
+const MIN_ADDR: u64 = 1 << 16;
+
+/// Why a function is not patched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Skip {
+    /// Fewer bytes than the 5-byte jump.
+    TooShort,
+    /// The displaced bytes hold a call (its return address would be in the
+    /// stub, where no unwinder finds a frame).
+    CallInPrologue,
+    /// An instruction the decoder does not know.
+    Undecodable,
+    /// An instruction in the displaced bytes cannot be relocated.
+    Unrelocatable,
+    /// A branch of the program goes into the displaced bytes.
+    BranchIntoPatch,
+    /// C run-time start-up code (`_start` and the like: no caller to return to).
+    StartUp,
+}
+
+impl fmt::Display for Skip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Skip::TooShort => "shorter than the 5-byte jump",
+            Skip::CallInPrologue => "a call in the bytes the jump replaces",
+            Skip::Undecodable => "an instruction the decoder does not know",
+            Skip::Unrelocatable => "an instruction that cannot be relocated",
+            Skip::BranchIntoPatch => "a branch goes into the bytes the jump replaces",
+            Skip::StartUp => "C run-time start-up code",
+        })
+    }
+}
+
+/// Functions that the C run-time's start-up files add (no caller, or run
+/// before the runtime could see them).
+const START_UP: &[&str] = &[
+    "_start",
+    "_init",
+    "_fini",
+    "deregister_tm_clones",
+    "register_tm_clones",
+    "__do_global_dtors_aux",
+    "frame_dummy",
+    "__libc_csu_init",
+    "__libc_csu_fini",
+    "_dl_relocate_static_pie",
+];
+
+/// One function to patch.
+#[derive(Clone, Debug)]
+pub struct Site {
+    /// The jump's address, module-relative.
+    pub at: u64,
+    /// Its stub's offset in the region.
+    pub stub: u32,
+    /// The bytes the jump displaces, as the file holds them.
+    pub orig: Vec<u8>,
+}
+
+/// What the runtime applies, and what was left alone.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// The region's address minus the load bias.
+    pub region: i64,
+    pub stubs: Vec<u8>,
+    pub entry_slot: u64,
+    pub sites: Vec<Site>,
+    /// Functions left alone, by reason (names in address order).
+    pub skipped: BTreeMap<Skip, Vec<String>>,
+}
+
+impl Plan {
+    /// The plan for the executable `data`, or `None` when it is no x86-64
+    /// ELF file or names no function.
+    pub fn for_executable(data: &[u8]) -> Option<Plan> {
+        let elf = ElfFile64::<object::Endianness>::parse(data).ok()?;
+        if elf.architecture() != object::Architecture::X86_64 {
+            return None;
+        }
+        let endian = elf.endian();
+        let mut lowest = u64::MAX;
+        let mut code: Vec<(u64, &[u8])> = Vec::new();
+        for ph in elf.elf_program_headers() {
+            if ph.p_type(endian) != PT_LOAD {
+                continue;
+            }
+            let vaddr = ph.p_vaddr(endian);
+            lowest = lowest.min(vaddr);
+            if ph.p_flags(endian).0 & PF_X.0 != 0 {
+                code.push((vaddr, ph.data(endian, data).ok()?));
+            }
+        }
+        let bytes_at = |start: u64, size: u64| -> Option<&[u8]> {
+            code.iter().find_map(|&(v, b)| {
+                let off = start.checked_sub(v)?;
+                let end = off.checked_add(size)?;
+                b.get(usize::try_from(off).ok()?..usize::try_from(end).ok()?)
+            })
+        };
+        let functions = text_functions(&elf);
+        if functions.is_empty() {
+            return None;
+        }
+        let entry = elf.entry();
+        let mut plan = Plan::default();
+        let mut found: Vec<(&str, Function<'_>)> = Vec::new();
+        for (start, size, name) in functions {
+            if START_UP.contains(&name) || (start..start + size).contains(&entry) {
+                plan.skip(Skip::StartUp, name);
+                continue;
+            }
+            match bytes_at(start, size) {
+                Some(code) => found.push((
+                    name,
+                    Function {
+                        start: start + BASE,
+                        code,
+                    },
+                )),
+                None => plan.skip(Skip::Undecodable, name),
+            }
+        }
+        let mut targets = Vec::new();
+        for (_, f) in &found {
+            relocate::targets(f, &mut targets);
+        }
+        targets.sort_unstable();
+        targets.dedup();
+        let mut moves = Vec::new();
+        for (name, f) in &found {
+            match relocate::displaced(f) {
+                // (a branch to the first displaced instruction reaches the
+                // jump, as a call would: only the ones past it harm)
+                Ok(d) if into(&targets, d.at + 1, d.at + d.len as u64) => {
+                    plan.skip(Skip::BranchIntoPatch, name)
+                }
+                Ok(d) => moves.push((*name, f, d)),
+                Err(why) => plan.skip(why, name),
+            }
+        }
+        // The region: the entry word, then the stubs; below the lowest
+        // segment (an estimate of its size places it, then it is filled).
+        let estimate: u64 = 16 + moves.len() as u64 * 80;
+        let size = estimate.div_ceil(PAGE) * PAGE;
+        // (a position-independent executable is loaded high, with room
+        // below; a fixed one must leave room above the lowest address)
+        let lowest = lowest / PAGE * PAGE;
+        let pie = elf.elf_header().e_type(endian) == object::elf::ET_DYN;
+        if !pie && lowest < size + GAP + MIN_ADDR {
+            return Some(plan.none_fit(moves.iter().map(|m| m.0)));
+        }
+        let region = lowest as i64 - (GAP + size) as i64;
+        let region_at = |off: usize| (BASE as i64 + region) as u64 + off as u64;
+        plan.region = region;
+        plan.entry_slot = 0;
+        plan.stubs = vec![0u8; ALIGN];
+        for (name, f, d) in moves {
+            let s = plan.stubs.len() + 8;
+            let Ok(bytes) = relocate::stub(f, &d, region_at(s), region_at(0)) else {
+                plan.skip(Skip::Unrelocatable, name);
+                continue;
+            };
+            if (plan.stubs.len() + bytes.len()) as u64 > size {
+                plan.skip(Skip::Unrelocatable, name); // (the region is full)
+                continue;
+            }
+            plan.stubs.extend_from_slice(&bytes);
+            plan.stubs
+                .resize(plan.stubs.len().next_multiple_of(ALIGN), 0xcc);
+            let at = d.at - BASE;
+            let off = (at - (f.start - BASE)) as usize;
+            plan.sites.push(Site {
+                at,
+                stub: s as u32,
+                orig: f.code[off..off + d.len].to_vec(),
+            });
+        }
+        Some(plan)
+    }
+
+    fn skip(&mut self, why: Skip, name: &str) {
+        self.skipped.entry(why).or_default().push(name.to_owned());
+    }
+
+    /// No room below the executable for a region: nothing is patched.
+    fn none_fit<'a>(mut self, names: impl Iterator<Item = &'a str>) -> Plan {
+        for n in names {
+            self.skip(Skip::Unrelocatable, n);
+        }
+        self
+    }
+
+    /// Functions left alone.
+    pub fn skipped_count(&self) -> usize {
+        self.skipped.values().map(Vec::len).sum()
+    }
+
+    /// The plan file (`struct lapse_plan_header` in `lapse_rt.h`) for the
+    /// executable with device `dev` and inode `ino`.
+    pub fn to_bytes(&self, dev: u64, ino: u64) -> Vec<u8> {
+        let mut out = vec![0u8; wire::HEADER_LEN];
+        out[wire::H_MAGIC..][..4].copy_from_slice(&wire::MAGIC.to_le_bytes());
+        out[wire::H_SITES..][..4].copy_from_slice(&(self.sites.len() as u32).to_le_bytes());
+        out[wire::H_DEV..][..8].copy_from_slice(&dev.to_le_bytes());
+        out[wire::H_INO..][..8].copy_from_slice(&ino.to_le_bytes());
+        out[wire::H_REGION..][..8].copy_from_slice(&self.region.to_le_bytes());
+        out[wire::H_REGION_BYTES..][..8].copy_from_slice(&(self.stubs.len() as u64).to_le_bytes());
+        out[wire::H_ENTRY_SLOT..][..8].copy_from_slice(&self.entry_slot.to_le_bytes());
+        out.extend_from_slice(&self.stubs);
+        for s in &self.sites {
+            let mut rec = [0u8; wire::SITE_LEN];
+            rec[wire::S_AT..][..8].copy_from_slice(&s.at.to_le_bytes());
+            rec[wire::S_STUB..][..4].copy_from_slice(&s.stub.to_le_bytes());
+            rec[wire::S_LEN] = s.orig.len() as u8;
+            rec[wire::S_ORIG..][..s.orig.len()].copy_from_slice(&s.orig);
+            out.extend_from_slice(&rec);
+        }
+        out
+    }
+
+    /// The session note: what was patched and what was left alone, why.
+    pub fn note(&self, module: &str, patched: usize, applied: Option<&str>) -> String {
+        let mut text = format!(
+            "{PATCH_NOTE}{patched} function(s) of {module} patched at entry, {} left alone",
+            self.sites.len() - patched.min(self.sites.len()) + self.skipped_count()
+        );
+        for (why, names) in &self.skipped {
+            let shown: Vec<&str> = names.iter().take(8).map(String::as_str).collect();
+            let more = names.len().saturating_sub(shown.len());
+            text.push_str(&format!("; {} {why}: {}", names.len(), shown.join(", ")));
+            if more > 0 {
+                text.push_str(&format!(" and {more} more"));
+            }
+        }
+        if let Some(why) = applied {
+            text.push_str(&format!(" (the runtime patched none: {why})"));
+        }
+        text
+    }
+}
+
+/// A plan handed to the runtime, and where the runtime says what it did.
+pub struct Patching {
+    pub plan: Plan,
+    /// The executable's file name.
+    pub module: String,
+    /// The runtime's report (`patch.c`: "patched N", "changed N", "failed WHY").
+    pub done: std::path::PathBuf,
+}
+
+impl Patching {
+    /// The session note, with what the runtime did when it said.
+    pub fn note(&self) -> String {
+        let done = std::fs::read_to_string(&self.done).unwrap_or_default();
+        let field = |key: &str| {
+            done.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+                .map(str::to_owned)
+        };
+        let failed = match field("failed") {
+            None => Some("the program never started it".to_owned()),
+            Some(f) if f == "-" => None,
+            Some(f) => Some(f),
+        };
+        let patched = match failed {
+            Some(_) => 0,
+            None => field("patched")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(self.plan.sites.len()),
+        };
+        let mut text = self.plan.note(&self.module, patched, failed.as_deref());
+        if let Some(n) = field("changed").filter(|n| n != "0") {
+            text.push_str(&format!(
+                "; {n} function(s) held other bytes in memory than in the file: left alone"
+            ));
+        }
+        text
+    }
+}
+
+/// (the start of the session note, see [`Plan::note`])
+pub const PATCH_NOTE: &str = "run-time patching: ";
+
+/// Whether any of the sorted `targets` is in `from..to`.
+fn into(targets: &[u64], from: u64, to: u64) -> bool {
+    let i = targets.partition_point(|&t| t < from);
+    targets.get(i).is_some_and(|&t| t < to)
+}
+
+/// The functions of `.text` (start, size, name) in address order, one per
+/// address, from the symbol table (else the dynamic one).
+fn text_functions<'d>(elf: &ElfFile64<'d, object::Endianness>) -> Vec<(u64, u64, &'d str)> {
+    let text = elf
+        .sections()
+        .find(|s| s.name() == Ok(".text") && s.kind() == SectionKind::Text)
+        .map(|s| s.index());
+    let Some(text) = text else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u64, u64, &str)> = Vec::new();
+    let symbols: Vec<_> = if elf.symbols().next().is_some() {
+        elf.symbols().collect()
+    } else {
+        elf.dynamic_symbols().collect()
+    };
+    for s in symbols {
+        if s.kind() != SymbolKind::Text || s.size() == 0 || s.section_index() != Some(text) {
+            continue;
+        }
+        let Ok(name) = s.name() else { continue };
+        out.push((s.address(), s.size(), name));
+    }
+    // (aliases: the global name wins over a local one at the same address)
+    out.sort_by_key(|&(a, _, n)| (a, n.starts_with('_'), n.len()));
+    out.dedup_by_key(|f| f.0);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_past_a_sites_first_byte_are_into_it() {
+        let t = [10, 20, 30];
+        assert!(!into(&t, 11, 16));
+        assert!(into(&t, 15, 21));
+        assert!(!into(&t, 31, 40));
+    }
+
+    #[test]
+    fn this_test_programs_plan_patches_most_and_says_why_it_skips() {
+        let exe = std::env::current_exe().expect("the test executable");
+        let data = std::fs::read(exe).expect("readable");
+        let plan = Plan::for_executable(&data).expect("a plan");
+        assert!(
+            plan.sites.len() > 100,
+            "{}",
+            plan.note("t", plan.sites.len(), None)
+        );
+        let file = plan.to_bytes(1, 2);
+        assert_eq!(
+            file.len(),
+            wire::HEADER_LEN + plan.stubs.len() + plan.sites.len() * wire::SITE_LEN
+        );
+        assert!(plan.region < 0, "below the executable (PIE: at 0)");
+        for s in &plan.sites {
+            assert!((relocate::JMP..=wire::ORIG).contains(&s.orig.len()));
+        }
+    }
+}
