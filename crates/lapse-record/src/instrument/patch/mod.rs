@@ -55,6 +55,9 @@ pub enum Skip {
     BranchIntoPatch,
     /// C run-time start-up code (`_start` and the like: no caller to return to).
     StartUp,
+    /// A part of another function (gcc's `f.cold`), entered by a jump from
+    /// inside it: no return address on top of the stack.
+    PartOfAnother,
 }
 
 impl fmt::Display for Skip {
@@ -66,6 +69,7 @@ impl fmt::Display for Skip {
             Skip::Unrelocatable => "an instruction that cannot be relocated",
             Skip::BranchIntoPatch => "a branch goes into the bytes the jump replaces",
             Skip::StartUp => "C run-time start-up code",
+            Skip::PartOfAnother => "a part of another function, entered by a jump",
         })
     }
 }
@@ -146,6 +150,10 @@ impl Plan {
         for (start, size, name) in functions {
             if START_UP.contains(&name) || (start..start + size).contains(&entry) {
                 plan.skip(Skip::StartUp, name);
+                continue;
+            }
+            if name.contains(".cold") {
+                plan.skip(Skip::PartOfAnother, name);
                 continue;
             }
             match bytes_at(start, size) {

@@ -1,0 +1,194 @@
+//! End to end: run-time patching of programs built without any profiling
+//! flag (issue #28). Each program is built during the test, run as it is
+//! and under `lapse record --method instrument`: it must print and exit
+//! exactly the same, and the recording must count every call of every
+//! function that was not inlined, as the `-finstrument-functions` build of
+//! the same source does. (The trampoline's own trials, exceptions, longjmp,
+//! signals, fork and threads, run for this source too: trampoline_e2e.rs.)
+
+use lapse_testkit::rows;
+use serde_json::Value;
+
+mod probe_sources;
+use probe_sources::*;
+
+/// The calls of every function row, by (module, function), leaving out
+/// what depends on time (the CPU-time loop of `spin`).
+fn call_counts(v: &Value) -> Vec<(String, String, u64)> {
+    let mut out: Vec<(String, String, u64)> = rows(v)
+        .iter()
+        .map(|r| {
+            (
+                r["module"].as_str().unwrap_or("").to_owned(),
+                r["function"].as_str().unwrap_or("").to_owned(),
+                r["calls"].as_u64().unwrap_or(0),
+            )
+        })
+        .filter(|(_, f, _)| f != "cpu_ms" && f != "clock_gettime")
+        .map(|(m, f, n)| (m.split('-').next().unwrap_or("").to_owned(), f, n))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_plain_o1_build_counts_every_call_as_finstrument_functions_does() {
+    let body = r#"
+#include <stdarg.h>
+static volatile long g;
+NOIPA void outer_spin(void) { sink = spin(40.0); }
+NOIPA long small(long x) { return x * 3 + 1; }
+NOIPA long global_first(void) { return g++; }
+NOIPA long rec(int d) { if (d == 0) return 1; long r = rec(d - 1); __asm__ volatile("" : "+r"(r)); return r + 1; }
+NOIPA double fp(double a, double b) { return a * b + 0.5; }
+NOIPA long varargs(int n, ...) {
+    va_list ap; va_start(ap, n); long s = 0;
+    for (int i = 0; i < n; i++) s += va_arg(ap, long);
+    va_end(ap); return s;
+}
+NOIPA double fvarargs(int n, ...) {
+    va_list ap; va_start(ap, n); double s = 0;
+    for (int i = 0; i < n; i++) s += va_arg(ap, double);
+    va_end(ap); return s;
+}
+NOIPA void many_calls(void) { for (long i = 0; i < 200000; i++) sink += small(i); sink = spin(20.0); }
+NOIPA void *worker(void *a) { long n = (long)a; for (long i = 0; i < 10000; i++) leaf(i); return (void *)(n + global_first()); }
+NOIPA int in_child(void) { for (int i = 0; i < 7; i++) leaf(i); return 5; }
+int main(void) {
+    outer_spin(); many_calls(); sink = rec(20);
+    double d = 1; for (int i = 0; i < 1000; i++) d = fp(d, 1.000001);
+    long v = varargs(3, 1L, 2L, 3L) + varargs(0);
+    double fv = fvarargs(2, 0.25, 0.5);
+    pthread_t t[3]; long tot = 0;
+    for (long i = 0; i < 3; i++) pthread_create(&t[i], 0, worker, (void *)i);
+    for (int i = 0; i < 3; i++) { void *rv; pthread_join(t[i], &rv); tot += (long)rv; }
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) _exit(in_child());
+    int st = 0; waitpid(p, &st, 0);
+    printf("%.6f %ld %.2f %ld %d\n", d, v, fv, tot, WEXITSTATUS(st));
+    return 7;
+}
+"#;
+    let mut counts = Vec::new();
+    let mut spins = Vec::new();
+    for source in [Cyg, Patch] {
+        let Some(r) = run("plain", "gcc", source, body, &["-O1"]) else {
+            return;
+        };
+        let v = report(&r, "functions", &[]);
+        assert_eq!(v["method"], "instrumentation", "{source:?}");
+        assert_calls(
+            &r,
+            &v,
+            &[
+                ("main", 1),
+                ("outer_spin", 1),
+                ("many_calls", 1),
+                ("small", 200_000),
+                ("rec", 21),
+                ("fp", 1000),
+                ("varargs", 2),
+                ("fvarargs", 1),
+                ("worker", 3),
+                ("global_first", 3),
+                ("in_child", 1),
+                ("leaf", 30_007),
+                ("spin", 2),
+            ],
+        );
+        assert_inclusive_within_threads(&r, &v);
+        let i = info(&r);
+        assert_eq!(info_count(&i, "unmatched:"), 0, "{source:?}: {i}");
+        if source == Patch {
+            let note = i
+                .lines()
+                .find(|l| l.contains("run-time patching: "))
+                .unwrap_or_else(|| panic!("no patching note in {i}"));
+            assert!(note.contains("patched at entry"), "{note}");
+            assert!(!note.contains("patched none"), "{note}");
+        }
+        counts.push(call_counts(&v));
+        spins.push((
+            source,
+            ms(row(&v, "outer_spin"), "application_inclusive_ns"),
+            ms(row(&v, "many_calls"), "application_inclusive_ns"),
+        ));
+    }
+    assert_eq!(
+        counts[0], counts[1],
+        "every function's calls, -finstrument-functions vs patched"
+    );
+    // CPU-time spins: each source sees them as they are.
+    for &(source, outer, many) in &spins {
+        assert!(
+            (36.0..=52.0).contains(&outer),
+            "{source:?}: outer_spin {outer:.1} ms of 40"
+        );
+        assert!(
+            (18.0..=45.0).contains(&many),
+            "{source:?}: many_calls {many:.1} ms of 20 + 200,000 calls"
+        );
+    }
+}
+
+#[test]
+fn functions_that_cannot_be_patched_safely_are_left_alone_and_listed() {
+    // Hand-written functions: one whose loop goes back into its first
+    // bytes, one shorter than the jump, one that starts with a call; each
+    // must run as built, and `lapse info` says why it was not patched.
+    let body = r#"
+__asm__(
+    ".text\n"
+    ".globl loopy\n.type loopy, @function\n"
+    "loopy:\n xor %eax, %eax\n1: add %edi, %eax\n dec %edi\n jnz 1b\n ret\n"
+    ".size loopy, .-loopy\n"
+    ".globl tiny\n.type tiny, @function\n"
+    "tiny:\n lea 1(%rdi), %eax\n ret\n"
+    ".size tiny, .-tiny\n"
+    ".globl calls_first\n.type calls_first, @function\n"
+    "calls_first:\n call tiny\n ret\n"
+    ".size calls_first, .-calls_first\n");
+int loopy(int n);
+int tiny(int n);
+int calls_first(int n);
+NOIPA int patched(int n) { return loopy(n) + tiny(n) + calls_first(n) + (int)leaf(n); }
+int main(void) {
+    long s = 0;
+    for (int i = 1; i < 100; i++) s += patched(i);
+    printf("%ld\n", s);
+    return 0;
+}
+"#;
+    let Some(r) = run("unsafe", "gcc", Patch, body, &["-O1"]) else {
+        return;
+    };
+    let v = report(&r, "functions", &[]);
+    assert_calls(
+        &r,
+        &v,
+        &[
+            ("main", 1),
+            ("patched", 99),
+            ("leaf", 99),
+            ("loopy", 0),
+            ("tiny", 0),
+            ("calls_first", 0),
+        ],
+    );
+    let i = info(&r);
+    let note = i
+        .lines()
+        .find(|l| l.contains("run-time patching: "))
+        .unwrap_or_else(|| panic!("no patching note in {i}"));
+    for (why, name) in [
+        ("a branch goes into the bytes the jump replaces: ", "loopy"),
+        ("shorter than the 5-byte jump: ", "tiny"),
+        ("a call in the bytes the jump replaces: ", "calls_first"),
+    ] {
+        let listed = note
+            .split("; ")
+            .any(|part| part.contains(why) && part.contains(name));
+        assert!(listed, "{name} left alone ({why}): {note}");
+    }
+}
