@@ -107,6 +107,12 @@ int main(void) {
                 .unwrap_or_else(|| panic!("no patching note in {i}"));
             assert!(note.contains("patched at entry"), "{note}");
             assert!(!note.contains("patched none"), "{note}");
+            let session = &v["session"];
+            assert!(
+                session["patched_functions"].as_u64().unwrap_or(0) >= 12,
+                "{session}"
+            );
+            assert!(session["unpatched_functions"].is_u64(), "{session}");
         }
         counts.push(call_counts(&v));
         spins.push((

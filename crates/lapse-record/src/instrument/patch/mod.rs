@@ -267,10 +267,9 @@ impl Plan {
 
     /// The session note: what was patched and what was left alone, why.
     pub fn note(&self, module: &str, patched: usize, applied: Option<&str>) -> String {
-        let mut text = format!(
-            "{PATCH_NOTE}{patched} function(s) of {module} patched at entry, {} left alone",
-            self.sites.len() - patched.min(self.sites.len()) + self.skipped_count()
-        );
+        let left_alone = self.sites.len() - patched.min(self.sites.len()) + self.skipped_count();
+        let mut text =
+            lapse_data::SessionHeader::patching_note(module, patched as u64, left_alone as u64);
         for (why, names) in &self.skipped {
             let shown: Vec<&str> = names.iter().take(8).map(String::as_str).collect();
             let more = names.len().saturating_sub(shown.len());
@@ -324,9 +323,6 @@ impl Patching {
         text
     }
 }
-
-/// (the start of the session note, see [`Plan::note`])
-pub const PATCH_NOTE: &str = "run-time patching: ";
 
 /// Whether any of the sorted `targets` is in `from..to`.
 fn into(targets: &[u64], from: u64, to: u64) -> bool {
