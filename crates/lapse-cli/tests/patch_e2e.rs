@@ -141,8 +141,10 @@ int main(void) {
 #[test]
 fn functions_that_cannot_be_patched_safely_are_left_alone_and_listed() {
     // Hand-written functions: one whose loop goes back into its first
-    // bytes, one shorter than the jump, one that starts with a call; each
-    // must run as built, and `lapse info` says why it was not patched.
+    // bytes, one shorter than the jump, one with a call in its first bytes
+    // that is not their last instruction; each must run as built, and
+    // `lapse info` says why it was not patched. One that starts with a
+    // direct call is patched (the call is made to return into it).
     let body = r#"
 __asm__(
     ".text\n"
@@ -153,12 +155,16 @@ __asm__(
     "tiny:\n lea 1(%rdi), %eax\n ret\n"
     ".size tiny, .-tiny\n"
     ".globl calls_first\n.type calls_first, @function\n"
-    "calls_first:\n call tiny\n ret\n"
-    ".size calls_first, .-calls_first\n");
+    "calls_first:\n push %rbx\n call *%rsi\n pop %rbx\n ret\n"
+    ".size calls_first, .-calls_first\n"
+    ".globl calls_direct\n.type calls_direct, @function\n"
+    "calls_direct:\n call tiny\n ret\n"
+    ".size calls_direct, .-calls_direct\n");
 int loopy(int n);
 int tiny(int n);
-int calls_first(int n);
-NOIPA int patched(int n) { return loopy(n) + tiny(n) + calls_first(n) + (int)leaf(n); }
+int calls_first(int n, int (*f)(int));
+int calls_direct(int n);
+NOIPA int patched(int n) { return loopy(n) + tiny(n) + calls_first(n, tiny) + calls_direct(n) + (int)leaf(n); }
 int main(void) {
     long s = 0;
     for (int i = 1; i < 100; i++) s += patched(i);
@@ -180,6 +186,7 @@ int main(void) {
             ("loopy", 0),
             ("tiny", 0),
             ("calls_first", 0),
+            ("calls_direct", 99),
         ],
     );
     let i = info(&r);
@@ -197,4 +204,33 @@ int main(void) {
             .any(|part| part.contains(why) && part.contains(name));
         assert!(listed, "{name} left alone ({why}): {note}");
     }
+}
+
+#[test]
+fn patch_and_no_patch_choose_the_functions() {
+    let body = r#"
+NOIPA long small(long x) { return leaf(x) * 3 + 1; }
+NOIPA long other(long x) { return leaf(x) - 1; }
+int main(void) {
+    long s = 0;
+    for (long i = 0; i < 1000; i++) s += small(i) + other(i);
+    printf("%ld\n", s);
+    return 0;
+}
+"#;
+    let options = ["--patch", "^(leaf|small|other)$", "--no-patch", "^oth"];
+    let Some(r) = run_with("select", "gcc", Patch, body, &["-O1"], &options) else {
+        return;
+    };
+    let v = report(&r, "functions", &[]);
+    assert_calls(
+        &r,
+        &v,
+        &[("main", 0), ("small", 1000), ("other", 0), ("leaf", 2000)],
+    );
+    let note = info(&r);
+    assert!(
+        note.contains("not selected (--patch, --no-patch): "),
+        "{note}"
+    );
 }

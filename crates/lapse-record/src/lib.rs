@@ -32,8 +32,8 @@ pub use error::RecordError;
 pub use instrument::{recover, spill_path, RecoverOutcome};
 pub use notice::{Notice, Notices};
 pub use options::{
-    CallGraph, MethodChoice, OsEventSource, RateError, RecordOptions, RecordOutcome, SampleRate,
-    SymbolProgress, Target,
+    CallGraph, MethodChoice, OsEventSource, PatchSelection, RateError, RecordOptions,
+    RecordOutcome, SampleRate, SymbolProgress, Target,
 };
 
 /// Unit tests can say how many bytes the recorder keeps (per thread alive).

@@ -177,7 +177,7 @@ pub fn record(
         env.push((protocol::ENV_NO_LIBCALLS.to_owned(), "1".to_owned()));
     }
     let patching = if patch {
-        plan_patching(&dir, program, &mut env, &opts.notices)
+        plan_patching(&dir, program, &mut env, opts)
     } else {
         None
     };
@@ -257,12 +257,29 @@ fn plan_patching(
     dir: &SessionDir,
     program: &Path,
     env: &mut Vec<(String, String)>,
-    notices: &Notices,
+    opts: &RecordOptions,
 ) -> Option<Patching> {
     use std::os::unix::fs::MetadataExt;
+    let notices = &opts.notices;
+    let module = program.file_name().map_or_else(
+        || program.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    for other in opts.patch.elsewhere(&module) {
+        notices.say(Notice::Warning(format!(
+            "--patch {other}: only the program's own functions are patched at run time so far, not those of shared libraries"
+        )));
+    }
+    if !opts.patch.any_in(&module) {
+        return None;
+    }
     let data = std::fs::read(program).ok()?;
     let meta = std::fs::metadata(program).ok()?;
-    let plan = Plan::for_executable(&data)?;
+    let wanted = |name: &str| {
+        let demangled = lapse_symbols::demangle(name);
+        opts.patch.wants(&module, &[name, &demangled])
+    };
+    let plan = Plan::for_executable(&data, wanted)?;
     if plan.sites.is_empty() {
         return None;
     }
@@ -280,10 +297,6 @@ fn plan_patching(
         protocol::ENV_PATCH_PLAN.to_owned(),
         path.display().to_string(),
     ));
-    let module = program.file_name().map_or_else(
-        || program.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
     Some(Patching {
         plan,
         module,

@@ -58,6 +58,8 @@ pub enum Skip {
     /// A part of another function (gcc's `f.cold`), entered by a jump from
     /// inside it: no return address on top of the stack.
     PartOfAnother,
+    /// Left out by `--patch` or `--no-patch`.
+    NotSelected,
 }
 
 impl fmt::Display for Skip {
@@ -70,6 +72,7 @@ impl fmt::Display for Skip {
             Skip::BranchIntoPatch => "a branch goes into the bytes the jump replaces",
             Skip::StartUp => "C run-time start-up code",
             Skip::PartOfAnother => "a part of another function, entered by a jump",
+            Skip::NotSelected => "not selected (--patch, --no-patch)",
         })
     }
 }
@@ -113,9 +116,10 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan for the executable `data`, or `None` when it is no x86-64
-    /// ELF file or names no function.
-    pub fn for_executable(data: &[u8]) -> Option<Plan> {
+    /// The plan for the executable `data` and the functions `wanted` says
+    /// yes to (by symbol name), or `None` when it is no x86-64 ELF file or
+    /// names no function.
+    pub fn for_executable(data: &[u8], wanted: impl Fn(&str) -> bool) -> Option<Plan> {
         let elf = ElfFile64::<object::Endianness>::parse(data).ok()?;
         if elf.architecture() != object::Architecture::X86_64 {
             return None;
@@ -154,6 +158,10 @@ impl Plan {
             }
             if name.contains(".cold") {
                 plan.skip(Skip::PartOfAnother, name);
+                continue;
+            }
+            if !wanted(name) {
+                plan.skip(Skip::NotSelected, name);
                 continue;
             }
             match bytes_at(start, size) {
@@ -375,7 +383,7 @@ mod tests {
     fn this_test_programs_plan_patches_most_and_says_why_it_skips() {
         let exe = std::env::current_exe().expect("the test executable");
         let data = std::fs::read(exe).expect("readable");
-        let plan = Plan::for_executable(&data).expect("a plan");
+        let plan = Plan::for_executable(&data, |_| true).expect("a plan");
         assert!(
             plan.sites.len() > 100,
             "{}",

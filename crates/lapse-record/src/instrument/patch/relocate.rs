@@ -12,10 +12,17 @@
 //! S+11: lea 128(%rsp), %rsp
 //! S+19: the displaced instructions, relocated; jmp back past them
 //! ```
+//!
+//! A direct call may be the last displaced instruction (`sub $8,%rsp;
+//! call f` starts many functions): the stub pushes the return address the
+//! call would have pushed, in the function itself, and jumps to the callee,
+//! so the callee returns into the function's own code, where unwinders
+//! find its frame. A call anywhere else in the displaced bytes would return
+//! into the stub, which no unwinder knows: such a function is skipped.
 
 use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction,
-    InstructionBlock,
+    InstructionBlock, MemoryOperand, Register,
 };
 
 use super::Skip;
@@ -84,9 +91,11 @@ pub(super) fn displaced(f: &Function<'_>) -> Result<Displaced, Skip> {
         if ins.is_invalid() {
             return Err(Skip::Undecodable);
         }
+        let last = len + ins.len() >= JMP;
         match ins.flow_control() {
             // (its return address would be in the stub, where no unwinder
             // finds a frame: an exception through it would be lost)
+            FlowControl::Call if last && ins.code() == Code::Call_rel32_64 => {}
             FlowControl::Call | FlowControl::IndirectCall => return Err(Skip::CallInPrologue),
             FlowControl::Interrupt | FlowControl::Exception | FlowControl::XbeginXabortXend => {
                 return Err(Skip::Unrelocatable)
@@ -128,9 +137,19 @@ pub(super) fn stub(
     out.extend_from_slice(&call.to_le_bytes());
     out.extend_from_slice(&[0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00]);
     let mut block = moved.instructions.clone();
-    let back = Instruction::with_branch(Code::Jmp_rel32_64, moved.at + moved.len as u64)
-        .map_err(|_| Skip::Unrelocatable)?;
-    block.push(back);
+    let end = moved.at + moved.len as u64;
+    match block.pop() {
+        Some(call) if call.code() == Code::Call_rel32_64 => block
+            .extend(call_from(end, call.near_branch_target()).map_err(|_| Skip::Unrelocatable)?),
+        Some(other) => {
+            block.push(other);
+            block.push(
+                Instruction::with_branch(Code::Jmp_rel32_64, end)
+                    .map_err(|_| Skip::Unrelocatable)?,
+            );
+        }
+        None => return Err(Skip::Unrelocatable),
+    }
     let encoded = BlockEncoder::encode(
         64,
         InstructionBlock::new(&block, stub + HEAD as u64),
@@ -139,6 +158,32 @@ pub(super) fn stub(
     .map_err(|_| Skip::Unrelocatable)?;
     out.extend_from_slice(&encoded.code_buffer);
     Ok(out)
+}
+
+/// A call of `target` that returns to `ret`: its return address pushed
+/// with every register and the flags kept (the word below the stack
+/// pointer that `%rax` passes through is the callee's to clobber anyway).
+fn call_from(ret: u64, target: u64) -> Result<Vec<Instruction>, iced_x86::IcedError> {
+    Ok(vec![
+        Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RSP,
+            MemoryOperand::with_base_displ(Register::RSP, -8),
+        )?,
+        Instruction::with1(Code::Push_r64, Register::RAX)?,
+        Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RAX,
+            MemoryOperand::with_base_displ(Register::RIP, ret as i64),
+        )?,
+        Instruction::with2(
+            Code::Mov_rm64_r64,
+            MemoryOperand::with_base_displ(Register::RSP, 8),
+            Register::RAX,
+        )?,
+        Instruction::with1(Code::Pop_r64, Register::RAX)?,
+        Instruction::with_branch(Code::Jmp_rel32_64, target)?,
+    ])
 }
 
 #[cfg(test)]
@@ -172,9 +217,15 @@ mod tests {
             displaced(&f(&[0x31, 0xc0, 0xc3])).err(),
             Some(Skip::TooShort)
         );
-        // call rel32 first
-        let call = [0xe8, 0, 0, 0, 0, 0xc3];
+        // call *%rax first; a call before the last displaced instruction
+        let call = [0xff, 0xd0, 0x90, 0x90, 0x90, 0xc3];
         assert_eq!(displaced(&f(&call)).err(), Some(Skip::CallInPrologue));
+        let early = [0xe8, 0, 0, 0, 0, 0xe8, 0, 0, 0, 0, 0xc3];
+        assert!(displaced(&f(&early)).is_ok(), "the call is the last one");
+        let mid = [0x90, 0xe8, 0, 0, 0, 0, 0x90, 0xc3];
+        assert!(displaced(&f(&mid)).is_ok(), "the call is the last one");
+        let not_last = [0x41, 0x5f, 0xe8, 0, 0, 0, 0, 0xc3];
+        assert!(displaced(&f(&not_last)).is_ok());
         // L: dec %edi; jne L; ret
         let lp = [0xff, 0xcf, 0x75, 0xfc, 0xc3, 0x90];
         assert_eq!(displaced(&f(&lp)).err(), Some(Skip::BranchIntoPatch));
@@ -200,5 +251,38 @@ mod tests {
             0x10000,
             "F - S"
         );
+    }
+
+    #[test]
+    fn a_last_call_returns_into_the_function_itself() {
+        // sub $8,%rsp; call +0x20; (the function goes on)
+        let code = [0x48, 0x83, 0xec, 0x08, 0xe8, 0x20, 0, 0, 0, 0xc3];
+        let func = f(&code);
+        let d = displaced(&func).expect("patchable");
+        assert_eq!(d.len, 9);
+        let s = BASE - 0x10000;
+        let bytes = stub(&func, &d, s, s - 24).expect("relocatable");
+        let mut dec = Decoder::with_ip(
+            64,
+            &bytes[8 + HEAD..],
+            s + HEAD as u64,
+            DecoderOptions::NONE,
+        );
+        let mut got = Vec::new();
+        while dec.can_decode() {
+            got.push(dec.decode());
+        }
+        assert_eq!(got[0].code(), Code::Sub_rm64_imm8);
+        assert_eq!(
+            got[3].ip_rel_memory_address(),
+            BASE + 9,
+            "the return address"
+        );
+        let jmp = got
+            .iter()
+            .find(|i| i.code() == Code::Jmp_rel32_64)
+            .expect("jmp");
+        assert_eq!(jmp.near_branch_target(), BASE + 9 + 0x20, "the callee");
+        assert!(!got.iter().any(|i| i.flow_control() == FlowControl::Call));
     }
 }
