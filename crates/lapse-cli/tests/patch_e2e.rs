@@ -234,3 +234,37 @@ int main(void) {
         "{note}"
     );
 }
+
+#[test]
+fn a_stripped_program_is_patched_by_its_unwind_table() {
+    // No symbol table: the functions are the .eh_frame FDEs' ranges,
+    // named module+0xSTART as sampling names them.
+    let body = r#"
+NOIPA long a(long x) { return leaf(x) + 1; }
+NOIPA long b(long x) { return leaf(x) * 2; }
+NOIPA long c(long x) { return leaf(x) - 3; }
+int main(void) {
+    long s = 0;
+    for (long i = 0; i < 3; i++) s += a(i);
+    for (long i = 0; i < 5; i++) s += b(i);
+    for (long i = 0; i < 7; i++) s += c(i);
+    printf("%ld\n", s);
+    return 0;
+}
+"#;
+    let Some(r) = run("stripped", "gcc", Patch, body, &["-O1", "-s"]) else {
+        return;
+    };
+    let v = report(&r, "functions", &[]);
+    let mut counts: Vec<u64> = rows(&v)
+        .iter()
+        .filter(|r| r["module"] == "stripped-patch")
+        .map(|r| {
+            let name = r["function"].as_str().unwrap_or("");
+            assert!(name.starts_with("stripped-patch+0x"), "{name}");
+            r["calls"].as_u64().unwrap_or(0)
+        })
+        .collect();
+    counts.sort_unstable();
+    assert_eq!(counts, [1, 3, 5, 7, 15], "main, a, b, c, leaf: {v}");
+}

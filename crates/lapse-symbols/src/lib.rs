@@ -47,5 +47,6 @@ pub use demangle::demangle;
 pub use elf::{ElfModule, LoadSegment, Section, SymbolFrame, Symbolized, UnwindSections};
 pub use error::SymbolError;
 pub use perfmap::PerfMap;
+pub use ranges::eh_frame_functions;
 pub use sites::{SiteKind, SiteRecord, SITES_SECTION};
 pub use symtab::FunctionSymbol;

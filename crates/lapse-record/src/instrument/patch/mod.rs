@@ -151,7 +151,8 @@ impl Plan {
         let entry = elf.entry();
         let mut plan = Plan::default();
         let mut found: Vec<(&str, Function<'_>)> = Vec::new();
-        for (start, size, name) in functions {
+        for (start, size, name) in &functions {
+            let (start, size, name) = (*start, *size, name.as_str());
             if START_UP.contains(&name) || (start..start + size).contains(&entry) {
                 plan.skip(Skip::StartUp, name);
                 continue;
@@ -339,30 +340,49 @@ fn into(targets: &[u64], from: u64, to: u64) -> bool {
 }
 
 /// The functions of `.text` (start, size, name) in address order, one per
-/// address, from the symbol table (else the dynamic one).
-fn text_functions<'d>(elf: &ElfFile64<'d, object::Endianness>) -> Vec<(u64, u64, &'d str)> {
-    let text = elf
+/// address, from the symbol table; a stripped file's from the dynamic
+/// symbol table and, for the code no symbol there holds, the unwind table
+/// (`.eh_frame` FDEs, named by their address).
+fn text_functions(elf: &ElfFile64<'_, object::Endianness>) -> Vec<(u64, u64, String)> {
+    let Some(text) = elf
         .sections()
         .find(|s| s.name() == Ok(".text") && s.kind() == SectionKind::Text)
-        .map(|s| s.index());
-    let Some(text) = text else {
+    else {
         return Vec::new();
     };
-    let mut out: Vec<(u64, u64, &str)> = Vec::new();
-    let symbols: Vec<_> = if elf.symbols().next().is_some() {
-        elf.symbols().collect()
-    } else {
+    let in_text = |a: u64| a >= text.address() && a - text.address() < text.size();
+    let stripped = elf.symbols().next().is_none();
+    let symbols: Vec<_> = if stripped {
         elf.dynamic_symbols().collect()
+    } else {
+        elf.symbols().collect()
     };
+    let mut out: Vec<(u64, u64, String)> = Vec::new();
     for s in symbols {
-        if s.kind() != SymbolKind::Text || s.size() == 0 || s.section_index() != Some(text) {
+        if s.kind() != SymbolKind::Text || s.size() == 0 || s.section_index() != Some(text.index())
+        {
             continue;
         }
         let Ok(name) = s.name() else { continue };
-        out.push((s.address(), s.size(), name));
+        out.push((s.address(), s.size(), name.to_owned()));
+    }
+    if stripped {
+        let eh = elf
+            .section_by_name(".eh_frame")
+            .and_then(|s| Some((s.address(), s.data().ok()?)));
+        if let Some((at, data)) = eh {
+            let named: Vec<u64> = out.iter().map(|f| f.0).collect();
+            for (start, size) in lapse_symbols::eh_frame_functions(data, at, Some(text.address())) {
+                if in_text(start) && !named.contains(&start) {
+                    out.push((start, size, format!("{start:#x}")));
+                }
+            }
+        }
     }
     // (aliases: the global name wins over a local one at the same address)
-    out.sort_by_key(|&(a, _, n)| (a, n.starts_with('_'), n.len()));
+    out.sort_by(|a, b| {
+        (a.0, a.2.starts_with('_'), a.2.len()).cmp(&(b.0, b.2.starts_with('_'), b.2.len()))
+    });
     out.dedup_by_key(|f| f.0);
     out
 }
