@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -117,6 +118,24 @@ NOINSTR static unsigned patch_segment(uintptr_t bias, const ElfW(Phdr) *ph,
     return done;
 }
 
+/* The process's threads (/proc/self/stat's 20th field), 0 if unknown. */
+NOINSTR static long threads_now(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* (the command may hold spaces) */
+    for (int field = 2; p && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtol(p + 1, NULL, 10) : 0;
+}
+
 NOINSTR void lapse_patch_apply(void)
 {
     const char *plan = lapse_env(LAPSE_ENV_PATCH_PLAN);
@@ -147,6 +166,12 @@ NOINSTR void lapse_patch_apply(void)
         sizeof *h + h->region_bytes + (uint64_t)h->sites * sizeof *sites != (uint64_t)st.st_size ||
         h->entry_slot + 8 > h->region_bytes) {
         report(plan, 0, 0, "unreadable plan");
+        goto out;
+    }
+    /* Writing a jump is not atomic: another thread could run the bytes
+     * half-written (a library constructor that ran first and started one). */
+    if (threads_now() != 1) {
+        report(plan, 0, 0, "other threads were already running");
         goto out;
     }
     struct exe e = {0};
