@@ -268,3 +268,69 @@ int main(void) {
     counts.sort_unstable();
     assert_eq!(counts, [1, 3, 5, 7, 15], "main, a, b, c, leaf: {v}");
 }
+
+#[test]
+fn a_plain_optimised_rust_program_counts_its_inline_never_functions_through_panics() {
+    // rustc -O, no profiling anything: std itself is patched too, its
+    // panic machinery and personality routine included, which run while
+    // the unwinder walks the patched frames.
+    let source = r#"
+#[inline(never)]
+fn small(x: u64) -> u64 { std::hint::black_box(x * 3 + 1) }
+#[inline(never)]
+fn rec(d: u32) -> u64 { if d == 0 { return 1; } let r = rec(d - 1); std::hint::black_box(r) + 1 }
+#[inline(never)]
+fn panicky(x: u64) -> u64 { if std::hint::black_box(x) % 7 == 0 { panic!("seven"); } small(x) + 1 }
+fn main() {
+    let mut s = 0;
+    for i in 0..1000 { s += small(i); }
+    s += rec(20);
+    std::panic::set_hook(Box::new(|_| {}));
+    for i in 0..50 { if let Ok(v) = std::panic::catch_unwind(|| panicky(i)) { s += v; } }
+    println!("{s}");
+    std::process::exit((s % 100) as i32);
+}
+"#;
+    let Some(rustc) = lapse_testkit::tool("rustc") else {
+        return;
+    };
+    let dir = lapse_testkit::WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "patch-rust");
+    let src = dir.join("prog.rs");
+    std::fs::write(&src, source).expect("write the source");
+    let exe = dir.join("prog");
+    let built = std::process::Command::new(rustc)
+        .args(["-O", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run rustc");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let data = dir.join("out.lapse");
+    let options = Patch.record_options();
+    let Some(_) = record_like_native(&dir, &exe, &[], options, &data, "rust") else {
+        return;
+    };
+    let r = Run {
+        dir,
+        data,
+        source: Patch,
+    };
+    let v = report(&r, "functions", &[]);
+    assert_calls(
+        &r,
+        &v,
+        &[
+            ("prog::main", 1),
+            ("prog::small", 1000 + 42),
+            ("prog::rec", 21),
+            ("prog::panicky", 50),
+        ],
+    );
+    assert_inclusive_within_threads(&r, &v);
+    let i = info(&r);
+    assert_eq!(info_count(&i, "unmatched:"), 0, "{i}");
+}

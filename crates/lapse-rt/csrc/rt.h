@@ -109,6 +109,8 @@ struct lapse_tls {
     uint32_t shadow_off; /* set: this thread's hooks install no trampoline */
     uint32_t unwound;    /* set: an unwinder ran with every frame unhooked
                             (unwind.c); the next hook rehooks its callers */
+    uintptr_t unwind_sp; /* where that unwinder started: hooks below it are
+                            the unwinder's calls, and rehook nothing */
     uint32_t switched;   /* shadow entries below this index are a context's
                             that switched to another (context.c) */
     uint64_t self;       /* pthread_self(), for pthread_cancel (unwind.c) */
