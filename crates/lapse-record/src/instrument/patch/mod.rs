@@ -60,6 +60,8 @@ pub enum Skip {
     PartOfAnother,
     /// Left out by `--patch` or `--no-patch`.
     NotSelected,
+    /// No room for its stub below the executable.
+    NoRoom,
 }
 
 impl fmt::Display for Skip {
@@ -73,6 +75,7 @@ impl fmt::Display for Skip {
             Skip::StartUp => "C run-time start-up code",
             Skip::PartOfAnother => "a part of another function, entered by a jump",
             Skip::NotSelected => "not selected (--patch, --no-patch)",
+            Skip::NoRoom => "no room for its stub below the executable",
         })
     }
 }
@@ -217,7 +220,7 @@ impl Plan {
                 continue;
             };
             if (plan.stubs.len() + bytes.len()) as u64 > size {
-                plan.skip(Skip::Unrelocatable, name); // (the region is full)
+                plan.skip(Skip::NoRoom, name);
                 continue;
             }
             plan.stubs.extend_from_slice(&bytes);
@@ -241,7 +244,7 @@ impl Plan {
     /// No room below the executable for a region: nothing is patched.
     fn none_fit<'a>(mut self, names: impl Iterator<Item = &'a str>) -> Plan {
         for n in names {
-            self.skip(Skip::Unrelocatable, n);
+            self.skip(Skip::NoRoom, n);
         }
         self
     }
