@@ -334,3 +334,51 @@ fn main() {
     let i = info(&r);
     assert_eq!(info_count(&i, "unmatched:"), 0, "{i}");
 }
+
+#[test]
+fn the_flags_a_function_is_entered_with_are_its_own() {
+    // Hand-written functions that read the flags they were called with
+    // (no C function does: the ABI says nothing of them at a call; a
+    // patched entry keeps them all the same).
+    let body = r#"
+__asm__(
+    ".text\n"
+    ".globl cf_in\n.type cf_in, @function\n"
+    "cf_in:\n setc %al\n movzbl %al, %eax\n ret\n"
+    ".size cf_in, .-cf_in\n"
+    ".globl of_in\n.type of_in, @function\n"
+    "of_in:\n seto %al\n movzbl %al, %eax\n ret\n"
+    ".size of_in, .-of_in\n"
+    ".globl zf_in\n.type zf_in, @function\n"
+    "zf_in:\n setz %al\n movzbl %al, %eax\n ret\n"
+    ".size zf_in, .-zf_in\n"
+    ".globl with_flags\n.type with_flags, @function\n"
+    "with_flags:\n push %rbx\n"
+    " mov $0x7f, %ecx\n add $1, %cl\n call of_in\n mov %eax, %ebx\n"
+    " stc\n call cf_in\n lea (%rbx,%rax,2), %ebx\n"
+    " xor %ecx, %ecx\n call zf_in\n lea (%rbx,%rax,4), %eax\n"
+    " pop %rbx\n ret\n"
+    ".size with_flags, .-with_flags\n");
+int with_flags(void);
+int main(void) {
+    int all = 0;
+    for (int i = 0; i < 10; i++) all += with_flags();
+    printf("%d\n", all);
+    return all == 70 ? 0 : 1;
+}
+"#;
+    let Some(r) = run("flags", "gcc", Patch, body, &["-O1"]) else {
+        return;
+    };
+    let v = report(&r, "functions", &[]);
+    assert_calls(
+        &r,
+        &v,
+        &[
+            ("with_flags", 10),
+            ("of_in", 10),
+            ("cf_in", 10),
+            ("zf_in", 10),
+        ],
+    );
+}
