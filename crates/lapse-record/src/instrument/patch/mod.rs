@@ -153,6 +153,17 @@ impl Plan {
         }
         let entry = elf.entry();
         let mut plan = Plan::default();
+        // (every function's branches count, patched or not: one left out
+        // by --patch may still jump into another's first bytes)
+        let mut targets = Vec::new();
+        for &(start, size, _) in &functions {
+            if let Some(code) = bytes_at(start, size) {
+                let start = start + BASE;
+                relocate::targets(&Function { start, code }, &mut targets);
+            }
+        }
+        targets.sort_unstable();
+        targets.dedup();
         let mut found: Vec<(&str, Function<'_>)> = Vec::new();
         for (start, size, name) in &functions {
             let (start, size, name) = (*start, *size, name.as_str());
@@ -179,12 +190,6 @@ impl Plan {
                 None => plan.skip(Skip::Undecodable, name),
             }
         }
-        let mut targets = Vec::new();
-        for (_, f) in &found {
-            relocate::targets(f, &mut targets);
-        }
-        targets.sort_unstable();
-        targets.dedup();
         let mut moves = Vec::new();
         for (name, f) in &found {
             match relocate::displaced(f) {
