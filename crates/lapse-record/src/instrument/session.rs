@@ -101,6 +101,8 @@ pub(super) struct Session {
     pub(super) lent: HashMap<ThreadKey, VecDeque<Waiting>>,
     /// The run-time patching plan handed to the runtime, if any.
     pub(super) patching: Option<Patching>,
+    /// The program has no probes: it was to be patched at run time.
+    pub(super) patch_wanted: bool,
 }
 
 /// A buffer waiting for its thread's stream to come back from a worker.
@@ -229,6 +231,7 @@ pub fn record(
         pool: None,
         lent: HashMap::new(),
         patching,
+        patch_wanted: patch,
     };
     s.pool = Pool::start(workers::workers_wanted(), &s.asm.book, clock);
     let start = clock::monotonic_now();

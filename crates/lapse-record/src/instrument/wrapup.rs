@@ -442,6 +442,12 @@ impl Session {
                     "it was killed by signal {} before its first one; is it built with -finstrument-functions?",
                     status - 128
                 )
+            } else if self.patch_wanted {
+                let what = self.patching.as_ref().map_or_else(
+                    || "none of its functions can be patched at run time safely (each is shorter than the jump, or was left out by --patch/--no-patch)".to_owned(),
+                    |p| p.note(),
+                );
+                format!("it has no probes, and {what}; --method sample needs no probes")
             } else {
                 "is it built with -finstrument-functions, or by lapse build for Rust? --method sample needs no probes".to_owned()
             };
