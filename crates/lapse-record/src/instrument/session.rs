@@ -1,7 +1,7 @@
 //! One instrumentation recording from launch to footer.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lapse_data::{Method, OsEventBlock, Record, SessionHeader, Timestamp};
@@ -284,7 +284,12 @@ fn plan_patching(
     };
     let plan = Plan::for_executable(&data, wanted)?;
     if plan.sites.is_empty() {
-        return None;
+        // (nothing for the runtime to do; the note says why)
+        return Some(Patching {
+            plan,
+            module,
+            done: PathBuf::new(),
+        });
     }
     let path = match dir.write_plan(&plan.to_bytes(meta.dev(), meta.ino())) {
         Ok(p) => p,

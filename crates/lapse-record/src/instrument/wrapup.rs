@@ -444,7 +444,7 @@ impl Session {
                 )
             } else if self.patch_wanted {
                 let what = self.patching.as_ref().map_or_else(
-                    || "none of its functions can be patched at run time safely (each is shorter than the jump, or was left out by --patch/--no-patch)".to_owned(),
+                    || "run-time patching found nothing to patch (no function symbol or unwind table entry in its .text, or --patch named other modules only)".to_owned(),
                     |p| p.note(),
                 );
                 format!("it has no probes, and {what}; --method sample needs no probes")

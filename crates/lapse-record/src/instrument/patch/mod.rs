@@ -62,6 +62,9 @@ pub enum Skip {
     NotSelected,
     /// No room for its stub below the executable.
     NoRoom,
+    /// The program carries its own unwinder (a static libgcc): the runtime
+    /// cannot unhook the frames before it walks them.
+    OwnUnwinder,
 }
 
 impl fmt::Display for Skip {
@@ -76,6 +79,7 @@ impl fmt::Display for Skip {
             Skip::PartOfAnother => "a part of another function, entered by a jump",
             Skip::NotSelected => "not selected (--patch, --no-patch)",
             Skip::NoRoom => "no room for its stub below the executable",
+            Skip::OwnUnwinder => "the program has its own unwinder (static libgcc), which lapse cannot keep away from the return trampoline",
         })
     }
 }
@@ -153,6 +157,15 @@ impl Plan {
         }
         let entry = elf.entry();
         let mut plan = Plan::default();
+        // (lapse unhooks every frame before an exception walks them, in its
+        // wrapper of the shared libgcc's _Unwind_RaiseException; a program
+        // linked with its own calls that one directly)
+        if functions.iter().any(|f| f.2 == "_Unwind_RaiseException") {
+            for f in &functions {
+                plan.skip(Skip::OwnUnwinder, &f.2);
+            }
+            return Some(plan);
+        }
         // (every function's branches count, patched or not: one left out
         // by --patch may still jump into another's first bytes)
         let mut targets = Vec::new();
@@ -321,6 +334,7 @@ impl Patching {
                 .map(str::to_owned)
         };
         let failed = match field("failed") {
+            None if self.plan.sites.is_empty() => None,
             None => Some("the program never started it".to_owned()),
             Some(f) if f == "-" => None,
             Some(f) => Some(f),
