@@ -441,4 +441,53 @@ mod tests {
             assert!((relocate::JMP..=wire::ORIG).contains(&s.orig.len()));
         }
     }
+
+    #[test]
+    fn the_note_says_what_the_runtime_did() {
+        let site = |at| Site {
+            at,
+            stub: 16,
+            orig: vec![0x90; 5],
+        };
+        let mut plan = Plan {
+            sites: vec![site(0x1000), site(0x1010), site(0x1020)],
+            ..Plan::default()
+        };
+        plan.skip(Skip::TooShort, "tiny");
+        let dir = std::env::temp_dir().join(format!("lapse-patch-note-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let done = dir.join("patch.plan.done");
+        let p = Patching {
+            plan,
+            module: "app".into(),
+            done: done.clone(),
+        };
+        let note = p.note();
+        assert!(note.starts_with("run-time patching: 0 function(s) of app patched at entry, 4 left alone; 1 shorter than the 5-byte jump: tiny"), "{note}");
+        assert!(
+            note.contains("patched none: the program never started it"),
+            "{note}"
+        );
+        std::fs::write(&done, "patched 2\nchanged 1\nfailed -\n").expect("write");
+        let note = p.note();
+        assert!(
+            note.contains(": 2 function(s) of app patched at entry, 2 left alone"),
+            "{note}"
+        );
+        assert!(
+            note.ends_with(
+                "; 1 function(s) held other bytes in memory than in the file: left alone"
+            ),
+            "{note}"
+        );
+        std::fs::write(
+            &done,
+            "patched 0\nchanged 0\nfailed other threads were already running\n",
+        )
+        .expect("write");
+        assert!(p
+            .note()
+            .contains("patched none: other threads were already running"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
