@@ -7,7 +7,11 @@
 #     trampoline), against the plain -O2 build;
 #   - libcalls.c: 60,000,000 calls from an instrumented module into libc's
 #     labs() (a library call: stub + trampoline), against the same program
-#     run without any profiler.
+#     run without any profiler;
+#   - the plain -O2 build of calls.c itself, patched at run time (`lapse
+#     record --method instrument`; uftrace: `uftrace record -P .`). Its
+#     "runtime alone" column stays empty: the patching plan comes from the
+#     recorder.
 # Per call = (profiled wall - native wall) / calls. For each source: lapse's
 # runtime alone (events handed to a null sink), `lapse record` end to end,
 # and `uftrace record`. Runs are interleaved (every variant once per round)
@@ -59,22 +63,30 @@ CALLS=57049156 # calls.c defaults: 2*fib(33)-1 + 50,000,000 tiny() + main
 LIBCALLS=60000000 # (as many as calls.c makes: the fixed cost of a recording, naming the C library's functions included, weighs the same)
 
 for f in tsc native lcnative; do : >"$f"; done
-for src in cyg pg fentry lib; do : >"rt_$src"; : >"rec_$src"; : >"uf_$src"; done
+for src in cyg pg fentry lib patch; do : >"rt_$src"; : >"rec_$src"; : >"uf_$src"; done
 for i in $(seq "$RUNS"); do
     echo "round $i/$RUNS" >&2
     ./tsc_pair >>tsc
     wall ./calls_native >>native
     wall ./libcalls >>lcnative
-    for src in cyg pg fentry lib; do
-        if [ "$src" = lib ]; then exe=./libcalls; else exe=./calls_$src; fi
-        wall alone "$exe" >>"rt_$src"
-        wall "$LAPSE" record -o x.lapse -- "$exe" >>"rec_$src"
+    for src in cyg pg fentry lib patch; do
+        method=() uf_opts=()
+        case $src in
+            lib) exe=./libcalls ;;
+            patch) exe=./calls_native method=(--method instrument) uf_opts=(-P .) ;;
+            *) exe=./calls_$src ;;
+        esac
+        [ "$src" = patch ] || wall alone "$exe" >>"rt_$src"
+        wall "$LAPSE" record "${method[@]}" -o x.lapse -- "$exe" >>"rec_$src"
         if [ "$src" = lib ] && [ "$i" = 1 ]; then
             "$LAPSE" report x.lapse --view functions --format json >lib_functions.json
         fi
+        if [ "$src" = patch ] && [ "$i" = 1 ]; then
+            "$LAPSE" report x.lapse --view functions --format json >patch_functions.json
+        fi
         if command -v uftrace >/dev/null; then
             rm -rf uftrace.data
-            wall uftrace record -d uftrace.data "$exe" >>"uf_$src"
+            wall uftrace record -d uftrace.data "${uf_opts[@]}" "$exe" >>"uf_$src"
         fi
     done
 done
@@ -86,14 +98,15 @@ TSC=$(med tsc)
 printf '| probe source | lapse runtime alone, per call | `lapse record` end to end, per call | ÷ -finstrument-functions (end to end) | `uftrace record`, per call | uftrace ÷ lapse (end to end) |\n'
 printf '|---|---|---|---|---|---|\n'
 CYG_REC=$(per rec_cyg native $CALLS)
-for src in cyg pg fentry lib; do
+for src in cyg pg fentry lib patch; do
     case $src in
         cyg) name='-finstrument-functions (calls.c)'; nat=native; n=$CALLS ;;
         pg) name='-pg (calls.c; exits by the trampoline)'; nat=native; n=$CALLS ;;
         fentry) name='-pg -mfentry (calls.c; exits by the trampoline)'; nat=native; n=$CALLS ;;
         lib) name='library calls (labs() x 60 M, stub + trampoline)'; nat=lcnative; n=$LIBCALLS ;;
+        patch) name='run-time patching (plain -O2 calls.c; uftrace -P .)'; nat=native; n=$CALLS ;;
     esac
-    rt=$(per "rt_$src" $nat $n)
+    if [ -s "rt_$src" ]; then rt=$(per "rt_$src" $nat $n); else rt=nan; fi
     rec=$(per "rec_$src" $nat $n)
     ratio=$(echo "$rec / $CYG_REC" | bc -l)
     if [ -s "uf_$src" ]; then
@@ -108,6 +121,12 @@ python3 - lib_functions.json <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))["rows"]
 print("libcalls.c as lapse reports it (first round):", ", ".join(
+    "%s (%s) %d calls" % (r["function"], r["module"], r["calls"]) for r in rows))
+PY
+python3 - patch_functions.json <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+print("plain calls.c patched at run time (first round):", ", ".join(
     "%s (%s) %d calls" % (r["function"], r["module"], r["calls"]) for r in rows))
 PY
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), kernel $(uname -r), uftrace $(uftrace --version 2>/dev/null | head -1 | awk '{print $2}'), load $(cut -d' ' -f1-3 /proc/loadavg)"

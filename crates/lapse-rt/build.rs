@@ -6,7 +6,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 17] = [
+const SOURCES: [&str; 18] = [
     "csrc/probe.c",
     "csrc/calibrate.c",
     "csrc/trampoline.c",
@@ -24,6 +24,7 @@ const SOURCES: [&str; 17] = [
     "csrc/context.c",
     "csrc/sancov.c",
     "csrc/scope.c",
+    "csrc/patch.c",
 ];
 
 /// The object `lapse build` links into the programs it builds (sanitizer

@@ -52,6 +52,12 @@ pub struct SessionSummary<'a> {
     /// function's entry (inlined code), not counted as calls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub non_entry_guards: Option<u64>,
+    /// Only when the program was patched at run time (no probes of its
+    /// own): the functions patched at entry, and those left alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patched_functions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unpatched_functions: Option<u64>,
     /// Only with `--off-cpu`: the selected threads' time off the CPU.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub off_cpu_ns: Option<u64>,
@@ -117,6 +123,8 @@ impl<'a> SessionSummary<'a> {
             preempted_ns: instr.map(|r| preempted_ns(file, r)),
             busy_machine_share: instr.and_then(|r| busy_machine(file, r)),
             non_entry_guards: Some(s.non_entry_guards()).filter(|&n| n > 0),
+            patched_functions: s.patching().map(|(p, _)| p),
+            unpatched_functions: s.patching().map(|(_, u)| u),
             off_cpu_ns: off_cpu.map(|(ns, _)| ns),
             off_cpu_periods: off_cpu.map(|(_, n)| n),
         }

@@ -331,6 +331,15 @@ pub struct RecordArgs {
     /// as fsync or malloc, is a function of that library).
     #[arg(long)]
     pub no_libcalls: bool,
+    /// Instrumentation of a program without probes: patch only the functions
+    /// matching REGEX (symbol or demangled name; repeatable); by default
+    /// every function of the program is patched at run time.
+    #[arg(long = "patch", value_name = "REGEX[@MODULE]")]
+    pub patch: Vec<String>,
+    /// Instrumentation of a program without probes: never patch the
+    /// functions matching REGEX (repeatable).
+    #[arg(long = "no-patch", value_name = "REGEX")]
+    pub no_patch: Vec<String>,
     /// The data file to write (an existing one is replaced only when recording succeeds).
     #[arg(short, long, default_value = DEFAULT_FILE)]
     pub output: PathBuf,

@@ -142,6 +142,8 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         off_cpu: a.off_cpu,
         inherit: !a.no_inherit,
         libcalls: !a.no_libcalls,
+        patch: lapse_record::PatchSelection::new(&a.patch, &a.no_patch)
+            .map_err(anyhow::Error::msg)?,
         output: a.output,
         target,
         symbol_progress: None,

@@ -45,6 +45,8 @@ pub fn run() -> Result<u8> {
         os_events: vec![OsEventSource::Switch],
         no_inherit: false,
         no_libcalls: false,
+        patch: Vec::new(),
+        no_patch: Vec::new(),
         output: data.clone(),
         pid: None,
         duration: None,

@@ -35,7 +35,7 @@ int main(void) {
 }
 "#;
     let mut values = Vec::new();
-    for source in [Cyg, Pg, Fentry, Sancov] {
+    for source in [Cyg, Pg, Fentry, Sancov, Patch] {
         let Some(r) = run("values", "gcc", source, body, &[]) else {
             return;
         };
@@ -178,7 +178,7 @@ int main() {
     return (int)(total % 97);
 }
 "#;
-    for source in TRAMPOLINED {
+    for source in TRAMPOLINED_OR_PATCHED {
         let Some(r) = run("exceptions", "g++", source, body, &[]) else {
             return;
         };
@@ -220,7 +220,7 @@ int main(void) {
     return 0;
 }
 "#;
-    for source in TRAMPOLINED {
+    for source in TRAMPOLINED_OR_PATCHED {
         let Some(r) = run("longjmp", "gcc", source, body, &[]) else {
             return;
         };
@@ -264,7 +264,7 @@ int main(void) {
     return 0;
 }
 "#;
-    for source in TRAMPOLINED {
+    for source in TRAMPOLINED_OR_PATCHED {
         let Some(r) = run("signals", "gcc", source, body, &[]) else {
             return;
         };
@@ -319,7 +319,7 @@ int main(int argc, char **argv) {
     return 1;
 }
 "#;
-    for source in TRAMPOLINED {
+    for source in TRAMPOLINED_OR_PATCHED {
         let Some(r) = run("fork", "gcc", source, body, &[]) else {
             return;
         };
@@ -349,7 +349,7 @@ int main(void) {
     return 0;
 }
 "#;
-    for source in TRAMPOLINED {
+    for source in TRAMPOLINED_OR_PATCHED {
         let Some(r) = run("threads", "gcc", source, body, &[]) else {
             return;
         };
@@ -403,7 +403,7 @@ int main(void) {
     return 0;
 }
 "#;
-    for source in TRAMPOLINED {
+    for source in TRAMPOLINED_OR_PATCHED {
         let Some(r) = run("contexts", "gcc", source, body, &["-rdynamic"]) else {
             return;
         };

@@ -164,6 +164,32 @@ impl SessionHeader {
     }
 }
 
+impl SessionHeader {
+    /// The start of the note that says what run-time patching did: `patched`
+    /// functions of `module` patched at entry, `left_alone` not; the
+    /// recorder adds the reasons after it.
+    pub fn patching_note(module: &str, patched: u64, left_alone: u64) -> String {
+        format!(
+            "{PATCHING}{patched} function(s) of {module} patched at entry, {left_alone} left alone"
+        )
+    }
+
+    /// Functions patched at run time and functions left alone, when the
+    /// recorder patched the program (its note, see [`Self::patching_note`]).
+    pub fn patching(&self) -> Option<(u64, u64)> {
+        self.notes.iter().find_map(|n| {
+            let rest = n.strip_prefix(PATCHING)?;
+            let head = &rest[..rest.find(" left alone")?];
+            let patched = head.split(' ').next()?.parse().ok()?;
+            let left_alone = head.rsplit(' ').next()?.parse().ok()?;
+            Some((patched, left_alone))
+        })
+    }
+}
+
+/// (the start of the header's note on run-time patching)
+const PATCHING: &str = "run-time patching: ";
+
 /// (the text before the time, in the header's note)
 const RECORDER_CPU: &str = "recorder CPU time: ";
 
@@ -630,5 +656,15 @@ mod tests {
         // What is not known does not erase what is.
         t.merge(thread("", None, None));
         assert_eq!(t, thread("other", Some(100), Some(1200)));
+    }
+
+    #[test]
+    fn the_patching_note_gives_its_counts_back() {
+        let mut s = SessionHeader::example(Method::Instrumentation);
+        assert_eq!(s.patching(), None);
+        let note = SessionHeader::patching_note("my app", 12, 3);
+        s.notes
+            .push(format!("{note}; 3 shorter than the 5-byte jump: a, b, c"));
+        assert_eq!(s.patching(), Some((12, 3)));
     }
 }

@@ -21,6 +21,7 @@ fn main() {
         off_cpu: false,
         inherit: true,
         libcalls: true,
+        patch: Default::default(),
         output: PathBuf::from(&args[0]),
         target: Target::Command(args[1..].to_vec()),
         symbol_progress: None,

@@ -32,8 +32,8 @@ pub use error::RecordError;
 pub use instrument::{recover, spill_path, RecoverOutcome};
 pub use notice::{Notice, Notices};
 pub use options::{
-    CallGraph, MethodChoice, OsEventSource, RateError, RecordOptions, RecordOutcome, SampleRate,
-    SymbolProgress, Target,
+    CallGraph, MethodChoice, OsEventSource, PatchSelection, RateError, RecordOptions,
+    RecordOutcome, SampleRate, SymbolProgress, Target,
 };
 
 /// Unit tests can say how many bytes the recorder keeps (per thread alive).
@@ -114,7 +114,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                     program.display()
                 )));
             }
-            instrument::record(opts, &program, argv)
+            // (a program without probes of its own is patched at run time;
+            // a wrapper's child may carry probes, and is not the program)
+            let patch = method::detect_probes(&program) == method::Probes::None
+                && !method::is_wrapper(&program);
+            instrument::record(opts, &program, argv, patch)
         }
         Method::Sampling => record_sampling(opts),
     }

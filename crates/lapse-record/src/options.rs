@@ -95,6 +95,9 @@ pub struct RecordOptions {
     /// Instrumentation: calls from instrumented modules into other shared
     /// libraries are functions of their library (`--no-libcalls`: not traced).
     pub libcalls: bool,
+    /// Instrumentation of a program without probes: which of its functions
+    /// are patched at run time (`--patch`, `--no-patch`).
+    pub patch: PatchSelection,
     pub output: PathBuf,
     pub target: Target,
     /// Counts the symbol resolution done once the target has exited, for a
@@ -210,5 +213,92 @@ impl SampleRate {
 impl Default for SampleRate {
     fn default() -> SampleRate {
         SampleRate::DEFAULT
+    }
+}
+
+/// Which functions run-time patching patches: `--patch REGEX[@MODULE]`
+/// (only these; every function when none is given) and `--no-patch REGEX`
+/// (never these). A function matches by its symbol or demangled name,
+/// anywhere in it (as `--function` does); MODULE matches the file name.
+#[derive(Clone, Debug, Default)]
+pub struct PatchSelection {
+    only: Vec<(regex::Regex, Option<regex::Regex>)>,
+    never: Vec<regex::Regex>,
+}
+
+impl PatchSelection {
+    /// From the options' values; the error names the one that is no regex.
+    pub fn new(only: &[String], never: &[String]) -> Result<PatchSelection, String> {
+        let re = |flag: &str, r: &str| {
+            regex::Regex::new(r).map_err(|e| format!("{flag} {r}: not a regular expression: {e}"))
+        };
+        let mut sel = PatchSelection::default();
+        for o in only {
+            let (f, m) = match o.rsplit_once('@') {
+                Some((f, m)) => (f, Some(re("--patch", m)?)),
+                None => (o.as_str(), None),
+            };
+            sel.only.push((re("--patch", f)?, m));
+        }
+        for n in never {
+            sel.never.push(re("--no-patch", n)?);
+        }
+        Ok(sel)
+    }
+
+    /// Whether `--patch` names functions of `module` (all modules' when
+    /// it is not given).
+    pub fn any_in(&self, module: &str) -> bool {
+        self.only.is_empty()
+            || self
+                .only
+                .iter()
+                .any(|(_, m)| m.as_ref().is_none_or(|m| m.is_match(module)))
+    }
+
+    /// The `--patch` values that name modules other than `module`.
+    pub fn elsewhere(&self, module: &str) -> Vec<String> {
+        self.only
+            .iter()
+            .filter(|(_, m)| m.as_ref().is_some_and(|m| !m.is_match(module)))
+            .map(|(f, m)| format!("{f}@{}", m.as_ref().map_or("", |m| m.as_str())))
+            .collect()
+    }
+
+    /// Whether function `names` (symbol, demangled) of `module` is patched.
+    pub fn wants(&self, module: &str, names: &[&str]) -> bool {
+        let hit = |r: &regex::Regex| names.iter().any(|n| r.is_match(n));
+        let selected = self.only.is_empty()
+            || self
+                .only
+                .iter()
+                .any(|(f, m)| m.as_ref().is_none_or(|m| m.is_match(module)) && hit(f));
+        selected && !self.never.iter().any(hit)
+    }
+}
+
+#[cfg(test)]
+mod patch_selection_tests {
+    use super::PatchSelection;
+
+    fn sel(only: &[&str], never: &[&str]) -> PatchSelection {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        PatchSelection::new(&s(only), &s(never)).expect("valid")
+    }
+
+    #[test]
+    fn patch_selects_and_no_patch_excludes() {
+        let all = sel(&[], &[]);
+        assert!(all.wants("app", &["fib"]) && all.any_in("libz.so"));
+        let some = sel(&["^fi", "tiny@app$"], &["^fib$"]);
+        assert!(!some.wants("app", &["fib"]), "--no-patch wins");
+        assert!(some.wants("app", &["first"]));
+        assert!(some.wants("app", &["tiny"]));
+        assert!(!some.wants("other", &["tiny"]), "tiny only @app");
+        assert!(!some.wants("app", &["main"]));
+        let lib = sel(&[".@libz.so"], &[]);
+        assert!(!lib.any_in("app") && lib.any_in("libz.so.1"));
+        assert_eq!(lib.elsewhere("app"), [".@libz.so"]);
+        assert!(PatchSelection::new(&["(".into()], &[]).is_err());
     }
 }

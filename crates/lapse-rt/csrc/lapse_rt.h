@@ -25,6 +25,7 @@
 #define LAPSE_ENV_SPILL_MAX "LAPSE_SPILL_MAX"   /* the spill stops growing at this many bytes */
 #define LAPSE_ENV_NO_LIBCALLS "LAPSE_NO_LIBCALLS" /* set: calls into other libraries are not traced */
 #define LAPSE_ENV_SESSION "LAPSE_SESSION"       /* the recording's id (decimal), written in the spill */
+#define LAPSE_ENV_PATCH_PLAN "LAPSE_PATCH_PLAN" /* the run-time patching plan for the executable (patch.c) */
 
 /* ---- datagrams ---- */
 #define LAPSE_MAGIC 0x3353504cu /* "LPS3" little-endian (24-byte events, 48-byte header) */
@@ -230,6 +231,48 @@ LAPSE_AT(lapse_arena, undelivered, 48);
 LAPSE_AT(lapse_arena, cut_errno, 56);
 LAPSE_AT(lapse_arena, slot, 64);
 _Static_assert(sizeof(struct lapse_arena) <= LAPSE_ARENA_HEAD, "arena header too big");
+
+/* ---- run-time patching: the plan file (LAPSE_ENV_PATCH_PLAN, patch.c) ----
+ * The recorder decodes the executable's functions and writes, for a stub
+ * region at a fixed distance from the executable's load bias, every stub
+ * (hook call, relocated prologue, jump back) and every patch site. All
+ * addresses are relative to the load bias, so the plan holds whatever
+ * address ASLR picks. The file: the header, `region_bytes` of stubs, then
+ * `sites` site records. */
+#define LAPSE_PLAN_MAGIC 0x4e4c5050u /* "PPLN" little-endian */
+#define LAPSE_PLAN_JMP 5             /* bytes of the jmp rel32 written at a site */
+#define LAPSE_PLAN_ORIG 19           /* most bytes a site displaces (4 + 15) */
+
+struct lapse_plan_header {
+    uint32_t magic;
+    uint32_t sites;        /* site records after the stubs */
+    uint64_t dev;          /* the executable the plan is for (st_dev, st_ino) */
+    uint64_t ino;
+    int64_t region;        /* the stub region's address minus the load bias */
+    uint64_t region_bytes; /* stub bytes after this header */
+    uint64_t entry_slot;   /* offset in the region of the word for lapse_patch_entry */
+};
+
+struct lapse_plan_site {
+    uint64_t at;                     /* the site's address minus the load bias */
+    uint32_t stub;                   /* its stub's offset in the region */
+    uint8_t len;                     /* bytes displaced (LAPSE_PLAN_JMP or more) */
+    uint8_t orig[LAPSE_PLAN_ORIG];   /* what must be there before patching */
+};
+
+LAPSE_SIZE(lapse_plan_header, 48);
+LAPSE_AT(lapse_plan_header, magic, 0);
+LAPSE_AT(lapse_plan_header, sites, 4);
+LAPSE_AT(lapse_plan_header, dev, 8);
+LAPSE_AT(lapse_plan_header, ino, 16);
+LAPSE_AT(lapse_plan_header, region, 24);
+LAPSE_AT(lapse_plan_header, region_bytes, 32);
+LAPSE_AT(lapse_plan_header, entry_slot, 40);
+LAPSE_SIZE(lapse_plan_site, 32);
+LAPSE_AT(lapse_plan_site, at, 0);
+LAPSE_AT(lapse_plan_site, stub, 8);
+LAPSE_AT(lapse_plan_site, len, 12);
+LAPSE_AT(lapse_plan_site, orig, 13);
 
 /* ---- one constructor per message kind ---- */
 

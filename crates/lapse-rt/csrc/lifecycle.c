@@ -217,6 +217,11 @@ __attribute__((constructor(101), no_instrument_function)) static void lapse_ctor
     if (g_inited == 0)
         lapse_init();
     /* every module loaded with the program is mapped and relocated by now */
+    /* (only this thread exists yet: the program's constructors come next;
+     * a patched program's library calls are traced as an instrumented
+     * module's, so it is patched first) */
+    if (g_inited == 1)
+        lapse_patch_apply();
     lapse_libcalls_scan();
 }
 

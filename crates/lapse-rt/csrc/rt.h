@@ -109,6 +109,8 @@ struct lapse_tls {
     uint32_t shadow_off; /* set: this thread's hooks install no trampoline */
     uint32_t unwound;    /* set: an unwinder ran with every frame unhooked
                             (unwind.c); the next hook rehooks its callers */
+    uintptr_t unwind_sp; /* where that unwinder started: hooks below it are
+                            the unwinder's calls, and rehook nothing */
     uint32_t switched;   /* shadow entries below this index are a context's
                             that switched to another (context.c) */
     uint64_t self;       /* pthread_self(), for pthread_cancel (unwind.c) */
@@ -360,6 +362,12 @@ extern struct lapse_import lapse_imports[];
  * or since the last call (after dlopen); the caller is in a normal context
  * (not a signal handler), the vector state saved. */
 void lapse_libcalls_scan(void);
+/* Applies the run-time patching plan (LAPSE_ENV_PATCH_PLAN) to the main
+ * executable, when it is the one the plan is for (patch.c); start-up only. */
+void lapse_patch_apply(void);
+/* The program headers of the executable patch.c patched (dl_iterate_phdr's
+ * dlpi_phdr), or NULL: libcalls.c traces its library calls. */
+extern const void *lapse_patched_phdr;
 
 /* A system call made by its instruction: no errno, no C library (the
  * return value is the kernel's, -errno on failure). */

@@ -358,9 +358,12 @@ INLINE int hook_enter_at(struct lapse_tls *t, struct lapse_hook *h, int slow)
     }
     if (gone && slow && recording(t))
         lapse_mark(LAPSE_MARK_UNWIND, gone + 1); /* (frames up to `gone` end) */
-    if (t->unwound && slow) {
+    if (t->unwound && slow && (uintptr_t)h->slot > t->unwind_sp) {
         /* an unwinder unhooked every frame and no catch said where it
-         * stopped (unwind.c): the frames left are this call's callers */
+         * stopped (unwind.c): the frames left are this call's callers.
+         * (A call below where the unwinder started is the unwinder's own:
+         * a personality routine of a patched program, which must find
+         * every frame still unhooked.) */
         t->unwound = 0;
         lapse_rehook_all(t);
     }

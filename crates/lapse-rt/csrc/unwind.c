@@ -54,6 +54,7 @@
 NOINSTR static void unwinding(struct lapse_tls *t)
 {
     lapse_unhook_all(t);
+    t->unwind_sp = (uintptr_t)__builtin_frame_address(0);
     t->unwound = 1;
 }
 

@@ -188,6 +188,60 @@ lapse_libcall_entry:
     .cfi_endproc
     .size lapse_libcall_entry, .-lapse_libcall_entry
 
+/* ---- run-time patching (patch.c) ----
+ * A patched function's entry jumps to its stub in the stub region, which
+ * the recorder built (lapse-record's instrument/patch):
+ *     S-8:  .quad F - S             (F: the function's start)
+ *     S+0:  lea -128(%rsp), %rsp    (past the red zone; lea keeps the flags)
+ *     S+5:  call *entry(%rip)       (the region's word for this routine)
+ *     S+11: lea 128(%rsp), %rsp
+ *     S+19: the displaced instructions, relocated; jmp back
+ * So the return address into the stub is S+11, and the function's own
+ * return address is 8 + 128 bytes above it. Unlike __fentry__ (whose caller
+ * is a compiler that knows the flags are dead there), this one preserves
+ * the flags too: hand-written code may be patched. The status flags are
+ * kept with lahf/sahf and seto (1-2 ns a call; pushfq/popfq cost 5 ns
+ * on calls.c); the hooks change no other flag (DF, AC, TF). */
+#define PATCH_CALL_END 11
+    .hidden lapse_patch_entry
+    .globl lapse_patch_entry
+    .type lapse_patch_entry, @function
+    .p2align 4
+lapse_patch_entry:
+    .cfi_startproc
+    leaq -8(%rsp), %rsp        /* (the flags' word; lea changes no flag) */
+    .cfi_adjust_cfa_offset 8
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbp, -24
+    movq %rsp, %rbp
+    .cfi_def_cfa_register %rbp
+    SAVE_GPRS
+    seto %al                   /* OF, then SF ZF AF PF CF: nothing above */
+    lahf                       /* changed a flag (push, mov and lea do not) */
+    movw %ax, 8(%rbp)
+    subq $H_BYTES, %rsp
+    andq $-16, %rsp
+    movq 16(%rbp), %rax        /* S+11 */
+    movq -(PATCH_CALL_END + 8)(%rax), %rdx
+    leaq -PATCH_CALL_END(%rax,%rdx), %rax
+    movq %rax, H_FN(%rbp)      /* F */
+    leaq (24 + 128)(%rbp), %rax
+    movq %rax, H_SLOT(%rbp)    /* F's return address */
+    movq $0, H_AUX(%rbp)
+    RUN_HOOK lapse_hook_enter, lapse_hook_enter_slow
+    movw 8(%rbp), %ax
+    addb $0x7f, %al            /* OF set if it was (0x7f + 1 overflows) */
+    sahf                       /* SF ZF AF PF CF as they were; OF kept */
+    RESTORE_GPRS
+    popq %rbp
+    .cfi_def_cfa %rsp, 16
+    leaq 8(%rsp), %rsp
+    .cfi_adjust_cfa_offset -8
+    ret
+    .cfi_endproc
+    .size lapse_patch_entry, .-lapse_patch_entry
+
 /* ---- sanitizer coverage (sancov.c) ----
  * Reached by a jump from the program's __sanitizer_cov_trace_pc_guard
  * (sancov_stub.c), so the return address on the stack is the one into the

@@ -161,6 +161,34 @@ pub const ENV_NO_LIBCALLS: &str = "LAPSE_NO_LIBCALLS";
 /// The recording's id (decimal): the runtime writes it in the spill, and
 /// `lapse recover` merges a spill only into the recording of that id.
 pub const ENV_SESSION: &str = "LAPSE_SESSION";
+/// The run-time patching plan the runtime applies to the executable it
+/// starts in, when that is the executable the plan is for ([`plan`]).
+pub const ENV_PATCH_PLAN: &str = "LAPSE_PATCH_PLAN";
+
+/// The plan file for run-time patching (`struct lapse_plan_header` and
+/// `struct lapse_plan_site` in `csrc/lapse_rt.h`): a header, the stub
+/// region's bytes, then one record per patch site. Addresses are relative
+/// to the executable's load bias.
+pub mod plan {
+    pub const MAGIC: u32 = 0x4e4c_5050;
+    /// Bytes of the `jmp rel32` written at a site.
+    pub const JMP: usize = 5;
+    /// The most bytes a site displaces.
+    pub const ORIG: usize = 19;
+    pub const HEADER_LEN: usize = 48;
+    pub const SITE_LEN: usize = 32;
+    pub const H_MAGIC: usize = 0;
+    pub const H_SITES: usize = 4;
+    pub const H_DEV: usize = 8;
+    pub const H_INO: usize = 16;
+    pub const H_REGION: usize = 24;
+    pub const H_REGION_BYTES: usize = 32;
+    pub const H_ENTRY_SLOT: usize = 40;
+    pub const S_AT: usize = 0;
+    pub const S_STUB: usize = 8;
+    pub const S_LEN: usize = 12;
+    pub const S_ORIG: usize = 13;
+}
 
 /// The recording a spilled datagram says the spill is for, if it is a
 /// `SESSION` datagram (each process spills one before anything else).

@@ -47,6 +47,6 @@ pub use demangle::demangle;
 pub use elf::{ElfModule, SymbolFrame, Symbolized, UnwindSections};
 pub use error::SymbolError;
 pub use perfmap::PerfMap;
-pub use ranges::FramePointerUse;
+pub use ranges::{eh_frame_functions, FramePointerUse};
 pub use sites::{SiteKind, SiteRecord, SITES_SECTION};
 pub use symtab::FunctionSymbol;

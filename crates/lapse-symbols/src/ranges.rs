@@ -68,10 +68,41 @@ fn fde_ranges(eh: &Section, src: &RangeSource<'_>) -> Vec<(u64, u64)> {
     } else {
         RunTimeEndian::Big
     };
-    let mut eh_frame = EhFrame::new(&eh.data[..], endian);
-    eh_frame.set_address_size(src.address_size);
-    let mut bases = BaseAddresses::default().set_eh_frame(eh.svma);
-    if let Some(text) = src.text_svma {
+    eh_frame_ranges(
+        &eh.data[..],
+        eh.svma,
+        src.text_svma,
+        endian,
+        src.address_size,
+    )
+}
+
+/// Every FDE's (initial address, length) in the `.eh_frame` section `data`
+/// found at address `eh_frame_addr` of a little-endian 64-bit module (`.text`
+/// at `text_addr`): the functions of code no symbol names. A damaged table
+/// yields what was read before the damage.
+pub fn eh_frame_functions(
+    data: &[u8],
+    eh_frame_addr: u64,
+    text_addr: Option<u64>,
+) -> Vec<(u64, u64)> {
+    let mut out = eh_frame_ranges(data, eh_frame_addr, text_addr, RunTimeEndian::Little, 8);
+    out.sort_unstable();
+    out.dedup_by_key(|r| r.0);
+    out
+}
+
+fn eh_frame_ranges(
+    data: &[u8],
+    eh_frame_addr: u64,
+    text_addr: Option<u64>,
+    endian: RunTimeEndian,
+    address_size: u8,
+) -> Vec<(u64, u64)> {
+    let mut eh_frame = EhFrame::new(data, endian);
+    eh_frame.set_address_size(address_size);
+    let mut bases = BaseAddresses::default().set_eh_frame(eh_frame_addr);
+    if let Some(text) = text_addr {
         bases = bases.set_text(text);
     }
     let mut out = Vec::new();

@@ -28,12 +28,17 @@ pub enum Source {
     /// (`lapse build --stub-object`): the hook after the prologue, the
     /// trampoline at exit. Built by clang/clang++ whatever the test names.
     Sancov,
+    /// No probes at all: `--method instrument` patches the function
+    /// entries at run time, exits through the trampoline.
+    Patch,
 }
 
-pub use Source::{Cyg, Fentry, Pg, Sancov};
+pub use Source::{Cyg, Fentry, Patch, Pg, Sancov};
 
 /// The sources whose exits are the trampoline's.
 pub const TRAMPOLINED: [Source; 3] = [Pg, Fentry, Sancov];
+/// The same, and run-time patching of a program built without probes.
+pub const TRAMPOLINED_OR_PATCHED: [Source; 4] = [Pg, Fentry, Sancov, Patch];
 
 impl Source {
     pub fn flags(self) -> &'static [&'static str] {
@@ -42,6 +47,7 @@ impl Source {
             Pg => &["-pg"],
             Fentry => &["-pg", "-mfentry"],
             Sancov => &["-fsanitize-coverage=func,trace-pc-guard"],
+            Patch => &[],
         }
     }
 
@@ -60,6 +66,16 @@ impl Source {
             Pg => "pg",
             Fentry => "fentry",
             Sancov => "sancov",
+            Patch => "patch",
+        }
+    }
+
+    /// What `lapse record` needs besides: a program without probes is
+    /// only patched on request (`--method auto` samples it).
+    pub fn record_options(self) -> &'static [&'static str] {
+        match self {
+            Patch => &["--method", "instrument"],
+            _ => &[],
         }
     }
 }
@@ -135,7 +151,9 @@ pub fn run_with(
     let compiler = source.compiler(compiler);
     let exe = compile(&dir, compiler, &name, &format!("{PRELUDE}\n{body}"), &flags)?;
     let data = dir.join("out.lapse");
-    record_like_native(&dir, &exe, &[], options, &data, &name)?;
+    let mut options = options.to_vec();
+    options.extend_from_slice(source.record_options());
+    record_like_native(&dir, &exe, &[], &options, &data, &name)?;
     Some(Run { dir, data, source })
 }
 

@@ -48,7 +48,9 @@ pub fn function_table(
                     line: site.line,
                 };
             }
-            let symbol = elf.and_then(|e| e.function_at(address));
+            // (stripped code: its unwind-table range, `module+0xSTART`)
+            let symbol = elf.and_then(|e| e.function_or_range_at(address));
+            let symbol = symbol.as_ref();
             let (source_file, line) = match (elf, symbol) {
                 (Some(e), Some(s)) if lines => e.location(s.start),
                 _ => (None, None),

@@ -50,6 +50,7 @@ mod ns_ids;
 mod os;
 mod output;
 mod pace;
+mod patch;
 mod recover;
 mod roster;
 pub(crate) mod serials;

@@ -20,6 +20,9 @@ use crate::RecordError;
 /// What a session directory holds (and all it may hold to be removed as stale).
 const SOCKET_NAME: &str = "sock";
 const SPILL_NAME: &str = "spill";
+/// The run-time patching plan, and what the runtime did with it.
+const PLAN_NAME: &str = "patch.plan";
+const PLAN_DONE_NAME: &str = "patch.plan.done";
 
 pub struct SessionDir {
     path: PathBuf,
@@ -60,6 +63,19 @@ impl SessionDir {
     /// own to spill beside (a device, a pipe): removed with the directory.
     pub fn spill_path(&self) -> PathBuf {
         self.path.join(SPILL_NAME)
+    }
+
+    /// Writes the run-time patching plan (0600); its path, for the runtime.
+    pub fn write_plan(&self, bytes: &[u8]) -> io::Result<PathBuf> {
+        let path = self.path.join(PLAN_NAME);
+        write_private(&path, bytes, 0o600)?;
+        Ok(path)
+    }
+
+    /// Where the runtime says what it did with the plan (`patch.c`), once
+    /// a process applied it.
+    pub fn plan_done_path(&self) -> PathBuf {
+        self.path.join(PLAN_DONE_NAME)
     }
 }
 
@@ -121,7 +137,11 @@ fn only_session_files(dir: &Path) -> bool {
     };
     entries.flatten().all(|e| {
         let n = e.file_name();
-        n == SOCKET_NAME || n == SPILL_NAME || n == lapse_rt::RUNTIME_FILE_NAME
+        n == SOCKET_NAME
+            || n == SPILL_NAME
+            || n == PLAN_NAME
+            || n == PLAN_DONE_NAME
+            || n == lapse_rt::RUNTIME_FILE_NAME
     })
 }
 

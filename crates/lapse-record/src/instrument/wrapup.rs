@@ -363,6 +363,9 @@ impl Session {
                     self.asm.threads.untraced_threads
                 ));
             }
+            if let Some(p) = &self.patching {
+                header.notes.push(p.note());
+            }
             if self.asm.threads.non_entry_guards > 0 {
                 header
                     .notes
@@ -439,6 +442,12 @@ impl Session {
                     "it was killed by signal {} before its first one; is it built with -finstrument-functions?",
                     status - 128
                 )
+            } else if self.patch_wanted {
+                let what = self.patching.as_ref().map_or_else(
+                    || "run-time patching found nothing to patch (no function symbol or unwind table entry in its .text, or --patch named other modules only)".to_owned(),
+                    |p| p.note(),
+                );
+                format!("it has no probes, and {what}; --method sample needs no probes")
             } else {
                 "is it built with -finstrument-functions, or by lapse build for Rust? --method sample needs no probes".to_owned()
             };

@@ -96,6 +96,9 @@ fn every_header_constant_matches() {
         ("SLOT_SPILLING", u64::from(arena::SPILLING)),
         ("SLOT_QUIET", u64::from(arena::QUIET)),
         ("SLOT_TAKEN", u64::from(arena::TAKEN)),
+        ("PLAN_MAGIC", u64::from(plan::MAGIC)),
+        ("PLAN_JMP", plan::JMP as u64),
+        ("PLAN_ORIG", plan::ORIG as u64),
     ];
     let strings: &[(&str, &str)] = &[
         ("ENV_SOCKET", ENV_SOCKET),
@@ -107,6 +110,7 @@ fn every_header_constant_matches() {
         ("ENV_SPILL_MAX", ENV_SPILL_MAX),
         ("ENV_NO_LIBCALLS", ENV_NO_LIBCALLS),
         ("ENV_SESSION", ENV_SESSION),
+        ("ENV_PATCH_PLAN", ENV_PATCH_PLAN),
     ];
     let mut header = defines();
     for (name, want) in numbers {
@@ -175,11 +179,24 @@ fn every_header_offset_matches() {
         ("lapse_arena.undelivered", arena::OFF_UNDELIVERED),
         ("lapse_arena.cut_errno", arena::OFF_CUT_ERRNO),
         ("lapse_arena.slot", arena::OFF_SLOTS),
+        ("lapse_plan_header.magic", plan::H_MAGIC),
+        ("lapse_plan_header.sites", plan::H_SITES),
+        ("lapse_plan_header.dev", plan::H_DEV),
+        ("lapse_plan_header.ino", plan::H_INO),
+        ("lapse_plan_header.region", plan::H_REGION),
+        ("lapse_plan_header.region_bytes", plan::H_REGION_BYTES),
+        ("lapse_plan_header.entry_slot", plan::H_ENTRY_SLOT),
+        ("lapse_plan_site.at", plan::S_AT),
+        ("lapse_plan_site.stub", plan::S_STUB),
+        ("lapse_plan_site.len", plan::S_LEN),
+        ("lapse_plan_site.orig", plan::S_ORIG),
     ];
     let sizes: &[(&str, usize)] = &[
         ("lapse_msg", HEADER_LEN),
         ("lapse_event", EVENT_LEN),
         ("lapse_slot", arena::SLOT_LEN),
+        ("lapse_plan_header", plan::HEADER_LEN),
+        ("lapse_plan_site", plan::SITE_LEN),
     ];
     for (table, macro_name) in [(offsets, "LAPSE_AT"), (sizes, "LAPSE_SIZE")] {
         let mut header = pins(macro_name);
