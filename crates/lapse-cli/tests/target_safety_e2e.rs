@@ -694,16 +694,26 @@ int main(void) {
     ) else {
         return;
     };
-    let mut lapse = Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .arg("record")
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lapse"));
+    cmd.arg("record")
         .arg("-o")
         .arg(run.data())
         .arg("--")
         .arg(&run.exe)
         .current_dir(&run.dir)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start lapse record");
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: signal() is async-signal-safe; nothing else runs in the child.
+    // (Ctrl-C must be able to end the program whatever this test inherited:
+    // a shell's background job ignores SIGINT, and lapse rightly passes
+    // that on to the target, which would then spin forever.)
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut lapse = cmd.spawn().expect("start lapse record");
     while !run.dir.join("ready").exists() {
         if let Ok(Some(status)) = lapse.try_wait() {
             let out = lapse.wait_with_output().expect("lapse output");
