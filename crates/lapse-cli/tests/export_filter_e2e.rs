@@ -65,6 +65,15 @@ fn export(dir: &Path, out: &str, args: &[&str]) -> Vec<u8> {
     std::fs::read(dir.join(out)).expect("export written")
 }
 
+/// What `lapse` said when it refused `args`: one line, and a failure.
+fn refused(lapse: &Lapse, args: &[&str]) -> String {
+    let out = lapse.run(args);
+    assert!(!out.status.success(), "{args:?}");
+    let text = stderr(&out);
+    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    text
+}
+
 /// The `format` export with `filter` is smaller than without.
 fn shrinks(dir: &Path, format: &str, filter: &[&str]) {
     let all = export(dir, &format!("all.{format}"), &["--format", format]);
@@ -179,19 +188,19 @@ fn min_duration_applies_to_every_timeline_and_is_refused_elsewhere() {
     ]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--min-duration"), "{}", stderr(&out));
-    let out = LAPSE.in_dir(dir).run([
-        "export",
-        "calls.data",
-        "--format",
-        "chrome",
-        "--min-duration",
-        "10 parsecs",
-        "-o",
-        "x",
-    ]);
-    assert!(!out.status.success());
-    let text = stderr(&out);
-    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    let text = refused(
+        &LAPSE.in_dir(dir),
+        &[
+            "export",
+            "calls.data",
+            "--format",
+            "chrome",
+            "--min-duration",
+            "10 parsecs",
+            "-o",
+            "x",
+        ],
+    );
     assert!(text.contains("is not a duration"), "{text}");
 }
 
@@ -238,19 +247,19 @@ fn time_window_and_threads_select_as_report_does() {
     // (balanced calls: calls_of panics otherwise)
     let (a, b) = (calls_of(&full, "leaf").len(), calls_of(&half, "leaf").len());
     assert!(b > 0 && b < a, "{b} of {a}");
-    let out = LAPSE.in_dir(dir).run([
-        "export",
-        "calls.data",
-        "--format",
-        "chrome",
-        "--tid",
-        "99999",
-        "-o",
-        "x",
-    ]);
-    assert!(!out.status.success());
-    let text = stderr(&out);
-    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    let text = refused(
+        &LAPSE.in_dir(dir),
+        &[
+            "export",
+            "calls.data",
+            "--format",
+            "chrome",
+            "--tid",
+            "99999",
+            "-o",
+            "x",
+        ],
+    );
     assert!(
         text.contains("--tid 99999") && text.contains("no thread 99999"),
         "{text}"
@@ -287,17 +296,17 @@ fn size_guard_refuses_a_large_export_unless_forced() {
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    let out = small.run([
-        "export",
-        "calls.data",
-        "--format",
-        "chrome",
-        "-o",
-        "kept.chrome",
-    ]);
-    assert!(!out.status.success());
-    let text = stderr(&out);
-    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    let text = refused(
+        &small,
+        &[
+            "export",
+            "calls.data",
+            "--format",
+            "chrome",
+            "-o",
+            "kept.chrome",
+        ],
+    );
     assert!(text.contains("would be") && text.contains("MB"), "{text}");
     assert!(
         text.contains("--min-duration") && text.contains("--force"),

@@ -255,6 +255,20 @@ pub fn info_count(info: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in {info}"))
 }
 
+/// The values programs' CPU-time spins as every source must see them:
+/// `outer_spin` 40 ms, `many_calls` 20 ms beside 200,000 calls (a busy
+/// machine stretches elapsed time, not application time).
+pub fn assert_spins(source: Source, outer: f64, many: f64) {
+    assert!(
+        (36.0..=52.0).contains(&outer),
+        "{source:?}: outer_spin {outer:.1} ms of 40"
+    );
+    assert!(
+        (18.0..=45.0).contains(&many),
+        "{source:?}: many_calls {many:.1} ms of 20 + 200,000 calls"
+    );
+}
+
 pub fn ms(row: &Value, key: &str) -> f64 {
     row[key].as_f64().unwrap_or(0.0) / 1e6
 }
