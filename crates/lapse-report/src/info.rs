@@ -35,14 +35,14 @@ impl Info {
     pub fn of(file: &DataFile, analysis: Option<&Analysis>, spill: Option<String>) -> Info {
         let mut i = Info::default();
         let s = &file.session;
-        i.add(
+        i.text(
             "file",
             "file",
             format!("{} ({} bytes)", file.path().display(), file.file_len),
             json!({ "path": file.path().display().to_string(), "bytes": file.file_len }),
         );
         let why = file.incomplete_why();
-        i.add(
+        i.text(
             "complete",
             "incomplete",
             why.as_ref()
@@ -215,7 +215,8 @@ impl Info {
         i
     }
 
-    fn add(&mut self, label: &'static str, key: &'static str, text: String, value: Value) {
+    /// A fact with its text and its value.
+    fn text(&mut self, label: &'static str, key: &'static str, text: String, value: Value) {
         self.lines.push(InfoLine {
             label,
             key,
@@ -224,17 +225,13 @@ impl Info {
         });
     }
 
-    fn text(&mut self, label: &'static str, key: &'static str, text: String, value: Value) {
-        self.add(label, key, text, value);
-    }
-
     /// A fact whose text is its value.
     fn same(&mut self, label: &'static str, key: &'static str, text: &str) {
-        self.add(label, key, text.to_owned(), json!(text));
+        self.text(label, key, text.to_owned(), json!(text));
     }
 
     fn count(&mut self, label: &'static str, key: &'static str, n: u64) {
-        self.add(label, key, n.to_string(), json!(n));
+        self.text(label, key, n.to_string(), json!(n));
     }
 
     /// The facts as JSON: one key each (a fact that comes several times,
