@@ -340,6 +340,11 @@ pub struct RecordArgs {
     /// functions matching REGEX (repeatable).
     #[arg(long = "no-patch", value_name = "REGEX")]
     pub no_patch: Vec<String>,
+    /// Instrumentation: event buffer memory each process may fill while
+    /// the recorder is behind, before its threads wait (64K to 64M; taken
+    /// only as it is used) [default: 16M].
+    #[arg(long, value_parser = lapse_record::BufferSize::parse, value_name = "SIZE")]
+    pub buffer_size: Option<lapse_record::BufferSize>,
     /// The data file to write (an existing one is replaced only when recording succeeds).
     #[arg(short, long, default_value = DEFAULT_FILE)]
     pub output: PathBuf,

@@ -144,6 +144,7 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         libcalls: !a.no_libcalls,
         patch: lapse_record::PatchSelection::new(&a.patch, &a.no_patch)
             .map_err(anyhow::Error::msg)?,
+        buffer_size: a.buffer_size,
         output: a.output,
         target,
         symbol_progress: None,

@@ -47,6 +47,7 @@ pub fn run() -> Result<u8> {
         no_libcalls: false,
         patch: Vec::new(),
         no_patch: Vec::new(),
+        buffer_size: None,
         output: data.clone(),
         pid: None,
         duration: None,

@@ -833,10 +833,68 @@ int main(void) {
 }
 
 #[test]
+fn the_arena_is_as_big_as_buffer_size_says_and_takes_memory_only_as_it_fills() {
+    // The program reads its own mapping of the runtime's arena (the memfd
+    // lapse-arena): its size is the header's 64 KiB and the buffers, and
+    // what is resident is what its threads wrote, far below the bound.
+    let dir = work_dir("arena_size");
+    let Some(exe) = build(
+        &dir,
+        "arena_size",
+        r#"
+NOINLINE void work(int i) { sink += (uint64_t)i; }
+int main(void) {
+    for (int i = 0; i < 10000; i++) work(i);
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in_arena = 0;
+    long size = 0, rss = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if ((line[0] >= '0' && line[0] <= '9') || (line[0] >= 'a' && line[0] <= 'f'))
+            in_arena = strstr(line, "lapse-arena") != NULL; /* a mapping's line */
+        long kb;
+        if (in_arena && sscanf(line, "Size: %ld kB", &kb) == 1) size += kb;
+        if (in_arena && sscanf(line, "Rss: %ld kB", &kb) == 1) rss += kb;
+    }
+    printf("size=%ld rss=%ld\n", size, rss);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    for (flags, buffers) in [
+        (&[][..], 256),
+        (&["--buffer-size", "1M"][..], 16),
+        (&["--buffer-size", "64M"][..], 1024),
+    ] {
+        let data = dir.join("out.lapse");
+        let Some(out) = LAPSE.in_dir(&dir).record(flags, &data, &exe, &[]) else {
+            return;
+        };
+        assert_eq!(out.status.code(), Some(0), "{flags:?}: {}", stderr(&out));
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        let kib = |key: &str| -> u64 {
+            said.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in {said:?}"))
+        };
+        assert_eq!(kib("size="), 64 * (1 + buffers), "{flags:?}: {said}");
+        // 20,000 events and the probe-cost calibration's fill a few dozen
+        // buffers at most, whatever the bound (the whole default is 16 MiB)
+        assert!(kib("rss=") <= 4096, "{flags:?}: {said}");
+    }
+}
+
+#[test]
 fn more_threads_than_arena_buffers_lose_nothing() {
-    // 200 threads alive at once each hold a buffer: the arena has 128, so
-    // some threads fall back to private buffers; every call still counts.
-    let Some(r) = record(
+    // 200 threads alive at once each hold a buffer: an arena of 128 (8 MiB)
+    // or of one buffer leaves the others to private buffers, one of 256
+    // (the default) has room for all; every call counts whatever the size.
+    let dir = work_dir("manythreads");
+    let Some(exe) = build(
+        &dir,
         "manythreads",
         r#"
 #define THREADS 200
@@ -860,12 +918,20 @@ int main(void) {
     ) else {
         return;
     };
-    assert_eq!(r.status, 0);
-    let v = report(&r, "functions");
-    assert_eq!(ns(row(&v, "work"), "calls"), 200.0 * 6000.0);
-    assert_eq!(ns(row(&v, "body"), "calls"), 200.0);
-    let t = report(&r, "threads");
-    assert_eq!(rows(&t).len(), 201);
+    for size in ["8M", "64K", "16M"] {
+        let data = dir.join(format!("out-{size}.lapse"));
+        let lapse = LAPSE.in_dir(&dir);
+        let Some(out) = lapse.record(&["--buffer-size", size], &data, &exe, &[]) else {
+            return;
+        };
+        assert_eq!(out.status.code(), Some(0), "{size}: {}", stderr(&out));
+        let v = lapse.report(&data, "functions", &[]);
+        assert_eq!(ns(row(&v, "work"), "calls"), 200.0 * 6000.0, "{size}");
+        assert_eq!(ns(row(&v, "body"), "calls"), 200.0, "{size}");
+        assert_eq!(v["session"]["lost_events"], 0, "{size}");
+        let t = lapse.report(&data, "threads", &[]);
+        assert_eq!(rows(&t).len(), 201, "{size}");
+    }
 }
 
 #[test]

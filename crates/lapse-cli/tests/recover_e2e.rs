@@ -536,7 +536,7 @@ int main(void) {
     for (int i = 0; i < 100000 && !header_written(); i++) usleep(1000);
     kill(getppid(), SIGKILL);      /* before its first flush of events */
     usleep(1000);
-    /* More events than the arena holds (128 buffers of 2,730): handed over
+    /* More events than the arena holds (--buffer-size 8M: 128 buffers of 2,730): handed over
      * quietly, buffers stay there once nobody frees them, so the runtime
      * must find the recorder gone and spill them all. */
     for (long i = 0; i < 400000; i++) work(i);
@@ -550,6 +550,8 @@ int main(void) {
     };
     let out = LAPSE.in_dir(&dir).run([
         "record",
+        "--buffer-size",
+        "8M",
         "-o",
         "out.lapse",
         "--",

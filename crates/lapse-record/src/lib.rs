@@ -32,7 +32,7 @@ pub use error::RecordError;
 pub use instrument::{recover, spill_path, RecoverOutcome};
 pub use notice::{Notice, Notices};
 pub use options::{
-    CallGraph, MethodChoice, OsEventSource, PatchSelection, RateError, RecordOptions,
+    BufferSize, CallGraph, MethodChoice, OsEventSource, PatchSelection, RateError, RecordOptions,
     RecordOutcome, SampleRate, SymbolProgress, Target,
 };
 

@@ -98,6 +98,10 @@ pub struct RecordOptions {
     /// Instrumentation of a program without probes: which of its functions
     /// are patched at run time (`--patch`, `--no-patch`).
     pub patch: PatchSelection,
+    /// Instrumentation: how many bytes of event buffers each process may
+    /// fill while the recorder is behind before its threads wait
+    /// (`--buffer-size`; `None`: the runtime's default, 16 MiB).
+    pub buffer_size: Option<BufferSize>,
     pub output: PathBuf,
     pub target: Target,
     /// Counts the symbol resolution done once the target has exited, for a
@@ -216,6 +220,56 @@ impl Default for SampleRate {
     }
 }
 
+/// How much event buffer memory a process's runtime may fill while the
+/// recorder is behind (`--buffer-size`): whole 64 KiB buffers, from one to
+/// the most the shared arena's header has slots for (64 MiB). The memory
+/// is taken as it is written, lowest buffers first, so a recorder that
+/// keeps up uses a few buffers per thread whatever the bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferSize {
+    buffers: u32,
+}
+
+impl BufferSize {
+    const BUF: u64 = lapse_rt::protocol::BUF_BYTES as u64;
+    const MAX: u64 = lapse_rt::protocol::arena::MAX_BUFS as u64;
+
+    /// `16M`, `512K`, `64MiB`, `1G`, or bytes: rounded down to whole
+    /// buffers; refused below one buffer or above the most.
+    pub fn parse(text: &str) -> Result<BufferSize, String> {
+        let t = text.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (number, unit) = t.split_at(split);
+        let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kb" | "kib" => 1 << 10,
+            "m" | "mb" | "mib" => 1 << 20,
+            "g" | "gb" | "gib" => 1 << 30,
+            _ => return Err(format!("{text:?} is not a size such as 16M or 512K")),
+        };
+        let bytes = number
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(scale))
+            .ok_or_else(|| format!("{text:?} is not a size such as 16M or 512K"))?;
+        let buffers = bytes / Self::BUF;
+        if !(1..=Self::MAX).contains(&buffers) {
+            return Err(format!(
+                "{text}: a process's buffers must be between 64K and {}M",
+                (Self::MAX * Self::BUF) >> 20
+            ));
+        }
+        Ok(BufferSize {
+            buffers: buffers as u32,
+        })
+    }
+
+    /// The number of 64 KiB buffers.
+    pub fn buffers(self) -> u32 {
+        self.buffers
+    }
+}
+
 /// Which functions run-time patching patches: `--patch REGEX[@MODULE]`
 /// (only these; every function when none is given) and `--no-patch REGEX`
 /// (never these). A function matches by its symbol or demangled name,
@@ -274,6 +328,26 @@ impl PatchSelection {
                 .iter()
                 .any(|(f, m)| m.as_ref().is_none_or(|m| m.is_match(module)) && hit(f));
         selected && !self.never.iter().any(hit)
+    }
+}
+
+#[cfg(test)]
+mod buffer_size_tests {
+    use super::BufferSize;
+
+    #[test]
+    fn sizes_are_whole_64k_buffers_between_one_and_1024() {
+        let n = |t: &str| BufferSize::parse(t).map(BufferSize::buffers);
+        assert_eq!(n("16M"), Ok(256));
+        assert_eq!(n("64MiB"), Ok(1024));
+        assert_eq!(n("64k"), Ok(1));
+        assert_eq!(n("100K"), Ok(1), "rounded down");
+        assert_eq!(n("131072"), Ok(2));
+        assert!(n("32K").is_err(), "less than a buffer");
+        assert!(n("65M").is_err(), "more than the arena has slots for");
+        assert!(n("1G").is_err());
+        assert!(n("lots").is_err() && n("16X").is_err() && n("").is_err());
+        assert!(n("99999999999999999999G").is_err(), "no overflow");
     }
 }
 

@@ -32,14 +32,27 @@ struct lapse_arena *g_arena; /* NULL: private buffers only */
 static void *g_arena_map;    /* the mapping g_arena lies in (aligned inside it) */
 /* The buffers of g_arena this process has claimed at least once (their
  * pages are mapped), and the arena the bits are about. */
-static uint64_t g_used[(LAPSE_ARENA_BUFS + 63) / 64];
+static uint64_t g_used[(LAPSE_ARENA_MAX_BUFS + 63) / 64];
 static const struct lapse_arena *g_used_of;
 static size_t g_arena_map_bytes;
 int g_no_arena;              /* LAPSE_NO_ARENA: always private buffers */
 static int g_spill_lock;
 
-#define ARENA_BYTES (LAPSE_ARENA_HEAD + (size_t)LAPSE_ARENA_BUFS * BUF_BYTES)
+/* The buffers this process image's arenas have (LAPSE_BUFFERS, read once:
+ * a reconnection's arena is as big as the first). */
+static uint32_t g_nbufs;
+#define ARENA_BYTES (LAPSE_ARENA_HEAD + (size_t)g_nbufs * BUF_BYTES)
 _Static_assert(LAPSE_ARENA_HEAD % BUF_BYTES == 0, "arena buffers must stay aligned");
+
+/* LAPSE_BUFFERS, or the default when unset or out of range. */
+NOINSTR static uint32_t arena_bufs(void)
+{
+    const char *v = lapse_env(LAPSE_ENV_BUFFERS);
+    uint64_t n = 0;
+    for (; v && *v >= '0' && *v <= '9' && n <= LAPSE_ARENA_MAX_BUFS; v++)
+        n = n * 10 + (uint64_t)(*v - '0');
+    return v && !*v && n >= 1 && n <= LAPSE_ARENA_MAX_BUFS ? (uint32_t)n : LAPSE_ARENA_BUFS;
+}
 
 NOINSTR static struct lapse_event *arena_buf(struct lapse_arena *a, int i)
 {
@@ -75,6 +88,8 @@ NOINSTR void lapse_arena_create(void)
     g_arena_map = NULL;
     if (g_fd < 0 || g_no_arena)
         return;
+    if (!g_nbufs)
+        g_nbufs = arena_bufs();
     int fd = (int)syscall(SYS_memfd_create, "lapse-arena", 1u /* MFD_CLOEXEC */);
     if (fd < 0)
         return;
@@ -87,9 +102,9 @@ NOINSTR void lapse_arena_create(void)
     }
     struct lapse_arena *a = mem;
     a->magic = LAPSE_ARENA_MAGIC;
-    a->nbufs = LAPSE_ARENA_BUFS;
+    a->nbufs = g_nbufs;
     struct lapse_msg m =
-        lapse_msg_arena(g_pid, lapse_gettid(), ARENA_BYTES, LAPSE_ARENA_BUFS, LAPSE_BUF_EVENTS);
+        lapse_msg_arena(g_pid, lapse_gettid(), ARENA_BYTES, g_nbufs, LAPSE_BUF_EVENTS);
     struct iovec iov = {&m, sizeof m};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -120,7 +135,7 @@ NOINSTR void lapse_arena_create(void)
 
 NOINSTR int lapse_arena_first_use(const struct lapse_arena *a, int i)
 {
-    if (i < 0 || i >= LAPSE_ARENA_BUFS)
+    if (i < 0 || (uint32_t)i >= g_nbufs)
         return 1;
     if (__atomic_load_n(&g_used_of, __ATOMIC_ACQUIRE) != a)
         return 1; /* (an arena from before a reconnection, or a fork's) */
@@ -213,7 +228,7 @@ NOINSTR static void spill_queued(void)
         int best = -1;
         uint64_t best_seq = ~0ull;
         uint32_t best_state = 0;
-        for (int i = 0; i < LAPSE_ARENA_BUFS; i++) {
+        for (int i = 0; (uint32_t)i < g_nbufs; i++) {
             uint32_t st = __atomic_load_n(&a->slot[i].state, __ATOMIC_ACQUIRE);
             if (slot_is_queued(st) && a->slot[i].seq < best_seq) {
                 best = i;
@@ -276,13 +291,20 @@ NOINSTR int lapse_arena_claim(struct lapse_tls *t, struct lapse_buf *b)
             return -1;
         uint32_t gen = __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE);
         int queued = 0;
-        /* lowest first: the buffers in use stay few and warm */
-        for (uint32_t i = 0; i < LAPSE_ARENA_BUFS; i++) {
+        /* lowest first: the buffers in use stay few and warm, and the
+         * arena's memory grows only while the recorder is behind */
+        for (uint32_t i = 0; i < g_nbufs; i++) {
             uint32_t st = __atomic_load_n(&a->slot[i].state, __ATOMIC_ACQUIRE);
             if (slot_is_queued(st))
                 queued++;
             if (st != LAPSE_SLOT_FREE)
                 continue;
+            /* (raised before the claim, so no buffer being filled ever lies
+             * at or above it; a failed claim leaves it one too high) */
+            uint32_t high = __atomic_load_n(&a->high, __ATOMIC_RELAXED);
+            while (high < i + 1 && !__atomic_compare_exchange_n(&a->high, &high, i + 1, 1,
+                                                               __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                ;
             uint32_t expected = LAPSE_SLOT_FREE;
             if (__atomic_compare_exchange_n(&a->slot[i].state, &expected, LAPSE_SLOT_FILLING, 0,
                                             __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {

@@ -26,6 +26,7 @@
 #define LAPSE_ENV_NO_LIBCALLS "LAPSE_NO_LIBCALLS" /* set: calls into other libraries are not traced */
 #define LAPSE_ENV_SESSION "LAPSE_SESSION"       /* the recording's id (decimal), written in the spill */
 #define LAPSE_ENV_PATCH_PLAN "LAPSE_PATCH_PLAN" /* the run-time patching plan for the executable (patch.c) */
+#define LAPSE_ENV_BUFFERS "LAPSE_BUFFERS"       /* arena buffers a process may fill (1..LAPSE_ARENA_MAX_BUFS) */
 
 /* ---- datagrams ---- */
 #define LAPSE_MAGIC 0x3353504cu /* "LPS3" little-endian (24-byte events, 48-byte header) */
@@ -167,7 +168,12 @@ _Static_assert(LAPSE_BUF_EVENTS == LAPSE_BUF_BYTES / sizeof(struct lapse_event),
  * over (SIGKILL), the recorder reads it up to the first event stamped before
  * that (left from the buffer's previous use) or empty. */
 #define LAPSE_ARENA_MAGIC 0x4150534cu /* "LSPA" */
-#define LAPSE_ARENA_BUFS 128
+/* How many buffers an arena has is chosen at start-up (LAPSE_ENV_BUFFERS,
+ * default LAPSE_ARENA_BUFS, 16 MiB; at most 64 MiB): the memfd is that big, but a page takes
+ * memory only once written, and threads claim the lowest free buffer, so the
+ * arena grows into its bound only while the recorder is behind. */
+#define LAPSE_ARENA_MAX_BUFS 1024
+#define LAPSE_ARENA_BUFS 256
 #define LAPSE_ARENA_HEAD 65536 /* buffers start 64 KiB-aligned */
 
 #define LAPSE_SLOT_FREE 0
@@ -195,7 +201,7 @@ struct lapse_arena {
     uint32_t waiters; /* runtime threads waiting on gen */
     uint64_t seq;     /* buffers handed over (the recorder watches it while it spins) */
     uint32_t reading; /* set by the recorder while it is awake: hand buffers over quietly */
-    uint32_t pad;
+    uint32_t high;    /* 1 + the highest buffer index ever claimed: the recorder looks below it */
     uint64_t received; /* datagrams the recorder has read from this process's connection */
     /* The recorder's CLOCK_MONOTONIC nanoseconds at its last look at an
      * arena whose connection is gone while its process lives (the program
@@ -207,7 +213,7 @@ struct lapse_arena {
     uint64_t undelivered;
     int32_t cut_errno; /* why the last connection or spill could not be opened */
     uint32_t pad2;
-    struct lapse_slot slot[LAPSE_ARENA_BUFS];
+    struct lapse_slot slot[LAPSE_ARENA_MAX_BUFS];
 };
 
 LAPSE_SIZE(lapse_slot, 48);
@@ -225,6 +231,7 @@ LAPSE_AT(lapse_arena, gen, 8);
 LAPSE_AT(lapse_arena, waiters, 12);
 LAPSE_AT(lapse_arena, seq, 16);
 LAPSE_AT(lapse_arena, reading, 24);
+LAPSE_AT(lapse_arena, high, 28);
 LAPSE_AT(lapse_arena, received, 32);
 LAPSE_AT(lapse_arena, heartbeat, 40);
 LAPSE_AT(lapse_arena, undelivered, 48);

@@ -85,13 +85,23 @@ pub mod at {
 }
 
 /// The shared arena (`struct lapse_arena` in `csrc/lapse_rt.h`): a header,
-/// then [`BUFS`](crate::protocol::arena::BUFS) buffers of [`BUF_EVENTS`] events.
+/// then as many buffers of [`BUF_EVENTS`] events as the runtime chose at
+/// start-up ([`ENV_BUFFERS`](crate::protocol::ENV_BUFFERS), at most
+/// [`MAX_BUFS`](crate::protocol::arena::MAX_BUFS)).
 pub mod arena {
     pub const MAGIC: u32 = 0x4150_534c;
-    pub const BUFS: usize = 128;
+    /// The most buffers an arena can have (the header's slots).
+    pub const MAX_BUFS: usize = 1024;
+    /// The buffers an arena has unless told otherwise: 16 MiB, of which
+    /// pages take memory only once written (threads claim the lowest free
+    /// buffer, so the high ones are used only while the recorder is behind).
+    pub const BUFS: usize = 256;
     pub const HEAD: usize = 65536;
     pub const BUF_BYTES: usize = super::BUF_BYTES;
-    pub const BYTES: usize = HEAD + BUFS * BUF_BYTES;
+    /// The size of an arena of `bufs` buffers.
+    pub const fn bytes(bufs: usize) -> usize {
+        HEAD + bufs * BUF_BYTES
+    }
     /// Byte offsets in the header.
     pub const OFF_MAGIC: usize = 0;
     pub const OFF_NBUFS: usize = 4;
@@ -103,6 +113,9 @@ pub mod arena {
     /// Set by the recorder while it is awake: threads then hand buffers
     /// over by their state alone ([`QUIET`]), without a datagram.
     pub const OFF_READING: usize = 24;
+    /// 1 + the highest buffer index any thread has claimed: no buffer at or
+    /// above it has ever held events.
+    pub const OFF_HIGH: usize = 28;
     /// Datagrams the recorder has read from the process's connection: a
     /// thread whose send found no room for its whole wait sees from it
     /// whether the recorder is behind (it moved) or stuck (it did not).
@@ -164,6 +177,9 @@ pub const ENV_SESSION: &str = "LAPSE_SESSION";
 /// The run-time patching plan the runtime applies to the executable it
 /// starts in, when that is the executable the plan is for ([`plan`]).
 pub const ENV_PATCH_PLAN: &str = "LAPSE_PATCH_PLAN";
+/// How many 64 KiB buffers a process's arena has (1 to
+/// [`arena::MAX_BUFS`]); the default is [`arena::BUFS`].
+pub const ENV_BUFFERS: &str = "LAPSE_BUFFERS";
 
 /// The plan file for run-time patching (`struct lapse_plan_header` and
 /// `struct lapse_plan_site` in `csrc/lapse_rt.h`): a header, the stub
@@ -408,7 +424,7 @@ impl Msg {
             }
             kind::SHM_EVENTS => {
                 let (batch, buf) = (batch(), u32_at(d, at::EVENTS_BUF));
-                if batch.count as usize > BUF_EVENTS || buf as usize >= arena::BUFS {
+                if batch.count as usize > BUF_EVENTS || buf as usize >= arena::MAX_BUFS {
                     return Err(ParseError::BadCount);
                 }
                 Msg::ShmEvents { from, batch, buf }

@@ -82,22 +82,24 @@ impl Arena {
     /// `events` events). `None` when its layout is not the one this recorder
     /// knows, or the memfd is not that big, or mapping fails.
     pub fn map(fd: &OwnedFd, bytes: u64, bufs: u32, events: u32) -> Option<Arena> {
-        if bytes != arena::BYTES as u64
-            || bufs as usize != arena::BUFS
+        let nbufs = bufs as usize;
+        if !(1..=arena::MAX_BUFS).contains(&nbufs)
+            || bytes != arena::bytes(nbufs) as u64
             || events as usize != BUF_EVENTS
         {
             return None;
         }
         let a = Arena {
             view: ArenaView {
-                map: Arc::new(SharedMapping::map(fd)?),
+                map: Arc::new(SharedMapping::map(fd, arena::bytes(nbufs))?),
+                nbufs,
             },
             quiet: Vec::new(),
             orphan: false,
             queued_taken: 0,
         };
         (a.u32_at(arena::OFF_MAGIC).load(Ordering::Acquire) == arena::MAGIC
-            && a.u32_at(arena::OFF_NBUFS).load(Ordering::Acquire) as usize == arena::BUFS)
+            && a.u32_at(arena::OFF_NBUFS).load(Ordering::Acquire) as usize == nbufs)
             .then_some(a)
     }
 
@@ -119,6 +121,13 @@ impl Arena {
 
     fn slot(buf: usize) -> usize {
         arena::OFF_SLOTS + buf * arena::SLOT_LEN
+    }
+
+    /// The buffers that can have been used: those below the highest one a
+    /// thread ever claimed (the runtime raises the mark before a claim).
+    fn used(&self) -> std::ops::Range<usize> {
+        let high = self.u32_at(arena::OFF_HIGH).load(Ordering::Acquire) as usize;
+        0..high.min(self.view.nbufs)
     }
 
     fn event_at(&self, buf: usize, k: usize) -> RawEvent {
@@ -210,7 +219,7 @@ impl Arena {
             q.confirmed = true;
         }
         let before = self.quiet.len();
-        for buf in 0..arena::BUFS {
+        for buf in self.used() {
             let slot = Self::slot(buf);
             let state = self.u32_at(slot + arena::SLOT_STATE);
             let now = state.load(Ordering::Relaxed);
@@ -254,7 +263,7 @@ impl Arena {
     /// with none has all its events in.)
     pub fn holds(&self, tid: u32) -> bool {
         self.quiet.iter().any(|q| q.tid == tid)
-            || (0..arena::BUFS).any(|buf| {
+            || self.used().any(|buf| {
                 let slot = Self::slot(buf);
                 self.u32_at(slot + arena::SLOT_STATE)
                     .load(Ordering::Acquire)
@@ -301,7 +310,7 @@ impl Arena {
     /// event; for a process that is gone (nothing writes them any more).
     pub fn salvage(&self) -> Vec<Salvaged> {
         let mut out = Vec::new();
-        for buf in 0..arena::BUFS {
+        for buf in self.used() {
             let slot = Self::slot(buf);
             if self
                 .u32_at(slot + arena::SLOT_STATE)
@@ -338,7 +347,9 @@ impl Arena {
 /// (see `workers.rs`).
 #[derive(Clone)]
 pub struct ArenaView {
-    map: Arc<SharedMapping<{ arena::BYTES }>>,
+    map: Arc<SharedMapping>,
+    /// Its buffers (the runtime chose how many).
+    nbufs: usize,
 }
 
 impl ArenaView {
@@ -346,7 +357,7 @@ impl ArenaView {
     /// over), read in place (its bounds are checked here, once).
     #[inline]
     pub fn events(&self, buf: usize, count: usize) -> BufferEvents<'_> {
-        let (buf, count) = (buf.min(arena::BUFS - 1), count.min(BUF_EVENTS));
+        let (buf, count) = (buf.min(self.nbufs - 1), count.min(BUF_EVENTS));
         let at = arena::HEAD + buf * arena::BUF_BYTES;
         let events = self.map.u64_arrays(at, count);
         BufferEvents {
@@ -357,7 +368,7 @@ impl ArenaView {
 
     /// Gives buffer `buf` back to the runtime.
     pub fn release(&self, buf: usize) {
-        let buf = buf.min(arena::BUFS - 1);
+        let buf = buf.min(self.nbufs - 1);
         self.map
             .u32_at(Arena::slot(buf) + arena::SLOT_STATE)
             .store(arena::FREE, Ordering::Release);
@@ -428,7 +439,7 @@ mod tests {
     /// mapping of it (a second one, as in another process).
     struct Runtime {
         fd: OwnedFd,
-        map: SharedMapping<{ arena::BYTES }>,
+        map: SharedMapping,
     }
 
     impl Runtime {
@@ -436,7 +447,7 @@ mod tests {
         fn arena(&self) -> Arena {
             Arena::map(
                 &self.fd,
-                arena::BYTES as u64,
+                arena::bytes(arena::BUFS) as u64,
                 arena::BUFS as u32,
                 BUF_EVENTS as u32,
             )
@@ -444,8 +455,8 @@ mod tests {
         }
 
         fn new() -> Runtime {
-            let fd = shm::memfd(arena::BYTES).expect("memfd");
-            let map = SharedMapping::map(&fd).expect("maps");
+            let fd = shm::memfd(arena::bytes(arena::BUFS)).expect("memfd");
+            let map = SharedMapping::map(&fd, arena::bytes(arena::BUFS)).expect("maps");
             let rt = Runtime { fd, map };
             rt.put32(arena::OFF_MAGIC, arena::MAGIC);
             rt.put32(arena::OFF_NBUFS, arena::BUFS as u32);
@@ -467,6 +478,9 @@ mod tests {
         /// Hands buffer `buf` over as thread `tid` would, `seq`-th.
         fn hand_over(&self, buf: usize, seq: u64, tid: u32, first: u64, count: u32, quiet: bool) {
             let slot = Arena::slot(buf);
+            // (the runtime raises the mark before it claims a buffer)
+            let high = self.get32(arena::OFF_HIGH).max(buf as u32 + 1);
+            self.put32(arena::OFF_HIGH, high);
             self.put32(slot + arena::SLOT_TID, tid);
             self.put32(slot + arena::SLOT_COUNT, count);
             self.put64(slot + arena::SLOT_FIRST, first);
@@ -478,6 +492,53 @@ mod tests {
         fn state(&self, buf: usize) -> u32 {
             self.get32(Arena::slot(buf) + arena::SLOT_STATE)
         }
+    }
+
+    #[test]
+    fn an_arena_is_as_big_as_its_runtime_says_up_to_the_most_slots_the_header_holds() {
+        for bufs in [1, 7, arena::MAX_BUFS] {
+            let fd = shm::memfd(arena::bytes(bufs)).expect("memfd");
+            let rt = SharedMapping::map(&fd, arena::bytes(bufs)).expect("maps");
+            rt.u32_at(arena::OFF_MAGIC)
+                .store(arena::MAGIC, Ordering::Release);
+            rt.u32_at(arena::OFF_NBUFS)
+                .store(bufs as u32, Ordering::Release);
+            let map = |bytes: usize, n: usize| {
+                Arena::map(&fd, bytes as u64, n as u32, BUF_EVENTS as u32).is_some()
+            };
+            assert!(map(arena::bytes(bufs), bufs), "{bufs} buffers");
+            // a header that says otherwise, or a size that does not add up
+            assert!(!map(arena::bytes(bufs + 1), bufs + 1), "{bufs} + 1 buffers");
+            assert!(!map(arena::bytes(bufs) - 1, bufs), "a byte short");
+            // the last buffer is readable and can be given back
+            let a = Arena::map(
+                &fd,
+                arena::bytes(bufs) as u64,
+                bufs as u32,
+                BUF_EVENTS as u32,
+            )
+            .expect("maps");
+            assert_eq!(a.events(bufs - 1, BUF_EVENTS).count(), BUF_EVENTS);
+            a.release(bufs - 1);
+        }
+        // more buffers than the header has slots for
+        let n = arena::MAX_BUFS + 1;
+        let fd = shm::memfd(arena::bytes(n)).expect("memfd");
+        assert!(Arena::map(&fd, arena::bytes(n) as u64, n as u32, BUF_EVENTS as u32).is_none());
+    }
+
+    #[test]
+    fn buffers_above_the_high_mark_are_never_looked_at() {
+        let rt = Runtime::new();
+        let mut a = rt.arena();
+        rt.hand_over(2, 0, 7, 0, 10, true);
+        // a slot that says quiet above the mark (no runtime writes one)
+        let slot = Arena::slot(40);
+        rt.put32(slot + arena::SLOT_STATE, arena::QUIET);
+        assert_eq!(a.take_quiet(), 1, "buffer 2 only");
+        assert_eq!(rt.state(40), arena::QUIET, "untouched");
+        rt.hand_over(41, 1, 7, 10, 10, true);
+        assert_eq!(a.take_quiet(), 2, "the mark moved past both");
     }
 
     #[test]

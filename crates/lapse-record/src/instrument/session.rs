@@ -178,6 +178,12 @@ pub fn record(
     if !opts.libcalls {
         env.push((protocol::ENV_NO_LIBCALLS.to_owned(), "1".to_owned()));
     }
+    if let Some(bytes) = opts.buffer_size {
+        env.push((
+            protocol::ENV_BUFFERS.to_owned(),
+            bytes.buffers().to_string(),
+        ));
+    }
     let patching = if patch {
         plan_patching(&dir, program, &mut env, opts)
     } else {

@@ -12,22 +12,26 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-/// The first `LEN` bytes of a memfd, mapped shared and read-write.
-pub struct SharedMapping<const LEN: usize> {
+/// The first `len` bytes of a memfd, mapped shared and read-write.
+pub struct SharedMapping {
     ptr: NonNull<u8>,
+    len: usize,
 }
 
 // SAFETY: the mapping is plain shared memory, valid until drop; every
 // access goes through atomics (`u32_at`, `u64_at`, the event words), so
 // threads may share and move it as they may share atomics.
-unsafe impl<const LEN: usize> Send for SharedMapping<LEN> {}
+unsafe impl Send for SharedMapping {}
 // SAFETY: as above.
-unsafe impl<const LEN: usize> Sync for SharedMapping<LEN> {}
+unsafe impl Sync for SharedMapping {}
 
-impl<const LEN: usize> SharedMapping<LEN> {
-    /// Maps the first `LEN` bytes of `fd`. `None` when the file is shorter
-    /// (an access past its end would fault) or mapping fails.
-    pub fn map(fd: &OwnedFd) -> Option<SharedMapping<LEN>> {
+impl SharedMapping {
+    /// Maps the first `len` bytes of `fd`. `None` when the file is shorter
+    /// (an access past its end would fault), `len` is 0, or mapping fails.
+    pub fn map(fd: &OwnedFd, len: usize) -> Option<SharedMapping> {
+        if len == 0 {
+            return None;
+        }
         // SAFETY: fstat fills the struct; mmap of a shared memfd we were given,
         // whose size we checked (so no access can fault past its end).
         unsafe {
@@ -35,12 +39,12 @@ impl<const LEN: usize> SharedMapping<LEN> {
             if libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) != 0 {
                 return None;
             }
-            if (st.assume_init().st_size as u64) < LEN as u64 {
+            if (st.assume_init().st_size as u64) < len as u64 {
                 return None;
             }
             let p = libc::mmap(
                 std::ptr::null_mut(),
-                LEN,
+                len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
@@ -51,6 +55,7 @@ impl<const LEN: usize> SharedMapping<LEN> {
             }
             Some(SharedMapping {
                 ptr: NonNull::new(p.cast())?,
+                len,
             })
         }
     }
@@ -59,8 +64,9 @@ impl<const LEN: usize> SharedMapping<LEN> {
     #[inline(always)]
     pub fn u32_at(&self, off: usize) -> &AtomicU32 {
         assert!(
-            off.is_multiple_of(4) && off <= LEN - 4,
-            "word {off} of {LEN}"
+            off.is_multiple_of(4) && off + 4 <= self.len,
+            "word {off} of {}",
+            self.len
         );
         // SAFETY: in bounds of the mapping (checked above), aligned (the
         // mapping is page aligned), and every access to shared words is atomic.
@@ -71,8 +77,9 @@ impl<const LEN: usize> SharedMapping<LEN> {
     #[inline(always)]
     pub fn u64_at(&self, off: usize) -> &AtomicU64 {
         assert!(
-            off.is_multiple_of(8) && off <= LEN - 8,
-            "word {off} of {LEN}"
+            off.is_multiple_of(8) && off + 8 <= self.len,
+            "word {off} of {}",
+            self.len
         );
         // SAFETY: as for u32_at.
         unsafe { &*self.ptr.as_ptr().add(off).cast::<AtomicU64>() }
@@ -83,8 +90,12 @@ impl<const LEN: usize> SharedMapping<LEN> {
     #[inline(always)]
     pub fn u64_arrays<const N: usize>(&self, off: usize, count: usize) -> &[[AtomicU64; N]] {
         assert!(
-            N > 0 && off.is_multiple_of(8) && off <= LEN && count <= (LEN - off) / (8 * N),
-            "{count} × {N} words at {off} of {LEN}"
+            N > 0
+                && off.is_multiple_of(8)
+                && off <= self.len
+                && count <= (self.len - off) / (8 * N),
+            "{count} × {N} words at {off} of {}",
+            self.len
         );
         // SAFETY: the range is inside the mapping and aligned (checked
         // above); an array of atomics has no padding, and every access to
@@ -93,10 +104,10 @@ impl<const LEN: usize> SharedMapping<LEN> {
     }
 }
 
-impl<const LEN: usize> Drop for SharedMapping<LEN> {
+impl Drop for SharedMapping {
     fn drop(&mut self) {
         // SAFETY: unmapping our own mapping; no reference into it outlives self.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), LEN) };
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
 
@@ -159,15 +170,16 @@ mod tests {
     fn two_mappings_of_one_memfd_see_each_other() {
         let fd = memfd(4096).expect("memfd");
         let (a, b) = (
-            SharedMapping::<4096>::map(&fd).expect("maps"),
-            SharedMapping::<4096>::map(&fd).expect("maps"),
+            SharedMapping::map(&fd, 4096).expect("maps"),
+            SharedMapping::map(&fd, 4096).expect("maps"),
         );
         a.u32_at(8).store(7, Ordering::Release);
         a.u64_at(4088).store(9, Ordering::Release);
         assert_eq!(b.u32_at(8).load(Ordering::Acquire), 7);
         let runs = b.u64_arrays::<3>(4096 - 24, 1);
         assert_eq!(runs[0][2].load(Ordering::Acquire), 9);
-        assert!(SharedMapping::<8192>::map(&fd).is_none(), "too short");
+        assert!(SharedMapping::map(&fd, 8192).is_none(), "too short");
+        assert!(SharedMapping::map(&fd, 0).is_none(), "nothing");
         futex_wake(a.u32_at(8), 1);
     }
 }

@@ -89,6 +89,7 @@ fn every_header_constant_matches() {
         ("MSG_SESSION", u64::from(kind::SESSION)),
         ("ARENA_MAGIC", u64::from(arena::MAGIC)),
         ("ARENA_BUFS", arena::BUFS as u64),
+        ("ARENA_MAX_BUFS", arena::MAX_BUFS as u64),
         ("ARENA_HEAD", arena::HEAD as u64),
         ("SLOT_FREE", u64::from(arena::FREE)),
         ("SLOT_FILLING", u64::from(arena::FILLING)),
@@ -111,6 +112,7 @@ fn every_header_constant_matches() {
         ("ENV_NO_LIBCALLS", ENV_NO_LIBCALLS),
         ("ENV_SESSION", ENV_SESSION),
         ("ENV_PATCH_PLAN", ENV_PATCH_PLAN),
+        ("ENV_BUFFERS", ENV_BUFFERS),
     ];
     let mut header = defines();
     for (name, want) in numbers {
@@ -174,6 +176,7 @@ fn every_header_offset_matches() {
         ("lapse_arena.waiters", arena::OFF_WAITERS),
         ("lapse_arena.seq", arena::OFF_SEQ),
         ("lapse_arena.reading", arena::OFF_READING),
+        ("lapse_arena.high", arena::OFF_HIGH),
         ("lapse_arena.received", arena::OFF_RECEIVED),
         ("lapse_arena.heartbeat", arena::OFF_HEARTBEAT),
         ("lapse_arena.undelivered", arena::OFF_UNDELIVERED),
