@@ -100,6 +100,22 @@ int main(void) {
         assert_inclusive_within_threads(&r, &v);
         let i = info(&r);
         assert_eq!(info_count(&i, "unmatched:"), 0, "{source:?}: {i}");
+        let expected = match source {
+            Patch => "patched",
+            _ => "finstrument-functions",
+        };
+        let sources = &v["session"]["probe_sources"];
+        assert_eq!(
+            sources[format!("plain-{}", source.tag())],
+            expected,
+            "{sources}"
+        );
+        assert_eq!(sources["libc.so.6"], "libcalls", "{sources}");
+        assert!(
+            i.lines()
+                .any(|l| l.starts_with("probes:") && l.contains(expected)),
+            "{i}"
+        );
         if source == Patch {
             let note = i
                 .lines()

@@ -187,6 +187,36 @@ impl SessionHeader {
     }
 }
 
+impl SessionHeader {
+    /// The note that says which probe source each module's events came
+    /// from (module file name -> source, e.g. `app` -> `patched`); files
+    /// written before it have none ([`Self::probe_sources`] is then empty).
+    pub fn probe_sources_note(sources: &std::collections::BTreeMap<String, String>) -> String {
+        let each: Vec<String> = sources.iter().map(|(m, s)| format!("{m}={s}")).collect();
+        format!("{PROBE_SOURCES}{}", each.join(", "))
+    }
+
+    /// Whether `note` is the one [`Self::probe_sources_note`] makes.
+    pub fn is_probe_sources_note(note: &str) -> bool {
+        note.starts_with(PROBE_SOURCES)
+    }
+
+    /// Module file name -> probe source, as the recorder noted it.
+    pub fn probe_sources(&self) -> std::collections::BTreeMap<String, String> {
+        let Some(list) = self.notes.iter().find_map(|n| n.strip_prefix(PROBE_SOURCES)) else {
+            return Default::default();
+        };
+        // (a source's name holds no '=' or ','; a module's may)
+        list.split(", ")
+            .filter_map(|e| e.rsplit_once('='))
+            .map(|(m, s)| (m.to_owned(), s.to_owned()))
+            .collect()
+    }
+}
+
+/// (the start of the header's note on probe sources)
+const PROBE_SOURCES: &str = "probe sources: ";
+
 /// (the start of the header's note on run-time patching)
 const PATCHING: &str = "run-time patching: ";
 
@@ -656,6 +686,23 @@ mod tests {
         // What is not known does not erase what is.
         t.merge(thread("", None, None));
         assert_eq!(t, thread("other", Some(100), Some(1200)));
+    }
+
+    #[test]
+    fn the_probe_sources_note_gives_its_map_back() {
+        let mut s = SessionHeader::example(Method::Instrumentation);
+        assert!(s.probe_sources().is_empty(), "older files: none");
+        let map: std::collections::BTreeMap<String, String> = [
+            ("app", "patched"),
+            ("libc.so.6", "libcalls"),
+            ("lib=odd.so", "pg"),
+        ]
+        .map(|(m, s)| (m.to_owned(), s.to_owned()))
+        .into();
+        let note = SessionHeader::probe_sources_note(&map);
+        assert!(SessionHeader::is_probe_sources_note(&note));
+        s.notes.push(note);
+        assert_eq!(s.probe_sources(), map);
     }
 
     #[test]

@@ -366,6 +366,11 @@ impl Session {
             if let Some(p) = &self.patching {
                 header.notes.push(p.note());
             }
+            header
+                .notes
+                .push(lapse_data::SessionHeader::probe_sources_note(
+                    &self.probe_sources(),
+                ));
             if self.asm.threads.non_entry_guards > 0 {
                 header
                     .notes
@@ -467,6 +472,26 @@ impl Session {
             bytes: self.out.bytes(),
             exit_status: exit_status.unwrap_or(0),
         })
+    }
+
+    /// Each module with recorded functions and the probe source its
+    /// events came from.
+    fn probe_sources(&self) -> std::collections::BTreeMap<String, String> {
+        let book = self.asm.book.lock();
+        let mut ids: Vec<_> = book.functions().iter().map(|f| f.0).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let patched = self
+            .patching
+            .iter()
+            .filter(|p| p.patched() > 0)
+            .map(|p| (p.module.clone(), p.source()))
+            .collect();
+        let paths = ids
+            .into_iter()
+            .filter_map(|id| book.module_path(id))
+            .filter(|p| p.starts_with('/'));
+        super::probe_sources::of_modules(paths, &patched)
     }
 
     fn out_path(&self) -> std::path::PathBuf {

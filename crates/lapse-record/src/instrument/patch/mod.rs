@@ -324,9 +324,17 @@ pub struct Patching {
     pub done: std::path::PathBuf,
 }
 
+/// What the runtime said it did with a plan.
+struct Outcome {
+    patched: usize,
+    /// Why it patched none, when it did not.
+    failed: Option<String>,
+    /// Sites whose bytes in memory were not the file's.
+    changed: Option<String>,
+}
+
 impl Patching {
-    /// The session note, with what the runtime did when it said.
-    pub fn note(&self) -> String {
+    fn outcome(&self) -> Outcome {
         let done = std::fs::read_to_string(&self.done).unwrap_or_default();
         let field = |key: &str| {
             done.lines()
@@ -345,8 +353,28 @@ impl Patching {
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(self.plan.sites.len()),
         };
-        let mut text = self.plan.note(&self.module, patched, failed.as_deref());
-        if let Some(n) = field("changed").filter(|n| n != "0") {
+        Outcome {
+            patched,
+            failed,
+            changed: field("changed").filter(|n| n != "0"),
+        }
+    }
+
+    /// Functions the runtime patched.
+    pub fn patched(&self) -> usize {
+        self.outcome().patched
+    }
+
+    /// The module's probe source (`probe_sources.rs`).
+    pub fn source(&self) -> &'static str {
+        "patched"
+    }
+
+    /// The session note, with what the runtime did when it said.
+    pub fn note(&self) -> String {
+        let o = self.outcome();
+        let mut text = self.plan.note(&self.module, o.patched, o.failed.as_deref());
+        if let Some(n) = o.changed {
             text.push_str(&format!(
                 "; {n} function(s) held other bytes in memory than in the file: left alone"
             ));
