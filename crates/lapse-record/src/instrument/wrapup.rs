@@ -13,6 +13,7 @@ use lapse_data::{
 use super::assemble::program_name;
 use super::functions::function_table;
 use super::os::{ProcessLife, ThreadLife};
+use super::patch::Patching;
 use super::session::{Session, RETIRE_AFTER};
 use super::stalls::HeldOsEvent;
 use crate::linux::clock;
@@ -363,7 +364,7 @@ impl Session {
                     self.asm.threads.untraced_threads
                 ));
             }
-            if let Some(p) = &self.patching {
+            for p in &self.patching {
                 header.notes.push(p.note());
             }
             header
@@ -448,10 +449,10 @@ impl Session {
                     status - 128
                 )
             } else if self.patch_wanted {
-                let what = self.patching.as_ref().map_or_else(
-                    || "run-time patching found nothing to patch (no function symbol or unwind table entry in its .text, or --patch named other modules only)".to_owned(),
-                    |p| p.note(),
-                );
+                let what = match &self.patching[..] {
+                    [] => "run-time patching found nothing to patch (no function symbol or unwind table entry in its .text, or --patch named other modules only)".to_owned(),
+                    all => all.iter().map(Patching::note).collect::<Vec<_>>().join("; "),
+                };
                 format!("it has no probes, and {what}; --method sample needs no probes")
             } else {
                 "is it built with -finstrument-functions, or by lapse build for Rust? --method sample needs no probes".to_owned()

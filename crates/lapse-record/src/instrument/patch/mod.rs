@@ -14,9 +14,14 @@
 //! The stubs are built here, for a region at a fixed distance below the
 //! executable's lowest segment: every rel32 between stubs and code is then
 //! the same wherever ASLR loads the executable, and the runtime only copies
-//! bytes. Everything here works on the file's bytes; no OS call.
+//! bytes (or, when that place is taken, as below a shared library, maps the
+//! region elsewhere and moves the plan's fixup fields by the difference).
+//! The plans work on the file's bytes; `select.rs` picks the modules.
 
 mod relocate;
+mod select;
+
+pub use select::plan_patching;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -118,15 +123,18 @@ pub struct Plan {
     pub stubs: Vec<u8>,
     pub entry_slot: u64,
     pub sites: Vec<Site>,
+    /// Fields of the stubs to move when the region moves (`lapse_rt.h`'s
+    /// fixup words).
+    pub fixups: Vec<u32>,
     /// Functions left alone, by reason (names in address order).
     pub skipped: BTreeMap<Skip, Vec<String>>,
 }
 
 impl Plan {
-    /// The plan for the executable `data` and the functions `wanted` says
-    /// yes to (by symbol name), or `None` when it is no x86-64 ELF file or
-    /// names no function.
-    pub fn for_executable(data: &[u8], wanted: impl Fn(&str) -> bool) -> Option<Plan> {
+    /// The plan for the module `data` (an executable or a shared library)
+    /// and the functions `wanted` says yes to (by symbol name), or `None`
+    /// when it is no x86-64 ELF file or names no function.
+    pub fn for_module(data: &[u8], wanted: impl Fn(&str) -> bool) -> Option<Plan> {
         let elf = ElfFile64::<object::Endianness>::parse(data).ok()?;
         if elf.architecture() != object::Architecture::X86_64 {
             return None;
@@ -233,7 +241,9 @@ impl Plan {
         plan.stubs = vec![0u8; ALIGN];
         for (name, f, d) in moves {
             let s = plan.stubs.len() + 8;
-            let Ok(bytes) = relocate::stub(f, &d, region_at(s), region_at(0)) else {
+            let Ok(relocate::Stub { bytes, fixups }) =
+                relocate::stub(f, &d, region_at(s), region_at(0))
+            else {
                 plan.skip(Skip::Unrelocatable, name);
                 continue;
             };
@@ -241,6 +251,11 @@ impl Plan {
                 plan.skip(Skip::NoRoom, name);
                 continue;
             }
+            let from = (s - 8) as u32;
+            plan.fixups.extend(fixups.iter().map(|f| match *f {
+                relocate::Fixup::Rel32(at) => from + at,
+                relocate::Fixup::Rel64(at) => (from + at) | wire::FIXUP64,
+            }));
             plan.stubs.extend_from_slice(&bytes);
             plan.stubs
                 .resize(plan.stubs.len().next_multiple_of(ALIGN), 0xcc);
@@ -273,7 +288,7 @@ impl Plan {
     }
 
     /// The plan file (`struct lapse_plan_header` in `lapse_rt.h`) for the
-    /// executable with device `dev` and inode `ino`.
+    /// module with device `dev` and inode `ino`.
     pub fn to_bytes(&self, dev: u64, ino: u64) -> Vec<u8> {
         let mut out = vec![0u8; wire::HEADER_LEN];
         out[wire::H_MAGIC..][..4].copy_from_slice(&wire::MAGIC.to_le_bytes());
@@ -283,6 +298,7 @@ impl Plan {
         out[wire::H_REGION..][..8].copy_from_slice(&self.region.to_le_bytes());
         out[wire::H_REGION_BYTES..][..8].copy_from_slice(&(self.stubs.len() as u64).to_le_bytes());
         out[wire::H_ENTRY_SLOT..][..8].copy_from_slice(&self.entry_slot.to_le_bytes());
+        out[wire::H_FIXUPS..][..4].copy_from_slice(&(self.fixups.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.stubs);
         for s in &self.sites {
             let mut rec = [0u8; wire::SITE_LEN];
@@ -291,6 +307,9 @@ impl Plan {
             rec[wire::S_LEN] = s.orig.len() as u8;
             rec[wire::S_ORIG..][..s.orig.len()].copy_from_slice(&s.orig);
             out.extend_from_slice(&rec);
+        }
+        for f in &self.fixups {
+            out.extend_from_slice(&f.to_le_bytes());
         }
         out
     }
@@ -318,8 +337,10 @@ impl Plan {
 /// A plan handed to the runtime, and where the runtime says what it did.
 pub struct Patching {
     pub plan: Plan,
-    /// The executable's file name.
+    /// The module's file name.
     pub module: String,
+    /// A shared library (which the program may never load), not the executable.
+    pub library: bool,
     /// The runtime's report (`patch.c`: "patched N", "changed N", "failed WHY").
     pub done: std::path::PathBuf,
 }
@@ -331,6 +352,9 @@ struct Outcome {
     failed: Option<String>,
     /// Sites whose bytes in memory were not the file's.
     changed: Option<String>,
+    /// Sites left alone because other threads ran and their jump could
+    /// not be written in one store (`patch.c`).
+    racy: Option<String>,
 }
 
 impl Patching {
@@ -343,6 +367,7 @@ impl Patching {
         };
         let failed = match field("failed") {
             None if self.plan.sites.is_empty() => None,
+            None if self.library => Some("the program never loaded it".to_owned()),
             None => Some("the program never started it".to_owned()),
             Some(f) if f == "-" => None,
             Some(f) => Some(f),
@@ -357,6 +382,7 @@ impl Patching {
             patched,
             failed,
             changed: field("changed").filter(|n| n != "0"),
+            racy: field("racy").filter(|n| n != "0"),
         }
     }
 
@@ -377,6 +403,11 @@ impl Patching {
         if let Some(n) = o.changed {
             text.push_str(&format!(
                 "; {n} function(s) held other bytes in memory than in the file: left alone"
+            ));
+        }
+        if let Some(n) = o.racy {
+            text.push_str(&format!(
+                "; {n} function(s) left alone: other threads ran when it was loaded, and their jump could not be written in one store"
             ));
         }
         text
@@ -453,7 +484,7 @@ mod tests {
     fn this_test_programs_plan_patches_most_and_says_why_it_skips() {
         let exe = std::env::current_exe().expect("the test executable");
         let data = std::fs::read(exe).expect("readable");
-        let plan = Plan::for_executable(&data, |_| true).expect("a plan");
+        let plan = Plan::for_module(&data, |_| true).expect("a plan");
         assert!(
             plan.sites.len() > 100,
             "{}",
@@ -462,8 +493,18 @@ mod tests {
         let file = plan.to_bytes(1, 2);
         assert_eq!(
             file.len(),
-            wire::HEADER_LEN + plan.stubs.len() + plan.sites.len() * wire::SITE_LEN
+            wire::HEADER_LEN
+                + plan.stubs.len()
+                + plan.sites.len() * wire::SITE_LEN
+                + plan.fixups.len() * 4
         );
+        // every stub's .quad, and its jump back at least
+        assert!(plan.fixups.len() >= 2 * plan.sites.len());
+        for f in &plan.fixups {
+            let at = (f & !wire::FIXUP64) as usize;
+            let len = if f & wire::FIXUP64 != 0 { 8 } else { 4 };
+            assert!(at + len <= plan.stubs.len(), "{at:#x}");
+        }
         assert!(plan.region < 0, "below the executable (PIE: at 0)");
         for s in &plan.sites {
             assert!((relocate::JMP..=wire::ORIG).contains(&s.orig.len()));
@@ -488,6 +529,7 @@ mod tests {
         let p = Patching {
             plan,
             module: "app".into(),
+            library: false,
             done: done.clone(),
         };
         let note = p.note();
