@@ -203,7 +203,11 @@ impl SessionHeader {
 
     /// Module file name -> probe source, as the recorder noted it.
     pub fn probe_sources(&self) -> std::collections::BTreeMap<String, String> {
-        let Some(list) = self.notes.iter().find_map(|n| n.strip_prefix(PROBE_SOURCES)) else {
+        let Some(list) = self
+            .notes
+            .iter()
+            .find_map(|n| n.strip_prefix(PROBE_SOURCES))
+        else {
             return Default::default();
         };
         // (a source's name holds no '=' or ','; a module's may)

@@ -97,7 +97,11 @@ impl Info {
             };
             i.text("probes", "probe_sources", text, json!(sources));
         }
-        for n in s.notes.iter().filter(|n| !SessionHeader::is_probe_sources_note(n)) {
+        for n in s
+            .notes
+            .iter()
+            .filter(|n| !SessionHeader::is_probe_sources_note(n))
+        {
             i.same("note", "notes", n);
         }
         i.count("processes", "processes", file.processes.len() as u64);

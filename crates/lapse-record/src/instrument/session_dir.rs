@@ -136,7 +136,10 @@ fn recorder_pid(name: &str) -> Option<u32> {
 
 /// `patch.plan.N` or `patch.plan.N.done`.
 fn is_plan_file(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix(PLAN_NAME).and_then(|r| r.strip_prefix('.')) else {
+    let Some(rest) = name
+        .strip_prefix(PLAN_NAME)
+        .and_then(|r| r.strip_prefix('.'))
+    else {
         return false;
     };
     let n = rest.strip_suffix(".done").unwrap_or(rest);

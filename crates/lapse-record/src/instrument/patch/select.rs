@@ -22,7 +22,13 @@ use crate::instrument::session_dir::SessionDir;
 use crate::{Notice, RecordOptions};
 
 /// Libraries never patched: lapse's runtime runs on them, inside its hooks.
-const NEVER: &[&str] = &["libc.so", "ld-linux", "libpthread.so", "libdl.so", "liblapse"];
+const NEVER: &[&str] = &[
+    "libc.so",
+    "ld-linux",
+    "libpthread.so",
+    "libdl.so",
+    "liblapse",
+];
 
 /// The plans for `program`'s run, written to `dir` and named in `env`.
 pub fn plan_patching(
@@ -145,8 +151,14 @@ fn libraries(program: &Path) -> Vec<(PathBuf, PathBuf)> {
     }
     dirs.extend(out.iter().filter_map(|l| l.parent().map(Path::to_owned)));
     dirs.extend(
-        ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/usr/local/lib"]
-            .map(PathBuf::from),
+        [
+            "/lib/x86_64-linux-gnu",
+            "/usr/lib/x86_64-linux-gnu",
+            "/lib64",
+            "/usr/lib64",
+            "/usr/local/lib",
+        ]
+        .map(PathBuf::from),
     );
     let mut listed: BTreeSet<PathBuf> = BTreeSet::new();
     for d in dirs {
@@ -163,7 +175,11 @@ fn libraries(program: &Path) -> Vec<(PathBuf, PathBuf)> {
             let name = e.file_name();
             let name = name.to_string_lossy();
             let path = e.path();
-            if name.contains(".so") && path.is_file() && seen.len() < 100_000 && seen.insert(path.clone()) {
+            if name.contains(".so")
+                && path.is_file()
+                && seen.len() < 100_000
+                && seen.insert(path.clone())
+            {
                 out.push(path);
             }
         }
