@@ -128,6 +128,9 @@ pub struct Plan {
     pub fixups: Vec<u32>,
     /// Functions left alone, by reason (names in address order).
     pub skipped: BTreeMap<Skip, Vec<String>>,
+    /// The module has NOP sleds for patching (`-fpatchable-function-entry`,
+    /// `-mnop-mcount -mrecord-mcount`), and this many sites are sleds.
+    pub sleds: Option<usize>,
 }
 
 impl Plan {
@@ -165,6 +168,13 @@ impl Plan {
         }
         let entry = elf.entry();
         let mut plan = Plan::default();
+        let sled_sections = ["__patchable_function_entries", "__mcount_loc"];
+        if sled_sections
+            .iter()
+            .any(|n| elf.section_by_name(n).is_some())
+        {
+            plan.sleds = Some(0);
+        }
         // (lapse unhooks every frame before an exception walks them, in its
         // wrapper of the shared libgcc's _Unwind_RaiseException; a program
         // linked with its own calls that one directly)
@@ -259,6 +269,9 @@ impl Plan {
             plan.stubs.extend_from_slice(&bytes);
             plan.stubs
                 .resize(plan.stubs.len().next_multiple_of(ALIGN), 0xcc);
+            if let Some(n) = plan.sleds.as_mut() {
+                *n += usize::from(d.only_nops());
+            }
             let at = d.at - BASE;
             let off = (at - (f.start - BASE)) as usize;
             plan.sites.push(Site {
@@ -319,6 +332,11 @@ impl Plan {
         let left_alone = self.sites.len() - patched.min(self.sites.len()) + self.skipped_count();
         let mut text =
             lapse_data::SessionHeader::patching_note(module, patched as u64, left_alone as u64);
+        if let Some(n) = self.sleds.filter(|&n| n > 0) {
+            text.push_str(&format!(
+                " ({n} planned at the NOP sleds it was built with)"
+            ));
+        }
         for (why, names) in &self.skipped {
             let shown: Vec<&str> = names.iter().take(8).map(String::as_str).collect();
             let more = names.len().saturating_sub(shown.len());
@@ -393,7 +411,10 @@ impl Patching {
 
     /// The module's probe source (`probe_sources.rs`).
     pub fn source(&self) -> &'static str {
-        "patched"
+        match self.plan.sleds {
+            Some(n) if n > 0 => "patched-nop-sled",
+            _ => "patched",
+        }
     }
 
     /// The session note, with what the runtime did when it said.

@@ -22,7 +22,7 @@
 
 use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction,
-    InstructionBlock, MemoryOperand, Register,
+    InstructionBlock, MemoryOperand, Mnemonic, Register,
 };
 
 use super::Skip;
@@ -49,6 +49,16 @@ pub(super) struct Displaced {
     pub at: u64,
     pub len: usize,
     pub instructions: Vec<Instruction>,
+}
+
+impl Displaced {
+    /// Whether the jump replaces only NOPs (a sled the compiler left for
+    /// patching): nothing moves.
+    pub fn only_nops(&self) -> bool {
+        self.instructions
+            .iter()
+            .all(|i| i.mnemonic() == Mnemonic::Nop)
+    }
 }
 
 /// Every place a branch, call or address computation in `f` points to
@@ -155,7 +165,13 @@ pub(super) fn stub(
     out.extend_from_slice(&[0xff, 0x15]);
     out.extend_from_slice(&call.to_le_bytes());
     out.extend_from_slice(&[0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00]);
-    let mut block = moved.instructions.clone();
+    // (a NOP sled's instructions, or any NOP, need not run again)
+    let mut block: Vec<Instruction> = moved
+        .instructions
+        .iter()
+        .filter(|i| i.mnemonic() != Mnemonic::Nop)
+        .copied()
+        .collect();
     let end = moved.at + moved.len as u64;
     match block.pop() {
         Some(call) if call.code() == Code::Call_rel32_64 => block
@@ -167,7 +183,9 @@ pub(super) fn stub(
                     .map_err(|_| Skip::Unrelocatable)?,
             );
         }
-        None => return Err(Skip::Unrelocatable),
+        None => block.push(
+            Instruction::with_branch(Code::Jmp_rel32_64, end).map_err(|_| Skip::Unrelocatable)?,
+        ),
     }
     let encoded = BlockEncoder::encode(
         64,
@@ -308,6 +326,31 @@ mod tests {
             fixups,
             [Fixup::Rel64(0), Fixup::Rel32(mov), Fixup::Rel32(jmp)]
         );
+    }
+
+    #[test]
+    fn a_nop_sled_moves_nothing_and_the_stub_jumps_straight_back() {
+        // -mnop-mcount's 5-byte nop, then lea 1(%rdi),%eax; ret
+        let code = [0x0f, 0x1f, 0x44, 0, 0, 0x8d, 0x47, 0x01, 0xc3];
+        let func = f(&code);
+        let d = displaced(&func).expect("patchable");
+        assert!(d.only_nops());
+        let s = BASE - 0x10000;
+        let bytes = stub(&func, &d, s, s - 24).expect("relocatable").bytes;
+        let mut dec = Decoder::with_ip(
+            64,
+            &bytes[8 + HEAD..],
+            s + HEAD as u64,
+            DecoderOptions::NONE,
+        );
+        let back = dec.decode();
+        assert_eq!(
+            (back.code(), back.near_branch_target()),
+            (Code::Jmp_rel32_64, BASE + 5)
+        );
+        assert!(!dec.can_decode(), "nothing else");
+        let plain = [0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3];
+        assert!(!displaced(&f(&plain)).expect("patchable").only_nops());
     }
 
     #[test]
