@@ -257,7 +257,9 @@ struct lapse_plan_header {
     uint64_t ino;
     int64_t region;        /* the stub region's address minus the load bias */
     uint64_t region_bytes; /* stub bytes after this header */
-    uint64_t entry_slot;   /* offset in the region of the word for lapse_patch_entry */
+    uint64_t entry_slot;   /* offset in the region of the word for lapse_patch_entry
+                            * (the next word: lapse_patch_unwind, for the
+                            * entries of a program's own unwinder) */
     uint32_t fixups;       /* fixup words after the sites */
     uint32_t flags;        /* (none yet: 0) */
 };

@@ -69,6 +69,7 @@ NOINSTR int lapse_is_patched(const void *phdr)
 #if defined(__x86_64__)
 
 extern void lapse_patch_entry(void);
+extern void lapse_patch_unwind(void);
 
 /* How far the region may be from where it was planned. */
 #define MOVE_STEP (1ul << 20)
@@ -312,6 +313,11 @@ NOINSTR static void apply(struct plan *p, const struct module *m, int alone)
     }
     uintptr_t entry = (uintptr_t)lapse_patch_entry;
     memcpy((uint8_t *)r + h->entry_slot, &entry, sizeof entry);
+    /* (the word after it: for the entries of a program's own unwinder) */
+    if (h->entry_slot + 16 <= h->region_bytes) {
+        uintptr_t unwind = (uintptr_t)lapse_patch_unwind;
+        memcpy((uint8_t *)r + h->entry_slot + 8, &unwind, sizeof unwind);
+    }
     if (mprotect((void *)r, len, PROT_READ | PROT_EXEC) != 0) {
         munmap((void *)r, len);
         report(p, 0, 0, 0, "mprotect refused the stub region");

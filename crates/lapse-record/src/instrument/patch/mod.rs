@@ -70,6 +70,9 @@ pub enum Skip {
     /// The program carries its own unwinder (a static libgcc): the runtime
     /// cannot unhook the frames before it walks them.
     OwnUnwinder,
+    /// A part of the program's own unwinder that reads its own return
+    /// address to find where unwinding starts.
+    UnwinderStart,
 }
 
 impl fmt::Display for Skip {
@@ -85,9 +88,27 @@ impl fmt::Display for Skip {
             Skip::NotSelected => "not selected (--patch, --no-patch)",
             Skip::NoRoom => "no room for its stub below the executable",
             Skip::OwnUnwinder => "the program has its own unwinder (static libgcc), which lapse cannot keep away from the return trampoline",
+            Skip::UnwinderStart => "the unwinder's own start, which reads its return address",
         })
     }
 }
+
+/// The entries of a program's own unwinder (a static libgcc): their stubs
+/// call `lapse_patch_unwind` (the region's second word), which gives every
+/// hooked frame its real return address back before they walk the stack,
+/// as lapse's wrappers of the shared libgcc's do (`unwind.c`).
+const UNWINDER: &[&str] = &[
+    "_Unwind_RaiseException",
+    "_Unwind_Resume",
+    "_Unwind_Resume_or_Rethrow",
+    "_Unwind_ForcedUnwind",
+    "_Unwind_Backtrace",
+];
+/// The unwinder's function that takes its own return address for the
+/// first frame to walk (libgcc's unwind-dw2.c): never hooked.
+const UNWINDER_START: &str = "uw_init_context_1";
+/// The region's word for `lapse_patch_unwind`.
+const UNWIND_SLOT: usize = 8;
 
 /// Functions that the C run-time's start-up files add (no caller, or run
 /// before the runtime could see them).
@@ -177,13 +198,16 @@ impl Plan {
         }
         // (lapse unhooks every frame before an exception walks them, in its
         // wrapper of the shared libgcc's _Unwind_RaiseException; a program
-        // linked with its own calls that one directly)
-        if functions.iter().any(|f| f.2 == "_Unwind_RaiseException") {
+        // linked with its own calls that one directly: its own unwinder's
+        // entries get stubs that unhook them, or nothing is patched)
+        let own_unwinder = functions.iter().any(|f| f.2 == "_Unwind_RaiseException");
+        let refuse = |mut plan: Plan| {
+            plan.skipped.clear();
             for f in &functions {
                 plan.skip(Skip::OwnUnwinder, &f.2);
             }
-            return Some(plan);
-        }
+            plan
+        };
         // (every function's branches count, patched or not: one left out
         // by --patch may still jump into another's first bytes)
         let mut targets = Vec::new();
@@ -206,7 +230,11 @@ impl Plan {
                 plan.skip(Skip::PartOfAnother, name);
                 continue;
             }
-            if !wanted(name) {
+            if own_unwinder && name.starts_with(UNWINDER_START) {
+                plan.skip(Skip::UnwinderStart, name);
+                continue;
+            }
+            if !wanted(name) && !(own_unwinder && UNWINDER.contains(&name)) {
                 plan.skip(Skip::NotSelected, name);
                 continue;
             }
@@ -223,13 +251,18 @@ impl Plan {
         }
         let mut moves = Vec::new();
         for (name, f) in &found {
+            let unwinder = own_unwinder && UNWINDER.contains(name);
             match relocate::displaced(f) {
                 // (a branch to the first displaced instruction reaches the
                 // jump, as a call would: only the ones past it harm)
                 Ok(d) if into(&targets, d.at + 1, d.at + d.len as u64) => {
+                    if unwinder {
+                        return Some(refuse(plan));
+                    }
                     plan.skip(Skip::BranchIntoPatch, name)
                 }
                 Ok(d) => moves.push((*name, f, d)),
+                Err(_) if unwinder => return Some(refuse(plan)),
                 Err(why) => plan.skip(why, name),
             }
         }
@@ -242,6 +275,9 @@ impl Plan {
         let lowest = lowest / PAGE * PAGE;
         let pie = elf.elf_header().e_type(endian) == object::elf::ET_DYN;
         if !pie && lowest < size + GAP + MIN_ADDR {
+            if own_unwinder {
+                return Some(refuse(plan));
+            }
             return Some(plan.none_fit(moves.iter().map(|m| m.0)));
         }
         let region = lowest as i64 - (GAP + size) as i64;
@@ -251,16 +287,24 @@ impl Plan {
         plan.stubs = vec![0u8; ALIGN];
         for (name, f, d) in moves {
             let s = plan.stubs.len() + 8;
-            let Ok(relocate::Stub { bytes, fixups }) =
-                relocate::stub(f, &d, region_at(s), region_at(0))
-            else {
-                plan.skip(Skip::Unrelocatable, name);
-                continue;
+            // (an unwinder entry's stub calls the region's second word)
+            let unwinder = own_unwinder && UNWINDER.contains(&name);
+            let slot = region_at(if unwinder { UNWIND_SLOT } else { 0 });
+            let relocate::Stub { bytes, fixups } = match relocate::stub(f, &d, region_at(s), slot) {
+                Ok(b) if (plan.stubs.len() + b.bytes.len()) as u64 <= size => b,
+                other => {
+                    if unwinder {
+                        return Some(refuse(plan));
+                    }
+                    let why = if other.is_ok() {
+                        Skip::NoRoom
+                    } else {
+                        Skip::Unrelocatable
+                    };
+                    plan.skip(why, name);
+                    continue;
+                }
             };
-            if (plan.stubs.len() + bytes.len()) as u64 > size {
-                plan.skip(Skip::NoRoom, name);
-                continue;
-            }
             let from = (s - 8) as u32;
             plan.fixups.extend(fixups.iter().map(|f| match *f {
                 relocate::Fixup::Rel32(at) => from + at,
