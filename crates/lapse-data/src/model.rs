@@ -175,15 +175,19 @@ impl SessionHeader {
     }
 
     /// Functions patched at run time and functions left alone, when the
-    /// recorder patched the program (its note, see [`Self::patching_note`]).
+    /// recorder patched the program (its notes, one a module, see
+    /// [`Self::patching_note`]), summed over the modules.
     pub fn patching(&self) -> Option<(u64, u64)> {
-        self.notes.iter().find_map(|n| {
-            let rest = n.strip_prefix(PATCHING)?;
-            let head = &rest[..rest.find(" left alone")?];
-            let patched = head.split(' ').next()?.parse().ok()?;
-            let left_alone = head.rsplit(' ').next()?.parse().ok()?;
-            Some((patched, left_alone))
-        })
+        self.notes
+            .iter()
+            .filter_map(|n| {
+                let rest = n.strip_prefix(PATCHING)?;
+                let head = &rest[..rest.find(" left alone")?];
+                let patched: u64 = head.split(' ').next()?.parse().ok()?;
+                let left_alone: u64 = head.rsplit(' ').next()?.parse().ok()?;
+                Some((patched, left_alone))
+            })
+            .reduce(|a, b| (a.0 + b.0, a.1 + b.1))
     }
 }
 
@@ -717,5 +721,8 @@ mod tests {
         s.notes
             .push(format!("{note}; 3 shorter than the 5-byte jump: a, b, c"));
         assert_eq!(s.patching(), Some((12, 3)));
+        s.notes
+            .push(SessionHeader::patching_note("libz.so.1", 100, 7));
+        assert_eq!(s.patching(), Some((112, 10)), "summed over the modules");
     }
 }

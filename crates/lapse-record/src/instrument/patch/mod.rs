@@ -407,6 +407,9 @@ pub struct Patching {
     pub done: std::path::PathBuf,
 }
 
+/// Why a library's plan was not applied: it was not loaded.
+const NEVER_LOADED: &str = "the program never loaded it";
+
 /// What the runtime said it did with a plan.
 struct Outcome {
     patched: usize,
@@ -429,7 +432,7 @@ impl Patching {
         };
         let failed = match field("failed") {
             None if self.plan.sites.is_empty() => None,
-            None if self.library => Some("the program never loaded it".to_owned()),
+            None if self.library => Some(NEVER_LOADED.to_owned()),
             None => Some("the program never started it".to_owned()),
             Some(f) if f == "-" => None,
             Some(f) => Some(f),
@@ -464,6 +467,14 @@ impl Patching {
     /// The session note, with what the runtime did when it said.
     pub fn note(&self) -> String {
         let o = self.outcome();
+        // (a library the program never loaded: nothing to count)
+        if self.library && o.failed.as_deref() == Some(NEVER_LOADED) {
+            return format!(
+                "run-time patching: {} was never loaded, its {} planned function(s) were not patched",
+                self.module,
+                self.plan.sites.len()
+            );
+        }
         let mut text = self.plan.note(&self.module, o.patched, o.failed.as_deref());
         if let Some(n) = o.changed {
             text.push_str(&format!(

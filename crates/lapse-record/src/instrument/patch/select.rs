@@ -66,6 +66,14 @@ pub fn plan_patching(
             }
         }
     }
+    if modules.len() > wire::MAX {
+        notices.say(Notice::Warning(format!(
+            "--patch names {} modules; only the first {} are patched",
+            modules.len(),
+            wire::MAX
+        )));
+        modules.truncate(wire::MAX);
+    }
     let mut out = Vec::new();
     let mut written = 0;
     for (path, library) in modules {
