@@ -234,7 +234,8 @@ impl Plan {
                 plan.skip(Skip::UnwinderStart, name);
                 continue;
             }
-            if !wanted(name) && !(own_unwinder && UNWINDER.contains(&name)) {
+            let unwinder = own_unwinder && UNWINDER.contains(&name);
+            if !unwinder && !wanted(name) {
                 plan.skip(Skip::NotSelected, name);
                 continue;
             }
