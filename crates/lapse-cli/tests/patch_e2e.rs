@@ -100,10 +100,7 @@ int main(void) {
         assert_inclusive_within_threads(&r, &v);
         let i = info(&r);
         assert_eq!(info_count(&i, "unmatched:"), 0, "{source:?}: {i}");
-        let expected = match source {
-            Patch => "patched",
-            _ => "finstrument-functions",
-        };
+        let expected = source.probe_source();
         let sources = &v["session"]["probe_sources"];
         assert_eq!(
             sources[format!("plain-{}", source.tag())],

@@ -124,11 +124,7 @@ fn a_needed_library_is_patched_and_counts_as_finstrument_functions() {
             ],
         );
         let sources = &v["session"]["probe_sources"];
-        let expected = if source == Patch {
-            "patched"
-        } else {
-            "finstrument-functions"
-        };
+        let expected = source.probe_source();
         assert_eq!(sources["libvals.so"], expected, "{sources}");
         assert_eq!(sources["app"], expected, "{sources}");
         assert_inclusive_within_threads(&r, &v);
