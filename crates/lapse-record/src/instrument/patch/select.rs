@@ -30,6 +30,10 @@ const NEVER: &[&str] = &[
     "liblapse",
 ];
 
+/// At most this many libraries of the system's directories that the
+/// program does not need are planned for one `--patch` value.
+const MAX_SYSTEM: usize = 4;
+
 /// The plans for `program`'s run, written to `dir` and named in `env`.
 pub fn plan_patching(
     dir: &SessionDir,
@@ -44,11 +48,29 @@ pub fn plan_patching(
     }
     let libraries = libraries(program);
     for (value, module) in opts.patch.module_values() {
-        let named: Vec<&PathBuf> = libraries
-            .iter()
-            .filter(|(found, _)| module.is_match(&file_name(found)))
-            .map(|(_, real)| real)
-            .collect();
+        let matching = |system: bool| {
+            let mut named: Vec<&PathBuf> = libraries
+                .iter()
+                .filter(|l| l.system == system && module.is_match(&file_name(&l.found)))
+                .map(|l| &l.real)
+                .collect();
+            // (one library under several names, or in /lib and /usr/lib)
+            named.sort();
+            named.dedup();
+            named
+        };
+        let mut named = matching(false);
+        let system = matching(true);
+        // (planning every library of the system a loose regex names takes
+        // seconds, for libraries the program most likely never loads)
+        if system.len() > MAX_SYSTEM {
+            notices.say(Notice::Warning(format!(
+                "--patch {value}: {} libraries of the system's directories that the program does not need match; none of them is patched when loaded by dlopen (name one, e.g. '^libz\\.so')",
+                system.len()
+            )));
+        } else {
+            named.extend(system);
+        }
         if named.is_empty() && !module.is_match(&file_name(program)) {
             notices.say(Notice::Warning(format!(
                 "--patch {value}: no shared library lapse can find before the run has a matching name (it looks beside the program, in its RUNPATH, LD_LIBRARY_PATH, the current directory and the system's library directories)"
@@ -127,12 +149,30 @@ fn file_name(path: &Path) -> String {
     )
 }
 
+/// A shared library the program may load.
+struct Library {
+    /// Its path as found (the name `--patch` matches).
+    found: PathBuf,
+    /// Links followed: one plan per real file.
+    real: PathBuf,
+    /// Only a candidate for `dlopen`, found in a system directory.
+    system: bool,
+}
+
+/// The system's library directories.
+const SYSTEM_DIRS: [&str; 5] = [
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/usr/local/lib",
+];
+
 /// The shared libraries the program may load: those it needs (and they
-/// need), then the shared objects of the directories `dlopen` looks in;
-/// each as found and as its real path (links followed).
-fn libraries(program: &Path) -> Vec<(PathBuf, PathBuf)> {
+/// need), then the shared objects of the directories `dlopen` looks in.
+fn libraries(program: &Path) -> Vec<Library> {
     let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut out = Vec::new();
+    let mut needed = Vec::new();
     let mut todo = vec![program.to_owned()];
     while let Some(object) = todo.pop() {
         let Ok(data) = std::fs::read(&object) else {
@@ -140,7 +180,7 @@ fn libraries(program: &Path) -> Vec<(PathBuf, PathBuf)> {
         };
         for lib in crate::method::needed(&data, &object) {
             if seen.len() < 512 && seen.insert(lib.clone()) {
-                out.push(lib.clone());
+                needed.push(lib.clone());
                 todo.push(lib);
             }
         }
@@ -157,17 +197,13 @@ fn libraries(program: &Path) -> Vec<(PathBuf, PathBuf)> {
     if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
         dirs.extend(std::env::split_paths(&paths));
     }
-    dirs.extend(out.iter().filter_map(|l| l.parent().map(Path::to_owned)));
-    dirs.extend(
-        [
-            "/lib/x86_64-linux-gnu",
-            "/usr/lib/x86_64-linux-gnu",
-            "/lib64",
-            "/usr/lib64",
-            "/usr/local/lib",
-        ]
-        .map(PathBuf::from),
-    );
+    dirs.extend(needed.iter().filter_map(|l| l.parent().map(Path::to_owned)));
+    dirs.extend(SYSTEM_DIRS.map(PathBuf::from));
+    let system: BTreeSet<PathBuf> = SYSTEM_DIRS
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect();
+    let mut out: Vec<(PathBuf, bool)> = needed.into_iter().map(|l| (l, false)).collect();
     let mut listed: BTreeSet<PathBuf> = BTreeSet::new();
     for d in dirs {
         let Ok(d) = std::fs::canonicalize(&d) else {
@@ -179,6 +215,7 @@ fn libraries(program: &Path) -> Vec<(PathBuf, PathBuf)> {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
         };
+        let in_system = system.contains(&d);
         for e in entries.flatten() {
             let name = e.file_name();
             let name = name.to_string_lossy();
@@ -188,17 +225,18 @@ fn libraries(program: &Path) -> Vec<(PathBuf, PathBuf)> {
                 && seen.len() < 100_000
                 && seen.insert(path.clone())
             {
-                out.push(path);
+                out.push((path, in_system));
             }
         }
     }
-    // (the same file under two names is one library: plan_patching keeps
-    // one plan per real path)
-    let mut found = Vec::new();
-    for p in out {
-        if let Ok(real) = std::fs::canonicalize(&p) {
-            found.push((p, real));
-        }
-    }
-    found
+    out.into_iter()
+        .filter_map(|(found, system)| {
+            let real = std::fs::canonicalize(&found).ok()?;
+            Some(Library {
+                found,
+                real,
+                system,
+            })
+        })
+        .collect()
 }
