@@ -172,4 +172,20 @@ mod tests {
         assert_eq!(recorder_pid("lapse-123-"), None);
         assert_eq!(recorder_pid("lapse-12x-abc"), None);
     }
+
+    #[test]
+    fn plan_files_are_the_sessions_own() {
+        for ours in ["patch.plan.0", "patch.plan.12", "patch.plan.3.done"] {
+            assert!(is_plan_file(ours), "{ours}");
+        }
+        for not in [
+            "patch.plan",
+            "patch.plan.",
+            "patch.plan.x",
+            "patch.plan.1.txt",
+            "plan.1",
+        ] {
+            assert!(!is_plan_file(not), "{not}");
+        }
+    }
 }
