@@ -45,6 +45,10 @@ pub struct SessionSummary<'a> {
     /// Only for instrumentation: see [`preempted_ns`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preempted_ns: Option<u64>,
+    /// Module file name -> the probe source its events came from
+    /// (`finstrument-functions`, `patched`, `libcalls`, ...; docs/report.md);
+    /// empty for sampling and for files written before lapse said.
+    pub probe_sources: std::collections::BTreeMap<String, String>,
     /// Only on a busy machine: see [`busy_machine`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub busy_machine_share: Option<f64>,
@@ -121,6 +125,7 @@ impl<'a> SessionSummary<'a> {
             recorder_wait_ns: recorder_wait_ns(file),
             recorder_cpu_ns: s.recorder_cpu_ns(),
             preempted_ns: instr.map(|r| preempted_ns(file, r)),
+            probe_sources: s.probe_sources(),
             busy_machine_share: instr.and_then(|r| busy_machine(file, r)),
             non_entry_guards: Some(s.non_entry_guards()).filter(|&n| n > 0),
             patched_functions: s.patching().map(|(p, _)| p),

@@ -100,6 +100,19 @@ int main(void) {
         assert_inclusive_within_threads(&r, &v);
         let i = info(&r);
         assert_eq!(info_count(&i, "unmatched:"), 0, "{source:?}: {i}");
+        let expected = source.probe_source();
+        let sources = &v["session"]["probe_sources"];
+        assert_eq!(
+            sources[format!("plain-{}", source.tag())],
+            expected,
+            "{sources}"
+        );
+        assert_eq!(sources["libc.so.6"], "libcalls", "{sources}");
+        assert!(
+            i.lines()
+                .any(|l| l.starts_with("probes:") && l.contains(expected)),
+            "{i}"
+        );
         if source == Patch {
             let note = i
                 .lines()
@@ -377,35 +390,37 @@ int main(void) {
 }
 
 #[test]
-fn a_program_with_its_own_unwinder_is_not_patched_and_lapse_says_why() {
+fn a_program_with_its_own_unwinder_is_patched_and_its_exceptions_counted() {
     // -static-libgcc: the exception's unwinder is the program's, called
-    // without passing lapse's wrapper that unhooks the frames first, so
-    // patching would end the first throw in std::terminate. Nothing is
-    // patched; the program runs as built.
+    // without passing lapse's wrappers that unhook the frames first; its
+    // entries get stubs that do it instead, and the one function that
+    // reads its own return address to start the walk is left alone.
     let body = r#"
 #include <stdexcept>
 NOIPA void thrower(int d) { if (d == 0) throw std::runtime_error("x"); thrower(d - 1); leaf(d); }
 NOIPA int catcher(int i) { try { thrower(3); } catch (std::exception &) { return i % 3; } return -1; }
-int main() { long s = 0; for (int i = 0; i < 100; i++) s += catcher(i); printf("%ld\n", s); return 0; }
+int main() { long s = 0; for (int i = 0; i < 100; i++) s += catcher(i) + leaf(i); printf("%ld\n", s); return 0; }
 "#;
-    let name = "own-unwinder";
-    let dir = lapse_testkit::WorkDir::new(env!("CARGO_TARGET_TMPDIR"), &format!("patch-{name}"));
-    let Some(exe) = lapse_testkit::compile(
-        &dir,
-        "g++",
-        name,
-        &format!("{PRELUDE}\n{body}"),
-        &["-O2", "-static-libgcc", "-static-libstdc++", "-pthread"],
-    ) else {
+    let flags = ["-O1", "-static-libgcc", "-static-libstdc++"];
+    let Some(r) = run("own-unwinder", "g++", Patch, body, &flags) else {
         return;
     };
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lapse"))
-        .args(["record", "--method", "instrument", "-o", "out.lapse", "--"])
-        .arg(&exe)
-        .current_dir(&dir)
-        .output()
-        .expect("run lapse record");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "99\n", "{stderr}");
-    assert!(stderr.contains("its own unwinder"), "{stderr}");
+    let v = report(&r, "functions", &["--limit", "10000"]);
+    assert_calls(
+        &r,
+        &v,
+        &[
+            ("main", 1),
+            ("catcher(int)", 100),
+            ("thrower(int)", 400),
+            ("leaf(long)", 100),
+        ],
+    );
+    let i = info(&r);
+    assert_eq!(info_count(&i, "unmatched:"), 0, "{i}");
+    assert_eq!(info_count(&i, "open calls:"), 0, "{i}");
+    assert!(
+        i.contains("the unwinder's own start, which reads its return address: uw_init_context_1"),
+        "{i}"
+    );
 }

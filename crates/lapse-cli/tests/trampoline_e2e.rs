@@ -41,6 +41,13 @@ int main(void) {
         };
         let v = report(&r, "functions", &[]);
         assert_eq!(v["method"], "instrumentation", "{source:?}: --method auto");
+        let sources = &v["session"]["probe_sources"];
+        let module = format!("values-{}", source.tag());
+        assert_eq!(
+            sources[module.as_str()],
+            source.probe_source(),
+            "{source:?}: {sources}"
+        );
         assert_calls(
             &r,
             &v,

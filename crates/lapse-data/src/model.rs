@@ -175,17 +175,55 @@ impl SessionHeader {
     }
 
     /// Functions patched at run time and functions left alone, when the
-    /// recorder patched the program (its note, see [`Self::patching_note`]).
+    /// recorder patched the program (its notes, one a module, see
+    /// [`Self::patching_note`]), summed over the modules.
     pub fn patching(&self) -> Option<(u64, u64)> {
-        self.notes.iter().find_map(|n| {
-            let rest = n.strip_prefix(PATCHING)?;
-            let head = &rest[..rest.find(" left alone")?];
-            let patched = head.split(' ').next()?.parse().ok()?;
-            let left_alone = head.rsplit(' ').next()?.parse().ok()?;
-            Some((patched, left_alone))
-        })
+        self.notes
+            .iter()
+            .filter_map(|n| {
+                let rest = n.strip_prefix(PATCHING)?;
+                let head = &rest[..rest.find(" left alone")?];
+                let patched: u64 = head.split(' ').next()?.parse().ok()?;
+                let left_alone: u64 = head.rsplit(' ').next()?.parse().ok()?;
+                Some((patched, left_alone))
+            })
+            .reduce(|a, b| (a.0 + b.0, a.1 + b.1))
     }
 }
+
+impl SessionHeader {
+    /// The note that says which probe source each module's events came
+    /// from (module file name -> source, e.g. `app` -> `patched`); files
+    /// written before it have none ([`Self::probe_sources`] is then empty).
+    pub fn probe_sources_note(sources: &std::collections::BTreeMap<String, String>) -> String {
+        let each: Vec<String> = sources.iter().map(|(m, s)| format!("{m}={s}")).collect();
+        format!("{PROBE_SOURCES}{}", each.join(", "))
+    }
+
+    /// Whether `note` is the one [`Self::probe_sources_note`] makes.
+    pub fn is_probe_sources_note(note: &str) -> bool {
+        note.starts_with(PROBE_SOURCES)
+    }
+
+    /// Module file name -> probe source, as the recorder noted it.
+    pub fn probe_sources(&self) -> std::collections::BTreeMap<String, String> {
+        let Some(list) = self
+            .notes
+            .iter()
+            .find_map(|n| n.strip_prefix(PROBE_SOURCES))
+        else {
+            return Default::default();
+        };
+        // (a source's name holds no '=' or ','; a module's may)
+        list.split(", ")
+            .filter_map(|e| e.rsplit_once('='))
+            .map(|(m, s)| (m.to_owned(), s.to_owned()))
+            .collect()
+    }
+}
+
+/// (the start of the header's note on probe sources)
+const PROBE_SOURCES: &str = "probe sources: ";
 
 /// (the start of the header's note on run-time patching)
 const PATCHING: &str = "run-time patching: ";
@@ -659,6 +697,23 @@ mod tests {
     }
 
     #[test]
+    fn the_probe_sources_note_gives_its_map_back() {
+        let mut s = SessionHeader::example(Method::Instrumentation);
+        assert!(s.probe_sources().is_empty(), "older files: none");
+        let map: std::collections::BTreeMap<String, String> = [
+            ("app", "patched"),
+            ("libc.so.6", "libcalls"),
+            ("lib=odd.so", "pg"),
+        ]
+        .map(|(m, s)| (m.to_owned(), s.to_owned()))
+        .into();
+        let note = SessionHeader::probe_sources_note(&map);
+        assert!(SessionHeader::is_probe_sources_note(&note));
+        s.notes.push(note);
+        assert_eq!(s.probe_sources(), map);
+    }
+
+    #[test]
     fn the_patching_note_gives_its_counts_back() {
         let mut s = SessionHeader::example(Method::Instrumentation);
         assert_eq!(s.patching(), None);
@@ -666,5 +721,8 @@ mod tests {
         s.notes
             .push(format!("{note}; 3 shorter than the 5-byte jump: a, b, c"));
         assert_eq!(s.patching(), Some((12, 3)));
+        s.notes
+            .push(SessionHeader::patching_note("libz.so.1", 100, 7));
+        assert_eq!(s.patching(), Some((112, 10)), "summed over the modules");
     }
 }

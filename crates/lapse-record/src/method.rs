@@ -130,7 +130,7 @@ pub fn detect(program: &Path) -> Option<Found> {
 /// The libraries `data` (the file at `path`) needs, resolved as the dynamic
 /// loader would: its RPATH/RUNPATH (with `$ORIGIN`), `LD_LIBRARY_PATH`,
 /// then the system directories. Libraries not found are left out.
-fn needed(data: &[u8], path: &Path) -> Vec<PathBuf> {
+pub(crate) fn needed(data: &[u8], path: &Path) -> Vec<PathBuf> {
     let Ok(elf) = ElfFile64::<object::Endianness>::parse(data) else {
         return Vec::new();
     };

@@ -310,6 +310,22 @@ impl PatchSelection {
                 .any(|(_, m)| m.as_ref().is_none_or(|m| m.is_match(module)))
     }
 
+    /// Whether a `--patch REGEX@MODULE` names `module` (shared libraries
+    /// are patched only when one does).
+    pub fn names_module(&self, module: &str) -> bool {
+        self.only
+            .iter()
+            .any(|(_, m)| m.as_ref().is_some_and(|m| m.is_match(module)))
+    }
+
+    /// The `--patch` values that name a module, as given.
+    pub fn module_values(&self) -> Vec<(String, &regex::Regex)> {
+        self.only
+            .iter()
+            .filter_map(|(f, m)| Some((format!("{f}@{}", m.as_ref()?.as_str()), m.as_ref()?)))
+            .collect()
+    }
+
     /// The `--patch` values that name modules other than `module`.
     pub fn elsewhere(&self, module: &str) -> Vec<String> {
         self.only

@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use lapse_analysis::{Analysis, ThreadStats};
-use lapse_data::{DataFile, Method};
+use lapse_data::{DataFile, Method, SessionHeader};
 use serde_json::{json, Map, Value};
 
 use crate::spec::Format;
@@ -87,7 +87,21 @@ impl Info {
                 json!({ "name": s.sample_event, "period": s.sample_period }),
             );
         }
-        for n in &s.notes {
+        if s.method == Method::Instrumentation {
+            let sources = s.probe_sources();
+            let text: Vec<String> = sources.iter().map(|(m, p)| format!("{m}: {p}")).collect();
+            let text = if text.is_empty() {
+                "not recorded".to_owned()
+            } else {
+                text.join(", ")
+            };
+            i.text("probes", "probe_sources", text, json!(sources));
+        }
+        for n in s
+            .notes
+            .iter()
+            .filter(|n| !SessionHeader::is_probe_sources_note(n))
+        {
             i.same("note", "notes", n);
         }
         i.count("processes", "processes", file.processes.len() as u64);

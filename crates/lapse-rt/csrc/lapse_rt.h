@@ -239,25 +239,36 @@ LAPSE_AT(lapse_arena, cut_errno, 56);
 LAPSE_AT(lapse_arena, slot, 64);
 _Static_assert(sizeof(struct lapse_arena) <= LAPSE_ARENA_HEAD, "arena header too big");
 
-/* ---- run-time patching: the plan file (LAPSE_ENV_PATCH_PLAN, patch.c) ----
- * The recorder decodes the executable's functions and writes, for a stub
- * region at a fixed distance from the executable's load bias, every stub
- * (hook call, relocated prologue, jump back) and every patch site. All
- * addresses are relative to the load bias, so the plan holds whatever
- * address ASLR picks. The file: the header, `region_bytes` of stubs, then
- * `sites` site records. */
+/* ---- run-time patching: the plan files (LAPSE_ENV_PATCH_PLAN, patch.c) ----
+ * The recorder decodes a module's functions (the executable's, or a shared
+ * library's that --patch names) and writes, for a stub region at a fixed
+ * distance from the module's load bias, every stub (hook call, relocated
+ * prologue, jump back) and every patch site. All addresses are relative
+ * to the load bias, so the plan holds whatever address ASLR picks. When
+ * the region cannot be mapped there (a library has others right below
+ * it), the runtime maps it elsewhere within reach and moves each fixup
+ * field by the difference. LAPSE_ENV_PATCH_PLAN is a prefix P: the plans
+ * are P.0, P.1, ... A file: the header, `region_bytes` of stubs, `sites`
+ * site records, then `fixups` words (an offset in the region; bit 31 set
+ * for an int64 field, else an int32 one). */
 #define LAPSE_PLAN_MAGIC 0x4e4c5050u /* "PPLN" little-endian */
 #define LAPSE_PLAN_JMP 5             /* bytes of the jmp rel32 written at a site */
 #define LAPSE_PLAN_ORIG 19           /* most bytes a site displaces (4 + 15) */
+#define LAPSE_PLAN_FIXUP64 0x80000000u
+#define LAPSE_PLAN_MAX 64            /* plan files P.0 ... P.63 at most */
 
 struct lapse_plan_header {
     uint32_t magic;
     uint32_t sites;        /* site records after the stubs */
-    uint64_t dev;          /* the executable the plan is for (st_dev, st_ino) */
+    uint64_t dev;          /* the module the plan is for (st_dev, st_ino) */
     uint64_t ino;
     int64_t region;        /* the stub region's address minus the load bias */
     uint64_t region_bytes; /* stub bytes after this header */
-    uint64_t entry_slot;   /* offset in the region of the word for lapse_patch_entry */
+    uint64_t entry_slot;   /* offset in the region of the word for lapse_patch_entry
+                            * (the next word: lapse_patch_unwind, for the
+                            * entries of a program's own unwinder) */
+    uint32_t fixups;       /* fixup words after the sites */
+    uint32_t flags;        /* (none yet: 0) */
 };
 
 struct lapse_plan_site {
@@ -267,7 +278,7 @@ struct lapse_plan_site {
     uint8_t orig[LAPSE_PLAN_ORIG];   /* what must be there before patching */
 };
 
-LAPSE_SIZE(lapse_plan_header, 48);
+LAPSE_SIZE(lapse_plan_header, 56);
 LAPSE_AT(lapse_plan_header, magic, 0);
 LAPSE_AT(lapse_plan_header, sites, 4);
 LAPSE_AT(lapse_plan_header, dev, 8);
@@ -275,6 +286,7 @@ LAPSE_AT(lapse_plan_header, ino, 16);
 LAPSE_AT(lapse_plan_header, region, 24);
 LAPSE_AT(lapse_plan_header, region_bytes, 32);
 LAPSE_AT(lapse_plan_header, entry_slot, 40);
+LAPSE_AT(lapse_plan_header, fixups, 48);
 LAPSE_SIZE(lapse_plan_site, 32);
 LAPSE_AT(lapse_plan_site, at, 0);
 LAPSE_AT(lapse_plan_site, stub, 8);

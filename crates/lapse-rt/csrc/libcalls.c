@@ -626,7 +626,7 @@ NOINSTR static int note_module(struct dl_phdr_info *info, size_t size, void *arg
     m->seen = 1;
     struct dyninfo d = dyn_info(m);
     m->instrumented = each_import(m, &d, is_probe_import, NULL) ||
-                      (lapse_patched_phdr && (const void *)info->dlpi_phdr == lapse_patched_phdr);
+                      lapse_is_patched(info->dlpi_phdr);
     /* (the vDSO is loaded, but not where the linker looks for symbols) */
     m->vdso = strncmp(m->name, "linux-vdso", 10) == 0 || strncmp(m->name, "linux-gate", 10) == 0;
     if (g_norder < MAX_MODULES && !m->vdso)

@@ -365,9 +365,11 @@ void lapse_libcalls_scan(void);
 /* Applies the run-time patching plan (LAPSE_ENV_PATCH_PLAN) to the main
  * executable, when it is the one the plan is for (patch.c); start-up only. */
 void lapse_patch_apply(void);
-/* The program headers of the executable patch.c patched (dl_iterate_phdr's
- * dlpi_phdr), or NULL: libcalls.c traces its library calls. */
-extern const void *lapse_patched_phdr;
+/* After a dlopen: patches the libraries it loaded that have a plan. */
+void lapse_patch_loaded(void);
+/* Whether patch.c patched the module with these program headers
+ * (dl_iterate_phdr's dlpi_phdr): libcalls.c traces its library calls. */
+int lapse_is_patched(const void *phdr);
 
 /* A system call made by its instruction: no errno, no C library (the
  * return value is the kernel's, -errno on failure). */

@@ -399,6 +399,7 @@ INLINE int rescan_due(const struct lapse_tls *t, uintptr_t *slot)
 NOINSTR static void rescan(struct lapse_tls *t)
 {
     t->rescan_at = 0;
+    lapse_patch_loaded(); /* (first: a patched library's calls are traced) */
     lapse_libcalls_scan();
 }
 

@@ -58,6 +58,14 @@ NOINSTR static void unwinding(struct lapse_tls *t)
     t->unwound = 1;
 }
 
+/* A program with its own unwinder (a static libgcc) has its unwinder's
+ * entries patched to call this first (x86_64.S's lapse_patch_unwind): the
+ * same as the wrappers below do for the shared libgcc's. */
+NOINSTR __attribute__((visibility("hidden"))) void lapse_unwind_begins(void)
+{
+    unwinding(&lapse_t);
+}
+
 typedef _Unwind_Reason_Code (*raise_fn)(struct _Unwind_Exception *);
 typedef void (*resume_fn)(struct _Unwind_Exception *);
 typedef _Unwind_Reason_Code (*forced_fn)(struct _Unwind_Exception *, _Unwind_Stop_Fn, void *);

@@ -242,6 +242,33 @@ lapse_patch_entry:
     .cfi_endproc
     .size lapse_patch_entry, .-lapse_patch_entry
 
+/* The stub of an entry of the program's own unwinder (a static libgcc's
+ * _Unwind_RaiseException and kin) calls this instead, before the
+ * unwinder's first instruction: every hooked frame gets its real return
+ * address back before the unwinder walks them (unwind.c). At a function's
+ * entry the flags and vector registers are dead; the argument registers
+ * and %rax are kept. */
+    .hidden lapse_patch_unwind
+    .globl lapse_patch_unwind
+    .type lapse_patch_unwind, @function
+    .p2align 4
+lapse_patch_unwind:
+    .cfi_startproc
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbp, -16
+    movq %rsp, %rbp
+    .cfi_def_cfa_register %rbp
+    SAVE_GPRS
+    andq $-16, %rsp
+    call lapse_unwind_begins
+    RESTORE_GPRS
+    popq %rbp
+    .cfi_def_cfa %rsp, 8
+    ret
+    .cfi_endproc
+    .size lapse_patch_unwind, .-lapse_patch_unwind
+
 /* ---- sanitizer coverage (sancov.c) ----
  * Reached by a jump from the program's __sanitizer_cov_trace_pc_guard
  * (sancov_stub.c), so the return address on the stack is the one into the

@@ -174,8 +174,9 @@ pub const ENV_NO_LIBCALLS: &str = "LAPSE_NO_LIBCALLS";
 /// The recording's id (decimal): the runtime writes it in the spill, and
 /// `lapse recover` merges a spill only into the recording of that id.
 pub const ENV_SESSION: &str = "LAPSE_SESSION";
-/// The run-time patching plan the runtime applies to the executable it
-/// starts in, when that is the executable the plan is for ([`plan`]).
+/// The run-time patching plans: a prefix `P`, the plans being the files
+/// `P.0`, `P.1`, ... ([`plan`]); the runtime applies each to the module it
+/// is for, when that module is loaded.
 pub const ENV_PATCH_PLAN: &str = "LAPSE_PATCH_PLAN";
 /// How many 64 KiB buffers a process's arena has (1 to
 /// [`arena::MAX_BUFS`]); the default is [`arena::BUFS`].
@@ -191,7 +192,11 @@ pub mod plan {
     pub const JMP: usize = 5;
     /// The most bytes a site displaces.
     pub const ORIG: usize = 19;
-    pub const HEADER_LEN: usize = 48;
+    /// A fixup word's bit for an `int64` field (else `int32`).
+    pub const FIXUP64: u32 = 0x8000_0000;
+    /// Plan files `P.0` ... at most.
+    pub const MAX: usize = 64;
+    pub const HEADER_LEN: usize = 56;
     pub const SITE_LEN: usize = 32;
     pub const H_MAGIC: usize = 0;
     pub const H_SITES: usize = 4;
@@ -200,6 +205,7 @@ pub mod plan {
     pub const H_REGION: usize = 24;
     pub const H_REGION_BYTES: usize = 32;
     pub const H_ENTRY_SLOT: usize = 40;
+    pub const H_FIXUPS: usize = 48;
     pub const S_AT: usize = 0;
     pub const S_STUB: usize = 8;
     pub const S_LEN: usize = 12;

@@ -70,6 +70,17 @@ impl Source {
         }
     }
 
+    /// The name the session's `probe_sources` gives the source.
+    pub fn probe_source(self) -> &'static str {
+        match self {
+            Cyg => "finstrument-functions",
+            Pg => "pg",
+            Fentry => "fentry",
+            Sancov => "sancov",
+            Patch => "patched",
+        }
+    }
+
     /// What `lapse record` needs besides: a program without probes is
     /// only patched on request (`--method auto` samples it).
     pub fn record_options(self) -> &'static [&'static str] {

@@ -274,6 +274,11 @@ impl AddressBook {
             .collect()
     }
 
+    /// The path of `module` as it was mapped.
+    pub fn module_path(&self, module: ModuleId) -> Option<&str> {
+        Some(self.modules.get(module.0 as usize)?.path.as_str())
+    }
+
     /// The parsed ELF of `module`, if it could be read.
     pub fn elf(&self, module: ModuleId) -> Option<&ElfModule> {
         self.module_entries.get(module.0 as usize)?.elf.as_ref()

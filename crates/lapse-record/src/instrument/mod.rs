@@ -51,6 +51,7 @@ mod os;
 mod output;
 mod pace;
 mod patch;
+mod probe_sources;
 mod recover;
 mod roster;
 pub(crate) mod serials;

@@ -1,7 +1,7 @@
 //! One instrumentation recording from launch to footer.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lapse_data::{Method, OsEventBlock, Record, SessionHeader, Timestamp};
@@ -17,7 +17,7 @@ use super::ns_ids::NsIds;
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
 use super::pace::{self, Pace, Spun};
-use super::patch::{Patching, Plan};
+use super::patch::Patching;
 use super::session_dir::SessionDir;
 use super::stalls::HeldOsEvent;
 use super::threads;
@@ -99,8 +99,8 @@ pub(super) struct Session {
     /// Threads whose stream is at a worker, with their buffers that came
     /// meanwhile (they follow in order).
     pub(super) lent: HashMap<ThreadKey, VecDeque<Waiting>>,
-    /// The run-time patching plan handed to the runtime, if any.
-    pub(super) patching: Option<Patching>,
+    /// The run-time patching plans handed to the runtime.
+    pub(super) patching: Vec<Patching>,
     /// The program has no probes: it was to be patched at run time.
     pub(super) patch_wanted: bool,
 }
@@ -185,9 +185,9 @@ pub fn record(
         ));
     }
     let patching = if patch {
-        plan_patching(&dir, program, &mut env, opts)
+        super::patch::plan_patching(&dir, program, &mut env, opts)
     } else {
-        None
+        Vec::new()
     };
     let mut child =
         launch::spawn_held(program, argv, &env).map_err(|source| RecordError::Spawn {
@@ -258,64 +258,6 @@ pub fn record(
         let _ = std::fs::remove_file(&spill_path);
     }
     run
-}
-
-/// The run-time patching plan for `program`, written to the session
-/// directory and named in `env`; `None` (and a warning) when it cannot be.
-fn plan_patching(
-    dir: &SessionDir,
-    program: &Path,
-    env: &mut Vec<(String, String)>,
-    opts: &RecordOptions,
-) -> Option<Patching> {
-    use std::os::unix::fs::MetadataExt;
-    let notices = &opts.notices;
-    let module = program.file_name().map_or_else(
-        || program.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    for other in opts.patch.elsewhere(&module) {
-        notices.say(Notice::Warning(format!(
-            "--patch {other}: only the program's own functions are patched at run time so far, not those of shared libraries"
-        )));
-    }
-    if !opts.patch.any_in(&module) {
-        return None;
-    }
-    let data = std::fs::read(program).ok()?;
-    let meta = std::fs::metadata(program).ok()?;
-    let wanted = |name: &str| {
-        let demangled = lapse_symbols::demangle(name);
-        opts.patch.wants(&module, &[name, &demangled])
-    };
-    let plan = Plan::for_executable(&data, wanted)?;
-    if plan.sites.is_empty() {
-        // (nothing for the runtime to do; the note says why)
-        return Some(Patching {
-            plan,
-            module,
-            done: PathBuf::new(),
-        });
-    }
-    let path = match dir.write_plan(&plan.to_bytes(meta.dev(), meta.ino())) {
-        Ok(p) => p,
-        Err(e) => {
-            notices.say(Notice::Warning(format!(
-                "cannot write the run-time patching plan: {e}; {} is not patched",
-                program.display()
-            )));
-            return None;
-        }
-    };
-    env.push((
-        protocol::ENV_PATCH_PLAN.to_owned(),
-        path.display().to_string(),
-    ));
-    Some(Patching {
-        plan,
-        module,
-        done: dir.plan_done_path(),
-    })
 }
 
 /// Where a recording is.

@@ -20,9 +20,9 @@ use crate::RecordError;
 /// What a session directory holds (and all it may hold to be removed as stale).
 const SOCKET_NAME: &str = "sock";
 const SPILL_NAME: &str = "spill";
-/// The run-time patching plan, and what the runtime did with it.
+/// The run-time patching plans (`patch.plan.N`), and what the runtime did
+/// with each (`patch.plan.N.done`).
 const PLAN_NAME: &str = "patch.plan";
-const PLAN_DONE_NAME: &str = "patch.plan.done";
 
 pub struct SessionDir {
     path: PathBuf,
@@ -65,17 +65,20 @@ impl SessionDir {
         self.path.join(SPILL_NAME)
     }
 
-    /// Writes the run-time patching plan (0600); its path, for the runtime.
-    pub fn write_plan(&self, bytes: &[u8]) -> io::Result<PathBuf> {
-        let path = self.path.join(PLAN_NAME);
-        write_private(&path, bytes, 0o600)?;
-        Ok(path)
+    /// The plans' common prefix, for the runtime.
+    pub fn plan_prefix(&self) -> PathBuf {
+        self.path.join(PLAN_NAME)
     }
 
-    /// Where the runtime says what it did with the plan (`patch.c`), once
+    /// Writes run-time patching plan number `n` (0600).
+    pub fn write_plan(&self, n: usize, bytes: &[u8]) -> io::Result<()> {
+        write_private(&self.path.join(format!("{PLAN_NAME}.{n}")), bytes, 0o600)
+    }
+
+    /// Where the runtime says what it did with plan `n` (`patch.c`), once
     /// a process applied it.
-    pub fn plan_done_path(&self) -> PathBuf {
-        self.path.join(PLAN_DONE_NAME)
+    pub fn plan_done_path(&self, n: usize) -> PathBuf {
+        self.path.join(format!("{PLAN_NAME}.{n}.done"))
     }
 }
 
@@ -131,6 +134,18 @@ fn recorder_pid(name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
+/// `patch.plan.N` or `patch.plan.N.done`.
+fn is_plan_file(name: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix(PLAN_NAME)
+        .and_then(|r| r.strip_prefix('.'))
+    else {
+        return false;
+    };
+    let n = rest.strip_suffix(".done").unwrap_or(rest);
+    !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+}
+
 fn only_session_files(dir: &Path) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return false;
@@ -139,8 +154,7 @@ fn only_session_files(dir: &Path) -> bool {
         let n = e.file_name();
         n == SOCKET_NAME
             || n == SPILL_NAME
-            || n == PLAN_NAME
-            || n == PLAN_DONE_NAME
+            || is_plan_file(&n.to_string_lossy())
             || n == lapse_rt::RUNTIME_FILE_NAME
     })
 }
@@ -157,5 +171,21 @@ mod tests {
         assert_eq!(recorder_pid("lapse-test-bad-10953"), None);
         assert_eq!(recorder_pid("lapse-123-"), None);
         assert_eq!(recorder_pid("lapse-12x-abc"), None);
+    }
+
+    #[test]
+    fn plan_files_are_the_sessions_own() {
+        for ours in ["patch.plan.0", "patch.plan.12", "patch.plan.3.done"] {
+            assert!(is_plan_file(ours), "{ours}");
+        }
+        for not in [
+            "patch.plan",
+            "patch.plan.",
+            "patch.plan.x",
+            "patch.plan.1.txt",
+            "plan.1",
+        ] {
+            assert!(!is_plan_file(not), "{not}");
+        }
     }
 }

@@ -13,6 +13,7 @@ use lapse_data::{
 use super::assemble::program_name;
 use super::functions::function_table;
 use super::os::{ProcessLife, ThreadLife};
+use super::patch::Patching;
 use super::session::{Session, RETIRE_AFTER};
 use super::stalls::HeldOsEvent;
 use crate::linux::clock;
@@ -363,9 +364,14 @@ impl Session {
                     self.asm.threads.untraced_threads
                 ));
             }
-            if let Some(p) = &self.patching {
+            for p in &self.patching {
                 header.notes.push(p.note());
             }
+            header
+                .notes
+                .push(lapse_data::SessionHeader::probe_sources_note(
+                    &self.probe_sources(),
+                ));
             if self.asm.threads.non_entry_guards > 0 {
                 header
                     .notes
@@ -443,10 +449,10 @@ impl Session {
                     status - 128
                 )
             } else if self.patch_wanted {
-                let what = self.patching.as_ref().map_or_else(
-                    || "run-time patching found nothing to patch (no function symbol or unwind table entry in its .text, or --patch named other modules only)".to_owned(),
-                    |p| p.note(),
-                );
+                let what = match &self.patching[..] {
+                    [] => "run-time patching found nothing to patch (no function symbol or unwind table entry in its .text, or --patch named other modules only)".to_owned(),
+                    all => all.iter().map(Patching::note).collect::<Vec<_>>().join("; "),
+                };
                 format!("it has no probes, and {what}; --method sample needs no probes")
             } else {
                 "is it built with -finstrument-functions, or by lapse build for Rust? --method sample needs no probes".to_owned()
@@ -467,6 +473,26 @@ impl Session {
             bytes: self.out.bytes(),
             exit_status: exit_status.unwrap_or(0),
         })
+    }
+
+    /// Each module with recorded functions and the probe source its
+    /// events came from.
+    fn probe_sources(&self) -> std::collections::BTreeMap<String, String> {
+        let book = self.asm.book.lock();
+        let mut ids: Vec<_> = book.functions().iter().map(|f| f.0).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let patched = self
+            .patching
+            .iter()
+            .filter(|p| p.patched() > 0)
+            .map(|p| (p.module.clone(), p.source()))
+            .collect();
+        let paths = ids
+            .into_iter()
+            .filter_map(|id| book.module_path(id))
+            .filter(|p| p.starts_with('/'));
+        super::probe_sources::of_modules(paths, &patched)
     }
 
     fn out_path(&self) -> std::path::PathBuf {

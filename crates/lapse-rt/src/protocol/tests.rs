@@ -100,6 +100,8 @@ fn every_header_constant_matches() {
         ("PLAN_MAGIC", u64::from(plan::MAGIC)),
         ("PLAN_JMP", plan::JMP as u64),
         ("PLAN_ORIG", plan::ORIG as u64),
+        ("PLAN_FIXUP64", u64::from(plan::FIXUP64)),
+        ("PLAN_MAX", plan::MAX as u64),
     ];
     let strings: &[(&str, &str)] = &[
         ("ENV_SOCKET", ENV_SOCKET),
@@ -189,6 +191,7 @@ fn every_header_offset_matches() {
         ("lapse_plan_header.region", plan::H_REGION),
         ("lapse_plan_header.region_bytes", plan::H_REGION_BYTES),
         ("lapse_plan_header.entry_slot", plan::H_ENTRY_SLOT),
+        ("lapse_plan_header.fixups", plan::H_FIXUPS),
         ("lapse_plan_site.at", plan::S_AT),
         ("lapse_plan_site.stub", plan::S_STUB),
         ("lapse_plan_site.len", plan::S_LEN),

@@ -14,9 +14,14 @@
 //! The stubs are built here, for a region at a fixed distance below the
 //! executable's lowest segment: every rel32 between stubs and code is then
 //! the same wherever ASLR loads the executable, and the runtime only copies
-//! bytes. Everything here works on the file's bytes; no OS call.
+//! bytes (or, when that place is taken, as below a shared library, maps the
+//! region elsewhere and moves the plan's fixup fields by the difference).
+//! The plans work on the file's bytes; `select.rs` picks the modules.
 
 mod relocate;
+mod select;
+
+pub use select::plan_patching;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -65,6 +70,9 @@ pub enum Skip {
     /// The program carries its own unwinder (a static libgcc): the runtime
     /// cannot unhook the frames before it walks them.
     OwnUnwinder,
+    /// A part of the program's own unwinder that reads its own return
+    /// address to find where unwinding starts.
+    UnwinderStart,
 }
 
 impl fmt::Display for Skip {
@@ -80,9 +88,27 @@ impl fmt::Display for Skip {
             Skip::NotSelected => "not selected (--patch, --no-patch)",
             Skip::NoRoom => "no room for its stub below the executable",
             Skip::OwnUnwinder => "the program has its own unwinder (static libgcc), which lapse cannot keep away from the return trampoline",
+            Skip::UnwinderStart => "the unwinder's own start, which reads its return address",
         })
     }
 }
+
+/// The entries of a program's own unwinder (a static libgcc): their stubs
+/// call `lapse_patch_unwind` (the region's second word), which gives every
+/// hooked frame its real return address back before they walk the stack,
+/// as lapse's wrappers of the shared libgcc's do (`unwind.c`).
+const UNWINDER: &[&str] = &[
+    "_Unwind_RaiseException",
+    "_Unwind_Resume",
+    "_Unwind_Resume_or_Rethrow",
+    "_Unwind_ForcedUnwind",
+    "_Unwind_Backtrace",
+];
+/// The unwinder's function that takes its own return address for the
+/// first frame to walk (libgcc's unwind-dw2.c): never hooked.
+const UNWINDER_START: &str = "uw_init_context_1";
+/// The region's word for `lapse_patch_unwind`.
+const UNWIND_SLOT: usize = 8;
 
 /// Functions that the C run-time's start-up files add (no caller, or run
 /// before the runtime could see them).
@@ -118,15 +144,21 @@ pub struct Plan {
     pub stubs: Vec<u8>,
     pub entry_slot: u64,
     pub sites: Vec<Site>,
+    /// Fields of the stubs to move when the region moves (`lapse_rt.h`'s
+    /// fixup words).
+    pub fixups: Vec<u32>,
     /// Functions left alone, by reason (names in address order).
     pub skipped: BTreeMap<Skip, Vec<String>>,
+    /// The module has NOP sleds for patching (`-fpatchable-function-entry`,
+    /// `-mnop-mcount -mrecord-mcount`), and this many sites are sleds.
+    pub sleds: Option<usize>,
 }
 
 impl Plan {
-    /// The plan for the executable `data` and the functions `wanted` says
-    /// yes to (by symbol name), or `None` when it is no x86-64 ELF file or
-    /// names no function.
-    pub fn for_executable(data: &[u8], wanted: impl Fn(&str) -> bool) -> Option<Plan> {
+    /// The plan for the module `data` (an executable or a shared library)
+    /// and the functions `wanted` says yes to (by symbol name), or `None`
+    /// when it is no x86-64 ELF file or names no function.
+    pub fn for_module(data: &[u8], wanted: impl Fn(&str) -> bool) -> Option<Plan> {
         let elf = ElfFile64::<object::Endianness>::parse(data).ok()?;
         if elf.architecture() != object::Architecture::X86_64 {
             return None;
@@ -157,15 +189,25 @@ impl Plan {
         }
         let entry = elf.entry();
         let mut plan = Plan::default();
+        let sled_sections = ["__patchable_function_entries", "__mcount_loc"];
+        if sled_sections
+            .iter()
+            .any(|n| elf.section_by_name(n).is_some())
+        {
+            plan.sleds = Some(0);
+        }
         // (lapse unhooks every frame before an exception walks them, in its
         // wrapper of the shared libgcc's _Unwind_RaiseException; a program
-        // linked with its own calls that one directly)
-        if functions.iter().any(|f| f.2 == "_Unwind_RaiseException") {
+        // linked with its own calls that one directly: its own unwinder's
+        // entries get stubs that unhook them, or nothing is patched)
+        let own_unwinder = functions.iter().any(|f| f.2 == "_Unwind_RaiseException");
+        let refuse = |mut plan: Plan| {
+            plan.skipped.clear();
             for f in &functions {
                 plan.skip(Skip::OwnUnwinder, &f.2);
             }
-            return Some(plan);
-        }
+            plan
+        };
         // (every function's branches count, patched or not: one left out
         // by --patch may still jump into another's first bytes)
         let mut targets = Vec::new();
@@ -188,7 +230,12 @@ impl Plan {
                 plan.skip(Skip::PartOfAnother, name);
                 continue;
             }
-            if !wanted(name) {
+            if own_unwinder && name.starts_with(UNWINDER_START) {
+                plan.skip(Skip::UnwinderStart, name);
+                continue;
+            }
+            let unwinder = own_unwinder && UNWINDER.contains(&name);
+            if !unwinder && !wanted(name) {
                 plan.skip(Skip::NotSelected, name);
                 continue;
             }
@@ -205,13 +252,18 @@ impl Plan {
         }
         let mut moves = Vec::new();
         for (name, f) in &found {
+            let unwinder = own_unwinder && UNWINDER.contains(name);
             match relocate::displaced(f) {
                 // (a branch to the first displaced instruction reaches the
                 // jump, as a call would: only the ones past it harm)
                 Ok(d) if into(&targets, d.at + 1, d.at + d.len as u64) => {
+                    if unwinder {
+                        return Some(refuse(plan));
+                    }
                     plan.skip(Skip::BranchIntoPatch, name)
                 }
                 Ok(d) => moves.push((*name, f, d)),
+                Err(_) if unwinder => return Some(refuse(plan)),
                 Err(why) => plan.skip(why, name),
             }
         }
@@ -224,6 +276,9 @@ impl Plan {
         let lowest = lowest / PAGE * PAGE;
         let pie = elf.elf_header().e_type(endian) == object::elf::ET_DYN;
         if !pie && lowest < size + GAP + MIN_ADDR {
+            if own_unwinder {
+                return Some(refuse(plan));
+            }
             return Some(plan.none_fit(moves.iter().map(|m| m.0)));
         }
         let region = lowest as i64 - (GAP + size) as i64;
@@ -233,17 +288,35 @@ impl Plan {
         plan.stubs = vec![0u8; ALIGN];
         for (name, f, d) in moves {
             let s = plan.stubs.len() + 8;
-            let Ok(bytes) = relocate::stub(f, &d, region_at(s), region_at(0)) else {
-                plan.skip(Skip::Unrelocatable, name);
-                continue;
+            // (an unwinder entry's stub calls the region's second word)
+            let unwinder = own_unwinder && UNWINDER.contains(&name);
+            let slot = region_at(if unwinder { UNWIND_SLOT } else { 0 });
+            let relocate::Stub { bytes, fixups } = match relocate::stub(f, &d, region_at(s), slot) {
+                Ok(b) if (plan.stubs.len() + b.bytes.len()) as u64 <= size => b,
+                other => {
+                    if unwinder {
+                        return Some(refuse(plan));
+                    }
+                    let why = if other.is_ok() {
+                        Skip::NoRoom
+                    } else {
+                        Skip::Unrelocatable
+                    };
+                    plan.skip(why, name);
+                    continue;
+                }
             };
-            if (plan.stubs.len() + bytes.len()) as u64 > size {
-                plan.skip(Skip::NoRoom, name);
-                continue;
-            }
+            let from = (s - 8) as u32;
+            plan.fixups.extend(fixups.iter().map(|f| match *f {
+                relocate::Fixup::Rel32(at) => from + at,
+                relocate::Fixup::Rel64(at) => (from + at) | wire::FIXUP64,
+            }));
             plan.stubs.extend_from_slice(&bytes);
             plan.stubs
                 .resize(plan.stubs.len().next_multiple_of(ALIGN), 0xcc);
+            if let Some(n) = plan.sleds.as_mut() {
+                *n += usize::from(d.only_nops());
+            }
             let at = d.at - BASE;
             let off = (at - (f.start - BASE)) as usize;
             plan.sites.push(Site {
@@ -273,7 +346,7 @@ impl Plan {
     }
 
     /// The plan file (`struct lapse_plan_header` in `lapse_rt.h`) for the
-    /// executable with device `dev` and inode `ino`.
+    /// module with device `dev` and inode `ino`.
     pub fn to_bytes(&self, dev: u64, ino: u64) -> Vec<u8> {
         let mut out = vec![0u8; wire::HEADER_LEN];
         out[wire::H_MAGIC..][..4].copy_from_slice(&wire::MAGIC.to_le_bytes());
@@ -283,6 +356,7 @@ impl Plan {
         out[wire::H_REGION..][..8].copy_from_slice(&self.region.to_le_bytes());
         out[wire::H_REGION_BYTES..][..8].copy_from_slice(&(self.stubs.len() as u64).to_le_bytes());
         out[wire::H_ENTRY_SLOT..][..8].copy_from_slice(&self.entry_slot.to_le_bytes());
+        out[wire::H_FIXUPS..][..4].copy_from_slice(&(self.fixups.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.stubs);
         for s in &self.sites {
             let mut rec = [0u8; wire::SITE_LEN];
@@ -292,6 +366,9 @@ impl Plan {
             rec[wire::S_ORIG..][..s.orig.len()].copy_from_slice(&s.orig);
             out.extend_from_slice(&rec);
         }
+        for f in &self.fixups {
+            out.extend_from_slice(&f.to_le_bytes());
+        }
         out
     }
 
@@ -300,6 +377,11 @@ impl Plan {
         let left_alone = self.sites.len() - patched.min(self.sites.len()) + self.skipped_count();
         let mut text =
             lapse_data::SessionHeader::patching_note(module, patched as u64, left_alone as u64);
+        if let Some(n) = self.sleds.filter(|&n| n > 0) {
+            text.push_str(&format!(
+                " ({n} planned at the NOP sleds it was built with)"
+            ));
+        }
         for (why, names) in &self.skipped {
             let shown: Vec<&str> = names.iter().take(8).map(String::as_str).collect();
             let more = names.len().saturating_sub(shown.len());
@@ -318,15 +400,31 @@ impl Plan {
 /// A plan handed to the runtime, and where the runtime says what it did.
 pub struct Patching {
     pub plan: Plan,
-    /// The executable's file name.
+    /// The module's file name.
     pub module: String,
+    /// A shared library (which the program may never load), not the executable.
+    pub library: bool,
     /// The runtime's report (`patch.c`: "patched N", "changed N", "failed WHY").
     pub done: std::path::PathBuf,
 }
 
+/// Why a library's plan was not applied: it was not loaded.
+const NEVER_LOADED: &str = "the program never loaded it";
+
+/// What the runtime said it did with a plan.
+struct Outcome {
+    patched: usize,
+    /// Why it patched none, when it did not.
+    failed: Option<String>,
+    /// Sites whose bytes in memory were not the file's.
+    changed: Option<String>,
+    /// Sites left alone because other threads ran and their jump could
+    /// not be written in one store (`patch.c`).
+    racy: Option<String>,
+}
+
 impl Patching {
-    /// The session note, with what the runtime did when it said.
-    pub fn note(&self) -> String {
+    fn outcome(&self) -> Outcome {
         let done = std::fs::read_to_string(&self.done).unwrap_or_default();
         let field = |key: &str| {
             done.lines()
@@ -335,6 +433,7 @@ impl Patching {
         };
         let failed = match field("failed") {
             None if self.plan.sites.is_empty() => None,
+            None if self.library => Some(NEVER_LOADED.to_owned()),
             None => Some("the program never started it".to_owned()),
             Some(f) if f == "-" => None,
             Some(f) => Some(f),
@@ -345,10 +444,47 @@ impl Patching {
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(self.plan.sites.len()),
         };
-        let mut text = self.plan.note(&self.module, patched, failed.as_deref());
-        if let Some(n) = field("changed").filter(|n| n != "0") {
+        Outcome {
+            patched,
+            failed,
+            changed: field("changed").filter(|n| n != "0"),
+            racy: field("racy").filter(|n| n != "0"),
+        }
+    }
+
+    /// Functions the runtime patched.
+    pub fn patched(&self) -> usize {
+        self.outcome().patched
+    }
+
+    /// The module's probe source (`probe_sources.rs`).
+    pub fn source(&self) -> &'static str {
+        match self.plan.sleds {
+            Some(n) if n > 0 => "patched-nop-sled",
+            _ => "patched",
+        }
+    }
+
+    /// The session note, with what the runtime did when it said.
+    pub fn note(&self) -> String {
+        let o = self.outcome();
+        // (a library the program never loaded: nothing to count)
+        if self.library && o.failed.as_deref() == Some(NEVER_LOADED) {
+            return format!(
+                "run-time patching: {} was never loaded, its {} planned function(s) were not patched",
+                self.module,
+                self.plan.sites.len()
+            );
+        }
+        let mut text = self.plan.note(&self.module, o.patched, o.failed.as_deref());
+        if let Some(n) = o.changed {
             text.push_str(&format!(
                 "; {n} function(s) held other bytes in memory than in the file: left alone"
+            ));
+        }
+        if let Some(n) = o.racy {
+            text.push_str(&format!(
+                "; {n} function(s) left alone: other threads ran when it was loaded, and their jump could not be written in one store"
             ));
         }
         text
@@ -425,7 +561,7 @@ mod tests {
     fn this_test_programs_plan_patches_most_and_says_why_it_skips() {
         let exe = std::env::current_exe().expect("the test executable");
         let data = std::fs::read(exe).expect("readable");
-        let plan = Plan::for_executable(&data, |_| true).expect("a plan");
+        let plan = Plan::for_module(&data, |_| true).expect("a plan");
         assert!(
             plan.sites.len() > 100,
             "{}",
@@ -434,8 +570,18 @@ mod tests {
         let file = plan.to_bytes(1, 2);
         assert_eq!(
             file.len(),
-            wire::HEADER_LEN + plan.stubs.len() + plan.sites.len() * wire::SITE_LEN
+            wire::HEADER_LEN
+                + plan.stubs.len()
+                + plan.sites.len() * wire::SITE_LEN
+                + plan.fixups.len() * 4
         );
+        // every stub's .quad, and its jump back at least
+        assert!(plan.fixups.len() >= 2 * plan.sites.len());
+        for f in &plan.fixups {
+            let at = (f & !wire::FIXUP64) as usize;
+            let len = if f & wire::FIXUP64 != 0 { 8 } else { 4 };
+            assert!(at + len <= plan.stubs.len(), "{at:#x}");
+        }
         assert!(plan.region < 0, "below the executable (PIE: at 0)");
         for s in &plan.sites {
             assert!((relocate::JMP..=wire::ORIG).contains(&s.orig.len()));
@@ -460,6 +606,7 @@ mod tests {
         let p = Patching {
             plan,
             module: "app".into(),
+            library: false,
             done: done.clone(),
         };
         let note = p.note();

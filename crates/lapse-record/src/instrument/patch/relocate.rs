@@ -22,7 +22,7 @@
 
 use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction,
-    InstructionBlock, MemoryOperand, Register,
+    InstructionBlock, MemoryOperand, Mnemonic, Register,
 };
 
 use super::Skip;
@@ -49,6 +49,16 @@ pub(super) struct Displaced {
     pub at: u64,
     pub len: usize,
     pub instructions: Vec<Instruction>,
+}
+
+impl Displaced {
+    /// Whether the jump replaces only NOPs (a sled the compiler left for
+    /// patching): nothing moves.
+    pub fn only_nops(&self) -> bool {
+        self.instructions
+            .iter()
+            .all(|i| i.mnemonic() == Mnemonic::Nop)
+    }
 }
 
 /// Every place a branch, call or address computation in `f` points to
@@ -120,6 +130,25 @@ pub(super) fn displaced(f: &Function<'_>) -> Result<Displaced, Skip> {
     })
 }
 
+/// A stub's bytes from `S - 8`, and where in them a value depends on the
+/// distance between the stub and the function (see [`Fixup`]).
+pub(super) struct Stub {
+    pub bytes: Vec<u8>,
+    pub fixups: Vec<Fixup>,
+}
+
+/// A field of a stub that holds a distance from the stub to the module's
+/// code: moving the region by `d` bytes from where it was planned takes
+/// `d` from it. The runtime does, when it cannot map the region where
+/// planned (a shared library has others right below it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fixup {
+    /// A `rel32` or `disp32` at this offset (from `S - 8`).
+    Rel32(u32),
+    /// The `.quad F - S` at this offset.
+    Rel64(u32),
+}
+
 /// The stub for `f` at virtual address `stub` (its `S`), the word holding
 /// the entry routine's address at `entry_slot`: the bytes from `S - 8`.
 pub(super) fn stub(
@@ -127,7 +156,7 @@ pub(super) fn stub(
     moved: &Displaced,
     stub: u64,
     entry_slot: u64,
-) -> Result<Vec<u8>, Skip> {
+) -> Result<Stub, Skip> {
     let mut out = Vec::with_capacity(64);
     out.extend_from_slice(&(f.start.wrapping_sub(stub) as i64).to_le_bytes());
     out.extend_from_slice(&[0x48, 0x8d, 0x64, 0x24, 0x80]);
@@ -136,7 +165,13 @@ pub(super) fn stub(
     out.extend_from_slice(&[0xff, 0x15]);
     out.extend_from_slice(&call.to_le_bytes());
     out.extend_from_slice(&[0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00]);
-    let mut block = moved.instructions.clone();
+    // (a NOP sled's instructions, or any NOP, need not run again)
+    let mut block: Vec<Instruction> = moved
+        .instructions
+        .iter()
+        .filter(|i| i.mnemonic() != Mnemonic::Nop)
+        .copied()
+        .collect();
     let end = moved.at + moved.len as u64;
     match block.pop() {
         Some(call) if call.code() == Code::Call_rel32_64 => block
@@ -148,16 +183,48 @@ pub(super) fn stub(
                     .map_err(|_| Skip::Unrelocatable)?,
             );
         }
-        None => return Err(Skip::Unrelocatable),
+        None => block.push(
+            Instruction::with_branch(Code::Jmp_rel32_64, end).map_err(|_| Skip::Unrelocatable)?,
+        ),
     }
     let encoded = BlockEncoder::encode(
         64,
         InstructionBlock::new(&block, stub + HEAD as u64),
-        BlockEncoderOptions::NONE,
+        BlockEncoderOptions::RETURN_RELOC_INFOS,
     )
     .map_err(|_| Skip::Unrelocatable)?;
-    out.extend_from_slice(&encoded.code_buffer);
-    Ok(out)
+    // (an absolute address in the stub would not follow ASLR)
+    if !encoded.reloc_infos.is_empty() {
+        return Err(Skip::Unrelocatable);
+    }
+    let mut fixups = vec![Fixup::Rel64(0)];
+    let code = &encoded.code_buffer;
+    let (from, to) = (stub - 8, stub + (HEAD + code.len()) as u64);
+    let mut d = Decoder::with_ip(64, code, stub + HEAD as u64, DecoderOptions::NONE);
+    let mut ins = Instruction::default();
+    while d.can_decode() {
+        let at = 8 + HEAD + d.position();
+        d.decode_out(&mut ins);
+        let co = d.get_constant_offsets(&ins);
+        let (target, field, size) = if ins.is_ip_rel_memory_operand() {
+            let t = ins.ip_rel_memory_address();
+            (t, co.displacement_offset(), co.displacement_size())
+        } else if ins.near_branch_target() != 0 {
+            let t = ins.near_branch_target();
+            (t, co.immediate_offset(), co.immediate_size())
+        } else {
+            continue;
+        };
+        if (from..to).contains(&target) {
+            continue;
+        }
+        if size != 4 {
+            return Err(Skip::Unrelocatable);
+        }
+        fixups.push(Fixup::Rel32((at + field) as u32));
+    }
+    out.extend_from_slice(code);
+    Ok(Stub { bytes: out, fixups })
 }
 
 /// A call of `target` that returns to `ret`: its return address pushed
@@ -238,7 +305,7 @@ mod tests {
         let func = f(&code);
         let d = displaced(&func).expect("patchable");
         let s = BASE - 0x10000;
-        let bytes = stub(&func, &d, s, s - 8 - 16).expect("relocatable");
+        let Stub { bytes, fixups } = stub(&func, &d, s, s - 8 - 16).expect("relocatable");
         // the relocated mov still reads BASE + 6 + 0x100
         let at = 8 + HEAD;
         let mut dec = Decoder::with_ip(64, &bytes[at..], s + HEAD as u64, DecoderOptions::NONE);
@@ -251,6 +318,39 @@ mod tests {
             0x10000,
             "F - S"
         );
+        // the .quad, the mov's disp32 and the jmp's rel32: not the call
+        // of the entry word, which moves with the region
+        let mov = (8 + HEAD + 2) as u32;
+        let jmp = (8 + HEAD + 6 + 1) as u32;
+        assert_eq!(
+            fixups,
+            [Fixup::Rel64(0), Fixup::Rel32(mov), Fixup::Rel32(jmp)]
+        );
+    }
+
+    #[test]
+    fn a_nop_sled_moves_nothing_and_the_stub_jumps_straight_back() {
+        // -mnop-mcount's 5-byte nop, then lea 1(%rdi),%eax; ret
+        let code = [0x0f, 0x1f, 0x44, 0, 0, 0x8d, 0x47, 0x01, 0xc3];
+        let func = f(&code);
+        let d = displaced(&func).expect("patchable");
+        assert!(d.only_nops());
+        let s = BASE - 0x10000;
+        let bytes = stub(&func, &d, s, s - 24).expect("relocatable").bytes;
+        let mut dec = Decoder::with_ip(
+            64,
+            &bytes[8 + HEAD..],
+            s + HEAD as u64,
+            DecoderOptions::NONE,
+        );
+        let back = dec.decode();
+        assert_eq!(
+            (back.code(), back.near_branch_target()),
+            (Code::Jmp_rel32_64, BASE + 5)
+        );
+        assert!(!dec.can_decode(), "nothing else");
+        let plain = [0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3];
+        assert!(!displaced(&f(&plain)).expect("patchable").only_nops());
     }
 
     #[test]
@@ -261,7 +361,7 @@ mod tests {
         let d = displaced(&func).expect("patchable");
         assert_eq!(d.len, 9);
         let s = BASE - 0x10000;
-        let bytes = stub(&func, &d, s, s - 24).expect("relocatable");
+        let bytes = stub(&func, &d, s, s - 24).expect("relocatable").bytes;
         let mut dec = Decoder::with_ip(
             64,
             &bytes[8 + HEAD..],
