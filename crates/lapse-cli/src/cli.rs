@@ -340,6 +340,23 @@ pub struct RecordArgs {
     /// functions matching REGEX (repeatable).
     #[arg(long = "no-patch", value_name = "REGEX")]
     pub no_patch: Vec<String>,
+    /// Instrumentation: record only calls of the functions matching REGEX
+    /// (symbol or demangled name) and everything they call.
+    #[arg(long, value_name = "REGEX")]
+    pub filter: Option<String>,
+    /// Instrumentation: leave out calls of the functions matching REGEX
+    /// (their time stays in their caller's; what they call is recorded).
+    #[arg(long, value_name = "REGEX")]
+    pub exclude: Option<String>,
+    /// Instrumentation: record at most N levels of calls per thread, from
+    /// its first recorded function (or a --filter match) down (1 to 64).
+    #[arg(long, value_name = "N")]
+    pub depth: Option<u32>,
+    /// Instrumentation: calls shorter than DUR (e.g. 10us) are not kept as
+    /// calls of their own; their time stays in their caller's, and the
+    /// number left out is counted per function.
+    #[arg(long, value_parser = duration, value_name = "DUR")]
+    pub min_time: Option<std::time::Duration>,
     /// The data file to write (an existing one is replaced only when recording succeeds).
     #[arg(short, long, default_value = DEFAULT_FILE)]
     pub output: PathBuf,

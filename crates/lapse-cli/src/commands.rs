@@ -144,6 +144,13 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         libcalls: !a.no_libcalls,
         patch: lapse_record::PatchSelection::new(&a.patch, &a.no_patch)
             .map_err(anyhow::Error::msg)?,
+        filters: lapse_record::RecordFilters::new(
+            a.filter.as_deref(),
+            a.exclude.as_deref(),
+            a.depth,
+            a.min_time,
+        )
+        .map_err(anyhow::Error::msg)?,
         output: a.output,
         target,
         symbol_progress: None,

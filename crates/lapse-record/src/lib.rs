@@ -29,7 +29,7 @@ mod options;
 mod sample;
 
 pub use error::RecordError;
-pub use instrument::{recover, spill_path, RecoverOutcome};
+pub use instrument::{recover, spill_path, RecordFilters, RecoverOutcome};
 pub use notice::{Notice, Notices};
 pub use options::{
     CallGraph, MethodChoice, OsEventSource, PatchSelection, RateError, RecordOptions,
@@ -120,6 +120,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                 && !method::is_wrapper(&program);
             instrument::record(opts, &program, argv, patch)
         }
+        Method::Sampling if !opts.filters.is_empty() => Err(RecordError::Unsupported(
+            "--filter, --exclude, --depth and --min-time are for instrumentation (sampling records every stack); add --method instrument, or leave them out".into(),
+        )),
         Method::Sampling => record_sampling(opts),
     }
 }

@@ -98,6 +98,9 @@ pub struct RecordOptions {
     /// Instrumentation of a program without probes: which of its functions
     /// are patched at run time (`--patch`, `--no-patch`).
     pub patch: PatchSelection,
+    /// Instrumentation: what the runtime leaves out (`--filter`,
+    /// `--exclude`, `--depth`, `--min-time`).
+    pub filters: crate::RecordFilters,
     pub output: PathBuf,
     pub target: Target,
     /// Counts the symbol resolution done once the target has exited, for a

@@ -114,6 +114,11 @@ struct lapse_tls {
     uint32_t switched;   /* shadow entries below this index are a context's
                             that switched to another (context.c) */
     uint64_t self;       /* pthread_self(), for pthread_cancel (unwind.c) */
+    /* Record-time filters (filter.c): the frames that count, innermost last. */
+    uint32_t fdepth;
+    struct {
+        uintptr_t sp, fn;
+    } fstack[LAPSE_FILTER_MAX_DEPTH];
 };
 
 extern __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
@@ -161,6 +166,29 @@ void lapse_init(void);
 /* ---- probe.c ---- */
 /* Records a marker event (LAPSE_MARK_*) on the calling thread. */
 void lapse_mark(uint64_t mark, uintptr_t sp);
+
+/* ---- filter.c ---- */
+/* The record-time filter table of this process image, set once at start-up. */
+struct lapse_filter {
+    uint32_t on;      /* set last: the rest is valid */
+    uint32_t only;    /* --filter: nothing is kept outside a match */
+    uint32_t stacked; /* only or depth: the per-thread stack is kept */
+    uint32_t depth;   /* --depth (0: any) */
+    uint32_t n;
+    const struct lapse_filter_range *ranges; /* absolute, sorted */
+    uintptr_t lo, hi; /* the first range's start, the last one's end */
+    uint64_t min_ticks; /* --min-time (0: none) */
+};
+extern struct lapse_filter g_filter;
+/* Loads the table the recorder wrote (LAPSE_ENV_FILTER) when it is for
+ * this executable; start-up only. */
+void lapse_filter_load(void);
+/* Whether the probe of fn entering / leaving with its frame at sp is kept
+ * (and the thread's filter state follows it). */
+int lapse_filter_enter(struct lapse_tls *t, uintptr_t fn, uintptr_t sp);
+int lapse_filter_exit(struct lapse_tls *t, uintptr_t fn, uintptr_t sp);
+/* Frames whose place lies below sp are gone (the unwind marker's rule). */
+void lapse_filter_unwind(struct lapse_tls *t, uintptr_t sp);
 
 /* ---- calibrate.c ---- */
 /* Cost of one probe in ticks x 1024 (a low quantile of short trials through

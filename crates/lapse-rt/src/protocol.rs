@@ -164,6 +164,35 @@ pub const ENV_SESSION: &str = "LAPSE_SESSION";
 /// The run-time patching plan the runtime applies to the executable it
 /// starts in, when that is the executable the plan is for ([`plan`]).
 pub const ENV_PATCH_PLAN: &str = "LAPSE_PATCH_PLAN";
+/// The record-time filter table the runtime applies to the executable it
+/// is for ([`filter`]).
+pub const ENV_FILTER: &str = "LAPSE_FILTER";
+
+/// The record-time filter table (`struct lapse_filter_header` and `struct
+/// lapse_filter_range` in `csrc/lapse_rt.h`): a header, then address ranges
+/// sorted by start, relative to the executable's load bias.
+pub mod filter {
+    pub const MAGIC: u32 = 0x544c_4946;
+    /// Header flag: `--filter` was given (nothing outside a match is kept).
+    pub const ON: u32 = 1;
+    /// Range flags.
+    pub const MATCH: u32 = 1;
+    pub const EXCLUDE: u32 = 2;
+    /// `--depth` is at most this.
+    pub const MAX_DEPTH: u32 = 64;
+    pub const HEADER_LEN: usize = 40;
+    pub const RANGE_LEN: usize = 24;
+    pub const H_MAGIC: usize = 0;
+    pub const H_RANGES: usize = 4;
+    pub const H_DEV: usize = 8;
+    pub const H_INO: usize = 16;
+    pub const H_FLAGS: usize = 24;
+    pub const H_DEPTH: usize = 28;
+    pub const H_MIN_TICKS: usize = 32;
+    pub const R_START: usize = 0;
+    pub const R_END: usize = 8;
+    pub const R_FLAGS: usize = 16;
+}
 
 /// The plan file for run-time patching (`struct lapse_plan_header` and
 /// `struct lapse_plan_site` in `csrc/lapse_rt.h`): a header, the stub

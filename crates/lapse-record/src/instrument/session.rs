@@ -154,6 +154,7 @@ pub fn record(
     // The session's start (wall clock) is its id: the runtime writes it in
     // the spill, and `lapse recover` merges a spill only into its recording.
     let start_unix_ns = clock::realtime_unix_ns();
+    let ticks_per_sec = TickClock::rough_ticks_per_sec(3);
     let mut env = vec![
         ("LD_PRELOAD".to_owned(), preload),
         (
@@ -165,10 +166,7 @@ pub fn record(
         (protocol::ENV_CALIBRATE.to_owned(), "1".to_owned()),
         (
             protocol::ENV_FLUSH_TICKS.to_owned(),
-            format!(
-                "{:.0}",
-                TickClock::rough_ticks_per_sec(3) * FLUSH_EVERY.as_secs_f64()
-            ),
+            format!("{:.0}", ticks_per_sec * FLUSH_EVERY.as_secs_f64()),
         ),
     ];
     if !opts.inherit {
@@ -177,6 +175,10 @@ pub fn record(
     }
     if !opts.libcalls {
         env.push((protocol::ENV_NO_LIBCALLS.to_owned(), "1".to_owned()));
+    }
+    if !opts.filters.is_empty() {
+        let path = filter_table(&dir, program, &opts.filters, ticks_per_sec, &opts.notices)?;
+        env.push((protocol::ENV_FILTER.to_owned(), path.display().to_string()));
     }
     let patching = if patch {
         plan_patching(&dir, program, &mut env, opts)
@@ -254,6 +256,38 @@ pub fn record(
     run
 }
 
+/// The record-time filter table for `program`, written to the session
+/// directory: its path.
+fn filter_table(
+    dir: &SessionDir,
+    program: &Path,
+    filters: &super::RecordFilters,
+    ticks_per_sec: f64,
+    notices: &crate::Notices,
+) -> Result<PathBuf, RecordError> {
+    use std::os::unix::fs::MetadataExt;
+    let err = |e: std::io::Error| {
+        RecordError::Unsupported(format!(
+            "cannot read {} to apply the record-time filters: {e}",
+            program.display()
+        ))
+    };
+    let data = std::fs::read(program).map_err(err)?;
+    let meta = std::fs::metadata(program).map_err(err)?;
+    let (table, matched) = filters.table(&data, meta.dev(), meta.ino(), ticks_per_sec);
+    if let (Some(r), 0) = (filters.filter_regex(), matched) {
+        notices.say(Notice::Warning(format!(
+            "--filter {r} matches no function of {}: nothing of it will be recorded",
+            program.display()
+        )));
+    }
+    dir.write_filter(&table)
+        .map_err(|source| RecordError::SessionDir {
+            path: program.to_owned(),
+            source,
+        })
+}
+
 /// The run-time patching plan for `program`, written to the session
 /// directory and named in `env`; `None` (and a warning) when it cannot be.
 fn plan_patching(
@@ -280,7 +314,7 @@ fn plan_patching(
     let meta = std::fs::metadata(program).ok()?;
     let wanted = |name: &str| {
         let demangled = lapse_symbols::demangle(name);
-        opts.patch.wants(&module, &[name, &demangled])
+        opts.patch.wants(&module, &[name, &demangled]) && opts.filters.patches(&[name, &demangled])
     };
     let plan = Plan::for_executable(&data, wanted)?;
     if plan.sites.is_empty() {
@@ -627,6 +661,7 @@ impl Session {
                 "syscall OS events were asked for but not recorded: {why}"
             ));
         }
+        notes.extend(opts.filters.note());
         let header = SessionHeader {
             command: match &opts.target {
                 crate::Target::Command(c) => c.clone(),

@@ -23,6 +23,8 @@ const SPILL_NAME: &str = "spill";
 /// The run-time patching plan, and what the runtime did with it.
 const PLAN_NAME: &str = "patch.plan";
 const PLAN_DONE_NAME: &str = "patch.plan.done";
+/// The record-time filter table.
+const FILTER_NAME: &str = "filter.table";
 
 pub struct SessionDir {
     path: PathBuf,
@@ -68,6 +70,13 @@ impl SessionDir {
     /// Writes the run-time patching plan (0600); its path, for the runtime.
     pub fn write_plan(&self, bytes: &[u8]) -> io::Result<PathBuf> {
         let path = self.path.join(PLAN_NAME);
+        write_private(&path, bytes, 0o600)?;
+        Ok(path)
+    }
+
+    /// Writes the record-time filter table (0600); its path, for the runtime.
+    pub fn write_filter(&self, bytes: &[u8]) -> io::Result<PathBuf> {
+        let path = self.path.join(FILTER_NAME);
         write_private(&path, bytes, 0o600)?;
         Ok(path)
     }

@@ -1,0 +1,184 @@
+/* filter.c - record-time filters (--filter, --exclude, --depth, --min-time):
+ * which probes are kept, decided in the probe before it claims a slot, so
+ * a call left out costs a table lookup and no event.
+ *
+ * The recorder matched the regexes against the executable's symbols and
+ * wrote a table of address ranges (lapse_rt.h, struct lapse_filter_header);
+ * the constructor loads it once per process image (lapse_filter_load, after
+ * calibration, which must measure the kept path) into a private mapping,
+ * with the load bias added. The probe path then only reads it.
+ *
+ * The rules, per thread:
+ * - an --exclude function's own entry and exit are dropped, nothing else:
+ *   its callees are recorded under its caller (uftrace's -N), and its time
+ *   stays in its caller's exclusive time. Stateless, so nothing to balance.
+ * - with --filter, a thread records nothing until it enters a match; from
+ *   there everything below it, until that match returns.
+ * - with --depth N, at most N frames are kept on a thread's stack at once,
+ *   counted from its outermost kept frame (the --filter match, if any).
+ * The frames that count (the outermost match; every kept frame with
+ * --depth) are on a small per-thread stack of (sp, fn). A frame is known by
+ * its place on the stack: an exit closes the entry with its fn and sp, and
+ * entries below the place of a new entry or exit, or of a longjmp's or a
+ * catch's target (lapse_filter_unwind, from the unwind marker), are gone -
+ * the rule the recorder itself follows for dead frames (threads.rs), so
+ * the filter stays balanced where the recorded stack does.
+ *
+ * Cost of a probe with filters on (on top of the probe's own when kept):
+ * one load of the table's bounds, a binary search of the table for
+ * addresses inside them (one range for `--filter fib`), and a scan of at
+ * most the --depth stack. No lock, no allocation, no system call; a signal
+ * handler's probes nest on the same stack and leave it as they found it. */
+#define _GNU_SOURCE
+#include "rt.h"
+
+#include <fcntl.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct lapse_filter g_filter;
+
+/* The range flags of fn: 0 when no range holds it. */
+static inline NOINSTR uint32_t lookup(uintptr_t fn)
+{
+    const struct lapse_filter *f = &g_filter;
+    if (fn < f->lo || fn >= f->hi)
+        return 0;
+    uint32_t a = 0, b = f->n;
+    while (a < b) {
+        uint32_t m = (a + b) / 2;
+        const struct lapse_filter_range *r = &f->ranges[m];
+        if (fn < r->start)
+            b = m;
+        else if (fn >= r->end)
+            a = m + 1;
+        else
+            return r->flags;
+    }
+    return 0;
+}
+
+/* Forgets the frames whose place lies below `sp` (gone: a longjmp, an
+ * exception through code without exit probes). */
+static inline NOINSTR void drop_below(struct lapse_tls *t, uintptr_t sp)
+{
+    uint32_t n = t->fdepth;
+    while (n && t->fstack[n - 1].sp < sp)
+        n--;
+    t->fdepth = n;
+}
+
+NOINSTR int lapse_filter_enter(struct lapse_tls *t, uintptr_t fn, uintptr_t sp)
+{
+    const struct lapse_filter *f = &g_filter;
+    uint32_t flags = lookup(fn);
+    if (flags & LAPSE_FILTER_EXCLUDE)
+        return 0;
+    if (!f->stacked)
+        return 1; /* --exclude alone */
+    drop_below(t, sp);
+    uint32_t n = t->fdepth;
+    if (f->only && n == 0 && !(flags & LAPSE_FILTER_MATCH))
+        return 0; /* outside every match */
+    if (f->depth && n >= f->depth)
+        return 0; /* too deep */
+    if (f->depth || n == 0) {
+        /* (n < LAPSE_FILTER_MAX_DEPTH: depth is at most that, and without
+         * --depth only the outermost match is pushed) */
+        t->fstack[n].sp = sp;
+        t->fstack[n].fn = fn;
+        t->fdepth = n + 1;
+    }
+    return 1;
+}
+
+NOINSTR int lapse_filter_exit(struct lapse_tls *t, uintptr_t fn, uintptr_t sp)
+{
+    const struct lapse_filter *f = &g_filter;
+    if (lookup(fn) & LAPSE_FILTER_EXCLUDE)
+        return 0;
+    if (!f->stacked)
+        return 1;
+    drop_below(t, sp);
+    uint32_t n = t->fdepth;
+    for (uint32_t i = n; i-- > 0 && t->fstack[i].sp == sp;) {
+        if (t->fstack[i].fn == fn) {
+            t->fdepth = i; /* (an inlined callee sharing the frame returned unseen) */
+            return 1;
+        }
+    }
+    /* not a frame that counts: kept when it is below a match (its callees,
+     * which --filter alone does not push), dropped when --depth left it out */
+    return !f->depth && n > 0;
+}
+
+NOINSTR void lapse_filter_unwind(struct lapse_tls *t, uintptr_t sp)
+{
+    if (g_filter.stacked)
+        drop_below(t, sp);
+}
+
+/* The first object dl_iterate_phdr reports is the main program. */
+NOINSTR static int exe_bias(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    *(uintptr_t *)data = info->dlpi_addr;
+    return 1;
+}
+
+NOINSTR void lapse_filter_load(void)
+{
+    const char *path = lapse_env(LAPSE_ENV_FILTER);
+    if (!path || !*path)
+        return;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st, exe;
+    struct lapse_filter_header h;
+    void *m = MAP_FAILED;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof h ||
+        read(fd, &h, sizeof h) != (ssize_t)sizeof h || h.magic != LAPSE_FILTER_MAGIC ||
+        (size_t)st.st_size != sizeof h + (size_t)h.ranges * sizeof(struct lapse_filter_range) ||
+        h.depth > LAPSE_FILTER_MAX_DEPTH || stat("/proc/self/exe", &exe) != 0)
+        goto out;
+    /* another program (a child after exec): the table is not for it, and
+     * it is recorded whole */
+    if ((uint64_t)exe.st_dev != h.dev || (uint64_t)exe.st_ino != h.ino)
+        goto out;
+    size_t bytes = (size_t)h.ranges * sizeof(struct lapse_filter_range);
+    if (bytes) {
+        m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED || pread(fd, m, bytes, sizeof h) != (ssize_t)bytes)
+            goto out;
+    }
+    uintptr_t bias = 0;
+    dl_iterate_phdr(exe_bias, &bias);
+    struct lapse_filter_range *r = m == MAP_FAILED ? NULL : m;
+    for (uint32_t i = 0; i < h.ranges; i++) {
+        r[i].start += bias;
+        r[i].end += bias;
+    }
+    if (bytes)
+        mprotect(m, bytes, PROT_READ);
+    struct lapse_filter f = {
+        .ranges = r,
+        .n = h.ranges,
+        .lo = h.ranges ? r[0].start : 0,
+        .hi = h.ranges ? r[h.ranges - 1].end : 0,
+        .only = (h.flags & LAPSE_FILTER_ON) != 0,
+        .depth = h.depth,
+        .min_ticks = h.min_ticks,
+    };
+    f.stacked = f.only || f.depth;
+    g_filter = f;
+    m = MAP_FAILED; /* (kept for the life of the image) */
+    /* last: a probe that sees `on` sees the table */
+    __atomic_store_n(&g_filter.on, 1, __ATOMIC_RELEASE);
+out:
+    if (m != MAP_FAILED)
+        munmap(m, (size_t)h.ranges * sizeof(struct lapse_filter_range));
+    close(fd);
+}
