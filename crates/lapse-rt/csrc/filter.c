@@ -16,13 +16,14 @@
  *   there everything below it, until that match returns.
  * - with --depth N, at most N frames are kept on a thread's stack at once,
  *   counted from its outermost kept frame (the --filter match, if any).
- * The frames that count (the outermost match; every kept frame with
- * --depth) are on a small per-thread stack of (sp, fn). A frame is known by
- * its place on the stack: an exit closes the entry with its fn and sp, and
- * entries below the place of a new entry or exit, or of a longjmp's or a
- * catch's target (lapse_filter_unwind, from the unwind marker), are gone -
- * the rule the recorder itself follows for dead frames (threads.rs), so
- * the filter stays balanced where the recorded stack does.
+ * The frames that count (the matches; every kept frame with --depth) are
+ * on a small per-thread stack of (sp, fn); frames below the depth are
+ * only counted (and where the outermost of them is). An exit closes the
+ * innermost entry of its function; entries below the place of a new entry,
+ * or of a longjmp's or a catch's target (lapse_filter_unwind, from the
+ * unwind marker), are gone - the rule the recorder itself follows for dead
+ * frames (threads.rs), so the filter stays balanced where the recorded
+ * stack does.
  *
  * Cost of a probe with filters on (on top of the probe's own when kept):
  * one load of the table's bounds, a binary search of the table for
@@ -61,13 +62,24 @@ static inline NOINSTR uint32_t lookup(uintptr_t fn)
 }
 
 /* Forgets the frames whose place lies below `sp` (gone: a longjmp, an
- * exception through code without exit probes). */
+ * exception through code without exit probes), and what was counted
+ * deeper than them. */
 static inline NOINSTR void drop_below(struct lapse_tls *t, uintptr_t sp)
 {
     uint32_t n = t->fdepth;
     while (n && t->fstack[n - 1].sp < sp)
         n--;
+    if (n != t->fdepth)
+        t->fover = 0;
     t->fdepth = n;
+    if (t->fbeyond && t->fbeyond_sp < sp)
+        t->fbeyond = 0;
+}
+
+/* The frames that count: with --depth every kept one, else the matches. */
+static inline NOINSTR int counts(const struct lapse_filter *f, uint32_t flags)
+{
+    return f->depth || (flags & LAPSE_FILTER_MATCH);
 }
 
 NOINSTR int lapse_filter_enter(struct lapse_tls *t, uintptr_t fn, uintptr_t sp)
@@ -79,39 +91,59 @@ NOINSTR int lapse_filter_enter(struct lapse_tls *t, uintptr_t fn, uintptr_t sp)
     if (!f->stacked)
         return 1; /* --exclude alone */
     drop_below(t, sp);
+    if (t->fbeyond) {
+        t->fbeyond++; /* deeper still */
+        return 0;
+    }
     uint32_t n = t->fdepth;
-    if (f->only && n == 0 && !(flags & LAPSE_FILTER_MATCH))
+    if (f->only && n == 0 && t->fover == 0 && !(flags & LAPSE_FILTER_MATCH))
         return 0; /* outside every match */
-    if (f->depth && n >= f->depth)
-        return 0; /* too deep */
-    if (f->depth || n == 0) {
-        /* (n < LAPSE_FILTER_MAX_DEPTH: depth is at most that, and without
-         * --depth only the outermost match is pushed) */
-        t->fstack[n].sp = sp;
-        t->fstack[n].fn = fn;
-        t->fdepth = n + 1;
+    if (f->depth && n >= f->depth) {
+        t->fbeyond = 1; /* too deep: this frame and all below it */
+        t->fbeyond_sp = sp;
+        return 0;
+    }
+    if (counts(f, flags)) {
+        if (n < LAPSE_FILTER_MAX_DEPTH) {
+            t->fstack[n].sp = sp;
+            t->fstack[n].fn = fn;
+            t->fdepth = n + 1;
+        } else {
+            t->fover++; /* (matches nested deeper than the stack holds) */
+        }
     }
     return 1;
 }
 
+/* An exit is matched to its entry by function, innermost first, not by
+ * place: -finstrument-functions' exit probe may run with another stack
+ * pointer than its entry probe (the prologue's pushes in between). */
 NOINSTR int lapse_filter_exit(struct lapse_tls *t, uintptr_t fn, uintptr_t sp)
 {
+    (void)sp;
     const struct lapse_filter *f = &g_filter;
-    if (lookup(fn) & LAPSE_FILTER_EXCLUDE)
+    uint32_t flags = lookup(fn);
+    if (flags & LAPSE_FILTER_EXCLUDE)
         return 0;
     if (!f->stacked)
         return 1;
-    drop_below(t, sp);
-    uint32_t n = t->fdepth;
-    for (uint32_t i = n; i-- > 0 && t->fstack[i].sp == sp;) {
+    if (t->fbeyond) {
+        t->fbeyond--; /* a frame too deep returns */
+        return 0;
+    }
+    if (!counts(f, flags))
+        return t->fdepth > 0 || t->fover > 0; /* --filter: kept inside a match */
+    if (t->fover) {
+        t->fover--;
+        return 1;
+    }
+    for (uint32_t i = t->fdepth; i-- > 0;) {
         if (t->fstack[i].fn == fn) {
-            t->fdepth = i; /* (an inlined callee sharing the frame returned unseen) */
+            t->fdepth = i; /* (frames above it were gone) */
             return 1;
         }
     }
-    /* not a frame that counts: kept when it is below a match (its callees,
-     * which --filter alone does not push), dropped when --depth left it out */
-    return !f->depth && n > 0;
+    return 0; /* its entry was not kept */
 }
 
 NOINSTR void lapse_filter_unwind(struct lapse_tls *t, uintptr_t sp)

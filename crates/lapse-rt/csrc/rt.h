@@ -114,8 +114,13 @@ struct lapse_tls {
     uint32_t switched;   /* shadow entries below this index are a context's
                             that switched to another (context.c) */
     uint64_t self;       /* pthread_self(), for pthread_cancel (unwind.c) */
-    /* Record-time filters (filter.c): the frames that count, innermost last. */
+    /* Record-time filters (filter.c): the frames that count, innermost
+     * last; matches nested deeper than that stack; frames left out below
+     * the depth, and the place of the outermost of them. */
     uint32_t fdepth;
+    uint32_t fover;
+    uint32_t fbeyond;
+    uintptr_t fbeyond_sp;
     struct {
         uintptr_t sp, fn;
     } fstack[LAPSE_FILTER_MAX_DEPTH];

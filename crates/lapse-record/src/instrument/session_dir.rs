@@ -150,6 +150,7 @@ fn only_session_files(dir: &Path) -> bool {
             || n == SPILL_NAME
             || n == PLAN_NAME
             || n == PLAN_DONE_NAME
+            || n == FILTER_NAME
             || n == lapse_rt::RUNTIME_FILE_NAME
     })
 }
