@@ -31,6 +31,11 @@
  * most the --depth stack. No lock, no allocation, no system call; a signal
  * handler's probes nest on the same stack and leave it as they found it. */
 #define _GNU_SOURCE
+/* The trampoline's fast hooks call the decisions (trampoline.c: "Vector
+ * registers"): this file is built for the general registers only. */
+#if defined(__x86_64__)
+#pragma GCC target("general-regs-only")
+#endif
 #include "rt.h"
 
 #include <fcntl.h>
@@ -150,6 +155,115 @@ NOINSTR void lapse_filter_unwind(struct lapse_tls *t, uintptr_t sp)
 {
     if (g_filter.stacked)
         drop_below(t, sp);
+}
+
+/* ---- --min-time ----
+ * A call that returns within min_ticks of its entry, with nothing kept
+ * between its entry and its exit but the markers of calls dropped so, is
+ * dropped: its entry's slot and those markers become one marker per
+ * function with the number of calls dropped (coalesced, so a subtree of
+ * short calls ends as a few markers), and the exit is never written. Its
+ * time stays in its caller's. A call whose entry is in an earlier buffer
+ * (handed over meanwhile) is kept: conservative, and rare.
+ *
+ * Signals: the slots are rewritten only after the cursor moved back in one
+ * cmpxchg (which fails, and the call is kept, if a handler claimed a slot
+ * since); they are marked unwritten first (stamp 0), so that a handler
+ * that fills and hands the buffer over in between parks it (rt.h) rather
+ * than sending what is being rewritten.
+ *
+ * Cost: on a dropped exit, a tick read, the look back at up to
+ * LOOK_BACK + 1 slots and a few stores; no lock, allocation or system call. */
+#define LOOK_BACK 4
+#define COUNT_SHIFT 48
+#define COUNT_MAX 0xffffu
+
+/* cur from `from` to `to` unless a signal handler moved it meanwhile
+ * (cmpxchg without lock: atomic against this thread's handlers). */
+static inline NOINSTR int move_cursor(struct lapse_tls *t, struct lapse_event *from,
+                                      struct lapse_event *to)
+{
+#if defined(__x86_64__)
+    struct lapse_event *prev = from;
+    __asm__ volatile("cmpxchgq %2, %1" : "+a"(prev), "+m"(t->cur) : "r"(to) : "memory", "cc");
+    return prev == from;
+#else
+    return __atomic_compare_exchange_n(&t->cur, &from, to, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+#endif
+}
+
+static inline NOINSTR int is_drop_marker(const struct lapse_event *e, uint64_t claimed)
+{
+    return e->fn == LAPSE_MARK_DROPPED && (e->stamp >> 1) >= claimed;
+}
+
+/* A source of the markers to write: calls of f dropped, the first one's stamp. */
+struct dropped {
+    uintptr_t f;
+    uint64_t count, stamp;
+};
+
+NOINSTR int lapse_min_time_exit(struct lapse_tls *t, uintptr_t fn)
+{
+    struct lapse_event *c = t->cur;
+    uint64_t now = lapse_ticks();
+    if (!c || ((uintptr_t)c & (BUF_BYTES - 1)) == 0 || lapse_in_guard(c) || now > t->deadline ||
+        (fn >> COUNT_SHIFT) != 0 || t->state != LAPSE_T_ACTIVE)
+        return 0; /* (the probe's own path: a hand-over, or set-up) */
+    struct lapse_event *base = (struct lapse_event *)((uintptr_t)c & ~(uintptr_t)(BUF_BYTES - 1));
+    uint64_t claimed = t->fill.claimed;
+    struct lapse_event *p = c - 1;
+    unsigned k = 0;
+    while (p > base && k < LOOK_BACK && is_drop_marker(p, claimed)) {
+        p--;
+        k++;
+    }
+    uint64_t entered = p->stamp >> 1;
+    if (p->fn != fn || (p->stamp & 1) || entered < claimed || now - entered >= g_filter.min_ticks)
+        return 0;
+    /* The slots from `from` on become markers: a marker just before the
+     * entry (its siblings dropped before it), the ones after it, this call. */
+    struct lapse_event *from = p > base && is_drop_marker(p - 1, claimed) ? p - 1 : p;
+    unsigned slots = (unsigned)(c - from);
+    struct dropped src[LOOK_BACK + 2];
+    unsigned m = 0;
+    for (struct lapse_event *q = from; q < c; q++) {
+        if (q == p)
+            continue;
+        src[m++] = (struct dropped){(uintptr_t)(q->sp & ((1ull << COUNT_SHIFT) - 1)),
+                                    q->sp >> COUNT_SHIFT, q->stamp};
+    }
+    src[m++] = (struct dropped){fn, 1, p->stamp};
+    struct lapse_event old[LOOK_BACK + 2], item[LOOK_BACK + 2];
+    unsigned n = 0;
+    for (unsigned i = 0; i < m; i++) {
+        if (n && (item[n - 1].sp & ((1ull << COUNT_SHIFT) - 1)) == src[i].f &&
+            (item[n - 1].sp >> COUNT_SHIFT) + src[i].count <= COUNT_MAX) {
+            item[n - 1].sp += src[i].count << COUNT_SHIFT;
+            continue;
+        }
+        item[n].fn = LAPSE_MARK_DROPPED;
+        item[n].stamp = src[i].stamp & ~(uint64_t)1;
+        item[n].sp = src[i].f | (src[i].count << COUNT_SHIFT);
+        n++;
+    }
+    for (unsigned i = 0; i < slots; i++) {
+        old[i] = from[i];
+        from[i].stamp = 0; /* (unwritten, to a handler that hands the buffer over) */
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (!move_cursor(t, c, from + n)) {
+        for (unsigned i = 0; i < slots; i++)
+            from[i] = old[i];
+        return 0;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        from[i].fn = item[i].fn;
+        from[i].sp = item[i].sp;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        from[i].stamp = item[i].stamp; /* (last: the slot counts as written) */
+    }
+    return 1;
 }
 
 /* The first object dl_iterate_phdr reports is the main program. */

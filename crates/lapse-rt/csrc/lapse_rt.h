@@ -136,6 +136,8 @@ LAPSE_AT(lapse_msg, arena_seq, 40);
                                   is there is a barrier to the sp rule until it returns */
 #define LAPSE_MARK_NOT_ENTRY 4 /* sp: where a sanitizer-coverage guard fired away from its function's
                                   entry (inlined code): not a call; once per guard (sancov.c) */
+#define LAPSE_MARK_DROPPED 5   /* --min-time: sp = function | calls << 48, calls of the function
+                                  dropped as too short (filter.c); stamp: the first one's entry */
 #define LAPSE_MARK_LIMIT 4096
 struct lapse_event {
     uint64_t fn;

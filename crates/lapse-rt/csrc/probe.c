@@ -39,7 +39,8 @@ EXPORT void __cyg_profile_func_exit(void *fn, void *call_site)
 {
     (void)call_site;
     if (__builtin_expect(g_filter.on, 0) &&
-        !lapse_filter_exit(&lapse_t, (uintptr_t)fn, CALLER_SP()))
+        (!lapse_filter_exit(&lapse_t, (uintptr_t)fn, CALLER_SP()) ||
+         (g_filter.min_ticks && lapse_min_time_exit(&lapse_t, (uintptr_t)fn))))
         return;
     lapse_probe(fn, 1, CALLER_SP());
 }

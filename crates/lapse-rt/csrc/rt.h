@@ -194,6 +194,9 @@ int lapse_filter_enter(struct lapse_tls *t, uintptr_t fn, uintptr_t sp);
 int lapse_filter_exit(struct lapse_tls *t, uintptr_t fn, uintptr_t sp);
 /* Frames whose place lies below sp are gone (the unwind marker's rule). */
 void lapse_filter_unwind(struct lapse_tls *t, uintptr_t sp);
+/* --min-time: fn returns; 1 when its call was short and is now dropped
+ * (counted in a marker), so no exit is to be written. */
+int lapse_min_time_exit(struct lapse_tls *t, uintptr_t fn);
 
 /* ---- calibrate.c ---- */
 /* Cost of one probe in ticks x 1024 (a low quantile of short trials through

@@ -205,7 +205,8 @@ INLINE int put_event(struct lapse_tls *t, struct lapse_hook *h, uintptr_t fn, ui
 {
     uintptr_t sp = (uintptr_t)h->slot; /* (the frame's place: its return address) */
     if (__builtin_expect(g_filter.on, 0) && fn >= LAPSE_MARK_LIMIT &&
-        !(is_exit ? lapse_filter_exit(t, fn, sp) : lapse_filter_enter(t, fn, sp)))
+        !(is_exit ? lapse_filter_exit(t, fn, sp) && !(g_filter.min_ticks && lapse_min_time_exit(t, fn))
+                  : lapse_filter_enter(t, fn, sp)))
         return HOOK_DONE; /* (left out by a record-time filter, filter.c) */
     struct lapse_event *e = lapse_claim(t);
     uint64_t now = lapse_ticks();

@@ -36,6 +36,11 @@ pub const MARK_SWITCH: u64 = 3;
 /// (code inlined into another function), at `sp` (the hook's return
 /// address): not a call. Sent once per guard.
 pub const MARK_NOT_ENTRY: u64 = 4;
+/// Marker, `--min-time`: calls dropped as too short; `sp` holds the
+/// function's address and, from bit [`DROPPED_COUNT_SHIFT`] up, how many.
+pub const MARK_DROPPED: u64 = 5;
+/// Where a [`MARK_DROPPED`] marker's count starts in its `sp`.
+pub const DROPPED_COUNT_SHIFT: u32 = 48;
 /// `function` values below this are holes or markers, not functions.
 pub const MARK_LIMIT: u64 = 4096;
 

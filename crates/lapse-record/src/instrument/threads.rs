@@ -27,7 +27,8 @@ use smallvec::SmallVec;
 use lapse_data::codec::EventEncoder;
 use lapse_data::{EventKind, FunctionId, OsEvent, ThreadKey, Timestamp};
 use lapse_rt::protocol::{
-    RawEvent, Ticks, HOLE_FN, MARK_LIMIT, MARK_NOT_ENTRY, MARK_SWITCH, MARK_UNTRACED, MARK_UNWIND,
+    RawEvent, Ticks, DROPPED_COUNT_SHIFT, HOLE_FN, MARK_DROPPED, MARK_LIMIT, MARK_NOT_ENTRY,
+    MARK_SWITCH, MARK_UNTRACED, MARK_UNWIND,
 };
 
 use super::address::AddressBook;
@@ -58,6 +59,8 @@ pub struct Filled {
     appended: u64,
     untraced: u64,
     not_entry: u64,
+    /// `--min-time`: calls the runtime dropped as too short, per function.
+    dropped: Vec<(FunctionId, u64)>,
 }
 
 impl Filled {
@@ -250,6 +253,7 @@ impl ThreadStream {
         let mut markers = 0u64;
         let mut untraced = 0u64;
         let mut not_entry = 0u64;
+        let mut dropped = Vec::new();
         let mut version = cache.version;
         // (the stream's stack and encoder as locals: stores into the
         // encoder's bytes cannot then be taken to change them)
@@ -279,6 +283,18 @@ impl ThreadStream {
                     }
                     MARK_NOT_ENTRY => {
                         not_entry += 1;
+                        markers += 1;
+                    }
+                    MARK_DROPPED => {
+                        // (the function's address, and how many of its calls)
+                        let addr = e.sp & ((1u64 << DROPPED_COUNT_SHIFT) - 1);
+                        let (f, _) = book.resolve(pid, gen, addr, seg.to_timestamp(e.ticks));
+                        let now = book.version(pid, gen);
+                        if now != version {
+                            slots.fill((u64::MAX, FunctionId(0)));
+                            version = now;
+                        }
+                        dropped.push((f, e.sp >> DROPPED_COUNT_SHIFT));
                         markers += 1;
                     }
                     _ => markers += 1, // (a marker this recorder does not know)
@@ -339,6 +355,7 @@ impl ThreadStream {
             appended,
             untraced,
             not_entry,
+            dropped,
         }
     }
 
@@ -548,6 +565,8 @@ pub struct Threads {
     /// Sanitizer-coverage guards that fired away from their function's
     /// entry (inlined code): the runtime recorded no call for them.
     pub non_entry_guards: u64,
+    /// `--min-time`: calls the runtime dropped as too short, per function.
+    pub dropped_calls: HashMap<FunctionId, u64>,
     /// Threads not followed: they began while the recorder followed as many
     /// threads as it may at once (their events are lost events).
     pub refused_threads: u64,
@@ -577,6 +596,7 @@ impl Threads {
             events: 0,
             untraced_threads: 0,
             non_entry_guards: 0,
+            dropped_calls: HashMap::new(),
             refused_threads: 0,
             refused: Refused::default(),
             limit,
@@ -723,6 +743,9 @@ impl Threads {
         self.events += f.appended;
         self.untraced_threads += f.untraced;
         self.non_entry_guards += f.not_entry;
+        for &(function, n) in &f.dropped {
+            *self.dropped_calls.entry(function).or_default() += n;
+        }
     }
 
     /// Takes thread `key`'s stream out, for a worker thread to add a batch

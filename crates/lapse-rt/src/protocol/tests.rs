@@ -76,6 +76,7 @@ fn every_header_constant_matches() {
         ("MARK_UNTRACED", MARK_UNTRACED),
         ("MARK_SWITCH", MARK_SWITCH),
         ("MARK_NOT_ENTRY", MARK_NOT_ENTRY),
+        ("MARK_DROPPED", MARK_DROPPED),
         ("MARK_LIMIT", MARK_LIMIT),
         ("FLAG_DISCARD", u64::from(FLAG_DISCARD)),
         ("FILTER_MAGIC", u64::from(filter::MAGIC)),
