@@ -295,3 +295,76 @@ fn bad_filters_are_one_line_errors() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn min_time_drops_short_calls_counts_them_and_keeps_their_time() {
+    let body = r#"
+NOIPA uint64_t work(double ms) {
+    uint64_t x = 88172645463325252ULL; double end = cpu_ms() + ms;
+    while (cpu_ms() < end) for (int i = 0; i < 20000; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; }
+    return x;
+}
+NOIPA void burst(void) { for (int i = 0; i < 5000; i++) leaf(i); sink += leaf(0); }
+NOIPA void slow(void) { sink = work(2.0); }
+int main(void) {
+    burst();
+    for (int i = 0; i < 10; i++) slow();
+    printf("done\n");
+    return 0;
+}
+"#;
+    for source in ALL {
+        let Some(whole) = run("min-time-whole", "gcc", source, body, &[]) else {
+            return;
+        };
+        let Some(r) = run_with(
+            "min-time",
+            "gcc",
+            source,
+            body,
+            &[],
+            &["--min-time", "20us"],
+        ) else {
+            return;
+        };
+        let v = report(&r, "functions", &[]);
+        let w = report(&whole, "functions", &[]);
+        let dropped = |name: &str| row(&v, name)["dropped_calls"].as_u64().unwrap_or(u64::MAX);
+        // every leaf call is far below 20 us, and burst (5,001 of them) above
+        assert_eq!(calls(&v, "leaf"), 0, "{source:?}: leaf kept");
+        assert_eq!(dropped("leaf"), 5001, "{source:?}: leaf's dropped calls");
+        assert_calls(
+            &r,
+            &v,
+            &[("main", 1), ("burst", 1), ("slow", 10), ("work", 10)],
+        );
+        assert_eq!(dropped("burst"), 0, "{source:?}: burst dropped");
+        assert_eq!(dropped("work"), 0, "{source:?}: work dropped");
+        // cpu_ms calls are short: dropped, save one preempted mid-call
+        let cpu = calls(&v, "cpu_ms");
+        assert!(
+            dropped("cpu_ms") >= 9 * cpu.max(1),
+            "{source:?}: cpu_ms kept {cpu}, dropped {}",
+            dropped("cpu_ms")
+        );
+        // what was dropped is its caller's own time now
+        let expected = ms(row(&w, "burst"), "application_inclusive_ns");
+        let got = ms(row(&v, "burst"), "application_exclusive_ns");
+        assert!(
+            got >= 0.5 * expected && got <= 2.0 * expected + 0.2,
+            "{source:?}: burst's exclusive {got:.3} ms, its inclusive recorded whole {expected:.3} ms"
+        );
+        let work = ms(row(&v, "work"), "application_exclusive_ns");
+        assert!(
+            (18.0..=40.0).contains(&work),
+            "{source:?}: work {work:.1} ms of 20"
+        );
+        let i = info(&r);
+        assert!(
+            info_count(&i, "dropped:") >= 5001 + dropped("cpu_ms"),
+            "{source:?}: {i}"
+        );
+        // a recording without --min-time has no such column
+        assert!(row(&w, "leaf").get("dropped_calls").is_none(), "{source:?}");
+    }
+}
