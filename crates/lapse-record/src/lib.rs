@@ -55,6 +55,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                 ));
             }
             check_attachable(pid)?;
+            if !opts.filters.is_empty() {
+                return Err(RecordError::Unsupported(
+                    "--filter, --exclude, --depth and --min-time are for instrumentation of a launched command, not with --pid".into(),
+                ));
+            }
             return record_sampling(opts);
         }
     };

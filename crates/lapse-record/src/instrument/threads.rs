@@ -1190,6 +1190,33 @@ mod tests {
     }
 
     #[test]
+    fn dropped_markers_count_calls_per_function_and_are_no_events() {
+        // main > (3 + 2 calls of a, 4 of b dropped by --min-time) < main
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let dropped = |f: u64, n: u64, ticks| at(MARK_DROPPED, ticks, false, f | n << 48);
+        let evs = [
+            at(0x4010, 100, false, 0x7000),
+            dropped(0x4020, 3, 200),
+            dropped(0x4030, 4, 300),
+            dropped(0x4020, 2, 400),
+            at(0x4010, 500, true, 0x7000),
+        ];
+        add(&mut t, &mut book, &clock, 0, evs);
+        let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
+        let (main, a, b) = (id(0x4010), id(0x4020), id(0x4030));
+        use EventKind::*;
+        assert_eq!(stream_of(&mut t, 1, 1), [(Enter, main), (Exit, main)]);
+        assert_eq!(t.dropped_calls.get(&a), Some(&5));
+        assert_eq!(t.dropped_calls.get(&b), Some(&4));
+        assert_eq!((t.events, t.lost_events), (2, 0));
+        // the markers kept their place in the thread's numbering
+        add(&mut t, &mut book, &clock, 5, [raw(0x4050, 600, false)]);
+        assert_eq!(t.lost_events, 0);
+    }
+
+    #[test]
     fn threads_past_the_limit_are_left_out_whole_and_counted_once() {
         let clock = TickClock::calibrate(None);
         let mut book = AddressBook::default();
