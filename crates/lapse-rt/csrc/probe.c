@@ -12,6 +12,7 @@
  * rdtsc (20-40 cycles, the floor) plus about 8 instructions. No lock, no
  * allocation, no system call; the slow path runs once per 2560 events. */
 #include "rt.h"
+#include "filter.h"
 
 __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
 

@@ -188,12 +188,7 @@ extern struct lapse_filter g_filter;
 /* Loads the table the recorder wrote (LAPSE_ENV_FILTER) when it is for
  * this executable; start-up only. */
 void lapse_filter_load(void);
-/* Whether the probe of fn entering / leaving with its frame at sp is kept
- * (and the thread's filter state follows it). */
-int lapse_filter_enter(struct lapse_tls *t, uintptr_t fn, uintptr_t sp);
-int lapse_filter_exit(struct lapse_tls *t, uintptr_t fn, uintptr_t sp);
-/* Frames whose place lies below sp are gone (the unwind marker's rule). */
-void lapse_filter_unwind(struct lapse_tls *t, uintptr_t sp);
+/* (the decisions, inline in the probes: filter.h) */
 /* --min-time: fn returns; 1 when its call was short and is now dropped
  * (counted in a marker), so no exit is to be written. */
 int lapse_min_time_exit(struct lapse_tls *t, uintptr_t fn);

@@ -59,6 +59,7 @@
 #pragma GCC target("general-regs-only")
 #endif
 #include "rt.h"
+#include "filter.h"
 #include "stubs.h"
 
 #if defined(__x86_64__)
