@@ -129,6 +129,18 @@ fn exclude_leaves_the_function_out_and_its_time_in_the_caller() {
             (5.0..=10.0).contains(&work),
             "{source:?}: work {work:.1} ms of 6"
         );
+        if source == Patch {
+            // an excluded function is not patched at all
+            let note = info(&r)
+                .lines()
+                .find(|l| l.contains("run-time patching:"))
+                .map(str::to_owned)
+                .unwrap_or_default();
+            assert!(
+                note.contains("not selected") && note.ends_with("skipped"),
+                "{source:?}: {note}"
+            );
+        }
     }
 }
 
