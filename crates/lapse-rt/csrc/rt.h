@@ -9,7 +9,8 @@
  * wrapped), trampoline.c (the return trampoline and shadow stack, with the
  * entry points in x86_64.S), unwind.c (unwinders and stack walks kept
  * away from the trampoline), context.c (swapcontext, a switch of stacks),
- * libcalls.c (calls into shared libraries) and
+ * libcalls.c (calls into shared libraries), filter.c and filter.h (the
+ * record-time filters: --filter, --exclude, --depth, --min-time) and
  * sancov.c (LLVM's sanitizer coverage hook: `lapse build`, clang; the stub
  * such programs carry is sancov_stub.c, not part of the runtime). */
 #ifndef LAPSE_RT_INTERNAL_H
