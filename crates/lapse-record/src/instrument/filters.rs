@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use object::{Object, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 use regex::Regex;
 
 use lapse_rt::protocol::filter as wire;
@@ -189,16 +189,55 @@ pub struct Selected {
 }
 
 /// Every sized function symbol of an ELF file (`.symtab` and `.dynsym`):
-/// start, size, raw name. Nothing when the bytes are no ELF file.
+/// start, size, raw name; and the `lapse` crate's site records (a probe
+/// of the crate names its site's address), one byte each. Nothing when the
+/// bytes are no ELF file.
 fn function_symbols(data: &[u8]) -> Vec<(u64, u64, String)> {
     let Ok(file) = object::File::parse(data) else {
         return Vec::new();
     };
-    file.symbols()
+    let mut out: Vec<(u64, u64, String)> = file
+        .symbols()
         .chain(file.dynamic_symbols())
         .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0 && s.is_definition())
         .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_owned())))
-        .collect()
+        .collect();
+    if let Some((at, bytes)) = file
+        .section_by_name(lapse_symbols::SITES_SECTION)
+        .and_then(|s| Some((s.address(), s.data().ok()?)))
+    {
+        out.extend(sites(bytes, at, file.is_little_endian()));
+    }
+    out
+}
+
+/// The site records in a `lapse_sites` section's bytes (at address `at`):
+/// each at an 8-byte boundary, starting with its magic
+/// (`lapse_symbols::sites` has the layout).
+fn sites(bytes: &[u8], at: u64, little: bool) -> Vec<(u64, u64, String)> {
+    let word = |b: &[u8]| {
+        let b: [u8; 4] = b.try_into().unwrap_or_default();
+        if little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        }
+    };
+    let mut out = Vec::new();
+    for off in (0..bytes.len()).step_by(8) {
+        let Some(h) = bytes.get(off..off + 24) else {
+            break;
+        };
+        if &h[..8] != b"LAPSITE1" {
+            continue;
+        }
+        let len = word(&h[16..20]) as usize;
+        let name = bytes.get(off + 24..).and_then(|b| b.get(..len));
+        if let Some(name) = name.and_then(|n| std::str::from_utf8(n).ok()) {
+            out.push((at + off as u64, 1, name.to_owned()));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
