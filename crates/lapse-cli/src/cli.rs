@@ -174,6 +174,7 @@ Instrumentation columns (times in ns in CSV/JSON, human units in tables):
   probe_dominated          the probe cost is over a quarter of its time: trust it less
   preempted_ns             of its off-CPU time, the part spent runnable but preempted
   open_calls               calls still open when their thread ended
+  dropped_calls            recorded with --min-time: calls left out as shorter than that
 Sampling columns:
   inclusive_samples        samples with the function anywhere on the stack
   exclusive_samples        samples with the function executing
