@@ -10,7 +10,9 @@
 #     (a) by --exclude (the stateless lookup), (b) by --filter '^main$'
 #     --depth 1 (the per-thread stack), against the plain build, divided by
 #     the 57,049,155 calls left out; beside it the cost of a kept probe pair
-#     (the runtime alone, no filter).
+#     (the runtime alone, no filter);
+#   - uftrace's own filter on the same binary for comparison
+#     (`uftrace record` against `uftrace record -F fib`), when installed.
 # Every figure is the median of $RUNS runs (default 5).
 # usage: bench/instrument/filter.sh [RUNS]     (from anywhere; needs gcc, python3, nm)
 set -euo pipefail
@@ -62,7 +64,7 @@ table 1 1 main:1 >"$OUT/depth.table"           # --filter '^main$' --depth 1
 timed() { /usr/bin/time -f "%e %U %S" -o "$OUT/t" "$@" >/dev/null 2>&1 || true; awk '{print $1, $2 + $3}' "$OUT/t"; }
 
 cd "$OUT"
-: >native; : >stubs; : >alone; : >alone_excl; : >alone_depth; : >all; : >fib
+: >native; : >stubs; : >alone; : >alone_excl; : >alone_depth; : >all; : >fib; : >uall; : >ufib
 for i in $(seq "$RUNS"); do
     log "run $i/$RUNS"
     timed ./calls_native >>native
@@ -73,13 +75,18 @@ for i in $(seq "$RUNS"); do
     timed env LAPSE_FILTER="$OUT/depth.table" LAPSE_SOCKET=/nonexistent LAPSE_SPILL=/dev/null LD_PRELOAD="$RT" ./calls >>alone_depth
     timed "$LAPSE" record -o all.lapse -- ./calls >>all
     timed "$LAPSE" record --filter '^fib$' -o fib.lapse -- ./calls >>fib
+    if command -v uftrace >/dev/null; then
+        rm -rf u.data && timed uftrace record -d u.data ./calls >>uall
+        rm -rf u.data && timed uftrace record -d u.data -F fib ./calls >>ufib
+    fi
 done
 col() { awk -v c="$2" '{print $c}' "$1" | median; }
 ns_per() { echo "($1 - $2) * 1000000000 / $3" | bc -l | xargs printf "%.1f"; }
 
 echo "calls.c, $RUNS runs, medians (seconds: wall / CPU of lapse and the target together)"
 printf '%-44s %8s %8s\n' "" wall cpu
-for f in native stubs alone alone_excl alone_depth all fib; do
+for f in native stubs alone alone_excl alone_depth all fib uall ufib; do
+    [ -s $f ] || continue
     case $f in
     native) name="plain build (no probes)" ;;
     stubs) name="probes calling glibc's empty stubs" ;;
@@ -88,6 +95,8 @@ for f in native stubs alone alone_excl alone_depth all fib; do
     alone_depth) name="runtime alone, --filter ^main\$ --depth 1" ;;
     all) name="lapse record, no filter" ;;
     fib) name="lapse record --filter '^fib\$'" ;;
+    uall) name="uftrace record" ;;
+    ufib) name="uftrace record -F fib" ;;
     esac
     printf '%-44s %8.3f %8.3f\n' "$name" "$(col $f 1)" "$(col $f 2)"
 done
