@@ -342,9 +342,12 @@ int main(void) {
         let v = report(&r, "functions", &[]);
         let w = report(&whole, "functions", &[]);
         let dropped = |name: &str| row(&v, name)["dropped_calls"].as_u64().unwrap_or(u64::MAX);
-        // every leaf call is far below 20 us, and burst (5,001 of them) above
-        assert_eq!(calls(&v, "leaf"), 0, "{source:?}: leaf kept");
-        assert_eq!(dropped("leaf"), 5001, "{source:?}: leaf's dropped calls");
+        // every leaf call is far below 20 us, and burst (5,001 of them)
+        // above; a leaf call the kernel preempted (or whose buffer was
+        // handed over in the middle) is longer, and kept: a few at most
+        let leaf = calls(&v, "leaf");
+        assert!(leaf <= 3, "{source:?}: {leaf} leaf calls kept");
+        assert_eq!(leaf + dropped("leaf"), 5001, "{source:?}: leaf's calls");
         assert_calls(
             &r,
             &v,
@@ -373,7 +376,7 @@ int main(void) {
         );
         let i = info(&r);
         assert!(
-            info_count(&i, "dropped:") >= 5001 + dropped("cpu_ms"),
+            info_count(&i, "dropped:") >= dropped("leaf") + dropped("cpu_ms"),
             "{source:?}: {i}"
         );
         // a recording without --min-time has no such column
