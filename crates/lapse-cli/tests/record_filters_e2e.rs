@@ -383,3 +383,37 @@ int main(void) {
         assert!(row(&w, "leaf").get("dropped_calls").is_none(), "{source:?}");
     }
 }
+
+#[test]
+fn filters_stay_balanced_across_exceptions() {
+    // 200 rounds: main > thrower(3) > ... > thrower(0), which throws; main
+    // catches, then calls after(). Once the catch left the match, after()
+    // is outside it.
+    let body = r#"
+NOIPA void thrower(int d) { leaf(d); if (d == 0) throw d; thrower(d - 1); sink += leaf(d); }
+NOIPA long after(long x) { return leaf(x) + 1; }
+int main() {
+    long n = 0;
+    for (int r = 0; r < 200; r++) { try { thrower(3); } catch (int v) { n += v + 1; } n += after(r) & 1; }
+    printf("%ld\n", n);
+    return 0;
+}
+"#;
+    for source in [Cyg, Pg, Fentry, Sancov] {
+        let Some(r) = run_with(
+            "throw-filter",
+            "g++",
+            source,
+            body,
+            &[],
+            &["--filter", "^thrower"],
+        ) else {
+            return;
+        };
+        let v = report(&r, "functions", &[]);
+        assert_calls(&r, &v, &[("thrower(int)", 800)]);
+        absent(&r, &v, &["main", "after(long)"]);
+        // leaf: the 800 calls before each throw, inside the match
+        assert_eq!(calls(&v, "leaf(long)"), 800, "{source:?}: leaf");
+    }
+}
