@@ -748,6 +748,21 @@ impl Threads {
         }
     }
 
+    /// `--min-time`: the calls the runtime dropped, per function, as the
+    /// file holds them; `None` when there were none.
+    pub fn dropped_record(&self) -> Option<lapse_data::Record> {
+        if self.dropped_calls.is_empty() {
+            return None;
+        }
+        let mut dropped: Vec<lapse_data::DroppedCalls> = self
+            .dropped_calls
+            .iter()
+            .map(|(&function, &calls)| lapse_data::DroppedCalls { function, calls })
+            .collect();
+        dropped.sort_by_key(|d| d.function.0);
+        Some(lapse_data::Record::Dropped(dropped))
+    }
+
     /// Takes thread `key`'s stream out, for a worker thread to add a batch
     /// of `count` events numbered from `first_index` to ([`ThreadStream::fill`];
     /// `workers.rs`), with the image generation its addresses resolve in.

@@ -350,16 +350,8 @@ impl Session {
             self.progress.as_deref(),
             true,
         )))?;
-        if !self.asm.threads.dropped_calls.is_empty() {
-            let mut dropped: Vec<lapse_data::DroppedCalls> = self
-                .asm
-                .threads
-                .dropped_calls
-                .iter()
-                .map(|(&function, &calls)| lapse_data::DroppedCalls { function, calls })
-                .collect();
-            dropped.sort_by_key(|d| d.function.0);
-            self.out.record(&Record::Dropped(dropped))?;
+        if let Some(dropped) = self.asm.threads.dropped_record() {
+            self.out.record(&dropped)?;
         }
         if let Some(mut header) = self.header.take() {
             if removed_ns > 0 {
