@@ -417,3 +417,34 @@ int main() {
         assert_eq!(calls(&v, "leaf(long)"), 800, "{source:?}: leaf");
     }
 }
+
+#[test]
+fn a_filter_matching_nothing_says_so() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "filter-nothing");
+    let src = format!(
+        "{}\nint main(void) {{ leaf(1); printf(\"x\\n\"); return 0; }}\n",
+        probe_sources::PRELUDE
+    );
+    let Some(exe) = lapse_testkit::compile(
+        &dir,
+        "gcc",
+        "nothing",
+        &src,
+        &["-O2", "-finstrument-functions"],
+    ) else {
+        return;
+    };
+    let data = dir.join("out.lapse");
+    let Some(out) =
+        LAPSE
+            .in_dir(&dir)
+            .record(&["--filter", "^no_such_function$"], &data, &exe, &[])
+    else {
+        return;
+    };
+    let err = stderr(&out);
+    assert!(!out.status.success(), "nothing recorded is an error: {err}");
+    assert!(err.contains("matches no function of"), "{err}");
+    assert!(err.contains("record-time filters"), "{err}");
+    assert!(!data.exists(), "no data file");
+}

@@ -103,6 +103,8 @@ pub(super) struct Session {
     pub(super) patching: Option<Patching>,
     /// The program has no probes: it was to be patched at run time.
     pub(super) patch_wanted: bool,
+    /// Record-time filters were given (they may leave everything out).
+    pub(super) filtered: bool,
 }
 
 /// A buffer waiting for its thread's stream to come back from a worker.
@@ -234,6 +236,7 @@ pub fn record(
         lent: HashMap::new(),
         patching,
         patch_wanted: patch,
+        filtered: !opts.filters.is_empty(),
     };
     s.pool = Pool::start(workers::workers_wanted(), &s.asm.book, clock);
     let start = clock::monotonic_now();
@@ -277,7 +280,7 @@ fn filter_table(
     let (table, matched) = filters.table(&data, meta.dev(), meta.ino(), ticks_per_sec);
     if let (Some(r), 0) = (filters.filter_regex(), matched) {
         notices.say(Notice::Warning(format!(
-            "--filter {r} matches no function of {}: nothing of it will be recorded",
+            "--filter {r} matches no function of {}: nothing of it will be recorded (the filters apply to the program lapse starts, not to other programs it runs)",
             program.display()
         )));
     }

@@ -451,6 +451,8 @@ impl Session {
                     |p| p.note(),
                 );
                 format!("it has no probes, and {what}; --method sample needs no probes")
+            } else if self.filtered {
+                "the record-time filters (--filter, --exclude, --depth, --min-time) left every call out".to_owned()
             } else {
                 "is it built with -finstrument-functions, or by lapse build for Rust? --method sample needs no probes".to_owned()
             };
