@@ -448,3 +448,48 @@ fn a_filter_matching_nothing_says_so() {
     assert!(err.contains("record-time filters"), "{err}");
     assert!(!data.exists(), "no data file");
 }
+
+#[test]
+fn an_execd_program_gets_depth_but_not_the_regexes() {
+    // parent > hop, then exec ./child: main > leaf. The regexes were
+    // matched against parent only; --depth holds for both.
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "filter-exec");
+    let prelude = probe_sources::PRELUDE;
+    let child = format!(
+        "{prelude}\nint main(void) {{ sink += leaf(1); printf(\"child\\n\"); return 0; }}\n"
+    );
+    let parent = format!(
+        "{prelude}\nNOIPA void hop(void) {{ sink += leaf(2); }}\n\
+         int main(void) {{ hop(); fflush(stdout); execl(\"./child\", \"child\", (char *)0); return 9; }}\n"
+    );
+    let flags = ["-O2", "-finstrument-functions"];
+    let Some(_) = lapse_testkit::compile(&dir, "gcc", "child", &child, &flags) else {
+        return;
+    };
+    let Some(exe) = lapse_testkit::compile(&dir, "gcc", "parent", &parent, &flags) else {
+        return;
+    };
+    let data = dir.join("out.lapse");
+    let options = ["--filter", "^hop$", "--depth", "1"];
+    let Some(out) = LAPSE.in_dir(&dir).record(&options, &data, &exe, &[]) else {
+        return;
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = LAPSE.in_dir(&dir).report(&data, "functions", &[]);
+    let calls_in = |name: &str, module: &str| {
+        row_in(&v, name, module).map_or(0, |r| r["calls"].as_u64().unwrap_or(0))
+    };
+    assert_eq!(calls_in("hop", "parent"), 1, "{v:#}");
+    assert_eq!(
+        calls_in("main", "parent"),
+        0,
+        "parent's main is outside the match"
+    );
+    assert_eq!(calls_in("leaf", "parent"), 0, "below the depth");
+    assert_eq!(
+        calls_in("main", "child"),
+        1,
+        "the child is not filtered by name"
+    );
+    assert_eq!(calls_in("leaf", "child"), 0, "but its depth holds");
+}

@@ -183,10 +183,15 @@ NOINSTR void lapse_filter_load(void)
         (size_t)st.st_size != sizeof h + (size_t)h.ranges * sizeof(struct lapse_filter_range) ||
         h.depth > LAPSE_FILTER_MAX_DEPTH || stat("/proc/self/exe", &exe) != 0)
         goto out;
-    /* another program (a child after exec): the table is not for it, and
-     * it is recorded whole */
-    if ((uint64_t)exe.st_dev != h.dev || (uint64_t)exe.st_ino != h.ino)
-        goto out;
+    /* another program (a child after exec): its functions were not
+     * matched, so --filter and --exclude are not for it; --depth and
+     * --min-time are */
+    if ((uint64_t)exe.st_dev != h.dev || (uint64_t)exe.st_ino != h.ino) {
+        h.ranges = 0;
+        h.flags = 0;
+        if (!h.depth && !h.min_ticks)
+            goto out;
+    }
     size_t bytes = (size_t)h.ranges * sizeof(struct lapse_filter_range);
     if (bytes) {
         m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
