@@ -174,6 +174,7 @@ Instrumentation columns (times in ns in CSV/JSON, human units in tables):
   probe_dominated          the probe cost is over a quarter of its time: trust it less
   preempted_ns             of its off-CPU time, the part spent runnable but preempted
   open_calls               calls still open when their thread ended
+  dropped_calls            recorded with --min-time: calls left out as shorter than that
 Sampling columns:
   inclusive_samples        samples with the function anywhere on the stack
   exclusive_samples        samples with the function executing
@@ -345,6 +346,23 @@ pub struct RecordArgs {
     /// only as it is used) [default: 16M].
     #[arg(long, value_parser = lapse_record::BufferSize::parse, value_name = "SIZE")]
     pub buffer_size: Option<lapse_record::BufferSize>,
+    /// Instrumentation: record only calls of the functions matching REGEX
+    /// (symbol or demangled name) and everything they call.
+    #[arg(long, value_name = "REGEX")]
+    pub filter: Option<String>,
+    /// Instrumentation: leave out calls of the functions matching REGEX
+    /// (their time stays in their caller's; what they call is recorded).
+    #[arg(long, value_name = "REGEX")]
+    pub exclude: Option<String>,
+    /// Instrumentation: record at most N levels of calls per thread, from
+    /// its first recorded function (or a --filter match) down (1 to 64).
+    #[arg(long, value_name = "N")]
+    pub depth: Option<u32>,
+    /// Instrumentation: calls shorter than DUR (e.g. 10us) are not kept as
+    /// calls of their own; their time stays in their caller's, and the
+    /// number left out is counted per function.
+    #[arg(long, value_parser = duration, value_name = "DUR")]
+    pub min_time: Option<std::time::Duration>,
     /// The data file to write (an existing one is replaced only when recording succeeds).
     #[arg(short, long, default_value = DEFAULT_FILE)]
     pub output: PathBuf,

@@ -145,6 +145,13 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         patch: lapse_record::PatchSelection::new(&a.patch, &a.no_patch)
             .map_err(anyhow::Error::msg)?,
         buffer_size: a.buffer_size,
+        filters: lapse_record::RecordFilters::new(
+            a.filter.as_deref(),
+            a.exclude.as_deref(),
+            a.depth,
+            a.min_time,
+        )
+        .map_err(anyhow::Error::msg)?,
         output: a.output,
         target,
         symbol_progress: None,

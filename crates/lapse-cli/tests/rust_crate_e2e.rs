@@ -329,3 +329,23 @@ fn a_program_using_the_lapse_crate_is_recorded() {
         assert_eq!(info_count(&info, key), 0, "{key}\n{info}");
     }
 }
+
+#[test]
+fn record_time_filters_apply_to_the_crates_probes() {
+    let Some((dir, exe)) = build("filtered") else {
+        return;
+    };
+    let data = dir.join("app.lapse");
+    let options = ["--filter", "^app::fib$", "--exclude", "bump"];
+    let Some((status, _)) = record_like_native(&dir, &exe, &[], &options, &data, "app") else {
+        return;
+    };
+    assert_eq!(status, 3, "exit status passed through");
+    let v = LAPSE.in_dir(&dir).report(&data, "functions", &[]);
+    let names: Vec<&str> = rows(&v)
+        .iter()
+        .filter_map(|r| r["function"].as_str())
+        .collect();
+    assert_eq!(names, ["app::fib"], "only the filter's match: {names:?}");
+    assert_eq!(row(&v, "app::fib")["calls"], 1973);
+}

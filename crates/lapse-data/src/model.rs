@@ -585,6 +585,17 @@ pub enum Record {
         serial: u16,
         record: ThreadRecord,
     },
+    /// Instrumentation with `--min-time`: calls too short to be kept as
+    /// calls of their own, per function (their time is their caller's).
+    /// (Added after the first format; older readers skip it.)
+    Dropped(Vec<DroppedCalls>),
+}
+
+/// Calls of `function` that `--min-time` left out as too short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroppedCalls {
+    pub function: FunctionId,
+    pub calls: u64,
 }
 
 /// The first `frames` enters of thread (`pid`, `tid`) are inherited frames.

@@ -57,6 +57,8 @@ pub struct DataFile {
     /// Threads whose first enters are inherited frames (see
     /// [`InheritedFrames`]), with how many.
     pub inherited: HashMap<ThreadKey, u32>,
+    /// `--min-time`: calls left out as too short, per function.
+    pub dropped_calls: HashMap<FunctionId, u64>,
     pub footer: Option<Footer>,
     /// Event chunks in file order (as read: [`DataFile::thread_chunks`] relies on it).
     pub event_chunks: Vec<EventChunkRef>,
@@ -207,6 +209,7 @@ impl DataFile {
             os_events: scan.os_events,
             off_cpu: scan.off_cpu,
             inherited: scan.inherited,
+            dropped_calls: scan.dropped_calls,
             footer: scan.footer,
             chunks_of_thread: index_threads(&scan.event_chunks),
             event_chunks: scan.event_chunks,

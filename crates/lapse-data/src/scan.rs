@@ -110,6 +110,7 @@ pub(crate) struct Scan {
     pub os_events: HashMap<ThreadKey, Vec<OsEvent>>,
     pub off_cpu: Vec<OffCpuPeriod>,
     pub inherited: HashMap<ThreadKey, u32>,
+    pub dropped_calls: HashMap<FunctionId, u64>,
     pub footer: Option<Footer>,
     pub event_chunks: Vec<EventChunkRef>,
     pub sample_chunks: Vec<SampleChunkRef>,
@@ -324,6 +325,11 @@ impl Scan {
                 self.inherited.insert(i.key(), i.frames);
             }
             Record::ThreadAgain { serial, record } => self.take(record.with_serial(serial))?,
+            Record::Dropped(d) => {
+                for c in d {
+                    *self.dropped_calls.entry(c.function).or_default() += c.calls;
+                }
+            }
         }
         Ok(())
     }

@@ -285,6 +285,10 @@ fn split(record: &Record) -> Option<(Record, Record)> {
             let (a, b) = halves(v)?;
             (Record::OffCpu(a), Record::OffCpu(b))
         }
+        Record::Dropped(v) => {
+            let (a, b) = halves(v)?;
+            (Record::Dropped(a), Record::Dropped(b))
+        }
         _ => return None,
     })
 }

@@ -23,6 +23,7 @@ fn main() {
         libcalls: true,
         patch: Default::default(),
         buffer_size: None,
+        filters: Default::default(),
         output: PathBuf::from(&args[0]),
         target: Target::Command(args[1..].to_vec()),
         symbol_progress: None,

@@ -29,7 +29,7 @@ mod options;
 mod sample;
 
 pub use error::RecordError;
-pub use instrument::{recover, spill_path, RecoverOutcome};
+pub use instrument::{recover, spill_path, RecordFilters, RecoverOutcome};
 pub use notice::{Notice, Notices};
 pub use options::{
     BufferSize, CallGraph, MethodChoice, OsEventSource, PatchSelection, RateError, RecordOptions,
@@ -55,6 +55,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                 ));
             }
             check_attachable(pid)?;
+            if !opts.filters.is_empty() {
+                return Err(RecordError::Unsupported(
+                    "--filter, --exclude, --depth and --min-time are for instrumentation of a launched command, not with --pid".into(),
+                ));
+            }
             return record_sampling(opts);
         }
     };
@@ -120,6 +125,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                 && !method::is_wrapper(&program);
             instrument::record(opts, &program, argv, patch)
         }
+        Method::Sampling if !opts.filters.is_empty() => Err(RecordError::Unsupported(
+            "--filter, --exclude, --depth and --min-time are for instrumentation (sampling records every stack); add --method instrument, or leave them out".into(),
+        )),
         Method::Sampling => record_sampling(opts),
     }
 }

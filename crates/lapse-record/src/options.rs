@@ -102,6 +102,9 @@ pub struct RecordOptions {
     /// fill while the recorder is behind before its threads wait
     /// (`--buffer-size`; `None`: the runtime's default, 16 MiB).
     pub buffer_size: Option<BufferSize>,
+    /// Instrumentation: what the runtime leaves out (`--filter`,
+    /// `--exclude`, `--depth`, `--min-time`).
+    pub filters: crate::RecordFilters,
     pub output: PathBuf,
     pub target: Target,
     /// Counts the symbol resolution done once the target has exited, for a

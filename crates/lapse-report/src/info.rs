@@ -216,6 +216,15 @@ impl Info {
                 format!("{guards} sanitizer-coverage guards away from a function's entry (inlined code), not calls"),
                 json!(guards),
             );
+            if crate::views::functions::min_time_recorded(file) {
+                let dropped: u64 = file.dropped_calls.values().sum();
+                i.text(
+                    "dropped",
+                    "dropped_calls",
+                    format!("{dropped} calls shorter than --min-time, left out as calls of their own (their time is their callers')"),
+                    json!(dropped),
+                );
+            }
             let bad = sum(|t| t.invalid_events) + sum(|t| t.backward_timestamps) + r.bad_chunks;
             if bad > 0 {
                 i.text(

@@ -27,6 +27,7 @@
 #define LAPSE_ENV_SESSION "LAPSE_SESSION"       /* the recording's id (decimal), written in the spill */
 #define LAPSE_ENV_PATCH_PLAN "LAPSE_PATCH_PLAN" /* the run-time patching plan for the executable (patch.c) */
 #define LAPSE_ENV_BUFFERS "LAPSE_BUFFERS"       /* arena buffers a process may fill (1..LAPSE_ARENA_MAX_BUFS) */
+#define LAPSE_ENV_FILTER "LAPSE_FILTER"         /* the record-time filter table (filter.c) */
 
 /* ---- datagrams ---- */
 #define LAPSE_MAGIC 0x3353504cu /* "LPS3" little-endian (24-byte events, 48-byte header) */
@@ -136,6 +137,8 @@ LAPSE_AT(lapse_msg, arena_seq, 40);
                                   is there is a barrier to the sp rule until it returns */
 #define LAPSE_MARK_NOT_ENTRY 4 /* sp: where a sanitizer-coverage guard fired away from its function's
                                   entry (inlined code): not a call; once per guard (sancov.c) */
+#define LAPSE_MARK_DROPPED 5   /* --min-time: sp = function | calls << 48, calls of the function
+                                  dropped as too short (filter.c); stamp: the first one's entry */
 #define LAPSE_MARK_LIMIT 4096
 struct lapse_event {
     uint64_t fn;
@@ -238,6 +241,47 @@ LAPSE_AT(lapse_arena, undelivered, 48);
 LAPSE_AT(lapse_arena, cut_errno, 56);
 LAPSE_AT(lapse_arena, slot, 64);
 _Static_assert(sizeof(struct lapse_arena) <= LAPSE_ARENA_HEAD, "arena header too big");
+
+/* ---- record-time filters: the table file (LAPSE_ENV_FILTER, filter.c) ----
+ * The recorder matches --filter and --exclude against the executable's
+ * symbols and writes the header, then `ranges` ranges sorted by start and
+ * not overlapping, relative to the executable's load bias (any ASLR). The
+ * runtime applies it to that executable (dev, ino) only. */
+#define LAPSE_FILTER_MAGIC 0x544c4946u /* "FILT" little-endian */
+#define LAPSE_FILTER_ON 1              /* header flag: --filter: only matches and their callees */
+#define LAPSE_FILTER_MATCH 1           /* range flag: matches --filter */
+#define LAPSE_FILTER_EXCLUDE 2         /* range flag: matches --exclude (the function alone is left out) */
+#define LAPSE_FILTER_MAX_DEPTH 64      /* --depth at most this (the per-thread stack of kept frames) */
+
+struct lapse_filter_header {
+    uint32_t magic;
+    uint32_t ranges;    /* range records after the header */
+    uint64_t dev;       /* the executable the table is for (st_dev, st_ino) */
+    uint64_t ino;
+    uint32_t flags;     /* LAPSE_FILTER_ON */
+    uint32_t depth;     /* --depth: frames kept per thread below the first (0: any) */
+    uint64_t min_ticks; /* --min-time in ticks (0: none) */
+};
+
+struct lapse_filter_range {
+    uint64_t start; /* [start, end) minus the load bias */
+    uint64_t end;
+    uint32_t flags; /* LAPSE_FILTER_MATCH | LAPSE_FILTER_EXCLUDE */
+    uint32_t pad;
+};
+
+LAPSE_SIZE(lapse_filter_header, 40);
+LAPSE_AT(lapse_filter_header, magic, 0);
+LAPSE_AT(lapse_filter_header, ranges, 4);
+LAPSE_AT(lapse_filter_header, dev, 8);
+LAPSE_AT(lapse_filter_header, ino, 16);
+LAPSE_AT(lapse_filter_header, flags, 24);
+LAPSE_AT(lapse_filter_header, depth, 28);
+LAPSE_AT(lapse_filter_header, min_ticks, 32);
+LAPSE_SIZE(lapse_filter_range, 24);
+LAPSE_AT(lapse_filter_range, start, 0);
+LAPSE_AT(lapse_filter_range, end, 8);
+LAPSE_AT(lapse_filter_range, flags, 16);
 
 /* ---- run-time patching: the plan files (LAPSE_ENV_PATCH_PLAN, patch.c) ----
  * The recorder decodes a module's functions (the executable's, or a shared

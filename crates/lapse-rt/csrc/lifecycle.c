@@ -220,8 +220,10 @@ __attribute__((constructor(101), no_instrument_function)) static void lapse_ctor
     /* (only this thread exists yet: the program's constructors come next;
      * a patched program's library calls are traced as an instrumented
      * module's, so it is patched first) */
-    if (g_inited == 1)
+    if (g_inited == 1) {
         lapse_patch_apply();
+        lapse_filter_load(); /* (after calibration, which measures the kept path) */
+    }
     lapse_libcalls_scan();
 }
 

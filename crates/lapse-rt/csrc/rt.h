@@ -9,7 +9,8 @@
  * wrapped), trampoline.c (the return trampoline and shadow stack, with the
  * entry points in x86_64.S), unwind.c (unwinders and stack walks kept
  * away from the trampoline), context.c (swapcontext, a switch of stacks),
- * libcalls.c (calls into shared libraries) and
+ * libcalls.c (calls into shared libraries), filter.c and filter.h (the
+ * record-time filters: --filter, --exclude, --depth, --min-time) and
  * sancov.c (LLVM's sanitizer coverage hook: `lapse build`, clang; the stub
  * such programs carry is sancov_stub.c, not part of the runtime). */
 #ifndef LAPSE_RT_INTERNAL_H
@@ -114,6 +115,16 @@ struct lapse_tls {
     uint32_t switched;   /* shadow entries below this index are a context's
                             that switched to another (context.c) */
     uint64_t self;       /* pthread_self(), for pthread_cancel (unwind.c) */
+    /* Record-time filters (filter.c): the frames that count, innermost
+     * last; matches nested deeper than that stack; frames left out below
+     * the depth, and the place of the outermost of them. */
+    uint32_t fdepth;
+    uint32_t fover;
+    uint32_t fbeyond;
+    uintptr_t fbeyond_sp;
+    struct {
+        uintptr_t sp, fn;
+    } fstack[LAPSE_FILTER_MAX_DEPTH];
 };
 
 extern __thread struct lapse_tls lapse_t __attribute__((tls_model("initial-exec")));
@@ -161,6 +172,27 @@ void lapse_init(void);
 /* ---- probe.c ---- */
 /* Records a marker event (LAPSE_MARK_*) on the calling thread. */
 void lapse_mark(uint64_t mark, uintptr_t sp);
+
+/* ---- filter.c ---- */
+/* The record-time filter table of this process image, set once at start-up. */
+struct lapse_filter {
+    uint32_t on;      /* set last: the rest is valid */
+    uint32_t only;    /* --filter: nothing is kept outside a match */
+    uint32_t stacked; /* only or depth: the per-thread stack is kept */
+    uint32_t depth;   /* --depth (0: any) */
+    uint32_t n;
+    const struct lapse_filter_range *ranges; /* absolute, sorted */
+    uintptr_t lo, hi; /* the first range's start, the last one's end */
+    uint64_t min_ticks; /* --min-time (0: none) */
+};
+extern struct lapse_filter g_filter;
+/* Loads the table the recorder wrote (LAPSE_ENV_FILTER) when it is for
+ * this executable; start-up only. */
+void lapse_filter_load(void);
+/* (the decisions, inline in the probes: filter.h) */
+/* --min-time: fn returns; 1 when its call was short and is now dropped
+ * (counted in a marker), so no exit is to be written. */
+int lapse_min_time_exit(struct lapse_tls *t, uintptr_t fn);
 
 /* ---- calibrate.c ---- */
 /* Cost of one probe in ticks x 1024 (a low quantile of short trials through

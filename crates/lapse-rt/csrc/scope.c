@@ -12,6 +12,7 @@
  * Cost: the probe's (probe.c) plus the crate's indirect call. No lock, no
  * allocation, no system call; async-signal-safe as the probe is. */
 #include "rt.h"
+#include "filter.h"
 
 #define EXPORT __attribute__((no_instrument_function, visibility("default")))
 
@@ -19,12 +20,21 @@
  * call: this function's canonical frame address. */
 #define CALLER_SP() ((uintptr_t)__builtin_dwarf_cfa())
 
+/* (record-time filters as in probe.c: the recorder put the sites of the
+ * functions and scopes they name in the table) */
 EXPORT void lapse_scope_enter(const void *site)
 {
+    if (__builtin_expect(g_filter.on, 0) &&
+        !lapse_filter_enter(&lapse_t, (uintptr_t)site, CALLER_SP()))
+        return;
     lapse_probe((void *)site, 0, CALLER_SP());
 }
 
 EXPORT void lapse_scope_exit(const void *site)
 {
+    if (__builtin_expect(g_filter.on, 0) &&
+        (!lapse_filter_exit(&lapse_t, (uintptr_t)site, CALLER_SP()) ||
+         (g_filter.min_ticks && lapse_min_time_exit(&lapse_t, (uintptr_t)site))))
+        return;
     lapse_probe((void *)site, 1, CALLER_SP());
 }

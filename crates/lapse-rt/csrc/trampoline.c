@@ -59,6 +59,7 @@
 #pragma GCC target("general-regs-only")
 #endif
 #include "rt.h"
+#include "filter.h"
 #include "stubs.h"
 
 #if defined(__x86_64__)
@@ -203,9 +204,13 @@ NOINSTR static void shadow_setup(struct lapse_tls *t)
 INLINE int put_event(struct lapse_tls *t, struct lapse_hook *h, uintptr_t fn, uint64_t is_exit,
                      int slow)
 {
+    uintptr_t sp = (uintptr_t)h->slot; /* (the frame's place: its return address) */
+    if (__builtin_expect(g_filter.on, 0) && fn >= LAPSE_MARK_LIMIT &&
+        !(is_exit ? lapse_filter_exit(t, fn, sp) && !(g_filter.min_ticks && lapse_min_time_exit(t, fn))
+                  : lapse_filter_enter(t, fn, sp)))
+        return HOOK_DONE; /* (left out by a record-time filter, filter.c) */
     struct lapse_event *e = lapse_claim(t);
     uint64_t now = lapse_ticks();
-    uintptr_t sp = (uintptr_t)h->slot; /* (the frame's place: its return address) */
     if (__builtin_expect(lapse_in_guard(e) || now > t->deadline, 0)) {
         if (slow) {
             lapse_slow_path(t, e, (void *)fn, is_exit, now, sp);

@@ -36,6 +36,11 @@ pub const MARK_SWITCH: u64 = 3;
 /// (code inlined into another function), at `sp` (the hook's return
 /// address): not a call. Sent once per guard.
 pub const MARK_NOT_ENTRY: u64 = 4;
+/// Marker, `--min-time`: calls dropped as too short; `sp` holds the
+/// function's address and, from bit [`DROPPED_COUNT_SHIFT`] up, how many.
+pub const MARK_DROPPED: u64 = 5;
+/// Where a [`MARK_DROPPED`] marker's count starts in its `sp`.
+pub const DROPPED_COUNT_SHIFT: u32 = 48;
 /// `function` values below this are holes or markers, not functions.
 pub const MARK_LIMIT: u64 = 4096;
 
@@ -181,6 +186,35 @@ pub const ENV_PATCH_PLAN: &str = "LAPSE_PATCH_PLAN";
 /// How many 64 KiB buffers a process's arena has (1 to
 /// [`arena::MAX_BUFS`]); the default is [`arena::BUFS`].
 pub const ENV_BUFFERS: &str = "LAPSE_BUFFERS";
+/// The record-time filter table the runtime applies to the executable it
+/// is for ([`filter`]).
+pub const ENV_FILTER: &str = "LAPSE_FILTER";
+
+/// The record-time filter table (`struct lapse_filter_header` and `struct
+/// lapse_filter_range` in `csrc/lapse_rt.h`): a header, then address ranges
+/// sorted by start, relative to the executable's load bias.
+pub mod filter {
+    pub const MAGIC: u32 = 0x544c_4946;
+    /// Header flag: `--filter` was given (nothing outside a match is kept).
+    pub const ON: u32 = 1;
+    /// Range flags.
+    pub const MATCH: u32 = 1;
+    pub const EXCLUDE: u32 = 2;
+    /// `--depth` is at most this.
+    pub const MAX_DEPTH: u32 = 64;
+    pub const HEADER_LEN: usize = 40;
+    pub const RANGE_LEN: usize = 24;
+    pub const H_MAGIC: usize = 0;
+    pub const H_RANGES: usize = 4;
+    pub const H_DEV: usize = 8;
+    pub const H_INO: usize = 16;
+    pub const H_FLAGS: usize = 24;
+    pub const H_DEPTH: usize = 28;
+    pub const H_MIN_TICKS: usize = 32;
+    pub const R_START: usize = 0;
+    pub const R_END: usize = 8;
+    pub const R_FLAGS: usize = 16;
+}
 
 /// The plan file for run-time patching (`struct lapse_plan_header` and
 /// `struct lapse_plan_site` in `csrc/lapse_rt.h`): a header, the stub

@@ -44,6 +44,7 @@
 mod address;
 mod arena;
 mod assemble;
+mod filters;
 mod functions;
 mod ipc;
 mod ns_ids;
@@ -65,5 +66,6 @@ mod unreached;
 mod workers;
 mod wrapup;
 
+pub use filters::RecordFilters;
 pub use recover::{recover, spill_path, RecoverOutcome};
 pub use session::record;

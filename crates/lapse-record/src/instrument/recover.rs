@@ -342,6 +342,10 @@ impl Merge {
         if !new_functions.is_empty() {
             w.write_record(&Record::Functions(new_functions))?;
         }
+        if let Some(dropped) = self.asm.threads.dropped_record() {
+            // (--min-time: the spill's counts add to the file's)
+            w.write_record(&dropped)?;
+        }
         let lost = self.lost_events(data);
         self.write_tables(data, &last)?;
         let w = &mut self.out.w;

@@ -103,6 +103,8 @@ pub(super) struct Session {
     pub(super) patching: Vec<Patching>,
     /// The program has no probes: it was to be patched at run time.
     pub(super) patch_wanted: bool,
+    /// Record-time filters were given (they may leave everything out).
+    pub(super) filtered: bool,
 }
 
 /// A buffer waiting for its thread's stream to come back from a worker.
@@ -154,6 +156,7 @@ pub fn record(
     // The session's start (wall clock) is its id: the runtime writes it in
     // the spill, and `lapse recover` merges a spill only into its recording.
     let start_unix_ns = clock::realtime_unix_ns();
+    let ticks_per_sec = TickClock::rough_ticks_per_sec(3);
     let mut env = vec![
         ("LD_PRELOAD".to_owned(), preload),
         (
@@ -165,10 +168,7 @@ pub fn record(
         (protocol::ENV_CALIBRATE.to_owned(), "1".to_owned()),
         (
             protocol::ENV_FLUSH_TICKS.to_owned(),
-            format!(
-                "{:.0}",
-                TickClock::rough_ticks_per_sec(3) * FLUSH_EVERY.as_secs_f64()
-            ),
+            format!("{:.0}", ticks_per_sec * FLUSH_EVERY.as_secs_f64()),
         ),
     ];
     if !opts.inherit {
@@ -183,6 +183,10 @@ pub fn record(
             protocol::ENV_BUFFERS.to_owned(),
             bytes.buffers().to_string(),
         ));
+    }
+    if !opts.filters.is_empty() {
+        let path = filter_table(&dir, program, &opts.filters, ticks_per_sec, &opts.notices)?;
+        env.push((protocol::ENV_FILTER.to_owned(), path.display().to_string()));
     }
     let patching = if patch {
         super::patch::plan_patching(&dir, program, &mut env, opts)
@@ -238,6 +242,7 @@ pub fn record(
         lent: HashMap::new(),
         patching,
         patch_wanted: patch,
+        filtered: !opts.filters.is_empty(),
     };
     s.pool = Pool::start(workers::workers_wanted(), &s.asm.book, clock);
     let start = clock::monotonic_now();
@@ -258,6 +263,38 @@ pub fn record(
         let _ = std::fs::remove_file(&spill_path);
     }
     run
+}
+
+/// The record-time filter table for `program`, written to the session
+/// directory: its path.
+fn filter_table(
+    dir: &SessionDir,
+    program: &Path,
+    filters: &super::RecordFilters,
+    ticks_per_sec: f64,
+    notices: &crate::Notices,
+) -> Result<std::path::PathBuf, RecordError> {
+    use std::os::unix::fs::MetadataExt;
+    let err = |e: std::io::Error| {
+        RecordError::Unsupported(format!(
+            "cannot read {} to apply the record-time filters: {e}",
+            program.display()
+        ))
+    };
+    let data = std::fs::read(program).map_err(err)?;
+    let meta = std::fs::metadata(program).map_err(err)?;
+    let (table, matched) = filters.table(&data, meta.dev(), meta.ino(), ticks_per_sec);
+    if let (Some(r), 0) = (filters.filter_regex(), matched) {
+        notices.say(Notice::Warning(format!(
+            "--filter {r} matches no function of {}: nothing of it will be recorded (the filters apply to the program lapse starts, not to other programs it runs)",
+            program.display()
+        )));
+    }
+    dir.write_filter(&table)
+        .map_err(|source| RecordError::SessionDir {
+            path: program.to_owned(),
+            source,
+        })
 }
 
 /// Where a recording is.
@@ -575,6 +612,7 @@ impl Session {
                 "syscall OS events were asked for but not recorded: {why}"
             ));
         }
+        notes.extend(opts.filters.note());
         let header = SessionHeader {
             command: match &opts.target {
                 crate::Target::Command(c) => c.clone(),

@@ -23,6 +23,8 @@ const SPILL_NAME: &str = "spill";
 /// The run-time patching plans (`patch.plan.N`), and what the runtime did
 /// with each (`patch.plan.N.done`).
 const PLAN_NAME: &str = "patch.plan";
+/// The record-time filter table.
+const FILTER_NAME: &str = "filter.table";
 
 pub struct SessionDir {
     path: PathBuf,
@@ -68,6 +70,13 @@ impl SessionDir {
     /// The plans' common prefix, for the runtime.
     pub fn plan_prefix(&self) -> PathBuf {
         self.path.join(PLAN_NAME)
+    }
+
+    /// Writes the record-time filter table (0600); its path, for the runtime.
+    pub fn write_filter(&self, bytes: &[u8]) -> io::Result<PathBuf> {
+        let path = self.path.join(FILTER_NAME);
+        write_private(&path, bytes, 0o600)?;
+        Ok(path)
     }
 
     /// Writes run-time patching plan number `n` (0600).
@@ -155,6 +164,7 @@ fn only_session_files(dir: &Path) -> bool {
         n == SOCKET_NAME
             || n == SPILL_NAME
             || is_plan_file(&n.to_string_lossy())
+            || n == FILTER_NAME
             || n == lapse_rt::RUNTIME_FILE_NAME
     })
 }

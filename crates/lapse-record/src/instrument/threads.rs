@@ -27,7 +27,8 @@ use smallvec::SmallVec;
 use lapse_data::codec::EventEncoder;
 use lapse_data::{EventKind, FunctionId, OsEvent, ThreadKey, Timestamp};
 use lapse_rt::protocol::{
-    RawEvent, Ticks, HOLE_FN, MARK_LIMIT, MARK_NOT_ENTRY, MARK_SWITCH, MARK_UNTRACED, MARK_UNWIND,
+    RawEvent, Ticks, DROPPED_COUNT_SHIFT, HOLE_FN, MARK_DROPPED, MARK_LIMIT, MARK_NOT_ENTRY,
+    MARK_SWITCH, MARK_UNTRACED, MARK_UNWIND,
 };
 
 use super::address::AddressBook;
@@ -58,6 +59,8 @@ pub struct Filled {
     appended: u64,
     untraced: u64,
     not_entry: u64,
+    /// `--min-time`: calls the runtime dropped as too short, per function.
+    dropped: Vec<(FunctionId, u64)>,
 }
 
 impl Filled {
@@ -250,6 +253,7 @@ impl ThreadStream {
         let mut markers = 0u64;
         let mut untraced = 0u64;
         let mut not_entry = 0u64;
+        let mut dropped = Vec::new();
         let mut version = cache.version;
         // (the stream's stack and encoder as locals: stores into the
         // encoder's bytes cannot then be taken to change them)
@@ -279,6 +283,18 @@ impl ThreadStream {
                     }
                     MARK_NOT_ENTRY => {
                         not_entry += 1;
+                        markers += 1;
+                    }
+                    MARK_DROPPED => {
+                        // (the function's address, and how many of its calls)
+                        let addr = e.sp & ((1u64 << DROPPED_COUNT_SHIFT) - 1);
+                        let (f, _) = book.resolve(pid, gen, addr, seg.to_timestamp(e.ticks));
+                        let now = book.version(pid, gen);
+                        if now != version {
+                            slots.fill((u64::MAX, FunctionId(0)));
+                            version = now;
+                        }
+                        dropped.push((f, e.sp >> DROPPED_COUNT_SHIFT));
                         markers += 1;
                     }
                     _ => markers += 1, // (a marker this recorder does not know)
@@ -339,6 +355,7 @@ impl ThreadStream {
             appended,
             untraced,
             not_entry,
+            dropped,
         }
     }
 
@@ -548,6 +565,8 @@ pub struct Threads {
     /// Sanitizer-coverage guards that fired away from their function's
     /// entry (inlined code): the runtime recorded no call for them.
     pub non_entry_guards: u64,
+    /// `--min-time`: calls the runtime dropped as too short, per function.
+    pub dropped_calls: HashMap<FunctionId, u64>,
     /// Threads not followed: they began while the recorder followed as many
     /// threads as it may at once (their events are lost events).
     pub refused_threads: u64,
@@ -577,6 +596,7 @@ impl Threads {
             events: 0,
             untraced_threads: 0,
             non_entry_guards: 0,
+            dropped_calls: HashMap::new(),
             refused_threads: 0,
             refused: Refused::default(),
             limit,
@@ -723,6 +743,24 @@ impl Threads {
         self.events += f.appended;
         self.untraced_threads += f.untraced;
         self.non_entry_guards += f.not_entry;
+        for &(function, n) in &f.dropped {
+            *self.dropped_calls.entry(function).or_default() += n;
+        }
+    }
+
+    /// `--min-time`: the calls the runtime dropped, per function, as the
+    /// file holds them; `None` when there were none.
+    pub fn dropped_record(&self) -> Option<lapse_data::Record> {
+        if self.dropped_calls.is_empty() {
+            return None;
+        }
+        let mut dropped: Vec<lapse_data::DroppedCalls> = self
+            .dropped_calls
+            .iter()
+            .map(|(&function, &calls)| lapse_data::DroppedCalls { function, calls })
+            .collect();
+        dropped.sort_by_key(|d| d.function.0);
+        Some(lapse_data::Record::Dropped(dropped))
     }
 
     /// Takes thread `key`'s stream out, for a worker thread to add a batch
@@ -1163,6 +1201,33 @@ mod tests {
         assert_eq!((t.untraced_threads, t.lost_events), (1, 0));
         // the markers kept their place in the thread's numbering
         add(&mut t, &mut book, &clock, 6, [raw(0x4050, 600, false)]);
+        assert_eq!(t.lost_events, 0);
+    }
+
+    #[test]
+    fn dropped_markers_count_calls_per_function_and_are_no_events() {
+        // main > (3 + 2 calls of a, 4 of b dropped by --min-time) < main
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let dropped = |f: u64, n: u64, ticks| at(MARK_DROPPED, ticks, false, f | n << 48);
+        let evs = [
+            at(0x4010, 100, false, 0x7000),
+            dropped(0x4020, 3, 200),
+            dropped(0x4030, 4, 300),
+            dropped(0x4020, 2, 400),
+            at(0x4010, 500, true, 0x7000),
+        ];
+        add(&mut t, &mut book, &clock, 0, evs);
+        let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
+        let (main, a, b) = (id(0x4010), id(0x4020), id(0x4030));
+        use EventKind::*;
+        assert_eq!(stream_of(&mut t, 1, 1), [(Enter, main), (Exit, main)]);
+        assert_eq!(t.dropped_calls.get(&a), Some(&5));
+        assert_eq!(t.dropped_calls.get(&b), Some(&4));
+        assert_eq!((t.events, t.lost_events), (2, 0));
+        // the markers kept their place in the thread's numbering
+        add(&mut t, &mut book, &clock, 5, [raw(0x4050, 600, false)]);
         assert_eq!(t.lost_events, 0);
     }
 

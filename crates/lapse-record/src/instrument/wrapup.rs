@@ -351,6 +351,9 @@ impl Session {
             self.progress.as_deref(),
             true,
         )))?;
+        if let Some(dropped) = self.asm.threads.dropped_record() {
+            self.out.record(&dropped)?;
+        }
         if let Some(mut header) = self.header.take() {
             if removed_ns > 0 {
                 header.notes.push(format!(
@@ -454,6 +457,8 @@ impl Session {
                     all => all.iter().map(Patching::note).collect::<Vec<_>>().join("; "),
                 };
                 format!("it has no probes, and {what}; --method sample needs no probes")
+            } else if self.filtered {
+                "the record-time filters (--filter, --exclude, --depth, --min-time) left every call out".to_owned()
             } else {
                 "is it built with -finstrument-functions, or by lapse build for Rust? --method sample needs no probes".to_owned()
             };

@@ -4,7 +4,7 @@
 
 mod calltree;
 mod focus;
-mod functions;
+pub(crate) mod functions;
 mod lines;
 mod modules;
 mod threads;

@@ -105,7 +105,9 @@ pub fn plan_patching(
         };
         let wanted = |name: &str| {
             let demangled = lapse_symbols::demangle(name);
+            // (an excluded function is not patched, in a library too)
             opts.patch.wants(&module, &[name, &demangled])
+                && opts.filters.patches(&[name, &demangled])
         };
         let Some(plan) = Plan::for_module(&data, wanted) else {
             continue;
