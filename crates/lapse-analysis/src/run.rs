@@ -188,7 +188,8 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
             let off = file.os_events.get(&t.key()).map_or(&[][..], Vec::as_slice);
             let inherited = file.inherited.get(&t.key()).copied().unwrap_or(0);
             let mut run = ThreadRun::new(&mut acc, &module_of, config, t.key(), t.start, off)
-                .inherited(inherited);
+                .inherited(inherited)
+                .paused(&file.paused);
             bad += feed_pipelined(file, &chunks, &mut run, query.progress.as_deref());
             run.finish(t.end);
             (acc, bad)

@@ -232,6 +232,9 @@ pub enum Command {
     Build(BuildArgs),
     /// Record and report a bundled example program.
     Demo,
+    /// Print the C/C++ header with lapse_pause(), lapse_resume() and
+    /// lapse_mark() (no-ops without lapse, no link dependency).
+    Header,
     /// Write a recording in another tool's format (flame graph, pprof, Chrome trace, ...).
     Export(ExportArgs),
     /// Compare two recordings of the same method, row by row.
@@ -346,9 +349,23 @@ pub struct RecordArgs {
     /// Attach to the running process PID instead of launching a command.
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
-    /// With --pid: stop after this many seconds (else at Ctrl-C).
-    #[arg(long, requires = "pid", value_parser = positive_seconds)]
+    /// Stop recording after this many seconds: with --pid, detach then
+    /// (else at Ctrl-C); with a command (instrumentation), pause then and
+    /// let the program run on.
+    #[arg(long, value_parser = positive_seconds, value_name = "SECONDS")]
     pub duration: Option<f64>,
+    /// Instrumentation: start paused; nothing is recorded until the program
+    /// calls lapse_resume() (or the --signal signal comes).
+    #[arg(long)]
+    pub start_paused: bool,
+    /// Instrumentation: each delivery of this signal (SIGUSR1, SIGUSR2,
+    /// SIGRTMIN+N...) to a process of the program pauses or resumes the
+    /// recording; the program never sees it.
+    #[arg(long, value_name = "SIG")]
+    pub signal: Option<String>,
+    /// Instrumentation: record nothing for the first SECONDS.
+    #[arg(long, value_parser = positive_seconds, value_name = "SECONDS")]
+    pub delay: Option<f64>,
     /// The command to record and its arguments (`--` before it is optional).
     #[arg(
         trailing_var_arg = true,

@@ -128,7 +128,7 @@ fn values_that_would_be_changed_or_select_nothing_are_refused() {
         ),
         (
             record(&["--duration", "1"]),
-            "--duration goes with --pid".into(),
+            "--duration are for instrumentation".into(),
         ),
         (
             owned(&["record", "-o", "keep.data", "--pid", "1", "--duration", "0"]),

@@ -57,6 +57,11 @@ pub struct DataFile {
     /// Threads whose first enters are inherited frames (see
     /// [`InheritedFrames`]), with how many.
     pub inherited: HashMap<ThreadKey, u32>,
+    /// The stretches during which the recording was paused, in time order
+    /// (nothing is recorded in them; the analysis leaves them out).
+    pub paused: Vec<Paused>,
+    /// The program's marks, in time order (`lapse_mark`).
+    pub marks: Vec<Mark>,
     pub footer: Option<Footer>,
     /// Event chunks in file order (as read: [`DataFile::thread_chunks`] relies on it).
     pub event_chunks: Vec<EventChunkRef>,
@@ -194,6 +199,8 @@ impl DataFile {
         for events in scan.os_events.values_mut() {
             events.sort_by_key(|e| e.from);
         }
+        let mut marks = std::mem::take(&mut scan.marks);
+        marks.sort_by_key(|m| (m.at, m.pid, m.tid));
         Ok(DataFile {
             path,
             session,
@@ -207,6 +214,8 @@ impl DataFile {
             os_events: scan.os_events,
             off_cpu: scan.off_cpu,
             inherited: scan.inherited,
+            paused: paused_stretches(&scan.toggles),
+            marks,
             footer: scan.footer,
             chunks_of_thread: index_threads(&scan.event_chunks),
             event_chunks: scan.event_chunks,

@@ -110,6 +110,9 @@ pub(crate) struct Scan {
     pub os_events: HashMap<ThreadKey, Vec<OsEvent>>,
     pub off_cpu: Vec<OffCpuPeriod>,
     pub inherited: HashMap<ThreadKey, u32>,
+    /// Pauses (true) and resumes (false), as the file gives them.
+    pub toggles: Vec<(Timestamp, bool)>,
+    pub marks: Vec<Mark>,
     pub footer: Option<Footer>,
     pub event_chunks: Vec<EventChunkRef>,
     pub sample_chunks: Vec<SampleChunkRef>,
@@ -324,6 +327,9 @@ impl Scan {
                 self.inherited.insert(i.key(), i.frames);
             }
             Record::ThreadAgain { serial, record } => self.take(record.with_serial(serial))?,
+            Record::Control(ControlEvent::Pause(t)) => self.toggles.push((t.at, true)),
+            Record::Control(ControlEvent::Resume(t)) => self.toggles.push((t.at, false)),
+            Record::Control(ControlEvent::Mark(m)) => self.marks.push(m),
         }
         Ok(())
     }

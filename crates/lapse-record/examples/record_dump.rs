@@ -22,6 +22,7 @@ fn main() {
         inherit: true,
         libcalls: true,
         patch: Default::default(),
+        control: Default::default(),
         output: PathBuf::from(&args[0]),
         target: Target::Command(args[1..].to_vec()),
         symbol_progress: None,

@@ -32,8 +32,8 @@ pub use error::RecordError;
 pub use instrument::{recover, spill_path, RecoverOutcome};
 pub use notice::{Notice, Notices};
 pub use options::{
-    CallGraph, MethodChoice, OsEventSource, PatchSelection, RateError, RecordOptions,
-    RecordOutcome, SampleRate, SymbolProgress, Target,
+    CallGraph, ControlOptions, MethodChoice, OsEventSource, PatchSelection, RateError,
+    RecordOptions, RecordOutcome, SampleRate, SymbolProgress, Target,
 };
 
 /// Unit tests can say how many bytes the recorder keeps (per thread alive).
@@ -120,7 +120,15 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                 && !method::is_wrapper(&program);
             instrument::record(opts, &program, argv, patch)
         }
-        Method::Sampling => record_sampling(opts),
+        Method::Sampling => {
+            if opts.control != ControlOptions::default() {
+                return Err(RecordError::Unsupported(format!(
+                    "--start-paused, --signal, --delay and --duration are for instrumentation (sampling does not honour them yet), and {} is recorded by sampling; add --method instrument",
+                    program.display()
+                )));
+            }
+            record_sampling(opts)
+        }
     }
 }
 

@@ -205,6 +205,7 @@ NOINSTR static void lapse_init_connected(void)
         t->skipped = 0;
         t->stalled = 0;
     }
+    lapse_control_init();
     struct lapse_msg m =
         lapse_msg_hello(g_pid, lapse_gettid(), g_probe_cost, (uint32_t)lapse_probe_spread,
                         lapse_ticks(), (uint32_t)getppid());

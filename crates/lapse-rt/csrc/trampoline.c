@@ -203,6 +203,15 @@ NOINSTR static void shadow_setup(struct lapse_tls *t)
 INLINE int put_event(struct lapse_tls *t, struct lapse_hook *h, uintptr_t fn, uint64_t is_exit,
                      int slow)
 {
+    /* Paused (control.c): nothing recorded; the trampoline still runs, so
+     * the stack stays as it is. (A timed resume, --delay, needs a call the
+     * fast variant cannot make: it records on, and the analysis leaves
+     * the paused stretch out.) */
+    if (__builtin_expect(g_paused, 0) && (slow || !g_resume_ns)) {
+        if (slow)
+            lapse_paused_probe();
+        return HOOK_DONE;
+    }
     struct lapse_event *e = lapse_claim(t);
     uint64_t now = lapse_ticks();
     uintptr_t sp = (uintptr_t)h->slot; /* (the frame's place: its return address) */

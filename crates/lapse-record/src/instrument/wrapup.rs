@@ -338,6 +338,17 @@ impl Session {
                 self.out.record(&Record::Thread(t))?;
             }
         }
+        for t in std::mem::take(&mut self.toggles) {
+            self.out.record(&Record::Control(t))?;
+        }
+        if let (Some(sig), false) = (self.toggle_signal, self.asm.signal_taken.is_empty()) {
+            let pids: Vec<String> = self.asm.signal_taken.iter().map(u32::to_string).collect();
+            self.notices.say(Notice::Warning(format!(
+                "--signal {}: the program installed its own handler for it (process {}): from then on the signal was the program's and toggled nothing",
+                crate::linux::signals::signal_name(sig),
+                pids.join(", ")
+            )));
+        }
         let removed_ns = self.asm.threads.removed_ns();
         // Naming reads symbol and line tables (a library's can take tens of
         // MiB): what the recording needed is let go first, so the peak
