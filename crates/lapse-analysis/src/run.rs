@@ -23,6 +23,60 @@ pub enum QueryError {
     /// The time window ends before it starts.
     #[error("--to: {to} is before --from {from}")]
     WindowReversed { from: f64, to: f64 },
+    /// `--from-mark`/`--to-mark` names a mark the recording does not have
+    /// (after the `--from-mark`, for `--to-mark`).
+    #[error("{flag} {text:?}: the recording has no such mark{after} (lapse report --view marks lists them)")]
+    NoMark {
+        flag: &'static str,
+        text: String,
+        after: &'static str,
+    },
+}
+
+/// `--from-mark A --to-mark B` as `--from`/`--to` seconds since the
+/// session's start: A is the first mark with that text, B the first mark
+/// with its text at or after A (or after the start, without A). Marks of
+/// every process count (a mark is an instant of the whole session).
+pub fn mark_window(
+    file: &DataFile,
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<(Option<f64>, Option<f64>), QueryError> {
+    let start = file.session.start;
+    let secs = |t: Timestamp| t.since(start) as f64 / 1e9;
+    let from_at = match from {
+        None => None,
+        Some(text) => Some(
+            file.marks
+                .iter()
+                .find(|m| m.text == text)
+                .ok_or_else(|| QueryError::NoMark {
+                    flag: "--from-mark",
+                    text: text.to_owned(),
+                    after: "",
+                })?
+                .at,
+        ),
+    };
+    let to_at = match to {
+        None => None,
+        Some(text) => Some(
+            file.marks
+                .iter()
+                .find(|m| m.text == text && from_at.is_none_or(|a| m.at >= a))
+                .ok_or_else(|| QueryError::NoMark {
+                    flag: "--to-mark",
+                    text: text.to_owned(),
+                    after: if from_at.is_some() {
+                        " after the --from-mark"
+                    } else {
+                        ""
+                    },
+                })?
+                .at,
+        ),
+    };
+    Ok((from_at.map(secs), to_at.map(secs)))
 }
 
 /// What to analyse and show: SPEC section 3's filters and switches.

@@ -76,6 +76,7 @@ fn view_help(name: &str) -> &'static str {
         "lines" => "one row per source line (instrumentation: each function's own line)",
         "annotate" => "one function's source lines with their samples (sampling; --function NAME)",
         "instructions" => "one row per sampled instruction address (sampling)",
+        "marks" => "the program's marks (lapse_mark), in time order",
         _ => "",
     }
 }
@@ -397,6 +398,13 @@ pub struct FilterArgs {
     /// End of the time range, seconds since the session start.
     #[arg(long, value_parser = non_negative)]
     pub to: Option<f64>,
+    /// Start of the time range: the first mark with this text (lapse_mark).
+    #[arg(long, conflicts_with = "from", value_name = "MARK")]
+    pub from_mark: Option<String>,
+    /// End of the time range: the first mark with this text after the start
+    /// of the range.
+    #[arg(long, conflicts_with = "to", value_name = "MARK")]
+    pub to_mark: Option<String>,
 }
 
 /// A duration such as `10us`, `1.5ms`, `2s` or `500ns` (a bare number is
@@ -548,6 +556,12 @@ pub struct DiffArgs {
     /// Compare raw values [default for JSON and CSV].
     #[arg(long, overrides_with = "normalize")]
     pub no_normalize: bool,
+    /// Compare the time from the first mark with this text in each recording.
+    #[arg(long, value_name = "MARK")]
+    pub from_mark: Option<String>,
+    /// ... to the first mark with this text after it.
+    #[arg(long, value_name = "MARK")]
+    pub to_mark: Option<String>,
 }
 
 impl DiffArgs {

@@ -231,7 +231,7 @@ pub(crate) fn regex(flag: &str, pattern: &Option<String>) -> Result<Option<Regex
         .transpose()
 }
 
-pub fn report(a: ReportArgs) -> Result<u8> {
+pub fn report(mut a: ReportArgs) -> Result<u8> {
     // (--threshold, --from and --to are finite and >= 0: cli.rs)
     if let (Some(from), Some(to)) = (a.filter.from, a.filter.to) {
         if from > to {
@@ -239,6 +239,15 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         }
     }
     let file = open(&a.file)?;
+    if a.filter.from_mark.is_some() || a.filter.to_mark.is_some() {
+        let (from, to) = lapse_analysis::run::mark_window(
+            &file,
+            a.filter.from_mark.as_deref(),
+            a.filter.to_mark.as_deref(),
+        )?;
+        a.filter.from = from.or(a.filter.from);
+        a.filter.to = to.or(a.filter.to);
+    }
     check_selected_exist(&file, &a.filter.pid, &a.filter.tid)?;
     let view = a.view;
     let function = regex("function", &a.filter.function)?;
