@@ -279,6 +279,75 @@ fn marks_are_in_the_marks_view_as_table_csv_and_json() {
 }
 
 #[test]
+fn marks_are_instants_in_the_timeline_exports() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "marks_exports");
+    let Some(exe) = build(&dir, "window", WINDOW, INSTRUMENTED) else {
+        return;
+    };
+    let Some(out) = record(&dir, &exe, &[], "w.lapse") else {
+        return;
+    };
+    ok(out);
+    let export = |format: &str| -> Vec<u8> {
+        let name = format!("w.{format}");
+        ok(LAPSE
+            .in_dir(&dir)
+            .run(["export", "w.lapse", "--format", format, "-o", &name]));
+        std::fs::read(dir.join(name)).unwrap()
+    };
+    // Chrome: thread-scoped instants of category lapse:mark, in time order
+    let chrome: Value = serde_json::from_slice(&export("chrome")).unwrap();
+    let instants: Vec<&Value> = chrome["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "lapse:mark")
+        .collect();
+    let names: Vec<&str> = instants
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["A", "B", "A"]);
+    assert!(instants.iter().all(|e| e["ph"] == "i" && e["s"] == "t"));
+    // speedscope: a call of no length to `[mark] TEXT` on the thread
+    let speedscope: Value = serde_json::from_slice(&export("speedscope")).unwrap();
+    let frames = speedscope["shared"]["frames"].as_array().unwrap();
+    let mark_a = frames
+        .iter()
+        .position(|f| f["name"] == "[mark] A")
+        .expect("a frame for mark A");
+    let events = speedscope["profiles"][0]["events"].as_array().unwrap();
+    let opens = events
+        .iter()
+        .filter(|e| e["type"] == "O" && e["frame"] == mark_a)
+        .count();
+    assert_eq!(opens, 2, "two marks A");
+    let ats: Vec<u64> = events.iter().map(|e| e["at"].as_u64().unwrap()).collect();
+    assert!(ats.windows(2).all(|w| w[0] <= w[1]), "in time order");
+    // Firefox: instant markers of type LapseMark named by the text
+    let firefox: Value = serde_json::from_slice(&export("firefox")).unwrap();
+    let thread = &firefox["threads"][0];
+    let markers = &thread["markers"];
+    let strings = thread["stringArray"].as_array().unwrap();
+    let texts: Vec<&str> = (0..markers["length"].as_u64().unwrap() as usize)
+        .filter(|&i| markers["data"][i]["type"] == "LapseMark")
+        .map(|i| {
+            strings[markers["name"][i].as_u64().unwrap() as usize]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(texts, ["A", "B", "A"], "{markers:#}");
+    // Perfetto (protobuf): the category and the texts are interned in it
+    let perfetto = export("perfetto");
+    let has = |needle: &[u8]| perfetto.windows(needle.len()).any(|w| w == needle);
+    assert!(has(b"lapse:mark"));
+    // HTML: the marks travel with the page's timeline
+    let html = String::from_utf8(export("html")).unwrap();
+    assert!(html.contains("\"marks\""), "the page carries its marks");
+}
+
+#[test]
 fn a_window_between_marks_holds_what_lies_between_them() {
     let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "marks_window");
     let Some(exe) = build(&dir, "window", WINDOW, INSTRUMENTED) else {
