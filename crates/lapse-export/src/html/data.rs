@@ -71,6 +71,9 @@ struct ThreadPage {
     /// Sampling: rows of `frame, file, line, incl, excl`.
     lines: Vec<u64>,
     timeline: Timeline,
+    /// The program's marks on this thread: `[ns since the origin, text]`,
+    /// in time order (markers on the timeline).
+    marks: Vec<(u64, String)>,
 }
 
 fn unsupported(what: impl Into<String>) -> ExportError {
@@ -120,7 +123,7 @@ pub(crate) fn build(
         .collect();
     let mut frames = Frames::default();
     let mut files = Strings::default();
-    let (threads, all_functions, columns) = match analysis {
+    let (mut threads, all_functions, columns) = match analysis {
         Analysis::Instr(r) => {
             if r.tree().is_none() {
                 return Err(unsupported("the analysis was made without a call tree"));
@@ -129,6 +132,15 @@ pub(crate) fn build(
         }
         Analysis::Sample(r) => sampled(file, r, sel, &infos, &mut frames, &mut files),
     };
+    let origin = timeline::origin(file);
+    for m in sel.marks(file) {
+        if let Some(t) = threads
+            .iter_mut()
+            .find(|t| t.pid == m.pid && t.tid == m.tid)
+        {
+            t.marks.push((m.at.since(origin), m.text.clone()));
+        }
+    }
     let all_threads: Vec<ThreadInfo> = infos.into_values().collect();
     let s = &file.session;
     Ok(PageData {
@@ -319,6 +331,7 @@ fn pages<W: PageWeight>(
                 functions: model::function_rows(tree, frames),
                 lines: Vec::new(),
                 timeline: Timeline::default(),
+                marks: Vec::new(),
             };
             (page, table.row_of)
         })

@@ -34,6 +34,7 @@ function Timeline(host, onSelect) {
   bar.appendChild(this.label);
   if (D.threads.some(function (th) { return th.timeline.cpu; })) bar.appendChild(el("span", "legend-cpu", "CPU usage"));
   if (D.threads.some(function (th) { return th.timeline.off.length; })) bar.appendChild(el("span", "legend-off", "off-CPU"));
+  if (D.threads.some(function (th) { return th.marks.length; })) bar.appendChild(el("span", "legend-mark", "mark"));
   host.appendChild(bar);
   this.scroll = el("div", "timeline-scroll");
   this.spacer = el("div", "timeline-spacer");
@@ -207,11 +208,15 @@ Timeline.prototype.draw = function () {
   ctx.clearRect(0, 0, width, height);
   ctx.font = "10px monospace";
   ctx.textBaseline = "middle";
+  var marks = 0;
   for (var k = 0; k < this.lanes.length; k++) {
     var l = this.lanes[k], y = TL_AXIS + l.y - top;
     if (y + l.height < TL_AXIS || y > height) continue;
     this.drawLane(ctx, l, y, width);
+    marks += this.drawMarks(ctx, l, y, width);
   }
+  // (for the browser tests: how many marks the view shows)
+  this.host.setAttribute("data-marks", String(marks));
   this.drawAxis(ctx, width);
 };
 
@@ -278,6 +283,27 @@ Timeline.prototype.drawLane = function (ctx, l, y, width) {
       x = end;
     }
   }
+};
+
+// The program's marks on lane `l`: a line across the lane and the text
+// beside it in the lane's head.
+Timeline.prototype.drawMarks = function (ctx, l, y, width) {
+  var v = this.view, marks = D.threads[l.ti].marks, shown = 0;
+  ctx.font = "10px system-ui, sans-serif";
+  for (var i = 0; i < marks.length; i++) {
+    var x = Math.round((marks[i][0] - v[0]) / (v[1] - v[0]) * width);
+    if (x < 0 || x >= width) continue;
+    ctx.fillStyle = "#d2691e";
+    ctx.fillRect(x, y + 2, 1, l.height - TL_GAP - 2);
+    ctx.beginPath();
+    ctx.moveTo(x - 4, y + 2);
+    ctx.lineTo(x + 5, y + 2);
+    ctx.lineTo(x + 0.5, y + 8);
+    ctx.fill();
+    ctx.fillText(marks[i][1], x + 6, y + TL_HEAD / 2);
+    shown++;
+  }
+  return shown;
 };
 
 Timeline.prototype.drawAxis = function (ctx, width) {
