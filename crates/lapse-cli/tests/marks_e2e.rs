@@ -524,3 +524,62 @@ fn the_toggle_signal_from_another_process_pauses_and_resumes() {
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("--signal SIGINT"), "{}", stderr(&bad));
 }
+
+/// The same API from Rust: `lapse::pause()`, `lapse::resume()`,
+/// `lapse::mark()`.
+const MAIN_RS: &str = r#"
+#[lapse::profile]
+fn step(n: u64) -> u64 { (0..n).fold(0u64, |a, i| std::hint::black_box(a.wrapping_add(i * i))) }
+
+fn main() {
+    let mut sum = step(1000);
+    lapse::mark("before pause");
+    lapse::pause();
+    for _ in 0..10 { sum = sum.wrapping_add(step(1000)); }
+    lapse::resume();
+    lapse::mark("resumed");
+    sum = sum.wrapping_add(step(1000));
+    println!("sum {sum}");
+}
+"#;
+
+#[test]
+fn the_rust_crate_pauses_resumes_and_marks() {
+    let Some(cargo) = lapse_testkit::tool("cargo") else {
+        return;
+    };
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "marks_rust");
+    let lapse = std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../lapse"))
+        .expect("crates/lapse");
+    let manifest = format!(
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\nlapse = {{ path = {:?} }}\n\n[workspace]\n",
+        lapse.to_str().expect("a UTF-8 path")
+    );
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+    std::fs::write(dir.join("src/main.rs"), MAIN_RS).unwrap();
+    ok(Command::new(cargo)
+        .args(["build", "--offline", "--quiet"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", dir.join("target"))
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET_DIR")
+        .output()
+        .expect("cargo build"));
+    let exe = dir.join("target/debug/app");
+    let native = ok(Command::new(&exe).output().expect("run")).stdout;
+    let Some(out) = record(&dir, &exe, &[], "r.lapse") else {
+        return;
+    };
+    assert_eq!(ok(out).stdout, native, "the same output under lapse");
+    let f = LAPSE.in_dir(&dir).report("r.lapse", "functions", &[]);
+    assert_eq!(calls(&f, "app::step"), Some(2), "{f:#}");
+    let marks = LAPSE.in_dir(&dir).report("r.lapse", "marks", &[]);
+    let texts: Vec<&str> = rows(&marks)
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["before pause", "resumed"]);
+}
