@@ -120,6 +120,27 @@ int main(void) {
 }
 "#;
 
+/// `before` at once, `after` once 1.5 s of the program's own time passed.
+const TIMED: &str = r#"
+#include <time.h>
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+int main(void) {
+    double t0 = now_s();
+    before();
+    while (now_s() < t0 + 1.5) {
+        struct timespec d = {0, 20000000};
+        nanosleep(&d, NULL);
+    }
+    after();
+    print_sinks();
+    return 0;
+}
+"#;
+
 /// Compiles `main` with the header lapse prints, instrumented or not.
 fn build(dir: &Path, name: &str, main: &str, flags: &[&str]) -> Option<std::path::PathBuf> {
     let header = ok(LAPSE.run(["header"])).stdout;
@@ -582,4 +603,62 @@ fn the_rust_crate_pauses_resumes_and_marks() {
         .map(|m| m["text"].as_str().unwrap())
         .collect();
     assert_eq!(texts, ["before pause", "resumed"]);
+}
+
+#[test]
+fn delay_and_duration_bound_what_is_recorded() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "marks_timed");
+    let Some(exe) = build(&dir, "timed", TIMED, INSTRUMENTED) else {
+        return;
+    };
+    let first_enter_ns = |data: &str| -> Option<f64> {
+        let json = format!("{data}.json");
+        ok(LAPSE
+            .in_dir(&dir)
+            .run(["export", data, "--format", "chrome", "-o", &json]));
+        let v: Value = serde_json::from_slice(&std::fs::read(dir.join(&json)).unwrap()).unwrap();
+        v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "B")
+            .map(|e| e["ts"].as_f64().unwrap() * 1000.0)
+            .reduce(f64::min)
+    };
+    // --delay 1: after (1.5 s into the program, which starts after the
+    // recording does) is recorded; nothing in the first second is
+    let Some(out) = record(&dir, &exe, &["--delay", "1"], "d.lapse") else {
+        return;
+    };
+    ok(out);
+    let f = LAPSE.in_dir(&dir).report("d.lapse", "functions", &[]);
+    assert_eq!(calls(&f, "after"), Some(1), "{f:#}");
+    let info = LAPSE
+        .in_dir(&dir)
+        .json(["info", "d.lapse", "--format", "json"]);
+    let stretch = &info["paused"][0];
+    let to = stretch["to_ns"]
+        .as_u64()
+        .expect("a paused stretch that ends");
+    assert!(to <= 1_000_000_000, "{info:#}");
+    let first = first_enter_ns("d.lapse").expect("calls");
+    assert!(
+        first >= to as f64,
+        "a call at {first} ns, paused until {to}"
+    );
+    // --duration 1: the recording pauses after a second; after is not in it
+    let Some(out) = record(&dir, &exe, &["--duration", "1"], "u.lapse") else {
+        return;
+    };
+    assert!(
+        String::from_utf8_lossy(&ok(out).stdout).contains("sink1 "),
+        "ran to its end"
+    );
+    let f = LAPSE.in_dir(&dir).report("u.lapse", "functions", &[]);
+    assert_eq!(calls(&f, "after").unwrap_or(0), 0, "{f:#}");
+    let info = LAPSE
+        .in_dir(&dir)
+        .json(["info", "u.lapse", "--format", "json"]);
+    assert_eq!(info["paused"][0]["from_ns"], 1_000_000_000, "{info:#}");
+    assert!(info["paused"][0]["to_ns"].is_null(), "to the end: {info:#}");
 }
