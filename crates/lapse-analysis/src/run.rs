@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use lapse_data::codec::{EventDecoder, EventLayout};
-use lapse_data::{DataFile, EventChunkRef, Method, ModuleId, ThreadInfo, ThreadKey, Timestamp};
+use lapse_data::{
+    DataFile, EventChunkRef, Method, ModuleId, OffCpuPeriod, ThreadInfo, ThreadKey, Timestamp,
+};
 use rayon::prelude::*;
 use regex::Regex;
 
@@ -358,7 +360,7 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
                 continue;
             };
             for s in &samples {
-                if !query.wants_thread(s.key()) {
+                if !query.wants_thread(s.key()) || lapse_data::is_paused(&file.paused, s.ts) {
                     continue;
                 }
                 if let Some((from, to)) = window {
@@ -375,8 +377,16 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
     }
     if off_cpu_recorded(file) {
         for p in &file.off_cpu {
-            if query.wants_thread(p.key()) {
+            if !query.wants_thread(p.key()) {
+                continue;
+            }
+            if file.paused.is_empty() {
                 analysis.add_off_cpu(p, window);
+                continue;
+            }
+            // (a period across a paused stretch's bound counts as its parts)
+            for (from, to) in lapse_data::unpaused_parts(&file.paused, p.from, p.to) {
+                analysis.add_off_cpu(&OffCpuPeriod { from, to, ..*p }, window);
             }
         }
         analysis.wall_period_ns = file

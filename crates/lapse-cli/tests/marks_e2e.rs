@@ -662,3 +662,64 @@ fn delay_and_duration_bound_what_is_recorded() {
     assert_eq!(info["paused"][0]["from_ns"], 1_000_000_000, "{info:#}");
     assert!(info["paused"][0]["to_ns"].is_null(), "to the end: {info:#}");
 }
+
+/// Long enough spins for a thousand samples a second to see each.
+const SAMPLED: &str = r#"
+int main(void) {
+    spin(0, 40000000);
+    lapse_mark("pausing");
+    lapse_pause();
+    during(5);
+    for (int i = 0; i < 100; i++) during(5);
+    lapse_resume();
+    lapse_mark("resumed");
+    spin(1, 40000000);
+    print_sinks();
+    return 0;
+}
+"#;
+
+#[test]
+fn sampling_leaves_paused_stretches_out_and_keeps_marks() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "marks_sampled");
+    // (no probes: the runtime comes in for pause, resume and marks only)
+    let Some(exe) = build(&dir, "sampled", SAMPLED, &["-O1", "-g", "-pthread"]) else {
+        return;
+    };
+    let Some(out) =
+        LAPSE
+            .in_dir(&dir)
+            .record(&["--method", "sample"], Path::new("s.lapse"), &exe, &[])
+    else {
+        return;
+    };
+    ok(out);
+    let f = LAPSE.in_dir(&dir).report("s.lapse", "functions", &[]);
+    let samples = |name: &str| -> u64 {
+        rows(&f)
+            .iter()
+            .find(|r| r["function"] == name)
+            .map_or(0, |r| r["inclusive_samples"].as_u64().unwrap())
+    };
+    assert!(samples("spin") > 0, "{f:#}");
+    assert_eq!(samples("during"), 0, "paused: {f:#}");
+    let marks = LAPSE.in_dir(&dir).report("s.lapse", "marks", &[]);
+    let texts: Vec<&str> = rows(&marks)
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["pausing", "resumed"]);
+    // the window between the marks is the paused stretch (and the API's
+    // own calls around it): nothing of the program's work
+    let win = LAPSE.in_dir(&dir).report(
+        "s.lapse",
+        "functions",
+        &["--from-mark", "pausing", "--to-mark", "resumed"],
+    );
+    for r in rows(&win) {
+        assert!(
+            r["function"] != "during" && r["function"] != "spin",
+            "{win:#}"
+        );
+    }
+}

@@ -591,6 +591,35 @@ pub struct Paused {
     pub to: Timestamp,
 }
 
+/// Whether `ts` lies in one of `stretches` (in time order).
+pub fn is_paused(stretches: &[Paused], ts: Timestamp) -> bool {
+    let i = stretches.partition_point(|p| p.to <= ts);
+    stretches.get(i).is_some_and(|p| p.from <= ts)
+}
+
+/// The parts of `from..to` outside `stretches` (in time order).
+pub fn unpaused_parts(
+    stretches: &[Paused],
+    from: Timestamp,
+    to: Timestamp,
+) -> Vec<(Timestamp, Timestamp)> {
+    let mut out = Vec::new();
+    let mut at = from;
+    for p in stretches.iter().skip_while(|p| p.to <= from) {
+        if p.from >= to {
+            break;
+        }
+        if p.from > at {
+            out.push((at, p.from));
+        }
+        at = at.max(p.to);
+    }
+    if at < to {
+        out.push((at, to));
+    }
+    out
+}
+
 /// The paused stretches that pauses and resumes in any order make: the
 /// first pause while recording starts one, the first resume while paused
 /// ends it (a second pause or resume changes nothing), in time order.
@@ -752,6 +781,16 @@ mod tests {
             vec![stretch(10, 50), stretch(70, u64::MAX)]
         );
         assert_eq!(paused_stretches(&[(t(5), false)]), vec![]);
+        let s = paused_stretches(&toggles);
+        assert!(!is_paused(&s, t(9)) && is_paused(&s, t(10)) && is_paused(&s, t(49)));
+        assert!(!is_paused(&s, t(50)) && is_paused(&s, t(1000)));
+        // 0..100 less [10, 50) and [70, ...): 0..10 and 50..70
+        assert_eq!(
+            unpaused_parts(&s, t(0), t(100)),
+            vec![(t(0), t(10)), (t(50), t(70))]
+        );
+        assert_eq!(unpaused_parts(&s, t(20), t(30)), vec![]);
+        assert_eq!(unpaused_parts(&[], t(20), t(30)), vec![(t(20), t(30))]);
     }
 
     #[test]

@@ -183,7 +183,10 @@ impl Selection {
     /// Whether a sample is exported: its thread, its time and (with
     /// `--function`) a frame of its stack selected.
     pub fn wants_sample(&self, file: &DataFile, s: &Sample) -> bool {
-        self.wants_thread(s.key()) && self.in_window(s.ts) && self.stack_matches(file, s.stack)
+        self.wants_thread(s.key())
+            && self.in_window(s.ts)
+            && !lapse_data::is_paused(&file.paused, s.ts)
+            && self.stack_matches(file, s.stack)
     }
 
     /// Whether a sampled stack has a frame `--function` names (any without it).

@@ -120,15 +120,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                 && !method::is_wrapper(&program);
             instrument::record(opts, &program, argv, patch)
         }
-        Method::Sampling => {
-            if opts.control != ControlOptions::default() {
-                return Err(RecordError::Unsupported(format!(
-                    "--start-paused, --signal, --delay and --duration are for instrumentation (sampling does not honour them yet), and {} is recorded by sampling; add --method instrument",
-                    program.display()
-                )));
-            }
-            record_sampling(opts)
-        }
+        Method::Sampling => record_sampling(opts),
     }
 }
 

@@ -25,7 +25,7 @@
 static const char *const g_names[] = {
     LAPSE_ENV_SOCKET,     LAPSE_ENV_SPILL,       LAPSE_ENV_FLUSH_TICKS, LAPSE_ENV_NO_ARENA,
     LAPSE_ENV_NO_INHERIT, LAPSE_ENV_SPILL_MAX, LAPSE_ENV_NO_LIBCALLS, LAPSE_ENV_SESSION,
-    LAPSE_ENV_PATCH_PLAN, LAPSE_ENV_SIGNAL};
+    LAPSE_ENV_PATCH_PLAN, LAPSE_ENV_SIGNAL, LAPSE_ENV_CONTROL_ONLY};
 #define N_NAMES (sizeof g_names / sizeof g_names[0])
 
 static char g_vars[N_NAMES][VAR_MAX]; /* "NAME=value", or "" */

@@ -29,6 +29,7 @@
 #define LAPSE_ENV_PAUSED "LAPSE_PAUSED"         /* set: start paused (first process only; control.c) */
 #define LAPSE_ENV_RESUME_NS "LAPSE_RESUME_NS"   /* CLOCK_MONOTONIC ns at which a paused start resumes */
 #define LAPSE_ENV_SIGNAL "LAPSE_SIGNAL"         /* a signal number: each delivery toggles recording */
+#define LAPSE_ENV_CONTROL_ONLY "LAPSE_CONTROL_ONLY" /* set: no events, only pause/resume/marks (sampling) */
 
 /* ---- datagrams ---- */
 #define LAPSE_MAGIC 0x3353504cu /* "LPS3" little-endian (24-byte events, 48-byte header) */

@@ -201,6 +201,9 @@ pub const ENV_PAUSED: &str = "LAPSE_PAUSED";
 pub const ENV_RESUME_NS: &str = "LAPSE_RESUME_NS";
 /// A signal number: each delivery toggles recording (`--signal`).
 pub const ENV_SIGNAL: &str = "LAPSE_SIGNAL";
+/// Set: the runtime records no events, it only says when the program
+/// pauses, resumes and marks (a recording by sampling).
+pub const ENV_CONTROL_ONLY: &str = "LAPSE_CONTROL_ONLY";
 
 /// The plan file for run-time patching (`struct lapse_plan_header` and
 /// `struct lapse_plan_site` in `csrc/lapse_rt.h`): a header, the stub

@@ -120,6 +120,7 @@ fn every_header_constant_matches() {
         ("ENV_PAUSED", ENV_PAUSED),
         ("ENV_RESUME_NS", ENV_RESUME_NS),
         ("ENV_SIGNAL", ENV_SIGNAL),
+        ("ENV_CONTROL_ONLY", ENV_CONTROL_ONLY),
     ];
     let mut header = defines();
     for (name, want) in numbers {
