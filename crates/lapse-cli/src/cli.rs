@@ -351,20 +351,20 @@ pub struct RecordArgs {
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
     /// Stop recording after this many seconds: with --pid, detach then
-    /// (else at Ctrl-C); with a command (instrumentation), pause then and
-    /// let the program run on.
+    /// (else at Ctrl-C); with a command, pause then and let the program run
+    /// on.
     #[arg(long, value_parser = positive_seconds, value_name = "SECONDS")]
     pub duration: Option<f64>,
-    /// Instrumentation: start paused; nothing is recorded until the program
-    /// calls lapse_resume() (or the --signal signal comes).
+    /// Start paused: nothing is recorded until the program calls
+    /// lapse_resume() (or the --signal signal comes).
     #[arg(long)]
     pub start_paused: bool,
-    /// Instrumentation: each delivery of this signal (SIGUSR1, SIGUSR2,
+    /// Each delivery of this signal (SIGUSR1, SIGUSR2,
     /// SIGRTMIN+N...) to a process of the program pauses or resumes the
     /// recording; the program never sees it.
     #[arg(long, value_name = "SIG")]
     pub signal: Option<String>,
-    /// Instrumentation: record nothing for the first SECONDS.
+    /// Record nothing for the first SECONDS.
     #[arg(long, value_parser = positive_seconds, value_name = "SECONDS")]
     pub delay: Option<f64>,
     /// The command to record and its arguments (`--` before it is optional).

@@ -5,7 +5,7 @@
  *   lapse_resume();             ... to here, on any thread
  *   lapse_mark("request 42");   an instant with a text, in reports and exports
  *
- * Under `lapse record --method instrument` these reach the lapse runtime;
+ * Under `lapse record` (either method) these reach the lapse runtime;
  * without lapse they do nothing and cost a load and a branch. There is no
  * link dependency: the runtime's functions are looked up once, at the first
  * call, with dlsym(RTLD_DEFAULT, ...). With glibc older than 2.34, dlsym
