@@ -98,8 +98,8 @@ pub struct RecordOptions {
     /// Instrumentation of a program without probes: which of its functions
     /// are patched at run time (`--patch`, `--no-patch`).
     pub patch: PatchSelection,
-    /// Instrumentation: when the recording is paused (`--start-paused`,
-    /// `--delay`, `--duration`, `--signal`).
+    /// When the recording is paused (`--start-paused`, `--delay`,
+    /// `--duration`, `--signal`).
     pub control: ControlOptions,
     pub output: PathBuf,
     pub target: Target,
@@ -110,7 +110,7 @@ pub struct RecordOptions {
     pub notices: Notices,
 }
 
-/// When instrumentation records: the program's own `lapse_pause()` and
+/// When the recording records: the program's own `lapse_pause()` and
 /// `lapse_resume()` aside, these pause it from outside.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ControlOptions {

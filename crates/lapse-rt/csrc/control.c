@@ -166,8 +166,24 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
     return real(sig, act, old);
 }
 
+typedef sighandler_t (*signal_fn)(int, sighandler_t);
+
+NOINSTR static signal_fn real_signal(void)
+{
+    static signal_fn real;
+    if (!real)
+        real = (signal_fn)dlsym(RTLD_NEXT, "signal");
+    return real;
+}
+
 EXPORT sighandler_t signal(int sig, sighandler_t handler)
 {
+    if (!g_toggle_sig || sig != g_toggle_sig || g_toggle_taken) {
+        /* not the toggle: the C library's own, exactly (siginterrupt and all) */
+        signal_fn real = real_signal();
+        if (real)
+            return real(sig, handler);
+    }
     struct sigaction act, old;
     memset(&act, 0, sizeof act);
     act.sa_handler = handler;
@@ -186,6 +202,7 @@ EXPORT sighandler_t signal(int sig, sighandler_t handler)
 NOINSTR void lapse_control_init(void)
 {
     real_sigaction(); /* (looked up now: not in a signal handler) */
+    real_signal();
     const char *paused = getenv(LAPSE_ENV_PAUSED);
     if (paused) {
         const char *resume = getenv(LAPSE_ENV_RESUME_NS);
