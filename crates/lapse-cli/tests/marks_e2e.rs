@@ -330,6 +330,16 @@ fn marks_are_instants_in_the_timeline_exports() {
         .collect();
     assert_eq!(names, ["A", "B", "A"]);
     assert!(instants.iter().all(|e| e["ph"] == "i" && e["s"] == "t"));
+    // ... which `lapse import` reads back as marks
+    ok(LAPSE
+        .in_dir(&dir)
+        .run(["import", "w.chrome", "-o", "back.lapse"]));
+    let back = LAPSE.in_dir(&dir).report("back.lapse", "marks", &[]);
+    let back: Vec<&str> = rows(&back)
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(back, ["A", "B", "A"]);
     // speedscope: a call of no length to `[mark] TEXT` on the thread
     let speedscope: Value = serde_json::from_slice(&export("speedscope")).unwrap();
     let frames = speedscope["shared"]["frames"].as_array().unwrap();
