@@ -503,6 +503,9 @@ impl Step<'_> {
             let st = &mut self.sink.st;
             st.last = Some(st.last.map_or(p.to, |last| last.max(p.to)));
             st.last_was_probe = false;
+            // (inherited frames still to come would be a fork child's in
+            // the stretch: its calls after the resume are calls)
+            st.inherited = 0;
             if ts < p.to {
                 return true;
             }

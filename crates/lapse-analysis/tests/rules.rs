@@ -1018,3 +1018,17 @@ fn a_thread_that_starts_while_paused_counts_from_the_resume() {
     assert_eq!(times(&acc.functions[F as usize]), (6, 6, 6, 6));
     assert_eq!(thread_times(&acc.threads[0]), (10, 4, 10, 4));
 }
+
+#[test]
+fn a_fork_child_born_paused_counts_its_calls_after_the_resume() {
+    // a child inheriting F → G at 10, inside the pause [0, 50): its
+    // inherited enters are left out, and H after the resume is a call
+    let mut th = thread(vec![enter(10, F), enter(10, G), enter(60, H), exit(70, H)]);
+    th.start = Some(10);
+    th.end = Some(80);
+    th.inherited = 2;
+    th.paused = vec![paused(0, 50)];
+    let acc = run(&[th], plain());
+    assert_eq!(acc.functions[H as usize].calls, 1);
+    assert_eq!(times(&acc.functions[H as usize]), (10, 10, 10, 10));
+}

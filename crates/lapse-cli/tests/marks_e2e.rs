@@ -733,3 +733,43 @@ fn sampling_leaves_paused_stretches_out_and_keeps_marks() {
         );
     }
 }
+
+/// A child forked while paused works after its parent resumed.
+const FORKED: &str = r#"
+int main(void) {
+    int go[2];
+    if (pipe(go) != 0) return 1;
+    lapse_pause();
+    pid_t c = fork();
+    if (c == 0) {
+        char b;
+        close(go[1]);
+        if (read(go[0], &b, 1) != 1) _exit(1);
+        after();
+        _exit(0);
+    }
+    close(go[0]);
+    during(5);
+    lapse_resume();
+    if (write(go[1], "g", 1) != 1) return 1;
+    int st;
+    waitpid(c, &st, 0);
+    print_sinks();
+    return WEXITSTATUS(st);
+}
+"#;
+
+#[test]
+fn a_child_forked_while_paused_is_recorded_after_the_resume() {
+    let dir = WorkDir::new(env!("CARGO_TARGET_TMPDIR"), "marks_forked");
+    let Some(exe) = build(&dir, "forked", FORKED, INSTRUMENTED) else {
+        return;
+    };
+    let Some(out) = record(&dir, &exe, &[], "k.lapse") else {
+        return;
+    };
+    ok(out);
+    let f = LAPSE.in_dir(&dir).report("k.lapse", "functions", &[]);
+    assert_eq!(calls(&f, "after"), Some(1), "the child's call: {f:#}");
+    assert_eq!(calls(&f, "during").unwrap_or(0), 0, "{f:#}");
+}

@@ -86,6 +86,9 @@ NOINSTR void lapse_after_fork_child(void)
         lapse_drop_connection();
         return;
     }
+    /* A child of a paused process records (the parent's resume would not
+     * reach it): the analysis leaves out what falls in the paused stretch. */
+    g_paused = 0;
     sigset_t old;
     lapse_block(&old);
     self->in_slow++;
