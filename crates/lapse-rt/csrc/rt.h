@@ -415,7 +415,8 @@ lapse_probe(void *fn, uint64_t is_exit, uintptr_t sp)
     struct lapse_tls *t = &lapse_t;
     /* Paused (control.c): one load and one branch, nothing recorded. */
     if (__builtin_expect(g_paused, 0)) {
-        lapse_paused_probe();
+        if (g_resume_ns) /* (a timed resume, --delay, is due some time) */
+            lapse_paused_probe();
         return;
     }
     /* Claim the slot first, in one instruction: a signal handler that fires
