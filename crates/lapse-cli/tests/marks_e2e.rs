@@ -211,6 +211,9 @@ fn nothing_is_recorded_while_paused_on_any_thread() {
         .json(["info", "p.lapse", "--format", "json"]);
     assert_eq!(info["open_calls"], 1, "{info:#}");
     assert_eq!(info["paused"].as_array().map(Vec::len), Some(1), "{info:#}");
+    let stretch = &info["paused"][0];
+    let paused_ns = stretch["to_ns"].as_u64().unwrap() - stretch["from_ns"].as_u64().unwrap();
+    assert_eq!(f["session"]["paused_ns"], paused_ns, "{:#}", f["session"]);
     // the workers ran only while paused: none of their time is in a
     // function (what the kernel shows of their end after the resume is
     // the thread's own, empty-stack time)
