@@ -6,7 +6,8 @@
  *   lapse_mark("request 42");   an instant with a text, in reports and exports
  *
  * Under `lapse record` (either method) these reach the lapse runtime;
- * without lapse they do nothing and cost a load and a branch. There is no
+ * without lapse they do nothing (a load, a branch and a call of an empty
+ * function). There is no
  * link dependency: the runtime's functions are looked up once, at the first
  * call, with dlsym(RTLD_DEFAULT, ...). With glibc older than 2.34, dlsym
  * lives in libdl: link with -ldl (glibc 2.34 and later, and musl, have it in
@@ -42,61 +43,63 @@
 extern "C" {
 #endif
 
-/* The runtime's three entry points, once looked up: a slot holds 0 before
- * the look-up, 1 when lapse is not there, else the function. */
-struct lapse_api_ {
-    void *pause, *resume, *mark;
-};
-
 #if defined(__GNUC__) || defined(__clang__)
 #define LAPSE_H_INLINE static inline __attribute__((unused, no_instrument_function))
 #else
 #define LAPSE_H_INLINE static inline
 #endif
 
+LAPSE_H_INLINE void lapse_nop_(void) {}
+LAPSE_H_INLINE void lapse_nop_mark_(const char *text) { (void)text; }
+
+/* The runtime's three entry points, once looked up (each translation unit
+ * looks them up once); without lapse, the no-ops above. */
+typedef void (*lapse_fn_)(void);
+typedef void (*lapse_mark_fn_)(const char *);
+struct lapse_api_ {
+    lapse_fn_ pause, resume;
+    lapse_mark_fn_ mark;
+    int ready;
+};
+
+/* dlsym's answer as a function pointer (ISO C has no cast for it). */
+#ifdef __cplusplus
+#define LAPSE_H_FN(type, p) reinterpret_cast<type>(p)
+#else
+#define LAPSE_H_FN(type, p) (((union { void *v; type f; }){.v = (p)}).f)
+#endif
+
 LAPSE_H_INLINE struct lapse_api_ *lapse_api_(void)
 {
-    /* one copy per translation unit: each looks the runtime up once */
     static struct lapse_api_ api;
-    if (!__atomic_load_n(&api.mark, __ATOMIC_ACQUIRE)) {
+    if (!__atomic_load_n(&api.ready, __ATOMIC_ACQUIRE)) {
         void *p = 0, *r = 0, *m = 0;
 #ifdef LAPSE_H_DLFCN
         p = dlsym(RTLD_DEFAULT, "lapse_rt_pause");
         r = dlsym(RTLD_DEFAULT, "lapse_rt_resume");
         m = dlsym(RTLD_DEFAULT, "lapse_rt_mark");
 #endif
-        if (!p || !r || !m)
-            p = r = m = (void *)1;
-        __atomic_store_n(&api.pause, p, __ATOMIC_RELAXED);
-        __atomic_store_n(&api.resume, r, __ATOMIC_RELAXED);
-        __atomic_store_n(&api.mark, m, __ATOMIC_RELEASE);
+        if (p && r && m) {
+            api.pause = LAPSE_H_FN(lapse_fn_, p);
+            api.resume = LAPSE_H_FN(lapse_fn_, r);
+            api.mark = LAPSE_H_FN(lapse_mark_fn_, m);
+        } else {
+            api.pause = api.resume = lapse_nop_;
+            api.mark = lapse_nop_mark_;
+        }
+        __atomic_store_n(&api.ready, 1, __ATOMIC_RELEASE);
     }
     return &api;
 }
 
 /* Stops recording on every thread until lapse_resume(). */
-LAPSE_H_INLINE void lapse_pause(void)
-{
-    void *f = __atomic_load_n(&lapse_api_()->pause, __ATOMIC_RELAXED);
-    if (f != (void *)1)
-        ((void (*)(void))f)();
-}
+LAPSE_H_INLINE void lapse_pause(void) { lapse_api_()->pause(); }
 
 /* Records again after lapse_pause() (or after `record --start-paused`). */
-LAPSE_H_INLINE void lapse_resume(void)
-{
-    void *f = __atomic_load_n(&lapse_api_()->resume, __ATOMIC_RELAXED);
-    if (f != (void *)1)
-        ((void (*)(void))f)();
-}
+LAPSE_H_INLINE void lapse_resume(void) { lapse_api_()->resume(); }
 
 /* An instant of the calling thread named `text` (up to 1024 bytes kept). */
-LAPSE_H_INLINE void lapse_mark(const char *text)
-{
-    void *f = __atomic_load_n(&lapse_api_()->mark, __ATOMIC_RELAXED);
-    if (f != (void *)1)
-        ((void (*)(const char *))f)(text);
-}
+LAPSE_H_INLINE void lapse_mark(const char *text) { lapse_api_()->mark(text); }
 
 #ifdef __cplusplus
 }
