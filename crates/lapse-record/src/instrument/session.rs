@@ -108,6 +108,8 @@ pub(super) struct Session {
     pub(super) toggles: Vec<lapse_data::ControlEvent>,
     /// `--signal`'s number, for what is said when a program takes it.
     pub(super) toggle_signal: Option<i32>,
+    /// The recording started paused (`--start-paused`, `--delay`).
+    pub(super) started_paused: bool,
 }
 
 /// A buffer waiting for its thread's stream to come back from a worker.
@@ -257,6 +259,7 @@ pub fn record(
         patch_wanted: patch,
         toggles: Vec::new(),
         toggle_signal: control.signal,
+        started_paused: control.start_paused || resume_at.is_some(),
     };
     s.pool = Pool::start(workers::workers_wanted(), &s.asm.book, clock);
     let start = clock::monotonic_now();

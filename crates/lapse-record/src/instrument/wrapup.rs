@@ -453,6 +453,8 @@ impl Session {
                     "it was killed by signal {} before its first one; is it built with -finstrument-functions?",
                     status - 128
                 )
+            } else if self.toggle_signal.is_some() || self.started_paused {
+                "the recording started paused (--start-paused or --delay) or was paused by --signal, and the program made no instrumented call while it recorded".to_owned()
             } else if self.patch_wanted {
                 let what = self.patching.as_ref().map_or_else(
                     || "run-time patching found nothing to patch (no function symbol or unwind table entry in its .text, or --patch named other modules only)".to_owned(),
