@@ -48,6 +48,9 @@ pub(crate) struct PageData {
     nodes_kept: usize,
     nodes_total: usize,
     node_budget: usize,
+    /// The recording's paused stretches: `[from, to]` in ns since the
+    /// timeline's origin (`to` at the recording's end for one left open).
+    paused: Vec<(u64, u64)>,
 }
 
 #[derive(Serialize)]
@@ -141,6 +144,12 @@ pub(crate) fn build(
             t.marks.push((m.at.since(origin), m.text.clone()));
         }
     }
+    let end = file.end().map_or(u64::MAX, |e| e.since(origin));
+    let paused = file
+        .paused
+        .iter()
+        .map(|p| (p.from.since(origin), p.to.since(origin).min(end)))
+        .collect();
     let all_threads: Vec<ThreadInfo> = infos.into_values().collect();
     let s = &file.session;
     Ok(PageData {
@@ -160,6 +169,7 @@ pub(crate) fn build(
         function_columns: columns.1,
         all_functions,
         node_budget: NODE_BUDGET,
+        paused,
     })
 }
 
