@@ -204,6 +204,15 @@ fn nothing_is_recorded_while_paused_on_any_thread() {
     let timeline = std::fs::read_to_string(dir.join("p.json")).unwrap();
     assert!(timeline.contains("\"before\""), "{timeline}");
     assert!(!timeline.contains("\"during\""), "{timeline}");
+    // the HTML page shades the stretch
+    ok(LAPSE
+        .in_dir(&dir)
+        .run(["export", "p.lapse", "--format", "html", "-o", "p.html"]));
+    let page = std::fs::read_to_string(dir.join("p.html")).unwrap();
+    assert!(
+        page.contains("\"paused\":[["),
+        "the page has the paused stretch"
+    );
     // main was open when the recording paused: closed there, as at a
     // thread's end, and its exit after the resume matches nothing
     let info = LAPSE
