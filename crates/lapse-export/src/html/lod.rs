@@ -467,6 +467,19 @@ pub(crate) fn sampled(
     }
 }
 
+/// How much of the paused stretches lies in a thread's life from `start`
+/// (ns) to `end` (the recording's end when it has none).
+fn paused_within(file: &DataFile, start: u64, end: Option<Timestamp>) -> u64 {
+    let end = end.or(file.end()).map_or(u64::MAX, |e| e.as_nanos());
+    file.paused
+        .iter()
+        .map(|p| {
+            let (a, b) = (p.from.as_nanos().max(start), p.to.as_nanos().min(end));
+            b.saturating_sub(a)
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -501,17 +514,4 @@ mod tests {
             (vec![0, 1000, 1, 1000, 2, 1000], vec![1, 1, 2])
         );
     }
-}
-
-/// How much of the paused stretches lies in a thread's life from `start`
-/// (ns) to `end` (the recording's end when it has none).
-fn paused_within(file: &DataFile, start: u64, end: Option<Timestamp>) -> u64 {
-    let end = end.or(file.end()).map_or(u64::MAX, |e| e.as_nanos());
-    file.paused
-        .iter()
-        .map(|p| {
-            let (a, b) = (p.from.as_nanos().max(start), p.to.as_nanos().min(end));
-            b.saturating_sub(a)
-        })
-        .sum()
 }
