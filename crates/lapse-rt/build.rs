@@ -6,7 +6,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 19] = [
+const SOURCES: [&str; 20] = [
     "csrc/probe.c",
     "csrc/calibrate.c",
     "csrc/trampoline.c",
@@ -26,6 +26,7 @@ const SOURCES: [&str; 19] = [
     "csrc/scope.c",
     "csrc/patch.c",
     "csrc/filter.c",
+    "csrc/control.c",
 ];
 
 /// The object `lapse build` links into the programs it builds (sanitizer

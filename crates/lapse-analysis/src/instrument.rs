@@ -21,7 +21,7 @@
 //! thread's merged off-CPU periods ([`OffCpu`]).
 
 use lapse_data::{
-    Event, EventKind, FunctionId, ModuleId, OsEvent, OsEventKind, ThreadKey, Timestamp,
+    Event, EventKind, FunctionId, ModuleId, OsEvent, OsEventKind, Paused, ThreadKey, Timestamp,
 };
 
 use crate::fine::Fine;
@@ -223,6 +223,10 @@ struct State {
     last_was_probe: bool,
     /// Enters still to come that are inherited frames, not calls.
     inherited: u32,
+    /// Where the next paused stretch starts (`Timestamp` max: none), and
+    /// its index in [`ThreadRun::paused`].
+    next_pause: Timestamp,
+    pause_at: usize,
 }
 
 /// The analysis of one thread, fed its events in time order.
@@ -238,6 +242,8 @@ pub struct ThreadRun<'a> {
     stack: CallStack<Frame>,
     stats: ThreadStats,
     tree: Option<CallTree<FunctionStats>>,
+    /// The session's paused stretches, in time order.
+    paused: &'a [Paused],
 }
 
 /// What one batch works on: the call stack, and everything a closing frame
@@ -265,6 +271,7 @@ struct Sink<'r> {
     off_cpu: &'r mut OffCpu,
     preempted: &'r mut OffCpu,
     tree: Option<&'r mut CallTree<FunctionStats>>,
+    paused: &'r [Paused],
 }
 
 impl<'a> ThreadRun<'a> {
@@ -301,6 +308,8 @@ impl<'a> ThreadRun<'a> {
                 last: start,
                 last_was_probe: false,
                 inherited: 0,
+                next_pause: Timestamp::from_nanos(u64::MAX),
+                pause_at: 0,
             },
             stack,
             stats: ThreadStats {
@@ -310,7 +319,20 @@ impl<'a> ThreadRun<'a> {
                 ..ThreadStats::default()
             },
             tree: config.call_tree.then(CallTree::new),
+            paused: &[],
         }
+    }
+
+    /// The session's paused stretches (in time order): nothing of the
+    /// thread counts inside them, and the calls open when one begins are
+    /// closed there, as at the thread's end (their exits after it match
+    /// nothing).
+    pub fn paused(mut self, paused: &'a [Paused]) -> Self {
+        self.paused = paused;
+        self.state.next_pause = paused
+            .first()
+            .map_or(Timestamp::from_nanos(u64::MAX), |p| p.from);
+        self
     }
 
     /// The thread's first `frames` enters are frames it inherited (a fork
@@ -341,6 +363,7 @@ impl<'a> ThreadRun<'a> {
                 off_cpu: &mut self.off_cpu,
                 preempted: &mut self.preempted,
                 tree: self.tree.as_mut(),
+                paused: self.paused,
             },
         };
         let r = f(&mut step);
@@ -381,6 +404,9 @@ impl<'a> ThreadRun<'a> {
     pub fn finish(mut self, end: Option<Timestamp>) -> ThreadStats {
         self.step(|s| {
             if let Some(end) = end {
+                if end >= s.sink.st.next_pause {
+                    s.pause_until(end);
+                }
                 if s.sink.st.last.is_none_or(|last| end >= last) {
                     s.sink.advance(s.stack.top_mut(), end, false);
                 }
@@ -415,6 +441,10 @@ impl Step<'_> {
             self.sink.stats.invalid_events += 1;
             return;
         }
+        // (one compare per event when nothing was paused)
+        if e.ts >= self.sink.st.next_pause && self.pause_until(e.ts) {
+            return;
+        }
         self.sink.advance(self.stack.top_mut(), e.ts, true);
         match e.kind {
             EventKind::Enter => {
@@ -444,6 +474,42 @@ impl Step<'_> {
                     sink.stats.unmatched_exits += 1;
                 }
             }
+        }
+    }
+}
+
+impl Step<'_> {
+    /// Applies the paused stretches that begin at or before `ts`: the time
+    /// up to each one's start counts, the calls open then close there, and
+    /// the thread's next interval starts at its end. True when `ts` lies
+    /// inside one (its event is left out).
+    #[cold]
+    fn pause_until(&mut self, ts: Timestamp) -> bool {
+        let none = Timestamp::from_nanos(u64::MAX);
+        loop {
+            let Some(&p) = self.sink.paused.get(self.sink.st.pause_at) else {
+                self.sink.st.next_pause = none;
+                return false;
+            };
+            if ts < p.from {
+                self.sink.st.next_pause = p.from;
+                return false;
+            }
+            if self.sink.st.last.is_some_and(|last| last < p.from) {
+                self.sink.advance(self.stack.top_mut(), p.from, false);
+            }
+            let sink = &mut self.sink;
+            self.stack.close_all(|frame, how| sink.close(frame, how));
+            let st = &mut self.sink.st;
+            st.last = Some(st.last.map_or(p.to, |last| last.max(p.to)));
+            st.last_was_probe = false;
+            // (inherited frames still to come would be a fork child's in
+            // the stretch: its calls after the resume are calls)
+            st.inherited = 0;
+            if ts < p.to {
+                return true;
+            }
+            st.pause_at += 1;
         }
     }
 }

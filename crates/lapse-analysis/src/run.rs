@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use lapse_data::codec::{EventDecoder, EventLayout};
-use lapse_data::{DataFile, EventChunkRef, Method, ModuleId, ThreadInfo, ThreadKey, Timestamp};
+use lapse_data::{
+    DataFile, EventChunkRef, Method, ModuleId, OffCpuPeriod, ThreadInfo, ThreadKey, Timestamp,
+};
 use rayon::prelude::*;
 use regex::Regex;
 
@@ -23,6 +25,60 @@ pub enum QueryError {
     /// The time window ends before it starts.
     #[error("--to: {to} is before --from {from}")]
     WindowReversed { from: f64, to: f64 },
+    /// `--from-mark`/`--to-mark` names a mark the recording does not have
+    /// (after the `--from-mark`, for `--to-mark`).
+    #[error("{flag} {text:?}: the recording has no such mark{after} (lapse report --view marks lists them)")]
+    NoMark {
+        flag: &'static str,
+        text: String,
+        after: &'static str,
+    },
+}
+
+/// `--from-mark A --to-mark B` as `--from`/`--to` seconds since the
+/// session's start: A is the first mark with that text, B the first mark
+/// with its text at or after A (or after the start, without A). Marks of
+/// every process count (a mark is an instant of the whole session).
+pub fn mark_window(
+    file: &DataFile,
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<(Option<f64>, Option<f64>), QueryError> {
+    let start = file.session.start;
+    let secs = |t: Timestamp| t.since(start) as f64 / 1e9;
+    let from_at = match from {
+        None => None,
+        Some(text) => Some(
+            file.marks
+                .iter()
+                .find(|m| m.text == text)
+                .ok_or_else(|| QueryError::NoMark {
+                    flag: "--from-mark",
+                    text: text.to_owned(),
+                    after: "",
+                })?
+                .at,
+        ),
+    };
+    let to_at = match to {
+        None => None,
+        Some(text) => Some(
+            file.marks
+                .iter()
+                .find(|m| m.text == text && from_at.is_none_or(|a| m.at >= a))
+                .ok_or_else(|| QueryError::NoMark {
+                    flag: "--to-mark",
+                    text: text.to_owned(),
+                    after: if from_at.is_some() {
+                        " after the --from-mark"
+                    } else {
+                        ""
+                    },
+                })?
+                .at,
+        ),
+    };
+    Ok((from_at.map(secs), to_at.map(secs)))
 }
 
 /// What to analyse and show: SPEC section 3's filters and switches.
@@ -188,7 +244,8 @@ fn analyze_instr(file: &DataFile, query: &Query) -> InstrResult {
             let off = file.os_events.get(&t.key()).map_or(&[][..], Vec::as_slice);
             let inherited = file.inherited.get(&t.key()).copied().unwrap_or(0);
             let mut run = ThreadRun::new(&mut acc, &module_of, config, t.key(), t.start, off)
-                .inherited(inherited);
+                .inherited(inherited)
+                .paused(&file.paused);
             bad += feed_pipelined(file, &chunks, &mut run, query.progress.as_deref());
             run.finish(t.end);
             (acc, bad)
@@ -303,7 +360,7 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
                 continue;
             };
             for s in &samples {
-                if !query.wants_thread(s.key()) {
+                if !query.wants_thread(s.key()) || lapse_data::is_paused(&file.paused, s.ts) {
                     continue;
                 }
                 if let Some((from, to)) = window {
@@ -320,8 +377,16 @@ fn analyze_samples(file: &DataFile, query: &Query) -> SampleResult {
     }
     if off_cpu_recorded(file) {
         for p in &file.off_cpu {
-            if query.wants_thread(p.key()) {
+            if !query.wants_thread(p.key()) {
+                continue;
+            }
+            if file.paused.is_empty() {
                 analysis.add_off_cpu(p, window);
+                continue;
+            }
+            // (a period across a paused stretch's bound counts as its parts)
+            for (from, to) in lapse_data::unpaused_parts(&file.paused, p.from, p.to) {
+                analysis.add_off_cpu(&OffCpuPeriod { from, to, ..*p }, window);
             }
         }
         analysis.wall_period_ns = file

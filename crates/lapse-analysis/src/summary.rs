@@ -56,6 +56,10 @@ pub struct SessionSummary<'a> {
     /// function's entry (inlined code), not counted as calls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub non_entry_guards: Option<u64>,
+    /// Only when the recording paused: how long, between its start and its
+    /// end (the time no value counts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_ns: Option<u64>,
     /// Only when the program was patched at run time (no probes of its
     /// own): the functions patched at entry, and those left alone.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -128,6 +132,12 @@ impl<'a> SessionSummary<'a> {
             probe_sources: s.probe_sources(),
             busy_machine_share: instr.and_then(|r| busy_machine(file, r)),
             non_entry_guards: Some(s.non_entry_guards()).filter(|&n| n > 0),
+            paused_ns: end.filter(|_| !file.paused.is_empty()).map(|e| {
+                file.paused
+                    .iter()
+                    .map(|p| p.to.min(e).since(p.from.max(s.start)))
+                    .sum()
+            }),
             patched_functions: s.patching().map(|(p, _)| p),
             unpatched_functions: s.patching().map(|(_, u)| u),
             off_cpu_ns: off_cpu.map(|(ns, _)| ns),

@@ -7,7 +7,7 @@ use lapse_analysis::tree::FrameKey;
 use lapse_analysis::values::{FunctionStats, SessionTotals, ThreadStats, TimeValue, TimeValues};
 use lapse_analysis::Fine;
 use lapse_data::{
-    Event, EventKind, FunctionId, ModuleId, OsEvent, OsEventKind, ThreadKey, Timestamp,
+    Event, EventKind, FunctionId, ModuleId, OsEvent, OsEventKind, Paused, ThreadKey, Timestamp,
 };
 
 const F: u32 = 0;
@@ -53,6 +53,8 @@ struct Thread {
     off: Vec<OsEvent>,
     /// Leading enters that are inherited frames (a fork child's).
     inherited: u32,
+    /// The session's paused stretches.
+    paused: Vec<Paused>,
 }
 
 fn thread(events: Vec<Event>) -> Thread {
@@ -64,6 +66,7 @@ fn thread(events: Vec<Event>) -> Thread {
         events,
         off: vec![],
         inherited: 0,
+        paused: vec![],
     }
 }
 
@@ -81,7 +84,8 @@ fn run(threads: &[Thread], config: Config) -> Accumulator {
             th.start.map(t),
             &th.off,
         )
-        .inherited(th.inherited);
+        .inherited(th.inherited)
+        .paused(&th.paused);
         r.feed(&th.events);
         r.finish(th.end.map(t));
     }
@@ -942,4 +946,89 @@ fn preempted_time_is_the_runnable_part_of_each_row_s_off_cpu_time() {
         ns(f.time[TimeValue::ElapsedInclusive]) - ns(f.time[TimeValue::ApplicationInclusive]),
         38
     );
+}
+
+fn paused(from: u64, to: u64) -> Paused {
+    Paused {
+        from: t(from),
+        to: t(to),
+    }
+}
+
+#[test]
+fn a_pause_closes_open_calls_and_its_time_counts_nowhere() {
+    // F@10 → G@20; paused [30, 60), in which H's call (45-50) is left out;
+    // G's exit at 70 matches nothing (G was closed at 30); H [80, 90].
+    let mut th = thread(vec![
+        enter(10, F),
+        enter(20, G),
+        enter(45, H),
+        exit(50, H),
+        exit(70, G),
+        enter(80, H),
+        exit(90, H),
+    ]);
+    th.start = Some(0);
+    th.end = Some(100);
+    th.paused = vec![paused(30, 60)];
+    let acc = run(&[th], plain());
+    let (f, g, h) = (
+        &acc.functions[F as usize],
+        &acc.functions[G as usize],
+        &acc.functions[H as usize],
+    );
+    // F: [10, 30] inclusive, [10, 20] exclusive; closed open at the pause
+    assert_eq!(times(f), (20, 10, 20, 10));
+    assert_eq!((f.calls, f.open_calls), (1, 1));
+    // G: [20, 30]
+    assert_eq!(times(g), (10, 10, 10, 10));
+    assert_eq!((g.calls, g.open_calls), (1, 1));
+    // H: the call after the resume only
+    assert_eq!(times(h), (10, 10, 10, 10));
+    assert_eq!(h.calls, 1);
+    // the thread: [0, 30] + [60, 100] = 70; empty stack [0,10] + [60,80] + [90,100] = 40
+    let th = &acc.threads[0];
+    assert_eq!(thread_times(th), (70, 40, 70, 40));
+    assert_eq!((th.open_calls, th.unmatched_exits), (2, 1));
+}
+
+#[test]
+fn a_pause_to_the_end_keeps_only_what_came_before() {
+    // paused from 50 to the end of the session: F [10, 50], nothing after
+    let mut th = thread(vec![enter(10, F), exit(60, F), enter(70, G), exit(80, G)]);
+    th.start = Some(0);
+    th.end = Some(100);
+    th.paused = vec![paused(50, u64::MAX)];
+    let acc = run(&[th], plain());
+    assert_eq!(times(&acc.functions[F as usize]), (40, 40, 40, 40));
+    assert_eq!(acc.functions[G as usize].calls, 0);
+    assert_eq!(thread_times(&acc.threads[0]), (50, 10, 50, 10));
+}
+
+#[test]
+fn a_thread_that_starts_while_paused_counts_from_the_resume() {
+    // started at 10 inside the pause [0, 40): its H call at 20 is left out,
+    // its time runs from 40 to its end at 50
+    let mut th = thread(vec![enter(20, H), exit(30, H), enter(42, F), exit(48, F)]);
+    th.start = Some(10);
+    th.end = Some(50);
+    th.paused = vec![paused(0, 40)];
+    let acc = run(&[th], plain());
+    assert_eq!(acc.functions[H as usize].calls, 0);
+    assert_eq!(times(&acc.functions[F as usize]), (6, 6, 6, 6));
+    assert_eq!(thread_times(&acc.threads[0]), (10, 4, 10, 4));
+}
+
+#[test]
+fn a_fork_child_born_paused_counts_its_calls_after_the_resume() {
+    // a child inheriting F → G at 10, inside the pause [0, 50): its
+    // inherited enters are left out, and H after the resume is a call
+    let mut th = thread(vec![enter(10, F), enter(10, G), enter(60, H), exit(70, H)]);
+    th.start = Some(10);
+    th.end = Some(80);
+    th.inherited = 2;
+    th.paused = vec![paused(0, 50)];
+    let acc = run(&[th], plain());
+    assert_eq!(acc.functions[H as usize].calls, 1);
+    assert_eq!(times(&acc.functions[H as usize]), (10, 10, 10, 10));
 }

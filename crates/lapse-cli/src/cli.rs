@@ -76,6 +76,7 @@ fn view_help(name: &str) -> &'static str {
         "lines" => "one row per source line (instrumentation: each function's own line)",
         "annotate" => "one function's source lines with their samples (sampling; --function NAME)",
         "instructions" => "one row per sampled instruction address (sampling)",
+        "marks" => "the program's marks (lapse_mark), in time order",
         _ => "",
     }
 }
@@ -233,6 +234,9 @@ pub enum Command {
     Build(BuildArgs),
     /// Record and report a bundled example program.
     Demo,
+    /// Print the C/C++ header with lapse_pause(), lapse_resume() and
+    /// lapse_mark() (no-ops without lapse, no link dependency).
+    Header,
     /// Write a recording in another tool's format (flame graph, pprof, Chrome trace, ...).
     Export(ExportArgs),
     /// Compare two recordings of the same method, row by row.
@@ -369,9 +373,23 @@ pub struct RecordArgs {
     /// Attach to the running process PID instead of launching a command.
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
-    /// With --pid: stop after this many seconds (else at Ctrl-C).
-    #[arg(long, requires = "pid", value_parser = positive_seconds)]
+    /// Stop recording after this many seconds: with --pid, detach then
+    /// (else at Ctrl-C); with a command, pause then and let the program run
+    /// on.
+    #[arg(long, value_parser = positive_seconds, value_name = "SECONDS")]
     pub duration: Option<f64>,
+    /// Start paused: nothing is recorded until the program calls
+    /// lapse_resume() (or the --signal signal comes).
+    #[arg(long)]
+    pub start_paused: bool,
+    /// Each delivery of this signal (SIGUSR1, SIGUSR2,
+    /// SIGRTMIN+N...) to a process of the program pauses or resumes the
+    /// recording; the program never sees it.
+    #[arg(long, value_name = "SIG")]
+    pub signal: Option<String>,
+    /// Record nothing for the first SECONDS.
+    #[arg(long, value_parser = positive_seconds, value_name = "SECONDS")]
+    pub delay: Option<f64>,
     /// The command to record and its arguments (`--` before it is optional).
     #[arg(
         trailing_var_arg = true,
@@ -403,6 +421,13 @@ pub struct FilterArgs {
     /// End of the time range, seconds since the session start.
     #[arg(long, value_parser = non_negative)]
     pub to: Option<f64>,
+    /// Start of the time range: the first mark with this text (lapse_mark).
+    #[arg(long, conflicts_with = "from", value_name = "MARK")]
+    pub from_mark: Option<String>,
+    /// End of the time range: the first mark with this text after the start
+    /// of the range.
+    #[arg(long, conflicts_with = "to", value_name = "MARK")]
+    pub to_mark: Option<String>,
 }
 
 /// A duration such as `10us`, `1.5ms`, `2s` or `500ns` (a bare number is
@@ -554,6 +579,12 @@ pub struct DiffArgs {
     /// Compare raw values [default for JSON and CSV].
     #[arg(long, overrides_with = "normalize")]
     pub no_normalize: bool,
+    /// Compare the time from the first mark with this text in each recording.
+    #[arg(long, value_name = "MARK")]
+    pub from_mark: Option<String>,
+    /// ... to the first mark with this text after it.
+    #[arg(long, value_name = "MARK")]
+    pub to_mark: Option<String>,
 }
 
 impl DiffArgs {

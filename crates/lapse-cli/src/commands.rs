@@ -13,6 +13,9 @@ use regex::Regex;
 
 use crate::cli::{RecordArgs, ReportArgs};
 
+/// The C/C++ header `lapse header` prints: lapse_pause, lapse_resume, lapse_mark.
+pub const HEADER: &str = include_str!("header/lapse.h");
+
 pub fn open(path: &Path) -> Result<DataFile> {
     let file = DataFile::open(path)?;
     if let Some(d) = &file.damage {
@@ -112,10 +115,6 @@ pub fn recover(path: &Path) -> Result<u8> {
 }
 
 pub fn record(a: RecordArgs) -> Result<u8> {
-    // (clap's `requires` does not hold once a command is given)
-    if a.duration.is_some() && a.pid.is_none() {
-        bail!("--duration goes with --pid: a command is recorded until it ends");
-    }
     let attached = a.pid;
     let target = match (a.pid, a.command.is_empty()) {
         (Some(pid), _) => Target::Pid {
@@ -133,7 +132,28 @@ pub fn record(a: RecordArgs) -> Result<u8> {
         }
         (None, None) => SampleRate::DEFAULT,
     };
+    let control = lapse_record::ControlOptions {
+        start_paused: a.start_paused,
+        delay: a.delay.map(Duration::from_secs_f64),
+        // (with --pid, --duration is how long to stay attached)
+        duration: a
+            .duration
+            .filter(|_| a.pid.is_none())
+            .map(Duration::from_secs_f64),
+        signal: a
+            .signal
+            .as_deref()
+            .map(lapse_record::linux::signals::toggle_signal)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--signal {e}"))?,
+    };
+    if a.pid.is_some()
+        && (control.start_paused || control.delay.is_some() || control.signal.is_some())
+    {
+        bail!("--start-paused, --signal and --delay are for a command lapse starts, not --pid");
+    }
     let opts = RecordOptions {
+        control,
         method: a.method,
         rate,
         event: a.event,
@@ -219,7 +239,7 @@ pub(crate) fn regex(flag: &str, pattern: &Option<String>) -> Result<Option<Regex
         .transpose()
 }
 
-pub fn report(a: ReportArgs) -> Result<u8> {
+pub fn report(mut a: ReportArgs) -> Result<u8> {
     // (--threshold, --from and --to are finite and >= 0: cli.rs)
     if let (Some(from), Some(to)) = (a.filter.from, a.filter.to) {
         if from > to {
@@ -227,6 +247,15 @@ pub fn report(a: ReportArgs) -> Result<u8> {
         }
     }
     let file = open(&a.file)?;
+    if a.filter.from_mark.is_some() || a.filter.to_mark.is_some() {
+        let (from, to) = lapse_analysis::run::mark_window(
+            &file,
+            a.filter.from_mark.as_deref(),
+            a.filter.to_mark.as_deref(),
+        )?;
+        a.filter.from = from.or(a.filter.from);
+        a.filter.to = to.or(a.filter.to);
+    }
     check_selected_exist(&file, &a.filter.pid, &a.filter.tid)?;
     let view = a.view;
     let function = regex("function", &a.filter.function)?;

@@ -55,6 +55,9 @@ pub fn run() -> Result<u8> {
         output: data.clone(),
         pid: None,
         duration: None,
+        start_paused: false,
+        signal: None,
+        delay: None,
         command: vec![prog.display().to_string()],
     };
     let status = commands::record(record);

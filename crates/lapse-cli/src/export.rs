@@ -35,6 +35,16 @@ const TIMELINES: [Format; 5] = [
 /// report's one-line errors (`--from` after `--to`, a `--pid`/`--tid` the
 /// file does not hold, a bad regex).
 pub fn query(filter: &FilterArgs, file: &DataFile) -> Result<Query> {
+    let mut filter = filter.clone();
+    if filter.from_mark.is_some() || filter.to_mark.is_some() {
+        let (from, to) = lapse_analysis::run::mark_window(
+            file,
+            filter.from_mark.as_deref(),
+            filter.to_mark.as_deref(),
+        )?;
+        filter.from = from.or(filter.from);
+        filter.to = to.or(filter.to);
+    }
     if let (Some(from), Some(to)) = (filter.from, filter.to) {
         if from > to {
             bail!("--from {from} is after --to {to}: nothing lies between them");
@@ -238,8 +248,18 @@ pub fn diff(a: DiffArgs) -> Result<u8> {
         application: a.application,
         ..Query::default()
     };
-    let (base_analysis, _) = analyze_with_progress(&base, query.clone())?;
-    let (new_analysis, _) = analyze_with_progress(&new, query)?;
+    // (each recording's own marks bound its window)
+    let marked = |file: &DataFile| -> Result<Query> {
+        let (from_s, to_s) =
+            lapse_analysis::run::mark_window(file, a.from_mark.as_deref(), a.to_mark.as_deref())?;
+        Ok(Query {
+            from_s,
+            to_s,
+            ..query.clone()
+        })
+    };
+    let (base_analysis, _) = analyze_with_progress(&base, marked(&base)?)?;
+    let (new_analysis, _) = analyze_with_progress(&new, marked(&new)?)?;
     let format = a.format;
     let opts = DiffOptions {
         view,

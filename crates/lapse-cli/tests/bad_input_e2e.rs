@@ -127,10 +127,6 @@ fn values_that_would_be_changed_or_select_nothing_are_refused() {
             "--period 0".into(),
         ),
         (
-            record(&["--duration", "1"]),
-            "--duration goes with --pid".into(),
-        ),
-        (
             owned(&["record", "-o", "keep.data", "--pid", "1", "--duration", "0"]),
             "more than 0".into(),
         ),

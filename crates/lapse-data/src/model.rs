@@ -589,6 +589,11 @@ pub enum Record {
     /// calls of their own, per function (their time is their caller's).
     /// (Added after the first format; older readers skip it.)
     Dropped(Vec<DroppedCalls>),
+    /// The program paused or resumed the recording, or made a mark
+    /// (`lapse_pause`, `lapse_resume`, `lapse_mark`, the toggle signal,
+    /// `--start-paused`...). (Added after the first format; older readers
+    /// skip it, and older files have none.)
+    Control(ControlEvent),
 }
 
 /// Calls of `function` that `--min-time` left out as too short.
@@ -596,6 +601,103 @@ pub enum Record {
 pub struct DroppedCalls {
     pub function: FunctionId,
     pub calls: u64,
+}
+
+/// What [`Record::Control`] holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControlEvent {
+    /// Nothing is recorded from `at` on, on any thread, until a resume.
+    Pause(Toggle),
+    /// Recording goes on from `at`.
+    Resume(Toggle),
+    Mark(Mark),
+}
+
+/// Who paused or resumed, and when (pid and tid 0: the recorder itself,
+/// for `--start-paused`, `--delay` and `--duration`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Toggle {
+    pub pid: u32,
+    pub tid: u32,
+    pub at: Timestamp,
+}
+
+/// A mark the program made: an instant of one thread, with its text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mark {
+    pub pid: u32,
+    pub tid: u32,
+    pub at: Timestamp,
+    pub text: String,
+}
+
+/// A stretch of the session during which the recording was paused:
+/// from `from` (included) to `to` (excluded; `Timestamp` max when the
+/// session ended paused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Paused {
+    pub from: Timestamp,
+    pub to: Timestamp,
+}
+
+/// Whether `ts` lies in one of `stretches` (in time order).
+pub fn is_paused(stretches: &[Paused], ts: Timestamp) -> bool {
+    let i = stretches.partition_point(|p| p.to <= ts);
+    stretches.get(i).is_some_and(|p| p.from <= ts)
+}
+
+/// The parts of `from..to` outside `stretches` (in time order).
+pub fn unpaused_parts(
+    stretches: &[Paused],
+    from: Timestamp,
+    to: Timestamp,
+) -> Vec<(Timestamp, Timestamp)> {
+    let mut out = Vec::new();
+    let mut at = from;
+    for p in stretches.iter().skip_while(|p| p.to <= from) {
+        if p.from >= to {
+            break;
+        }
+        if p.from > at {
+            out.push((at, p.from));
+        }
+        at = at.max(p.to);
+    }
+    if at < to {
+        out.push((at, to));
+    }
+    out
+}
+
+/// The paused stretches that pauses and resumes in any order make: the
+/// first pause while recording starts one, the first resume while paused
+/// ends it (a second pause or resume changes nothing), in time order.
+pub fn paused_stretches(toggles: &[(Timestamp, bool)]) -> Vec<Paused> {
+    let mut sorted = toggles.to_vec();
+    // (a resume and a pause at one instant: the resume first, so that
+    // nothing is left paused by a tie)
+    sorted.sort_by_key(|&(at, pause)| (at, pause));
+    let mut out = Vec::new();
+    let mut since: Option<Timestamp> = None;
+    for (at, pause) in sorted {
+        match (since, pause) {
+            (None, true) => since = Some(at),
+            (Some(from), false) => {
+                if at > from {
+                    out.push(Paused { from, to: at });
+                }
+                since = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = since {
+        out.push(Paused {
+            from,
+            to: Timestamp::from_nanos(u64::MAX),
+        });
+    }
+    out
 }
 
 /// The first `frames` enters of thread (`pid`, `tid`) are inherited frames.
@@ -722,6 +824,39 @@ mod tests {
         assert!(SessionHeader::is_probe_sources_note(&note));
         s.notes.push(note);
         assert_eq!(s.probe_sources(), map);
+    }
+
+    #[test]
+    fn pauses_and_resumes_make_stretches_in_time_order() {
+        let t = Timestamp::from_nanos;
+        let stretch = |from, to| Paused {
+            from: t(from),
+            to: t(to),
+        };
+        // out of order, a second pause and a second resume change nothing,
+        // and a pause left open runs to the end
+        let toggles = [
+            (t(50), false),
+            (t(10), true),
+            (t(20), true),
+            (t(60), false),
+            (t(70), true),
+        ];
+        assert_eq!(
+            paused_stretches(&toggles),
+            vec![stretch(10, 50), stretch(70, u64::MAX)]
+        );
+        assert_eq!(paused_stretches(&[(t(5), false)]), vec![]);
+        let s = paused_stretches(&toggles);
+        assert!(!is_paused(&s, t(9)) && is_paused(&s, t(10)) && is_paused(&s, t(49)));
+        assert!(!is_paused(&s, t(50)) && is_paused(&s, t(1000)));
+        // 0..100 less [10, 50) and [70, ...): 0..10 and 50..70
+        assert_eq!(
+            unpaused_parts(&s, t(0), t(100)),
+            vec![(t(0), t(10)), (t(50), t(70))]
+        );
+        assert_eq!(unpaused_parts(&s, t(20), t(30)), vec![]);
+        assert_eq!(unpaused_parts(&[], t(20), t(30)), vec![(t(20), t(30))]);
     }
 
     #[test]

@@ -59,6 +59,11 @@ pub struct DataFile {
     pub inherited: HashMap<ThreadKey, u32>,
     /// `--min-time`: calls left out as too short, per function.
     pub dropped_calls: HashMap<FunctionId, u64>,
+    /// The stretches during which the recording was paused, in time order
+    /// (nothing is recorded in them; the analysis leaves them out).
+    pub paused: Vec<Paused>,
+    /// The program's marks, in time order (`lapse_mark`).
+    pub marks: Vec<Mark>,
     pub footer: Option<Footer>,
     /// Event chunks in file order (as read: [`DataFile::thread_chunks`] relies on it).
     pub event_chunks: Vec<EventChunkRef>,
@@ -196,6 +201,8 @@ impl DataFile {
         for events in scan.os_events.values_mut() {
             events.sort_by_key(|e| e.from);
         }
+        let mut marks = std::mem::take(&mut scan.marks);
+        marks.sort_by_key(|m| (m.at, m.pid, m.tid));
         Ok(DataFile {
             path,
             session,
@@ -210,6 +217,8 @@ impl DataFile {
             off_cpu: scan.off_cpu,
             inherited: scan.inherited,
             dropped_calls: scan.dropped_calls,
+            paused: paused_stretches(&scan.toggles),
+            marks,
             footer: scan.footer,
             chunks_of_thread: index_threads(&scan.event_chunks),
             event_chunks: scan.event_chunks,

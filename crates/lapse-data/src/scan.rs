@@ -111,6 +111,9 @@ pub(crate) struct Scan {
     pub off_cpu: Vec<OffCpuPeriod>,
     pub inherited: HashMap<ThreadKey, u32>,
     pub dropped_calls: HashMap<FunctionId, u64>,
+    /// Pauses (true) and resumes (false), as the file gives them.
+    pub toggles: Vec<(Timestamp, bool)>,
+    pub marks: Vec<Mark>,
     pub footer: Option<Footer>,
     pub event_chunks: Vec<EventChunkRef>,
     pub sample_chunks: Vec<SampleChunkRef>,
@@ -330,6 +333,9 @@ impl Scan {
                     *self.dropped_calls.entry(c.function).or_default() += c.calls;
                 }
             }
+            Record::Control(ControlEvent::Pause(t)) => self.toggles.push((t.at, true)),
+            Record::Control(ControlEvent::Resume(t)) => self.toggles.push((t.at, false)),
+            Record::Control(ControlEvent::Mark(m)) => self.marks.push(m),
         }
         Ok(())
     }

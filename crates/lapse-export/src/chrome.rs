@@ -15,6 +15,9 @@
 //! function, whose `sf` points into the `stackFrames` table (the format's way
 //! to attach a call stack to an event).
 //!
+//! The program's marks (`lapse_mark`) are thread-scoped instants of
+//! category `lapse:mark` named by their text.
+//!
 //! Timestamps are microseconds since the recording's start, written with
 //! exactly three decimals so no nanosecond is lost.
 
@@ -96,6 +99,23 @@ fn switch(ev: &mut Events<'_>, thread: ThreadKey, out: bool, ts: &str) -> io::Re
     ev.push(&format!(
         r#"{{"ph":"i","s":"t","name":"{name}","cat":"lapse","pid":{pid},"tid":{tid},"ts":{ts}}}"#
     ))
+}
+
+/// The program's marks: thread-scoped instants of category `lapse:mark`,
+/// named by their text (at their recorded time: with `--compensate`, up to
+/// the probe costs removed before them later than the calls around them).
+fn marks(ev: &mut Events<'_>, file: &DataFile, sel: &Selection) -> io::Result<()> {
+    let origin = timeline::origin(file);
+    for m in sel.marks(file) {
+        let tid = timeline::shown_tid(ThreadKey::new(m.pid, m.tid));
+        ev.push(&format!(
+            r#"{{"ph":"i","s":"t","name":{},"cat":"lapse:mark","pid":{},"tid":{tid},"ts":{}}}"#,
+            quote(&m.text),
+            m.pid,
+            micros(m.at, origin)
+        ))?;
+    }
+    Ok(())
 }
 
 fn instrumentation(
@@ -226,6 +246,7 @@ pub fn write(
         }
         Method::Sampling => sampling(&mut ev, file, sel)?,
     };
+    marks(&mut ev, file, sel).map_err(ExportError::write(Format::Chrome))?;
     let tail = format!(
         "\n],\n\"stackFrames\":{{{stack_frames}}},\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{{\"producer\":\"lapse\",\"method\":{},\"command\":{}}}}}\n",
         quote(file.session.method.name()),

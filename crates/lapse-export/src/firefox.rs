@@ -99,6 +99,22 @@ fn frame(
     f
 }
 
+/// The program's marks on thread `t`: instant markers named by their text.
+fn thread_marks<'f>(
+    file: &'f DataFile,
+    sel: &Selection,
+    t: ThreadKey,
+) -> Vec<(ProfileNs, &'f str)> {
+    // (the id's later threads, serial above 0, have none: marks carry no serial)
+    if t.serial > 0 {
+        return Vec::new();
+    }
+    sel.marks(file)
+        .filter(|m| m.pid == t.pid && m.tid == t.tid)
+        .map(|m| (at_time(file, m.at), m.text.as_str()))
+        .collect()
+}
+
 fn instrumentation(
     file: &DataFile,
     timing: timeline::Timing,
@@ -172,7 +188,8 @@ fn instrumentation(
             .iter()
             .map(|&(from, to)| (at_time(file, from), at_time(file, to)))
             .collect();
-        thread.finish(doc, OFF_CPU, &markers)?;
+        let marks = thread_marks(file, sel, t.key());
+        thread.finish(doc, OFF_CPU, &markers, &marks)?;
     }
     Ok(())
 }
@@ -204,7 +221,7 @@ fn sampling(file: &DataFile, sel: &Selection, doc: &mut Document<'_>) -> io::Res
     let headers = headers(file, &threads);
     let order: Vec<ThreadKey> = headers.iter().map(|&(_, i)| threads[i].key()).collect();
     let mut headers = headers.into_iter().map(|(h, _)| h);
-    index.for_each_thread(file, &order, |_, run| {
+    index.for_each_thread(file, &order, |key, run| {
         // `order` follows `headers`, so the next header is this thread's.
         let Some(header) = headers.next() else {
             return Ok(());
@@ -228,7 +245,8 @@ fn sampling(file: &DataFile, sel: &Selection, doc: &mut Document<'_>) -> io::Res
             };
             thread.sample(doc, at_time(file, s.ts), Some(stack), cpu, 1)?;
         }
-        thread.finish(doc, OFF_CPU, &[])
+        let marks = thread_marks(file, sel, key);
+        thread.finish(doc, OFF_CPU, &[], &marks)
     })
 }
 

@@ -12,6 +12,8 @@
 //!   timeline the analysis counts (probe cost removed, see [`timeline`]);
 //!   calls still open at a thread's end are ended there.
 //! - Sampling: an instant per sample on its thread, named by its leaf frame.
+//! - The program's marks (`lapse_mark`): an instant on its thread, named by
+//!   its text, category `lapse:mark`.
 //!
 //! Names and categories (modules) are interned (`InternedData`) the first
 //! time a packet uses them, on one packet sequence. Timestamps are
@@ -341,5 +343,22 @@ pub fn write(
             instrumentation(&mut w, file, &tracks, Timing::of(file, analysis), sel).map_err(write)
         }
         Method::Sampling => sampling(&mut w, file, &tracks, sel).map_err(write),
+    }?;
+    marks(&mut w, file, &tracks, sel).map_err(write)
+}
+
+/// The program's marks: instants on their thread's track, named by their
+/// text, category `lapse:mark` (at their recorded time).
+fn marks(w: &mut Writer<'_>, file: &DataFile, tracks: &Tracks, sel: &Selection) -> io::Result<()> {
+    let origin = timeline::origin(file);
+    for m in sel.marks(file) {
+        let track = tracks.thread(ThreadKey::new(m.pid, m.tid));
+        w.event(
+            m.at.since(origin),
+            track,
+            TYPE_INSTANT,
+            Some((&m.text, "lapse:mark")),
+        )?;
     }
+    Ok(())
 }

@@ -95,6 +95,17 @@ impl Selection {
         self.pids.is_empty() || self.pids.contains(&pid)
     }
 
+    /// The program's marks (`lapse_mark`) of the selected threads inside
+    /// `--from`/`--to`, in time order: instants on the timelines.
+    pub fn marks<'s, 'f: 's>(
+        &'s self,
+        file: &'f DataFile,
+    ) -> impl Iterator<Item = &'f lapse_data::Mark> + 's {
+        file.marks
+            .iter()
+            .filter(|m| self.wants_thread(ThreadKey::new(m.pid, m.tid)) && self.in_window(m.at))
+    }
+
     /// Whether a timestamp lies inside `--from`/`--to`.
     pub fn in_window(&self, ts: Timestamp) -> bool {
         self.window.is_none_or(|(from, to)| ts >= from && ts <= to)
@@ -172,7 +183,10 @@ impl Selection {
     /// Whether a sample is exported: its thread, its time and (with
     /// `--function`) a frame of its stack selected.
     pub fn wants_sample(&self, file: &DataFile, s: &Sample) -> bool {
-        self.wants_thread(s.key()) && self.in_window(s.ts) && self.stack_matches(file, s.stack)
+        self.wants_thread(s.key())
+            && self.in_window(s.ts)
+            && !lapse_data::is_paused(&file.paused, s.ts)
+            && self.stack_matches(file, s.stack)
     }
 
     /// Whether a sampled stack has a frame `--function` names (any without it).

@@ -99,11 +99,23 @@ fn instrumentation(
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
     let w = ExportError::write(Format::Speedscope);
-    let frames: Vec<String> = file
+    let mut frames: Vec<String> = file
         .functions
         .iter()
         .map(|f| frame_json(file, FrameKey::Function(f.id)))
         .collect();
+    // The program's marks: speedscope has no instants, so each is a call of
+    // no length to a frame `[mark] TEXT` (one frame per text).
+    let mut mark_frame: HashMap<&str, usize> = HashMap::new();
+    for m in sel.marks(file) {
+        mark_frame.entry(m.text.as_str()).or_insert_with(|| {
+            frames.push(format!(
+                "{{\"name\":{}}}",
+                quote(&format!("[mark] {}", m.text))
+            ));
+            frames.len() - 1
+        });
+    }
     let tail = frame_header(file, &frames, out).map_err(w)?;
     drop(frames);
     let origin = timeline::origin(file);
@@ -122,24 +134,47 @@ fn instrumentation(
         )
         .map_err(w)?;
         let mut first = true;
+        let key = t.key();
+        let mut marks = sel
+            .marks(file)
+            .filter(|m| ThreadKey::new(m.pid, m.tid) == ThreadKey::new(key.pid, key.tid))
+            .peekable();
+        let mut last = start;
+        // (a mark before `upto` is written first, as a call of no length)
+        let mut put_marks = |out: &mut dyn Write, upto: u64, first: &mut bool, last: &mut u64| {
+            while let Some(m) = marks.next_if(|m| m.at.since(origin) <= upto) {
+                let at = m.at.since(origin).max(*last);
+                let frame = mark_frame[m.text.as_str()];
+                let sep = if *first { "" } else { "," };
+                *first = false;
+                write!(
+                    out,
+                    "{sep}\n{{\"type\":\"O\",\"frame\":{frame},\"at\":{at}}},\n{{\"type\":\"C\",\"frame\":{frame},\"at\":{at}}}"
+                )?;
+                *last = at;
+            }
+            io::Result::Ok(())
+        };
         let walked = timeline::walk(file, &t, &mut nesting, true, timing, sel, |at, step| {
             let (kind, f) = match step {
                 Step::Open(f) => ("O", f),
                 Step::Close(f) => ("C", f),
                 Step::End => return Ok(()),
             };
-            let ts = at.at;
+            let ts = at.at.since(origin);
+            put_marks(out, ts, &mut first, &mut last)?;
             let sep = if first { "" } else { "," };
             first = false;
+            last = last.max(ts);
             write!(
                 out,
-                "{sep}\n{{\"type\":\"{kind}\",\"frame\":{},\"at\":{}}}",
+                "{sep}\n{{\"type\":\"{kind}\",\"frame\":{},\"at\":{ts}}}",
                 f.0,
-                ts.since(origin)
             )
         })
         .map_err(w)?;
         let end = walked.last.map_or(start, |l| l.since(origin)).max(start);
+        put_marks(out, end, &mut first, &mut last).map_err(w)?;
         write!(out, "],\"endValue\":{end}}}").map_err(w)?;
     }
     out.write_all(tail.as_bytes()).map_err(w)

@@ -236,6 +236,7 @@ pub fn walk<E>(
     let mut bad_chunks = 0;
     let mut events: Vec<Event> = Vec::new();
     let mut result = Ok(());
+    let mut pause_at = 0;
     for chunk in file.thread_chunks(thread.key()) {
         if file.read_events(chunk, &mut events).is_err() {
             bad_chunks += 1;
@@ -243,6 +244,33 @@ pub fn walk<E>(
         }
         for e in &events {
             if e.function.0 as usize >= known {
+                continue;
+            }
+            // Paused stretches, as the analysis has them: the calls open
+            // when one begins close there, what lies inside is left out.
+            let mut inside = false;
+            while let Some(p) = file.paused.get(pause_at) {
+                if e.ts < p.from {
+                    break;
+                }
+                if !stack.frames().is_empty() {
+                    let ts = last.map_or(p.from, |l| p.from.max(l));
+                    last = Some(ts);
+                    let at = clock.advance(ts, false);
+                    stack.close_all(|g, _| {
+                        if result.is_ok() {
+                            result = filter.step(at, Step::Close(g), &mut f);
+                        }
+                    });
+                    std::mem::replace(&mut result, Ok(()))?;
+                }
+                if e.ts < p.to {
+                    inside = true;
+                    break;
+                }
+                pause_at += 1;
+            }
+            if inside {
                 continue;
             }
             let ts = last.map_or(e.ts, |l| e.ts.max(l));

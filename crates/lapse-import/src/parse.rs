@@ -41,6 +41,8 @@ pub struct Imported {
     pub unmatched_ends: u64,
     /// Events of other phases (counters, flows, ...) that lapse does not use.
     pub skipped: u64,
+    /// Instants of category `lapse:mark` (the marks lapse's exports write).
+    pub marks: Vec<Mark>,
 }
 
 impl Imported {
@@ -62,6 +64,9 @@ impl Imported {
         }
         for b in &self.os_events {
             w.write_record(&Record::OsEvents(b.clone()))?;
+        }
+        for m in &self.marks {
+            w.write_record(&Record::Control(ControlEvent::Mark(m.clone())))?;
         }
         let mut total = 0u64;
         for (ThreadKey { pid, tid, .. }, events) in &self.events {
@@ -168,6 +173,7 @@ struct Gather {
     switches: HashMap<ThreadKey, Vec<(u64, bool)>>,
     process_names: HashMap<u32, String>,
     thread_names: HashMap<ThreadKey, String>,
+    marks: Vec<Mark>,
     skipped: u64,
     seq: u64,
 }
@@ -268,6 +274,12 @@ impl Gather {
                     .entry(ThreadKey::new(pid, tid))
                     .or_default()
                     .push((ts, false)),
+                Some(text) if ev.cat.as_deref() == Some("lapse:mark") => self.marks.push(Mark {
+                    pid,
+                    tid,
+                    at: Timestamp::from_nanos(ts),
+                    text: text.to_owned(),
+                }),
                 _ => self.skipped += 1,
             }
             return Ok(());
@@ -352,6 +364,7 @@ pub fn import_reader(reader: impl Read, name: &str) -> Result<Imported, ImportEr
         mut switches,
         process_names,
         mut thread_names,
+        marks,
         skipped,
         ..
     } = g;
@@ -534,5 +547,6 @@ pub fn import_reader(reader: impl Read, name: &str) -> Result<Imported, ImportEr
         os_events,
         unmatched_ends,
         skipped,
+        marks,
     })
 }

@@ -24,6 +24,7 @@ fn main() {
         patch: Default::default(),
         buffer_size: None,
         filters: Default::default(),
+        control: Default::default(),
         output: PathBuf::from(&args[0]),
         target: Target::Command(args[1..].to_vec()),
         symbol_progress: None,

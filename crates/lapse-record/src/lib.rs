@@ -32,8 +32,8 @@ pub use error::RecordError;
 pub use instrument::{recover, spill_path, RecordFilters, RecoverOutcome};
 pub use notice::{Notice, Notices};
 pub use options::{
-    BufferSize, CallGraph, MethodChoice, OsEventSource, PatchSelection, RateError, RecordOptions,
-    RecordOutcome, SampleRate, SymbolProgress, Target,
+    BufferSize, CallGraph, ControlOptions, MethodChoice, OsEventSource, PatchSelection, RateError,
+    RecordOptions, RecordOutcome, SampleRate, SymbolProgress, Target,
 };
 
 /// Unit tests can say how many bytes the recorder keeps (per thread alive).

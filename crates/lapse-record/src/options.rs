@@ -105,6 +105,9 @@ pub struct RecordOptions {
     /// Instrumentation: what the runtime leaves out (`--filter`,
     /// `--exclude`, `--depth`, `--min-time`).
     pub filters: crate::RecordFilters,
+    /// When the recording is paused (`--start-paused`, `--delay`,
+    /// `--duration`, `--signal`).
+    pub control: ControlOptions,
     pub output: PathBuf,
     pub target: Target,
     /// Counts the symbol resolution done once the target has exited, for a
@@ -112,6 +115,23 @@ pub struct RecordOptions {
     pub symbol_progress: Option<Arc<SymbolProgress>>,
     /// Where what the recorder has to say goes (it prints nothing itself).
     pub notices: Notices,
+}
+
+/// When the recording records: the program's own `lapse_pause()` and
+/// `lapse_resume()` aside, these pause it from outside.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControlOptions {
+    /// Start paused: nothing is recorded until the program resumes (or the
+    /// toggle signal comes).
+    pub start_paused: bool,
+    /// Paused for this long from the start (`--delay`).
+    pub delay: Option<Duration>,
+    /// Paused from this long after the start on (`--duration`); the target
+    /// runs on.
+    pub duration: Option<Duration>,
+    /// Each delivery of this signal to a process of the target toggles
+    /// recording; the program never sees it (`--signal`).
+    pub signal: Option<i32>,
 }
 
 /// How far the symbol resolution at the end of a recording has got. The

@@ -147,6 +147,40 @@ impl Info {
                 json!({ "periods": file.off_cpu.len(), "preempted": preempted, "ns": ns }),
             );
         }
+        if !file.paused.is_empty() || !file.marks.is_empty() {
+            let start = file.session.start;
+            let since = |t: lapse_data::Timestamp| t.since(start) as f64 / 1e9;
+            let stretches: Vec<String> = file
+                .paused
+                .iter()
+                .map(|p| match p.to.as_nanos() {
+                    u64::MAX => format!("{:.6} s to the end", since(p.from)),
+                    _ => format!("{:.6}-{:.6} s", since(p.from), since(p.to)),
+                })
+                .collect();
+            i.text(
+                "paused",
+                "paused",
+                match stretches.is_empty() {
+                    true => "never".to_owned(),
+                    false => stretches.join(", "),
+                },
+                json!(file
+                    .paused
+                    .iter()
+                    .map(|p| json!({
+                        "from_ns": p.from.since(start),
+                        "to_ns": (p.to.as_nanos() != u64::MAX).then(|| p.to.since(start)),
+                    }))
+                    .collect::<Vec<_>>()),
+            );
+            i.text(
+                "marks",
+                "marks",
+                format!("{} (lapse report --view marks)", file.marks.len()),
+                json!(file.marks.len()),
+            );
+        }
         if let Some(f) = &file.footer {
             i.text(
                 "lost",

@@ -176,10 +176,17 @@ fn header(
         out,
         w,
         &format!(
-            "wall:     {}   processes: {}   threads: {}",
+            "wall:     {}   processes: {}   threads: {}{}",
             units::duration(n("duration_ns")),
             n("processes"),
-            n("threads")
+            n("threads"),
+            // (the time no value counts: lapse_pause, --start-paused...)
+            session["paused_ns"]
+                .as_u64()
+                .map_or(String::new(), |p| format!(
+                    "   paused: {}",
+                    units::duration(p)
+                ))
         ),
     )?;
     match s.method {

@@ -28,6 +28,10 @@
 #define LAPSE_ENV_PATCH_PLAN "LAPSE_PATCH_PLAN" /* the run-time patching plan for the executable (patch.c) */
 #define LAPSE_ENV_BUFFERS "LAPSE_BUFFERS"       /* arena buffers a process may fill (1..LAPSE_ARENA_MAX_BUFS) */
 #define LAPSE_ENV_FILTER "LAPSE_FILTER"         /* the record-time filter table (filter.c) */
+#define LAPSE_ENV_PAUSED "LAPSE_PAUSED"         /* set: start paused (first process only; control.c) */
+#define LAPSE_ENV_RESUME_NS "LAPSE_RESUME_NS"   /* CLOCK_MONOTONIC ns at which a paused start resumes */
+#define LAPSE_ENV_SIGNAL "LAPSE_SIGNAL"         /* a signal number: each delivery toggles recording */
+#define LAPSE_ENV_CONTROL_ONLY "LAPSE_CONTROL_ONLY" /* set: no events, only pause/resume/marks (sampling) */
 
 /* ---- datagrams ---- */
 #define LAPSE_MAGIC 0x3353504cu /* "LPS3" little-endian (24-byte events, 48-byte header) */
@@ -40,6 +44,14 @@
 #define LAPSE_MSG_ARENA 6      /* the process's shared arena; its memfd rides along (SCM_RIGHTS) */
 #define LAPSE_MSG_SHM_EVENTS 7 /* a thread's events are in an arena buffer */
 #define LAPSE_MSG_SESSION 8    /* (spill only) the recording the spill is for: each process's first */
+#define LAPSE_MSG_CONTROL 9    /* pause, resume or a mark (its text follows the header) */
+
+/* CONTROL ops. */
+#define LAPSE_CONTROL_PAUSE 1
+#define LAPSE_CONTROL_RESUME 2
+#define LAPSE_CONTROL_MARK 3
+#define LAPSE_CONTROL_SIGNAL_TAKEN 4 /* the program installed its own handler for the toggle signal */
+#define LAPSE_MARK_TEXT_MAX 1024     /* longer mark texts are cut */
 
 /* EVENTS / SHM_EVENTS flag: calibration events, the recorder drops them. */
 #define LAPSE_FLAG_DISCARD 1
@@ -87,6 +99,12 @@ struct lapse_msg {
         struct {
             uint64_t id; /* LAPSE_SESSION */
         } session;
+        struct {
+            uint32_t op;    /* LAPSE_CONTROL_* */
+            uint32_t len;   /* bytes of mark text after the header */
+            uint64_t ticks; /* when */
+            uint64_t stalled; /* ticks the thread had spent in hand-overs by then */
+        } control;
     } u;
     /* Buffers of the sender's current arena handed over before this was
      * sent (its `seq` then): the recorder reads the buffers handed over
@@ -118,6 +136,10 @@ LAPSE_AT(lapse_msg, u.arena.bytes, 16);
 LAPSE_AT(lapse_msg, u.session.id, 16);
 LAPSE_AT(lapse_msg, u.arena.bufs, 32);
 LAPSE_AT(lapse_msg, u.arena.buf_events, 36);
+LAPSE_AT(lapse_msg, u.control.op, 16);
+LAPSE_AT(lapse_msg, u.control.len, 20);
+LAPSE_AT(lapse_msg, u.control.ticks, 24);
+LAPSE_AT(lapse_msg, u.control.stalled, 32);
 LAPSE_AT(lapse_msg, arena_seq, 40);
 
 /* One probe firing: the function's address, (ticks << 1 | is_exit), and
@@ -423,6 +445,18 @@ static inline struct lapse_msg lapse_msg_session(uint32_t pid, uint32_t tid, uin
 {
     struct lapse_msg m = lapse_msg_head(LAPSE_MSG_SESSION, pid, tid);
     m.u.session.id = id;
+    return m;
+}
+
+/* CONTROL: `len` bytes of mark text follow the header. */
+static inline struct lapse_msg lapse_msg_control(uint32_t pid, uint32_t tid, uint32_t op,
+                                                 uint64_t ticks, uint64_t stalled, uint32_t len)
+{
+    struct lapse_msg m = lapse_msg_head(LAPSE_MSG_CONTROL, pid, tid);
+    m.u.control.stalled = stalled;
+    m.u.control.op = op;
+    m.u.control.len = len;
+    m.u.control.ticks = ticks;
     return m;
 }
 

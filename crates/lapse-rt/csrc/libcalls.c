@@ -96,7 +96,8 @@ static const char *const g_probes[] = {"__cyg_profile_func_enter", "__cyg_profil
 /* The lapse runtime's wrappers that stand for a C library function. */
 static const char *const g_as_libc[] = {"execve", "execv", "execvp", "execvpe", "execl",
                                         "execlp", "execle", "fexecve", "posix_spawn",
-                                        "posix_spawnp", "syscall", "_Fork", "swapcontext"};
+                                        "posix_spawnp", "syscall", "_Fork", "swapcontext",
+                                        "sigaction", "signal"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 

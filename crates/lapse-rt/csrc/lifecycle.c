@@ -86,6 +86,9 @@ NOINSTR void lapse_after_fork_child(void)
         lapse_drop_connection();
         return;
     }
+    /* A child of a paused process records (the parent's resume would not
+     * reach it): the analysis leaves out what falls in the paused stretch. */
+    g_paused = 0;
     sigset_t old;
     lapse_block(&old);
     self->in_slow++;
@@ -205,6 +208,7 @@ NOINSTR static void lapse_init_connected(void)
         t->skipped = 0;
         t->stalled = 0;
     }
+    lapse_control_init();
     struct lapse_msg m =
         lapse_msg_hello(g_pid, lapse_gettid(), g_probe_cost, (uint32_t)lapse_probe_spread,
                         lapse_ticks(), (uint32_t)getppid());

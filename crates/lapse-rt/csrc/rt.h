@@ -10,7 +10,8 @@
  * entry points in x86_64.S), unwind.c (unwinders and stack walks kept
  * away from the trampoline), context.c (swapcontext, a switch of stacks),
  * libcalls.c (calls into shared libraries), filter.c and filter.h (the
- * record-time filters: --filter, --exclude, --depth, --min-time) and
+ * record-time filters: --filter, --exclude, --depth, --min-time),
+ * control.c (pause, resume, marks and the toggle signal) and
  * sancov.c (LLVM's sanitizer coverage hook: `lapse build`, clang; the stub
  * such programs carry is sancov_stub.c, not part of the runtime). */
 #ifndef LAPSE_RT_INTERNAL_H
@@ -428,6 +429,17 @@ void lapse_before_fork(void);
 void lapse_after_fork_parent(void);
 void lapse_after_fork_child(void);
 
+/* ---- control.c ---- */
+/* Set while the recording is paused: probes record nothing. (Hidden, so
+ * that reading it is one pc-relative load, not a load through the GOT.) */
+extern volatile uint32_t g_paused __attribute__((visibility("hidden")));
+/* A paused start resumes at this CLOCK_MONOTONIC time (--delay), 0: none. */
+extern uint64_t g_resume_ns __attribute__((visibility("hidden")));
+/* A probe while paused (checks a timed resume). */
+void lapse_paused_probe(void);
+/* Start-up: a paused start, the toggle signal's handler. */
+void lapse_control_init(void);
+
 /* ---- the probe (probe.c's hooks, scope.c's) ---- */
 /* Records one event of the calling thread: `fn` entered (is_exit 0) or
  * left, with the stack pointer of the function that made the probe. */
@@ -435,6 +447,12 @@ static inline __attribute__((always_inline, no_instrument_function)) void
 lapse_probe(void *fn, uint64_t is_exit, uintptr_t sp)
 {
     struct lapse_tls *t = &lapse_t;
+    /* Paused (control.c): one load and one branch, nothing recorded. */
+    if (__builtin_expect(g_paused, 0)) {
+        if (g_resume_ns) /* (a timed resume, --delay, is due some time) */
+            lapse_paused_probe();
+        return;
+    }
     /* Claim the slot first, in one instruction: a signal handler that fires
      * before the write gets the slots after this one, never this one. */
     struct lapse_event *e = lapse_claim(t);

@@ -119,6 +119,10 @@ NOINSTR static void thread_register(struct lapse_tls *t)
 
 NOINSTR static int thread_setup(struct lapse_tls *t)
 {
+    /* a recording by sampling: the runtime is there for pause, resume and
+     * marks only, its threads record nothing (control.c) */
+    if (lapse_env(LAPSE_ENV_CONTROL_ONLY))
+        return -1;
     t->next = t->first_next;
     t->skipped = 0;
     t->stalled = 0;

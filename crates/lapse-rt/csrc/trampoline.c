@@ -208,7 +208,17 @@ INLINE int put_event(struct lapse_tls *t, struct lapse_hook *h, uintptr_t fn, ui
     if (__builtin_expect(g_filter.on, 0) && fn >= LAPSE_MARK_LIMIT &&
         !(is_exit ? lapse_filter_exit(t, fn, sp) && !(g_filter.min_ticks && lapse_min_time_exit(t, fn))
                   : lapse_filter_enter(t, fn, sp)))
-        return HOOK_DONE; /* (left out by a record-time filter, filter.c) */
+        return HOOK_DONE; /* (left out by a record-time filter, filter.c; first, as
+                          * in probe.c, so its frames stay right across a pause) */
+    /* Paused (control.c): nothing recorded; the trampoline still runs, so
+     * the stack stays as it is. (A timed resume, --delay, needs a call the
+     * fast variant cannot make: it records on, and the analysis leaves
+     * the paused stretch out.) */
+    if (__builtin_expect(g_paused, 0) && (slow || !g_resume_ns)) {
+        if (slow)
+            lapse_paused_probe();
+        return HOOK_DONE;
+    }
     struct lapse_event *e = lapse_claim(t);
     uint64_t now = lapse_ticks();
     if (__builtin_expect(lapse_in_guard(e) || now > t->deadline, 0)) {

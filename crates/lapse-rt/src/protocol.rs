@@ -55,6 +55,33 @@ pub mod kind {
     pub const SHM_EVENTS: u16 = 7;
     /// In the spill only: the recording it is for ([`super::spill_session`]).
     pub const SESSION: u16 = 8;
+    /// Pause, resume or a mark ([`super::Control`]); a mark's text follows
+    /// the header ([`super::control_text`]).
+    pub const CONTROL: u16 = 9;
+}
+
+/// `CONTROL` ops (`LAPSE_CONTROL_*`).
+pub mod control {
+    pub const PAUSE: u32 = 1;
+    pub const RESUME: u32 = 2;
+    pub const MARK: u32 = 3;
+    pub const SIGNAL_TAKEN: u32 = 4;
+    /// Longest mark text the runtime sends (longer ones are cut).
+    pub const MARK_TEXT_MAX: usize = 1024;
+}
+
+/// What a `CONTROL` message asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// `lapse_pause()` (or the toggle signal): nothing is recorded from now.
+    Pause,
+    /// `lapse_resume()` (or the toggle signal).
+    Resume,
+    /// `lapse_mark(text)`: the text is the datagram's body.
+    Mark,
+    /// The program installed its own handler for `--signal`'s signal: the
+    /// signal is the program's from then on and toggles nothing.
+    SignalTaken,
 }
 
 /// Byte offsets in the header (`LAPSE_AT(lapse_msg, ...)`).
@@ -81,6 +108,10 @@ pub mod at {
     pub const ARENA_BYTES: usize = 16;
     pub const ARENA_BUFS: usize = 32;
     pub const ARENA_BUF_EVENTS: usize = 36;
+    pub const CONTROL_OP: usize = 16;
+    pub const CONTROL_LEN: usize = 20;
+    pub const CONTROL_TICKS: usize = 24;
+    pub const CONTROL_STALLED: usize = 32;
     /// Every kind's: see [`arena_seq`](super::arena_seq).
     pub const ARENA_SEQ: usize = 40;
     /// In `struct lapse_event`.
@@ -215,6 +246,15 @@ pub mod filter {
     pub const R_END: usize = 8;
     pub const R_FLAGS: usize = 16;
 }
+/// Set: the first process starts paused (`--start-paused`, `--delay`).
+pub const ENV_PAUSED: &str = "LAPSE_PAUSED";
+/// `CLOCK_MONOTONIC` nanoseconds at which a paused start resumes (`--delay`).
+pub const ENV_RESUME_NS: &str = "LAPSE_RESUME_NS";
+/// A signal number: each delivery toggles recording (`--signal`).
+pub const ENV_SIGNAL: &str = "LAPSE_SIGNAL";
+/// Set: the runtime records no events, it only says when the program
+/// pauses, resumes and marks (a recording by sampling).
+pub const ENV_CONTROL_ONLY: &str = "LAPSE_CONTROL_ONLY";
 
 /// The plan file for run-time patching (`struct lapse_plan_header` and
 /// `struct lapse_plan_site` in `csrc/lapse_rt.h`): a header, the stub
@@ -339,6 +379,14 @@ pub enum Msg {
         bufs: u32,
         buf_events: u32,
     },
+    /// Pause, resume or a mark, at `ticks`, when the thread had spent
+    /// `stalled_ticks` handing buffers over (as [`Batch::stalled_ticks`]).
+    Control {
+        from: Sender,
+        op: Control,
+        ticks: Ticks,
+        stalled_ticks: Ticks,
+    },
 }
 
 impl Msg {
@@ -350,7 +398,8 @@ impl Msg {
             | Msg::Fork { from, .. }
             | Msg::Child { from, .. }
             | Msg::Exec { from, .. }
-            | Msg::Arena { from, .. } => from,
+            | Msg::Arena { from, .. }
+            | Msg::Control { from, .. } => from,
         }
     }
 
@@ -424,6 +473,17 @@ impl Msg {
                 bufs,
                 buf_events,
             },
+            Msg::Control {
+                from,
+                op,
+                ticks,
+                stalled_ticks,
+            } => Msg::Control {
+                from: sender(from),
+                op,
+                ticks,
+                stalled_ticks,
+            },
         }
     }
 
@@ -489,6 +549,25 @@ impl Msg {
                 bufs: u32_at(d, at::ARENA_BUFS),
                 buf_events: u32_at(d, at::ARENA_BUF_EVENTS),
             },
+            kind::CONTROL => {
+                let op = match u32_at(d, at::CONTROL_OP) {
+                    control::PAUSE => Control::Pause,
+                    control::RESUME => Control::Resume,
+                    control::MARK => Control::Mark,
+                    control::SIGNAL_TAKEN => Control::SignalTaken,
+                    _ => return Err(ParseError::BadCount),
+                };
+                let len = u32_at(d, at::CONTROL_LEN) as usize;
+                if len > control::MARK_TEXT_MAX || d.len() != HEADER_LEN + len {
+                    return Err(ParseError::BadCount);
+                }
+                Msg::Control {
+                    from,
+                    op,
+                    ticks: Ticks(u64_at(d, at::CONTROL_TICKS)),
+                    stalled_ticks: Ticks(u64_at(d, at::CONTROL_STALLED)),
+                }
+            }
             other => return Err(ParseError::UnknownKind(other)),
         })
     }
@@ -556,6 +635,12 @@ pub enum ParseError {
     UnknownKind(u16),
     /// `count` (or the arena buffer) does not fit the datagram or the arena.
     BadCount,
+}
+
+/// The text of a `Control` mark (whose header [`Msg::parse`] accepted),
+/// as the program gave it (not necessarily UTF-8).
+pub fn control_text(datagram: &[u8]) -> &[u8] {
+    datagram.get(HEADER_LEN..).unwrap_or(&[])
 }
 
 /// The events of an `Events` datagram (whose header [`Msg::parse`] accepted).

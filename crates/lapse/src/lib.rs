@@ -74,13 +74,23 @@
 //! every probe stays a load and a branch. The recorder names each address
 //! found in a module's `lapse_sites` section from the record in the file.
 //!
+//! # Pausing and marking
+//!
+//! [`pause()`] and [`resume()`] stop and restart the recording on every
+//! thread (with `lapse record --start-paused`, nothing is recorded until the
+//! first `resume`); [`mark()`] records an instant with a text, listed by
+//! `lapse report --view marks` and usable as `--from-mark`/`--to-mark`.
+//! Without lapse they do nothing.
+//!
 //! This crate has no dependency outside this repository (its proc-macro
 //! crate, `lapse-macros`, parses tokens by hand), so a program can use it
 //! by path, offline.
 
+mod control;
 mod probe;
 mod site;
 
+pub use control::{mark, pause, resume};
 pub use lapse_macros::profile;
 pub use probe::runtime_loaded;
 

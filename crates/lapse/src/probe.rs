@@ -24,7 +24,7 @@ static ENTER: AtomicUsize = AtomicUsize::new(UNRESOLVED);
 static EXIT: AtomicUsize = AtomicUsize::new(UNRESOLVED);
 
 #[cfg(unix)]
-mod lookup {
+pub(crate) mod lookup {
     use core::ffi::{c_char, c_void, CStr};
 
     extern "C" {
@@ -45,7 +45,7 @@ mod lookup {
 }
 
 #[cfg(not(unix))]
-mod lookup {
+pub(crate) mod lookup {
     pub fn symbol(_: &core::ffi::CStr) -> usize {
         0
     }

@@ -39,6 +39,9 @@ const COLORS: [&str; 8] = [
     "magenta",
 ];
 
+/// The marker type of the program's marks (`lapse_mark`).
+const MARK_SCHEMA: &str = r#"{"name":"LapseMark","display":["marker-chart","marker-table","timeline-overview"],"chartLabel":"{marker.name}","tableLabel":"{marker.name}","description":"A mark the program made (lapse_mark)","fields":[]}"#;
+
 /// The marker type of off-CPU periods.
 const OFF_CPU_SCHEMA: &str = r#"{"name":"LapseOffCpu","display":["marker-chart","marker-table"],"chartLabel":"{marker.name}","description":"The thread was off the CPU (switched out, blocked or preempted)","fields":[]}"#;
 
@@ -143,6 +146,8 @@ pub struct Document<'a> {
     category_of: HashMap<ModuleId, u32>,
     threads: usize,
     markers: bool,
+    /// A thread has marks (`lapse_mark`): their marker type is declared.
+    marks: bool,
     spools: [Spool; 3],
 }
 
@@ -156,6 +161,7 @@ impl<'a> Document<'a> {
             category_of: HashMap::new(),
             threads: 0,
             markers: false,
+            marks: false,
             spools: [Spool::new()?, Spool::new()?, Spool::new()?],
         })
     }
@@ -221,6 +227,12 @@ impl<'a> Document<'a> {
         o.write_all(b",\"symbolicated\":true,\"pausedRanges\":[],\"version\":24,\"usesOnlyOneStackType\":true,\"sourceCodeIsNotOnSearchfox\":true,\"markerSchema\":[")?;
         if self.markers {
             o.write_all(OFF_CPU_SCHEMA.as_bytes())?;
+        }
+        if self.marks {
+            if self.markers {
+                o.write_all(b",")?;
+            }
+            o.write_all(MARK_SCHEMA.as_bytes())?;
         }
         o.write_all(b"]},\"libs\":[],\"pages\":[],\"profilerOverhead\":[],\"counters\":[]}")?;
         o.flush()
@@ -316,12 +328,14 @@ impl ThreadWriter {
     }
 
     /// Ends the thread: the spooled columns, then the markers (interval
-    /// markers named `marker_name`, of the off-CPU type) and the tables.
+    /// markers named `marker_name`, of the off-CPU type, and the program's
+    /// marks as instants named by their text) and the tables.
     pub fn finish(
         mut self,
         doc: &mut Document<'_>,
         marker_name: &str,
         markers: &[(ProfileNs, ProfileNs)],
+        marks: &[(ProfileNs, &str)],
     ) -> io::Result<()> {
         let name = if markers.is_empty() {
             0
@@ -329,6 +343,10 @@ impl ThreadWriter {
             doc.markers = true;
             self.string(marker_name)
         };
+        if !marks.is_empty() {
+            doc.marks = true;
+        }
+        let mark_names: Vec<u32> = marks.iter().map(|m| self.string(m.1)).collect();
         let n = self.samples;
         let o = &mut doc.out;
         o.write_all(b"],")?;
@@ -340,19 +358,39 @@ impl ThreadWriter {
         cpu.drain("threadCPUDelta", o)?;
         write!(o, ",\"length\":{n}}}")?;
 
-        let m = markers.len();
+        let m = markers.len() + marks.len();
         write!(o, ",\"markers\":{{\"length\":{m},\"category\":")?;
         repeat(o, "0", m)?;
         o.write_all(b",\"data\":")?;
-        repeat(o, "{\"type\":\"LapseOffCpu\"}", m)?;
+        let data = std::iter::repeat_n("{\"type\":\"LapseOffCpu\"}", markers.len())
+            .chain(std::iter::repeat_n("{\"type\":\"LapseMark\"}", marks.len()));
+        raw_list(o, data)?;
         o.write_all(b",\"endTime\":")?;
-        list(o, markers.iter().map(|p| p.1.ms()))?;
+        list(
+            o,
+            markers
+                .iter()
+                .map(|p| Some(p.1.ms()))
+                .chain(marks.iter().map(|_| None)),
+        )?;
         o.write_all(b",\"name\":")?;
-        repeat(o, &name.to_string(), m)?;
+        list(
+            o,
+            std::iter::repeat_n(name, markers.len()).chain(mark_names.iter().copied()),
+        )?;
         o.write_all(b",\"phase\":")?;
-        repeat(o, "1", m)?;
+        list(
+            o,
+            std::iter::repeat_n(1u8, markers.len()).chain(std::iter::repeat_n(0u8, marks.len())),
+        )?;
         o.write_all(b",\"startTime\":")?;
-        list(o, markers.iter().map(|p| p.0.ms()))?;
+        list(
+            o,
+            markers
+                .iter()
+                .map(|p| p.0.ms())
+                .chain(marks.iter().map(|m| m.0.ms())),
+        )?;
 
         let f = self.frames.len();
         write!(o, "}},\"frameTable\":{{\"length\":{f},\"address\":")?;
@@ -427,6 +465,18 @@ impl ThreadWriter {
 }
 
 /// `[v,v,…]`, `n` times the same JSON text.
+/// A JSON list of items that are JSON text already.
+fn raw_list<'a>(o: &mut impl Write, items: impl IntoIterator<Item = &'a str>) -> io::Result<()> {
+    o.write_all(b"[")?;
+    for (i, v) in items.into_iter().enumerate() {
+        if i > 0 {
+            o.write_all(b",")?;
+        }
+        o.write_all(v.as_bytes())?;
+    }
+    o.write_all(b"]")
+}
+
 fn repeat(o: &mut impl Write, v: &str, n: usize) -> io::Result<()> {
     o.write_all(b"[")?;
     for i in 0..n {

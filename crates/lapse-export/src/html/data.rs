@@ -48,6 +48,9 @@ pub(crate) struct PageData {
     nodes_kept: usize,
     nodes_total: usize,
     node_budget: usize,
+    /// The recording's paused stretches: `[from, to]` in ns since the
+    /// timeline's origin (`to` at the recording's end for one left open).
+    paused: Vec<(u64, u64)>,
 }
 
 #[derive(Serialize)]
@@ -71,6 +74,9 @@ struct ThreadPage {
     /// Sampling: rows of `frame, file, line, incl, excl`.
     lines: Vec<u64>,
     timeline: Timeline,
+    /// The program's marks on this thread: `[ns since the origin, text]`,
+    /// in time order (markers on the timeline).
+    marks: Vec<(u64, String)>,
 }
 
 fn unsupported(what: impl Into<String>) -> ExportError {
@@ -120,7 +126,7 @@ pub(crate) fn build(
         .collect();
     let mut frames = Frames::default();
     let mut files = Strings::default();
-    let (threads, all_functions, columns) = match analysis {
+    let (mut threads, all_functions, columns) = match analysis {
         Analysis::Instr(r) => {
             if r.tree().is_none() {
                 return Err(unsupported("the analysis was made without a call tree"));
@@ -129,6 +135,21 @@ pub(crate) fn build(
         }
         Analysis::Sample(r) => sampled(file, r, sel, &infos, &mut frames, &mut files),
     };
+    let origin = timeline::origin(file);
+    for m in sel.marks(file) {
+        if let Some(t) = threads
+            .iter_mut()
+            .find(|t| t.pid == m.pid && t.tid == m.tid)
+        {
+            t.marks.push((m.at.since(origin), m.text.clone()));
+        }
+    }
+    let end = file.end().map_or(u64::MAX, |e| e.since(origin));
+    let paused = file
+        .paused
+        .iter()
+        .map(|p| (p.from.since(origin), p.to.since(origin).min(end)))
+        .collect();
     let all_threads: Vec<ThreadInfo> = infos.into_values().collect();
     let s = &file.session;
     Ok(PageData {
@@ -148,6 +169,7 @@ pub(crate) fn build(
         function_columns: columns.1,
         all_functions,
         node_budget: NODE_BUDGET,
+        paused,
     })
 }
 
@@ -319,6 +341,7 @@ fn pages<W: PageWeight>(
                 functions: model::function_rows(tree, frames),
                 lines: Vec::new(),
                 timeline: Timeline::default(),
+                marks: Vec::new(),
             };
             (page, table.row_of)
         })

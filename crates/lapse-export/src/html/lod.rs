@@ -265,6 +265,9 @@ pub(crate) fn instrumented(
         .or_else(|| first_event(file, thread))
         .unwrap_or(origin)
         .as_nanos();
+    // The lane spans the thread's time and the paused stretches in it,
+    // which count in no value but lie between its calls on the timeline.
+    let elapsed_ns = elapsed_ns + paused_within(file, start, thread.end);
     let rows = row_of.iter().max().map_or(1, |&m| m as usize + 1);
     let mut buckets = Buckets::new(start, elapsed_ns, n, rows);
     let mut stack: Vec<u32> = vec![NodeId::ROOT.index() as u32];
@@ -462,6 +465,19 @@ pub(crate) fn sampled(
         cpu: spread.then(|| covered(&ran, start.as_nanos(), span, n)),
         node: buckets.finish(),
     }
+}
+
+/// How much of the paused stretches lies in a thread's life from `start`
+/// (ns) to `end` (the recording's end when it has none).
+fn paused_within(file: &DataFile, start: u64, end: Option<Timestamp>) -> u64 {
+    let end = end.or(file.end()).map_or(u64::MAX, |e| e.as_nanos());
+    file.paused
+        .iter()
+        .map(|p| {
+            let (a, b) = (p.from.as_nanos().max(start), p.to.as_nanos().min(end));
+            b.saturating_sub(a)
+        })
+        .sum()
 }
 
 #[cfg(test)]

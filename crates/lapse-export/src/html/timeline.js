@@ -34,6 +34,8 @@ function Timeline(host, onSelect) {
   bar.appendChild(this.label);
   if (D.threads.some(function (th) { return th.timeline.cpu; })) bar.appendChild(el("span", "legend-cpu", "CPU usage"));
   if (D.threads.some(function (th) { return th.timeline.off.length; })) bar.appendChild(el("span", "legend-off", "off-CPU"));
+  if (D.threads.some(function (th) { return th.marks.length; })) bar.appendChild(el("span", "legend-mark", "mark"));
+  if (D.paused.length) bar.appendChild(el("span", "legend-paused", "paused (not recorded)"));
   host.appendChild(bar);
   this.scroll = el("div", "timeline-scroll");
   this.spacer = el("div", "timeline-spacer");
@@ -207,11 +209,15 @@ Timeline.prototype.draw = function () {
   ctx.clearRect(0, 0, width, height);
   ctx.font = "10px monospace";
   ctx.textBaseline = "middle";
+  var marks = 0;
   for (var k = 0; k < this.lanes.length; k++) {
     var l = this.lanes[k], y = TL_AXIS + l.y - top;
     if (y + l.height < TL_AXIS || y > height) continue;
     this.drawLane(ctx, l, y, width);
+    marks += this.drawMarks(ctx, l, y, width);
   }
+  // (for the browser tests: how many marks the view shows)
+  this.host.setAttribute("data-marks", String(marks));
   this.drawAxis(ctx, width);
 };
 
@@ -228,6 +234,13 @@ Timeline.prototype.drawLane = function (ctx, l, y, width) {
   }
   ctx.fillStyle = "#f4f4f4";
   ctx.fillRect(0, rowsY, width, R * TL_ROW);
+  // The recording's paused stretches: nothing was recorded there.
+  ctx.fillStyle = "#dcdcdc";
+  for (var pi = 0; pi < D.paused.length; pi++) {
+    var px0 = Math.max(0, (D.paused[pi][0] - v[0]) / (v[1] - v[0]) * width);
+    var px1 = Math.min(width, (D.paused[pi][1] - v[0]) / (v[1] - v[0]) * width);
+    if (px1 > px0) ctx.fillRect(px0, rowsY, Math.max(1, px1 - px0), R * TL_ROW);
+  }
   var paths = new Int32Array(width * R);
   var pxNs = (v[1] - v[0]) / width, tl = l.tl, n = tl.node.length, span = tl.end - tl.start;
   for (var x = 0; x < width; x++) {
@@ -278,6 +291,30 @@ Timeline.prototype.drawLane = function (ctx, l, y, width) {
       x = end;
     }
   }
+};
+
+// The program's marks on lane `l`: a line across the lane and the text
+// beside it in the lane's head.
+Timeline.prototype.drawMarks = function (ctx, l, y, width) {
+  var v = this.view, marks = D.threads[l.ti].marks, shown = 0;
+  // (a text never covers the lane's name: it starts after it)
+  ctx.font = "bold 11px system-ui, sans-serif";
+  var free = 4 + ctx.measureText(l.name).width + 6;
+  ctx.font = "10px system-ui, sans-serif";
+  for (var i = 0; i < marks.length; i++) {
+    var x = Math.round((marks[i][0] - v[0]) / (v[1] - v[0]) * width);
+    if (x < 0 || x >= width) continue;
+    ctx.fillStyle = "#d2691e";
+    ctx.fillRect(x, y + 2, 1, l.height - TL_GAP - 2);
+    ctx.beginPath();
+    ctx.moveTo(x - 4, y + 2);
+    ctx.lineTo(x + 5, y + 2);
+    ctx.lineTo(x + 0.5, y + 8);
+    ctx.fill();
+    ctx.fillText(marks[i][1], Math.max(x + 6, free), y + TL_HEAD / 2);
+    shown++;
+  }
+  return shown;
 };
 
 Timeline.prototype.drawAxis = function (ctx, width) {

@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 
 use lapse_data::codec::EventEncoder;
-use lapse_data::{InheritedFrames, Record, ThreadKey, Timestamp};
-use lapse_rt::protocol::{Batch, Msg, RawEvent, Sender, Ticks};
+use lapse_data::{ControlEvent, InheritedFrames, Mark, Record, ThreadKey, Timestamp, Toggle};
+use lapse_rt::protocol::{Batch, Control, Msg, RawEvent, Sender, Ticks};
 
 use super::address::AddressBook;
 use super::threads::Threads;
@@ -82,6 +82,9 @@ pub(super) struct Assembler {
     /// (90th over 10th percentile, in percent).
     pub(super) probe_cost_ns: Option<f64>,
     pub(super) probe_spread_pct: u32,
+    /// Processes that installed their own handler for `--signal`'s signal
+    /// (which then toggles nothing in them).
+    pub(super) signal_taken: Vec<u32>,
 }
 
 impl Assembler {
@@ -94,6 +97,7 @@ impl Assembler {
             procs: HashMap::new(),
             probe_cost_ns: None,
             probe_spread_pct: 0,
+            signal_taken: Vec::new(),
         }
     }
 
@@ -104,12 +108,14 @@ impl Assembler {
     }
 
     /// Takes one runtime message; `events` are an `Events` message's (from
-    /// [`lapse_rt::protocol::events`]). Arena messages are the transport's and are
+    /// [`lapse_rt::protocol::events`]), `body` the datagram after its header
+    /// (a mark's text). Arena messages are the transport's and are
     /// ignored here (their events come in through [`Self::events`]).
     pub(super) fn message(
         &mut self,
         msg: Msg,
         events: impl Iterator<Item = RawEvent> + Clone,
+        body: &[u8],
         sink: &mut impl Sink,
     ) -> Result<Took, RecordError> {
         let from = msg.from();
@@ -141,6 +147,48 @@ impl Assembler {
                         at,
                     });
                 }
+            }
+            Msg::Control {
+                op,
+                ticks,
+                stalled_ticks,
+                ..
+            } => {
+                // (on the sending thread's timeline: its waits for the
+                // recorder are cut out of it)
+                let real = self.clock.to_timestamp(ticks);
+                // (a thread none of whose events came yet has cut nothing
+                // so far: all its waits are still to be cut)
+                let at = match self.threads.get(thread_of(from)) {
+                    Some(s) => s.stalls.map_at(real, stalled_ticks, &self.clock),
+                    None => super::stalls::StallTimeline::default().map_at(
+                        real,
+                        stalled_ticks,
+                        &self.clock,
+                    ),
+                };
+                let toggle = Toggle {
+                    pid: from.pid,
+                    tid: from.tid,
+                    at,
+                };
+                let event = match op {
+                    Control::Pause => ControlEvent::Pause(toggle),
+                    Control::Resume => ControlEvent::Resume(toggle),
+                    Control::Mark => ControlEvent::Mark(Mark {
+                        pid: from.pid,
+                        tid: from.tid,
+                        at,
+                        text: String::from_utf8_lossy(body).into_owned(),
+                    }),
+                    Control::SignalTaken => {
+                        if !self.signal_taken.contains(&from.pid) {
+                            self.signal_taken.push(from.pid);
+                        }
+                        return Ok(Took::Nothing);
+                    }
+                };
+                sink.record(&Record::Control(event))?;
             }
         }
         Ok(Took::Nothing)
@@ -335,7 +383,7 @@ mod tests {
             is_exit,
             sp: 0,
         });
-        asm.message(msg, events, sink)
+        asm.message(msg, events, &[], sink)
             .expect("a sink that cannot fail")
     }
 

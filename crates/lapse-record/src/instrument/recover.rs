@@ -311,8 +311,12 @@ impl Merge {
                     .or_insert(batch.first_index);
             }
         }
-        self.asm
-            .message(msg, protocol::events(datagram), &mut self.out)?;
+        self.asm.message(
+            msg,
+            protocol::events(datagram),
+            protocol::control_text(datagram),
+            &mut self.out,
+        )?;
         Ok(())
     }
 

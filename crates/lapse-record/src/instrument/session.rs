@@ -105,6 +105,13 @@ pub(super) struct Session {
     pub(super) patch_wanted: bool,
     /// Record-time filters were given (they may leave everything out).
     pub(super) filtered: bool,
+    /// Pauses and resumes the recorder makes itself (`--start-paused`,
+    /// `--delay`, `--duration`), written at the end.
+    pub(super) toggles: Vec<lapse_data::ControlEvent>,
+    /// `--signal`'s number, for what is said when a program takes it.
+    pub(super) toggle_signal: Option<i32>,
+    /// The recording started paused (`--start-paused`, `--delay`).
+    pub(super) started_paused: bool,
 }
 
 /// A buffer waiting for its thread's stream to come back from a worker.
@@ -188,6 +195,24 @@ pub fn record(
         let path = filter_table(&dir, program, &opts.filters, ticks_per_sec, &opts.notices)?;
         env.push((protocol::ENV_FILTER.to_owned(), path.display().to_string()));
     }
+    let control = &opts.control;
+    // (the monotonic clock is the timeline's: a delay's end is one instant
+    // for the runtime, which resumes then, and for the file)
+    let resume_at = control
+        .delay
+        .map(|d| Timestamp::from_nanos(clock::monotonic_now().as_nanos() + d.as_nanos() as u64));
+    if control.start_paused || resume_at.is_some() {
+        env.push((protocol::ENV_PAUSED.to_owned(), "1".to_owned()));
+    }
+    if let (Some(at), false) = (resume_at, control.start_paused) {
+        env.push((
+            protocol::ENV_RESUME_NS.to_owned(),
+            at.as_nanos().to_string(),
+        ));
+    }
+    if let Some(sig) = control.signal {
+        env.push((protocol::ENV_SIGNAL.to_owned(), sig.to_string()));
+    }
     let patching = if patch {
         super::patch::plan_patching(&dir, program, &mut env, opts)
     } else {
@@ -243,6 +268,9 @@ pub fn record(
         patching,
         patch_wanted: patch,
         filtered: !opts.filters.is_empty(),
+        toggles: Vec::new(),
+        toggle_signal: control.signal,
+        started_paused: control.start_paused || resume_at.is_some(),
     };
     s.pool = Pool::start(workers::workers_wanted(), &s.asm.book, clock);
     let start = clock::monotonic_now();
@@ -254,6 +282,20 @@ pub fn record(
             ..Proc::default()
         },
     );
+    let by_recorder = |at| lapse_data::Toggle { pid: 0, tid: 0, at };
+    if control.start_paused || resume_at.is_some() {
+        s.toggles
+            .push(lapse_data::ControlEvent::Pause(by_recorder(start)));
+    }
+    if let (Some(at), false) = (resume_at, control.start_paused) {
+        s.toggles
+            .push(lapse_data::ControlEvent::Resume(by_recorder(at)));
+    }
+    if let Some(d) = control.duration {
+        let at = Timestamp::from_nanos(start.as_nanos() + d.as_nanos() as u64);
+        s.toggles
+            .push(lapse_data::ControlEvent::Pause(by_recorder(at)));
+    }
     child.release();
     let run = s.run(opts, &mut child, start, start_unix_ns, faults);
     drop(dir);
@@ -791,9 +833,12 @@ impl Session {
                     let (pid, id) = (from.pid, self.conns[conn].0.id);
                     self.salvage(|k| k.1 == pid && k.0 != id)?;
                 }
-                let took = self
-                    .asm
-                    .message(msg, protocol::events(datagram), &mut self.out)?;
+                let took = self.asm.message(
+                    msg,
+                    protocol::events(datagram),
+                    protocol::control_text(datagram),
+                    &mut self.out,
+                )?;
                 if let Took::ThreadEnded { thread, at } = took {
                     if let Some(t) = self.os.thread_mut(thread) {
                         t.end = at.into();

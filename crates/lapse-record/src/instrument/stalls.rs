@@ -146,6 +146,16 @@ impl StallTimeline {
         self.known_until = self.known_until.max(real.as_nanos());
     }
 
+    /// Real → timeline time for a moment at which the runtime had spent
+    /// `cumulative_ticks` handing over: what it spent since the last
+    /// report (not known as a cut yet) lies before that moment too.
+    pub fn map_at(&self, real: Timestamp, cumulative_ticks: Ticks, clock: &TickClock) -> Timestamp {
+        let unseen = cumulative_ticks.saturating_sub(self.seen_ticks);
+        let unseen_ns = clock.ticks_to_ns(unseen.raw() as f64) as u64;
+        let t = self.map(real);
+        Timestamp::from_nanos(t.as_nanos().saturating_sub(unseen_ns))
+    }
+
     /// Real → timeline time for any moment whose cuts are known.
     pub fn map(&self, real: Timestamp) -> Timestamp {
         let t = real.as_nanos();

@@ -339,6 +339,17 @@ impl Session {
                 self.out.record(&Record::Thread(t))?;
             }
         }
+        for t in std::mem::take(&mut self.toggles) {
+            self.out.record(&Record::Control(t))?;
+        }
+        if let (Some(sig), false) = (self.toggle_signal, self.asm.signal_taken.is_empty()) {
+            let pids: Vec<String> = self.asm.signal_taken.iter().map(u32::to_string).collect();
+            self.notices.say(Notice::Warning(format!(
+                "--signal {}: the program installed its own handler for it (process {}): from then on the signal was the program's and toggled nothing",
+                crate::linux::signals::signal_name(sig),
+                pids.join(", ")
+            )));
+        }
         let removed_ns = self.asm.threads.removed_ns();
         // Naming reads symbol and line tables (a library's can take tens of
         // MiB): what the recording needed is let go first, so the peak
@@ -451,6 +462,8 @@ impl Session {
                     "it was killed by signal {} before its first one; is it built with -finstrument-functions?",
                     status - 128
                 )
+            } else if self.toggle_signal.is_some() || self.started_paused {
+                "the recording started paused (--start-paused or --delay) or was paused by --signal, and the program made no instrumented call while it recorded".to_owned()
             } else if self.patch_wanted {
                 let what = match &self.patching[..] {
                     [] => "run-time patching found nothing to patch (no function symbol or unwind table entry in its .text, or --patch named other modules only)".to_owned(),

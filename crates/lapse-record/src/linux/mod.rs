@@ -15,5 +15,6 @@ pub(crate) mod proc_scan;
 pub(crate) mod process;
 pub mod records;
 pub(crate) mod shm;
+pub mod signals;
 pub(crate) mod socket;
 pub mod tracepoint;

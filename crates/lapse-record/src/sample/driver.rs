@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use lapse_data::{Method, SessionHeader, ThreadKey, Timestamp};
 
 use super::attr::STACK_COPY_BYTES;
+use super::control::SampleControl;
 use super::rings::{Plan, Rings};
 use super::session::SampleSession;
 use crate::linux::clock::{monotonic_now, realtime_unix_ns};
@@ -120,9 +121,11 @@ pub(crate) fn record_command(
     let program_name = command.first().ok_or(RecordError::NoCommand)?;
     let program = launch::resolve_command(program_name)
         .ok_or_else(|| RecordError::CommandNotFound(program_name.clone()))?;
+    let mut control = SampleControl::new(&opts.control, &program)?;
     launch::catch_termination_signals();
+    let env = control.as_ref().map_or(&[][..], |c| c.env.as_slice());
     let child =
-        launch::spawn_held(&program, command, &[]).map_err(|source| RecordError::Spawn {
+        launch::spawn_held(&program, command, env).map_err(|source| RecordError::Spawn {
             command: program_name.clone(),
             source,
         })?;
@@ -156,6 +159,11 @@ pub(crate) fn record_command(
     session
         .add_thread(ThreadKey::new(pid, pid), short_name(program_name), start)
         .map_err(io_error(opts))?;
+    if let Some(c) = &control {
+        for r in c.options_records(start) {
+            session.record(&r).map_err(io_error(opts))?;
+        }
+    }
     let mut child = child;
     child.release();
     // A write that fails (a full disk) stops the recording, not the target:
@@ -178,6 +186,11 @@ pub(crate) fn record_command(
                 rings.events.clear(); // (closes the events: nothing more is sampled)
                 failed = Some(e);
             }
+            if let Some(c) = &mut control {
+                if let Err(e) = c.pump(|r| session.record(r)) {
+                    failed = Some(e);
+                }
+            }
         }
         match launch::wait(child.pid, false) {
             Ok(Some(status)) => break status,
@@ -195,6 +208,17 @@ pub(crate) fn record_command(
     rings
         .pump(&mut session, &id_layout, true)
         .map_err(io_error(opts))?;
+    if let Some(c) = &mut control {
+        c.pump(|r| session.record(r)).map_err(io_error(opts))?;
+        if let (Some(sig), false) = (opts.control.signal, c.signal_taken.is_empty()) {
+            let pids: Vec<String> = c.signal_taken.iter().map(u32::to_string).collect();
+            opts.notices.say(Notice::Warning(format!(
+                "--signal {}: the program installed its own handler for it (process {}): from then on the signal was the program's and toggled nothing",
+                crate::linux::signals::signal_name(sig),
+                pids.join(", ")
+            )));
+        }
+    }
     let samples = session.samples();
     if let Some(warning) = session.short_stacks_warning() {
         opts.notices.say(Notice::Warning(warning));

@@ -7,9 +7,11 @@
 //! in time order, [`parse`] decodes a sample's body, [`session`] keeps the
 //! address spaces current ([`unwind_glue`]), unwinds, interns frames and
 //! stacks ([`stack_table`]) and writes the file, [`symbols`] names the
-//! frames. [`driver`] runs it all for a launched command or an attached pid.
+//! frames. [`driver`] runs it all for a launched command or an attached pid;
+//! [`control`] hears the program's pauses, resumes and marks.
 
 mod attr;
+mod control;
 mod driver;
 mod parse;
 mod rings;

@@ -170,6 +170,11 @@ impl<W: Write> SampleSession<W> {
         self.off_cpu_ids = ids;
     }
 
+    /// Writes a record as it is (pauses, resumes, marks).
+    pub(crate) fn record(&mut self, record: &Record) -> io::Result<()> {
+        self.writer.write_record(record)
+    }
+
     pub(crate) fn samples(&self) -> u64 {
         self.samples
     }

@@ -6,6 +6,7 @@ mod calltree;
 mod focus;
 pub(crate) mod functions;
 mod lines;
+mod marks;
 mod modules;
 mod threads;
 
@@ -32,10 +33,12 @@ pub enum View {
     Lines,
     Annotate,
     Instructions,
+    /// The program's marks (`lapse_mark`), in time order.
+    Marks,
 }
 
 impl View {
-    pub const ALL: [(&'static str, View); 11] = [
+    pub const ALL: [(&'static str, View); 12] = [
         ("summary", View::Summary),
         ("functions", View::Functions),
         ("callers", View::Callers),
@@ -47,6 +50,7 @@ impl View {
         ("lines", View::Lines),
         ("annotate", View::Annotate),
         ("instructions", View::Instructions),
+        ("marks", View::Marks),
     ];
 
     pub fn name(self) -> &'static str {
@@ -298,6 +302,7 @@ pub(crate) fn build_view(
         View::Instructions => lines::instructions(file, a, q, &ctx)?,
         View::Calltree => calltree::view(file, a, q, &ctx, shape),
         View::Callers | View::Callees => focus::view(file, a, q, &ctx, focus)?,
+        View::Marks => marks::view(file, q),
     };
     if matches!(a, Analysis::Sample(_)) && !ctx.off_cpu {
         out.without(&OFF_CPU_KEYS);

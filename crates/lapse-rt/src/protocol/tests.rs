@@ -93,6 +93,12 @@ fn every_header_constant_matches() {
         ("MSG_ARENA", u64::from(kind::ARENA)),
         ("MSG_SHM_EVENTS", u64::from(kind::SHM_EVENTS)),
         ("MSG_SESSION", u64::from(kind::SESSION)),
+        ("MSG_CONTROL", u64::from(kind::CONTROL)),
+        ("CONTROL_PAUSE", u64::from(control::PAUSE)),
+        ("CONTROL_RESUME", u64::from(control::RESUME)),
+        ("CONTROL_MARK", u64::from(control::MARK)),
+        ("CONTROL_SIGNAL_TAKEN", u64::from(control::SIGNAL_TAKEN)),
+        ("MARK_TEXT_MAX", control::MARK_TEXT_MAX as u64),
         ("ARENA_MAGIC", u64::from(arena::MAGIC)),
         ("ARENA_BUFS", arena::BUFS as u64),
         ("ARENA_MAX_BUFS", arena::MAX_BUFS as u64),
@@ -122,6 +128,10 @@ fn every_header_constant_matches() {
         ("ENV_SESSION", ENV_SESSION),
         ("ENV_PATCH_PLAN", ENV_PATCH_PLAN),
         ("ENV_BUFFERS", ENV_BUFFERS),
+        ("ENV_PAUSED", ENV_PAUSED),
+        ("ENV_RESUME_NS", ENV_RESUME_NS),
+        ("ENV_SIGNAL", ENV_SIGNAL),
+        ("ENV_CONTROL_ONLY", ENV_CONTROL_ONLY),
     ];
     let mut header = defines();
     for (name, want) in numbers {
@@ -167,6 +177,10 @@ fn every_header_offset_matches() {
         ("lapse_msg.u.session.id", at::SESSION_ID),
         ("lapse_msg.u.arena.bufs", at::ARENA_BUFS),
         ("lapse_msg.u.arena.buf_events", at::ARENA_BUF_EVENTS),
+        ("lapse_msg.u.control.op", at::CONTROL_OP),
+        ("lapse_msg.u.control.len", at::CONTROL_LEN),
+        ("lapse_msg.u.control.ticks", at::CONTROL_TICKS),
+        ("lapse_msg.u.control.stalled", at::CONTROL_STALLED),
         ("lapse_msg.arena_seq", at::ARENA_SEQ),
         ("lapse_filter_header.magic", filter::H_MAGIC),
         ("lapse_filter_header.ranges", filter::H_RANGES),
@@ -318,8 +332,34 @@ fn bad_datagrams_are_rejected() {
         Msg::parse(&header(kind::SHM_EVENTS, BUF_EVENTS as u32 + 1)),
         Err(ParseError::BadCount)
     );
-    assert_eq!(Msg::parse(&header(9, 0)), Err(ParseError::UnknownKind(9)));
+    assert_eq!(Msg::parse(&header(10, 0)), Err(ParseError::UnknownKind(10)));
     let mut d = header(kind::HELLO, 0);
     d[0] = 0;
     assert_eq!(Msg::parse(&d), Err(ParseError::BadMagic));
+}
+
+#[test]
+fn a_control_mark_carries_its_text_and_its_time() {
+    let mut d = header(kind::CONTROL, 0);
+    d[at::CONTROL_OP..at::CONTROL_OP + 4].copy_from_slice(&control::MARK.to_ne_bytes());
+    d[at::CONTROL_LEN..at::CONTROL_LEN + 4].copy_from_slice(&5u32.to_ne_bytes());
+    d[at::CONTROL_TICKS..at::CONTROL_TICKS + 8].copy_from_slice(&77u64.to_ne_bytes());
+    d[at::CONTROL_STALLED..at::CONTROL_STALLED + 8].copy_from_slice(&0u64.to_ne_bytes());
+    d.extend_from_slice(b"hello");
+    assert_eq!(
+        Msg::parse(&d),
+        Ok(Msg::Control {
+            from: Sender { pid: 7, tid: 8 },
+            op: Control::Mark,
+            ticks: Ticks(77),
+            stalled_ticks: Ticks(0),
+        })
+    );
+    assert_eq!(control_text(&d), b"hello");
+    // a length the body does not have, or an op nobody defined
+    d.push(b'!');
+    assert_eq!(Msg::parse(&d), Err(ParseError::BadCount));
+    d.pop();
+    d[at::CONTROL_OP..at::CONTROL_OP + 4].copy_from_slice(&99u32.to_ne_bytes());
+    assert_eq!(Msg::parse(&d), Err(ParseError::BadCount));
 }
