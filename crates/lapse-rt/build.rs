@@ -6,7 +6,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 18] = [
+const SOURCES: [&str; 19] = [
     "csrc/probe.c",
     "csrc/calibrate.c",
     "csrc/trampoline.c",
@@ -25,6 +25,7 @@ const SOURCES: [&str; 18] = [
     "csrc/sancov.c",
     "csrc/scope.c",
     "csrc/patch.c",
+    "csrc/attach.c",
 ];
 
 /// The object `lapse build` links into the programs it builds (sanitizer

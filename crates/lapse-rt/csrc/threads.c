@@ -273,8 +273,8 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
     if (t->state == LAPSE_T_NEW) {
         if (!g_ctor_done)
             early_setup(t);
-        else if (g_inited != 1 || thread_setup(t) != 0)
-            t->state = LAPSE_T_OFF;
+        else if (g_inited != 1 ? g_attached == ATTACH_NONE : thread_setup(t) != 0)
+            t->state = LAPSE_T_OFF; /* (an idle attached runtime: set up at the next attach) */
         e = NULL;
     }
     if (t->state == LAPSE_T_EARLY) {
