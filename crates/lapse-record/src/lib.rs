@@ -48,13 +48,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     check_rate(opts.rate, sample_rate_limit())?;
     let argv = match &opts.target {
         Target::Command(argv) => argv,
-        &Target::Pid { pid, .. } => {
-            if opts.method == MethodChoice::Instrument {
-                return Err(RecordError::Unsupported(
-                    "attaching to a running process (--pid) records by sampling; drop --method instrument".into(),
-                ));
-            }
+        &Target::Pid { pid, duration } => {
             check_attachable(pid)?;
+            if opts.method == MethodChoice::Instrument {
+                return instrument::record_attached(opts, pid, duration);
+            }
             return record_sampling(opts);
         }
     };

@@ -42,9 +42,11 @@
 //!   (`serials.rs`).
 
 mod address;
+mod attach;
 mod arena;
 mod assemble;
 mod functions;
+mod inject;
 mod ipc;
 mod ns_ids;
 mod os;
@@ -65,4 +67,5 @@ mod workers;
 mod wrapup;
 
 pub use recover::{recover, spill_path, RecoverOutcome};
+pub use attach::record_attached;
 pub use session::record;

@@ -1,0 +1,435 @@
+//! `lapse record --method instrument --pid PID`: instrumentation attached
+//! to a running process for a window (a duration, or until Ctrl-C or the
+//! process's end), then detached, the process running on.
+//!
+//! The window is recorded by the same session as a launched target's
+//! (`session.rs`); what differs is its start and end (`inject.rs` does the
+//! work on the stopped process):
+//! - start: the kernel's events are opened on each thread the process has
+//!   (each following the threads it creates), the runtime is loaded and
+//!   connected, the probe imports pointed at it, and the mappings the
+//!   process has are noted;
+//! - end: the probe imports get their old values back, the runtime hands
+//!   every thread's events over and goes idle, and the threads run on;
+//!   children forked during the window are detached the same way.
+//!
+//! Choices where the spec is silent:
+//! - Calls open when the window starts are shown as open (their exits come
+//!   without entries: the report's rule for calls open at the start), and
+//!   calls still open at its end are open at the end.
+//! - A program built with `-pg`, or without probes, is refused for now.
+//! - Calls into other libraries are not traced while attached, and the
+//!   runtime installs no signal handlers (the program's stay as they are).
+//! - The exit status recorded for an attached process is 0 (lapse is not
+//!   its parent and cannot know it).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lapse_rt::protocol;
+
+use super::address::AddressBook;
+use super::assemble::{Assembler, Proc};
+use super::inject::{self, Module, Refusal, Slot, StopError, Stopped};
+use super::ipc::Listener;
+use super::ns_ids::NsIds;
+use super::os::OsCollector;
+use super::output::{Output, FLUSH_EVERY};
+use super::pace::Pace;
+use super::session::{Session, Watched};
+use super::session_dir::SessionDir;
+use super::threads;
+use super::tick_clock::TickClock;
+use super::workers::{self, Pool};
+use crate::linux::proc_scan::{self, read_cmdline};
+use crate::linux::{clock, process};
+use crate::{Notice, OsEventSource, RecordError, RecordOptions, RecordOutcome};
+
+/// The runtime in the process, once loaded: where, and the functions the
+/// recorder calls and points the imports at.
+#[derive(Clone, Copy, Debug)]
+struct Runtime {
+    bias: u64,
+}
+
+impl Runtime {
+    fn addr(&self, name: &str) -> u64 {
+        self.bias
+            .wrapping_add(inject::symbol(lapse_rt::RUNTIME_SO, name))
+    }
+}
+
+/// Records process `pid` by instrumentation for `duration` (or until
+/// Ctrl-C, or its end).
+pub fn record_attached(
+    opts: &RecordOptions,
+    pid: u32,
+    duration: Option<Duration>,
+) -> Result<RecordOutcome, RecordError> {
+    let refuse = RecordError::Unsupported;
+    let max_threads = threads::threads_followed().map_err(RecordError::Unsupported)?;
+    check_process(pid).map_err(refuse)?;
+    let mods = inject::modules(pid);
+    let (dlopen, dlerror) = libc_functions(pid, &mods).map_err(refuse)?;
+    let slots = inject::process_slots(&mods);
+    if slots.is_empty() {
+        return Err(refuse(no_probes(pid)));
+    }
+    let dir = SessionDir::create()?;
+    check_reachable(pid, &dir.runtime_path()).map_err(refuse)?;
+    let listener =
+        Listener::bind(&dir.socket_path()).map_err(|source| RecordError::SessionDir {
+            path: dir.socket_path(),
+            source,
+        })?;
+    let out = Output::create(&opts.output, opts.notices.clone())?;
+    let spill_path = if out.is_in_place() {
+        dir.spill_path()
+    } else {
+        std::path::absolute(super::recover::spill_path(&opts.output)).map_err(|source| {
+            RecordError::Output {
+                path: opts.output.clone(),
+                source,
+            }
+        })?
+    };
+    let _ = std::fs::remove_file(&spill_path);
+    let start_unix_ns = clock::realtime_unix_ns();
+    let vars = runtime_vars(&dir, &spill_path, start_unix_ns, opts.inherit);
+    let faults = opts.os_events.contains(&OsEventSource::Fault);
+    if opts.os_events.contains(&OsEventSource::Syscall) {
+        opts.notices.say(Notice::Warning(
+            "system calls are not recorded when attaching to a running process".into(),
+        ));
+    }
+    let tids: Vec<i32> = proc_scan::threads(pid)
+        .ok_or(RecordError::NoSuchProcess(pid))?
+        .iter()
+        .map(|&(t, _)| t as i32)
+        .collect();
+    let census_max = max_threads.saturating_add(max_threads / 4);
+    let os = OsCollector::open_threads(&tids, true, faults, opts.inherit, census_max)?;
+    let clock = TickClock::calibrate(os.tsc_scale());
+    // (from now on Ctrl-C ends the window, whatever the attach is doing)
+    process::catch_stop_signals();
+    let mut s = Session {
+        out,
+        asm: Assembler::new(AddressBook::default(), clock, max_threads),
+        os,
+        listener,
+        conns: Vec::new(),
+        buf: Vec::new(),
+        last_data: Instant::now(),
+        bad_datagrams: 0,
+        root: pid,
+        header: None,
+        flushes: 0,
+        inherit: opts.inherit,
+        announced_functions: 0,
+        announced_procs: Default::default(),
+        retired_end: HashMap::new(),
+        arenas: HashMap::new(),
+        progress: opts.symbol_progress.clone(),
+        pace: Pace::default(),
+        next_look: Instant::now(),
+        handed_over_seen: 0,
+        privileged_target: false,
+        ns: NsIds::default(),
+        without_runtime: Default::default(),
+        cut_off: Default::default(),
+        notices: opts.notices.clone(),
+        pool: None,
+        lent: HashMap::new(),
+        patching: None,
+        patch_wanted: false,
+    };
+    s.pool = Pool::start(workers::workers_wanted(), &s.asm.book, clock);
+    let start = clock::monotonic_now();
+    s.asm.procs.insert(
+        pid,
+        Proc {
+            command: read_cmdline(pid).unwrap_or_else(|| vec!["--pid".into(), pid.to_string()]),
+            start: Some(start),
+            ..Proc::default()
+        },
+    );
+    s.asm.book.lock().load_proc_maps(pid, start);
+    let runtime_path = dir.runtime_path();
+    let attached = attach(pid, &runtime_path, dlopen, dlerror, &vars, &slots).map_err(refuse)?;
+    let mut window = Window {
+        pid,
+        until: duration.map(|d| Instant::now() + d),
+        runtime: attached.0,
+        slots: attached.1,
+        done: None,
+        notices: opts.notices.clone(),
+    };
+    let run = s.run(opts, &mut window, start, start_unix_ns, faults);
+    // (the process must never be left attached, whatever ended the run)
+    window.end(&HashMap::new());
+    drop(dir);
+    if std::fs::symlink_metadata(&spill_path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        let _ = std::fs::remove_file(&spill_path);
+    }
+    run
+}
+
+/// Refuses what cannot be attached to: a 32-bit or non-x86-64 program, one
+/// traced already.
+fn check_process(pid: u32) -> Result<(), Refusal> {
+    let mut head = [0u8; 20];
+    let exe = format!("/proc/{pid}/exe");
+    use std::io::Read;
+    let read = std::fs::File::open(&exe).and_then(|mut f| f.read_exact(&mut head));
+    if let Err(e) = read {
+        return Err(format!("cannot read the program of process {pid} ({exe}): {e}; run lapse as its user or as root"));
+    }
+    let machine = u16::from_le_bytes([head[18], head[19]]);
+    if &head[..4] != b"\x7fELF" || head[4] != 2 || machine != 62 {
+        return Err(format!(
+            "process {pid} is not an x86-64 program: instrumentation attaches to x86-64 programs only; record it with --method sample"
+        ));
+    }
+    if let Some(tracer) = inject::tracer_of(pid).filter(|&t| t != 0) {
+        return Err(format!(
+            "process {pid} is already traced by process {tracer} (a debugger?): detach it first"
+        ));
+    }
+    Ok(())
+}
+
+/// The C library's `dlopen` and `dlerror` in the process.
+fn libc_functions(pid: u32, mods: &[Module]) -> Result<(u64, u64), Refusal> {
+    let libc = mods.iter().find(|m| {
+        Path::new(&m.path)
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
+    });
+    let found = libc.and_then(|m| {
+        let data = std::fs::read(&m.path).ok()?;
+        let open = inject::symbol(&data, "dlopen");
+        let err = inject::symbol(&data, "dlerror");
+        (open != 0 && err != 0).then(|| (m.bias + open, m.bias + err))
+    });
+    found.ok_or_else(|| {
+        format!(
+            "process {pid} has no C library that can load the lapse runtime (statically linked, or a C library older than glibc 2.34); record it with --method sample"
+        )
+    })
+}
+
+fn no_probes(pid: u32) -> Refusal {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    let how = match crate::method::detect_probes(&exe) {
+        crate::method::Probes::Mcount => "it was built with -pg, whose probes attaching does not turn on yet",
+        _ => "it has no -finstrument-functions probes (attaching patches no code yet)",
+    };
+    format!(
+        "cannot attach instrumentation to process {pid}: {how}; record it with --method sample, or start it under lapse record"
+    )
+}
+
+/// The runtime written for this session must be the same file inside the
+/// process's mount namespace (a container sees another /tmp).
+fn check_reachable(pid: u32, runtime: &Path) -> Result<(), Refusal> {
+    use std::os::unix::fs::MetadataExt;
+    let ours = std::fs::metadata(runtime).map_err(|e| e.to_string())?;
+    let inside = Path::new(&format!("/proc/{pid}/root")).join(runtime.strip_prefix("/").unwrap_or(runtime));
+    match std::fs::metadata(&inside) {
+        Ok(m) if m.dev() == ours.dev() && m.ino() == ours.ino() => Ok(()),
+        _ => Err(format!(
+            "process {pid} cannot reach {} (it runs in another mount namespace, a container?): run lapse inside its namespace (nsenter -t {pid} -m -p), or give it a TMPDIR both see",
+            runtime.display()
+        )),
+    }
+}
+
+/// What the runtime would have read from its environment.
+fn runtime_vars(dir: &SessionDir, spill: &Path, session: u64, inherit: bool) -> Vec<u8> {
+    let ticks = TickClock::rough_ticks_per_sec(3) * FLUSH_EVERY.as_secs_f64();
+    let mut v = format!(
+        "{}={}\n{}={}\n{}={}\n{}={:.0}\n{}=1\n",
+        protocol::ENV_SOCKET,
+        dir.socket_path().display(),
+        protocol::ENV_SPILL,
+        spill.display(),
+        protocol::ENV_SESSION,
+        session,
+        protocol::ENV_FLUSH_TICKS,
+        ticks,
+        protocol::ENV_NO_LIBCALLS,
+    );
+    if !inherit {
+        v.push_str(&format!("{}=1\n", protocol::ENV_NO_INHERIT));
+    }
+    let mut bytes = v.into_bytes();
+    bytes.push(0);
+    bytes
+}
+
+/// The runtime already in the process (an earlier attach left it), when it
+/// is this lapse's.
+fn loaded_runtime(stopped: &Stopped, mods: &[Module]) -> Option<Runtime> {
+    let name = lapse_rt::RUNTIME_FILE_NAME;
+    let at = inject::symbol(lapse_rt::RUNTIME_SO, "lapse_rt_attach");
+    let ours = inject::code_at(lapse_rt::RUNTIME_SO, at, 64)?;
+    mods.iter()
+        .filter(|m| {
+            Path::new(&m.path)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(name))
+        })
+        .find(|m| {
+            let mut theirs = vec![0u8; ours.len()];
+            stopped.mem().read(m.bias + at, &mut theirs).is_ok() && theirs == ours
+        })
+        .map(|m| Runtime { bias: m.bias })
+}
+
+/// Stops the process, loads (or finds) the runtime, connects it and points
+/// the probe imports at it; the threads run on when this returns.
+fn attach(
+    pid: u32,
+    runtime_path: &Path,
+    dlopen: u64,
+    dlerror: u64,
+    vars: &[u8],
+    slots: &[(u64, usize)],
+) -> Result<(Runtime, Vec<Slot>), Refusal> {
+    let mut stopped = Stopped::stop(pid).map_err(|e| match e {
+        StopError::Gone => format!("process {pid} ended before lapse could attach"),
+        StopError::Refused(why) => why,
+    })?;
+    let runtime = match loaded_runtime(&stopped, &inject::modules(pid)) {
+        Some(r) => r,
+        None => {
+            let mut path = runtime_path.as_os_str().as_encoded_bytes().to_vec();
+            path.push(0);
+            let handle = stopped.call(dlopen, Some(&path), RTLD_NOW_FLAG)?;
+            if handle == 0 {
+                let msg = stopped.call(dlerror, None, 0).unwrap_or(0);
+                let why = if msg == 0 {
+                    String::new()
+                } else {
+                    stopped.mem().read_c_string(msg, 400)
+                };
+                return Err(format!(
+                    "process {pid} could not load the lapse runtime: {why}"
+                ));
+            }
+            let path = runtime_path.display().to_string();
+            let m = inject::modules(pid)
+                .into_iter()
+                .find(|m| m.path == path)
+                .ok_or_else(|| format!("process {pid} loaded the lapse runtime, but it is not mapped"))?;
+            Runtime { bias: m.bias }
+        }
+    };
+    let rc = stopped.call(runtime.addr("lapse_rt_attach"), Some(vars), 0)? as u32 as i32;
+    match rc {
+        0 => {}
+        -1 => return Err(format!("process {pid} is recorded by lapse already (started under lapse record)")),
+        -2 => return Err(format!("another lapse is attached to process {pid}")),
+        _ => return Err(format!("the lapse runtime in process {pid} could not connect to the recorder")),
+    }
+    let hooks = [
+        runtime.addr("__cyg_profile_func_enter"),
+        runtime.addr("__cyg_profile_func_exit"),
+    ];
+    let mut done = Vec::new();
+    for &(addr, k) in slots {
+        let original = match stopped.mem().read_u64(addr) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        if stopped.mem().write_u64(addr, hooks[k]).is_ok() {
+            done.push(Slot { addr, original });
+        }
+    }
+    Ok((runtime, done))
+}
+
+const RTLD_NOW_FLAG: u64 = 2;
+
+/// The window: when it ends, and what to undo then.
+struct Window {
+    pid: u32,
+    until: Option<Instant>,
+    runtime: Runtime,
+    slots: Vec<Slot>,
+    /// Set once detached.
+    done: Option<i32>,
+    notices: crate::Notices,
+}
+
+impl Window {
+    fn over(&self) -> bool {
+        self.until.is_some_and(|u| Instant::now() >= u)
+            || process::stop_requested()
+            || !alive(self.pid)
+    }
+
+    /// Detaches from the process and from its children that have the
+    /// runtime (forked during the window), once.
+    fn end(&mut self, procs: &HashMap<u32, Proc>) -> i32 {
+        if let Some(status) = self.done {
+            return status;
+        }
+        let mut pids = vec![self.pid];
+        pids.extend(procs.keys().copied().filter(|&p| p != self.pid));
+        for pid in pids {
+            if !alive(pid) {
+                continue;
+            }
+            if let Err(why) = self.detach(pid) {
+                self.notices.say(Notice::Warning(why));
+            }
+        }
+        self.done = Some(0);
+        0
+    }
+
+    fn detach(&self, pid: u32) -> Result<(), Refusal> {
+        // (a child that exec'd has another image, without the runtime)
+        if pid != self.pid
+            && !inject::modules(pid)
+                .iter()
+                .any(|m| m.bias == self.runtime.bias && m.path.contains(lapse_rt::RUNTIME_FILE_NAME))
+        {
+            return Ok(());
+        }
+        let mut stopped = match Stopped::stop(pid) {
+            Ok(s) => s,
+            Err(StopError::Gone) => return Ok(()),
+            Err(StopError::Refused(why)) => {
+                return Err(format!("cannot detach from process {pid}: {why}"))
+            }
+        };
+        for slot in &self.slots {
+            let _ = stopped.mem().write_u64(slot.addr, slot.original);
+        }
+        stopped
+            .call(self.runtime.addr("lapse_rt_detach"), None, 0)
+            .map(|_| ())
+            .map_err(|why| format!("detaching from process {pid}: {why}"))
+    }
+}
+
+impl Watched for Window {
+    fn poll_end(&mut self, procs: &HashMap<u32, Proc>) -> Result<Option<i32>, RecordError> {
+        if self.done.is_none() && !self.over() {
+            return Ok(None);
+        }
+        Ok(Some(self.end(procs)))
+    }
+
+    fn stop_pending(&mut self) -> bool {
+        self.done.is_some() && process::stop_requested()
+    }
+}
+
+/// Whether `pid` runs (not gone, not a zombie).
+fn alive(pid: u32) -> bool {
+    proc_scan::session_of(pid).is_some()
+}
