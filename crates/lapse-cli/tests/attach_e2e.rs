@@ -1,0 +1,477 @@
+//! End to end, instrumentation attached to a running process
+//! (`lapse record --method instrument --pid PID`): a two-thread service
+//! built during the test runs on its own; lapse attaches to it for a window,
+//! twice, and detaches. Checked: each window's calls against the rate the
+//! service measured itself over the same time, the application time per
+//! call of a CPU function and of a sleep, and that the service ends as it
+//! would have (status 0, its output unchanged). Then the same with a thread
+//! ending, a fork, signal handlers running, the process killed, and lapse
+//! interrupted, during the window; and the refusals.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lapse_testkit::{compile, perf_refused, row, rows, skip, stderr, Lapse, WorkDir};
+use serde_json::Value;
+
+const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
+
+/// The service: its main thread calls `work` (50 µs of its own CPU time)
+/// and its second thread `nap` (a 1 ms sleep) until its stdin closes;
+/// every 20 naps the second thread writes "monotonic-ns works naps" at the
+/// start of the log file (argv[1]) for the test to measure its rates. Its
+/// output depends on nothing that timing changes: a hash of `work`'s
+/// results for 0..1000, how many later results disagreed, and how many of
+/// the extra threads or children (argv[2]: `threads`, `fork`) failed.
+/// With `signals`, a 1 ms interval timer runs `tick` in a signal handler.
+const SERVICE: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#define QUIET __attribute__((no_instrument_function))
+#define NOINLINE __attribute__((noipa))
+QUIET static double now(clockid_t c) { struct timespec t; clock_gettime(c, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+QUIET static uint64_t hash(uint64_t x) {
+    uint64_t h = x * 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 64; i++) h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull;
+    return h;
+}
+NOINLINE uint64_t work(uint64_t x) {
+    double end = now(CLOCK_THREAD_CPUTIME_ID) + 50e-6;
+    uint64_t h = hash(x);
+    while (now(CLOCK_THREAD_CPUTIME_ID) < end) {}
+    return h;
+}
+NOINLINE void nap(void) { struct timespec t = {0, 1000000}; nanosleep(&t, 0); }
+volatile long ticks;
+NOINLINE void tick(void) { ticks++; }
+QUIET static void on_alarm(int sig) { (void)sig; tick(); }
+static volatile int stop;
+static volatile long works, naps, failed;
+static uint64_t table[1000];
+static int logfd;
+static const char *mode = "";
+QUIET static void note(void) {
+    char line[80];
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    int n = snprintf(line, sizeof line, "%020lld %012ld %012ld\n",
+                     (long long)t.tv_sec * 1000000000LL + t.tv_nsec, works, naps);
+    pwrite(logfd, line, n, 0);
+}
+static void *extra(void *a) { (void)a; for (int i = 0; i < 20; i++) if (work(i) != table[i]) failed++; return 0; }
+static void *napper(void *a) {
+    (void)a;
+    struct pollfd p = {0, POLLIN, 0};
+    while (!stop) {
+        nap();
+        naps++;
+        if (naps % 20 == 0) note();
+        if (poll(&p, 1, 0) > 0) stop = 1;
+        if (naps % 300 == 0 && !strcmp(mode, "threads")) {
+            pthread_t t;
+            if (pthread_create(&t, 0, extra, 0) || pthread_join(t, 0)) failed++;
+        }
+        if (naps % 300 == 0 && !strcmp(mode, "fork")) {
+            pid_t c = fork();
+            if (c == 0) { extra(0); exit(failed ? 1 : 0); }
+            int st = 0;
+            if (c < 0 || waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st)) failed++;
+        }
+    }
+    return 0;
+}
+int main(int argc, char **argv) {
+    logfd = open(argc > 1 ? argv[1] : "/dev/null", O_WRONLY | O_CREAT, 0600);
+    if (argc > 2) mode = argv[2];
+    uint64_t h = 0;
+    for (int i = 0; i < 1000; i++) { table[i] = hash(i); h ^= table[i] + i; }
+    if (!strcmp(mode, "signals")) {
+        struct sigaction sa; memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_alarm; sa.sa_flags = SA_RESTART;
+        sigaction(SIGALRM, &sa, 0);
+        struct itimerval it = {{0, 1000}, {0, 1000}};
+        setitimer(ITIMER_REAL, &it, 0);
+    }
+    note();
+    pthread_t t;
+    pthread_create(&t, 0, napper, 0);
+    long mismatches = 0;
+    for (uint64_t n = 0; !stop; n++) { if (work(n % 1000) != table[n % 1000]) mismatches++; works++; }
+    pthread_join(t, 0);
+    if (!strcmp(mode, "signals")) printf("ticked %s\n", ticks > 0 ? "yes" : "no");
+    printf("table %016llx mismatches %ld failed %ld\n", (unsigned long long)h, mismatches, failed);
+    return 0;
+}
+"#;
+
+fn work_dir(name: &str) -> WorkDir {
+    WorkDir::new(env!("CARGO_TARGET_TMPDIR"), &format!("attach_e2e-{name}"))
+}
+
+/// The service built with `flags`; `None` means skip.
+fn build(dir: &Path, name: &str, flags: &[&str]) -> Option<PathBuf> {
+    let mut all = vec!["-O1", "-g", "-pthread"];
+    all.extend_from_slice(flags);
+    compile(dir, "gcc", name, SERVICE, &all)
+}
+
+/// A running service; its stdin closes (and it ends) at [`Service::finish`].
+struct Service {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Service {
+    fn start(exe: &Path, dir: &Path, mode: &str) -> Service {
+        let log = dir.join(format!("{mode}.log"));
+        let child = Command::new(exe)
+            .arg(&log)
+            .arg(mode)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the service");
+        let s = Service { child, log };
+        // (running: its first lines are written)
+        let t = Instant::now();
+        while s.counts().1 < 50.0 {
+            assert!(t.elapsed() < Duration::from_secs(30), "the service did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    /// (monotonic seconds, works, naps) as the service last wrote them.
+    fn counts(&self) -> (f64, f64, f64) {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let v: Vec<f64> = text
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        match v[..] {
+            [t, w, n] => (t / 1e9, w, n),
+            _ => (0.0, 0.0, 0.0),
+        }
+    }
+
+    /// Closes its stdin and waits: its status and stdout.
+    fn finish(mut self) -> (i32, String) {
+        drop(self.child.stdin.take());
+        let out = self.child.wait_with_output().expect("wait for the service");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+}
+
+/// What the service prints when nothing attaches to it.
+fn alone(exe: &Path, dir: &Path, mode: &str) -> String {
+    let out = Command::new(exe)
+        .arg(dir.join("alone.log"))
+        .arg(mode)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the service");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `lapse record --method instrument --pid PID extra -o data`; `None`
+/// (a skip) when perf events are refused here.
+fn attach(pid: &str, data: &Path, extra: &[&str]) -> Option<std::process::Output> {
+    let mut args = vec![
+        "record",
+        "--method",
+        "instrument",
+        "--pid",
+        pid,
+        "-o",
+        data.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(extra);
+    let out = LAPSE.run(&args);
+    let err = stderr(&out);
+    if perf_refused(&err) && !data.exists() {
+        return skip(format!("perf events are not available here: {err}"));
+    }
+    Some(out)
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no {key} in {v:#}"))
+}
+
+/// Attaches twice for 2 s each; checks each window against the service's
+/// own rates, then that it ends as if alone.
+fn twice(exe: &Path, dir: &Path) {
+    let expected = alone(exe, dir, "plain");
+    let svc = Service::start(exe, dir, "plain");
+    for round in 1..=2 {
+        let data = dir.join(format!("window{round}.lapse"));
+        let before = svc.counts();
+        let Some(out) = attach(&svc.pid(), &data, &["--duration", "2"]) else {
+            return;
+        };
+        let after = svc.counts();
+        let err = stderr(&out);
+        assert!(out.status.success(), "round {round}: {err}");
+        assert!(err.contains("runs on"), "{err}");
+        let f = LAPSE.report(&data, "functions", &[]);
+        let window = num(&f["session"], "duration_ns") / 1e9;
+        let span = after.0 - before.0;
+        for (name, i) in [("work", 1), ("nap", 2)] {
+            let (b, a) = match i {
+                1 => (before.1, after.1),
+                _ => (before.2, after.2),
+            };
+            let rate = (a - b) / span;
+            let calls = num(row(&f, name), "calls");
+            let want = rate * window;
+            assert!(
+                (calls - want).abs() <= 0.25 * want,
+                "round {round}: {calls} calls of {name} in {window:.2} s, the service's rate {rate:.0}/s says {want:.0}"
+            );
+        }
+        let per_call = |name: &str| {
+            let r = row(&f, name);
+            num(r, "application_inclusive_ns") / num(r, "calls") / 1e3
+        };
+        let work = per_call("work");
+        assert!((45.0..=75.0).contains(&work), "work: {work:.1} µs per call on the CPU");
+        let nap = per_call("nap");
+        assert!(nap < 50.0, "nap: {nap:.1} µs per call on the CPU");
+    }
+    let (status, printed) = svc.finish();
+    assert_eq!(status, 0);
+    assert_eq!(printed, expected);
+}
+
+#[test]
+fn attaching_twice_to_an_instrumented_service() {
+    let dir = work_dir("cyg");
+    let Some(exe) = build(&dir, "service", &["-finstrument-functions"]) else {
+        return;
+    };
+    twice(&exe, &dir);
+}
+
+/// One window of `mode` with `extra`; the service's output afterwards.
+fn one_window(name: &str, mode: &str, check: impl FnOnce(&Path, &Value)) {
+    let dir = work_dir(name);
+    let Some(exe) = build(&dir, "service", &["-finstrument-functions"]) else {
+        return;
+    };
+    let expected = alone(&exe, &dir, mode);
+    let svc = Service::start(&exe, &dir, mode);
+    let data = dir.join("out.lapse");
+    let Some(out) = attach(&svc.pid(), &data, &["--duration", "2"]) else {
+        return;
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    let f = LAPSE.report(&data, "functions", &[]);
+    check(&data, &f);
+    let (status, printed) = svc.finish();
+    assert_eq!(status, 0);
+    assert_eq!(printed, expected);
+}
+
+#[test]
+fn threads_that_end_during_the_window_are_recorded() {
+    one_window("threads", "threads", |data, f| {
+        // (each extra thread calls work 20 times; the main thread's calls are many more)
+        let t = LAPSE.report(data, "threads", &[]);
+        assert!(rows(&t).len() >= 3, "{t:#}");
+        assert!(num(row(f, "extra"), "calls") >= 1.0);
+    });
+}
+
+#[test]
+fn children_forked_during_the_window_are_recorded() {
+    one_window("fork", "fork", |data, f| {
+        let p = LAPSE.report(data, "processes", &[]);
+        assert!(rows(&p).len() >= 2, "{p:#}");
+        assert!(num(row(f, "extra"), "calls") >= 20.0);
+    });
+}
+
+#[test]
+fn signal_handlers_running_during_the_attach() {
+    one_window("signals", "signals", |_, f| {
+        assert!(num(row(f, "tick"), "calls") >= 100.0, "{f:#}");
+    });
+}
+
+#[test]
+fn a_process_killed_during_the_window_leaves_a_usable_file() {
+    let dir = work_dir("killed");
+    let Some(exe) = build(&dir, "service", &["-finstrument-functions"]) else {
+        return;
+    };
+    let mut svc = Service::start(&exe, &dir, "plain");
+    let data = dir.join("out.lapse");
+    let mut lapse = LAPSE
+        .command([
+            "record",
+            "--method",
+            "instrument",
+            "--pid",
+            &svc.pid(),
+            "-o",
+            data.to_str().expect("utf-8"),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lapse");
+    // (once events arrive, the window is open)
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = svc.child.kill();
+    let _ = svc.child.wait();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = lapse.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "lapse went on after the process was killed");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    let _ = lapse.stderr.take().expect("stderr").read_to_string(&mut err);
+    if perf_refused(&err) && !data.exists() {
+        return skip(err).unwrap_or(());
+    }
+    assert!(status.success(), "{err}");
+    let f = LAPSE.report(&data, "functions", &[]);
+    assert!(num(row(&f, "work"), "calls") >= 100.0);
+}
+
+#[test]
+fn interrupting_lapse_during_the_attach_leaves_the_service_unharmed() {
+    let dir = work_dir("interrupted");
+    let Some(exe) = build(&dir, "service", &["-finstrument-functions"]) else {
+        return;
+    };
+    let expected = alone(&exe, &dir, "plain");
+    let svc = Service::start(&exe, &dir, "plain");
+    let data = dir.join("out.lapse");
+    for delay_ms in [0, 30, 300] {
+        let lapse = LAPSE
+            .command([
+                "record",
+                "--method",
+                "instrument",
+                "--pid",
+                &svc.pid(),
+                "-o",
+                data.to_str().expect("utf-8"),
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start lapse");
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // SAFETY: signalling the child we started.
+        unsafe { libc::kill(lapse.id() as i32, libc::SIGINT) };
+        let out = lapse.wait_with_output().expect("wait for lapse");
+        let err = stderr(&out);
+        if perf_refused(&err) && !data.exists() {
+            return skip(err).unwrap_or(());
+        }
+        // Interrupted before it began (no file, one line) or during the
+        // window (a file that reads).
+        if out.status.success() {
+            let f = LAPSE.report(&data, "functions", &[]);
+            assert!(f["session"].is_object());
+        } else {
+            assert_eq!(err.trim().lines().count(), 1, "{err}");
+        }
+        // (the service runs on: its counts go up)
+        let n = svc.counts().1;
+        let t = Instant::now();
+        while svc.counts().1 <= n {
+            assert!(t.elapsed() < Duration::from_secs(20), "the service stopped");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let (status, printed) = svc.finish();
+    assert_eq!(status, 0);
+    assert_eq!(printed, expected);
+}
+
+/// lapse's one-line refusal for `pid`, which must name `what`.
+fn refused(pid: &str, what: &str) {
+    let dir = work_dir("refused");
+    let data = dir.join("out.lapse");
+    let Some(out) = attach(pid, &data, &["--duration", "1"]) else {
+        return;
+    };
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(what), "{what}: {err}");
+    assert!(!data.exists());
+}
+
+#[test]
+fn refusals_say_why_in_one_line() {
+    let dir = work_dir("refusals");
+    // A statically linked program: no dlopen to load the runtime with.
+    if let Some(exe) = build(&dir, "static", &["-static", "-finstrument-functions"]) {
+        let svc = Service::start(&exe, &dir, "plain");
+        refused(&svc.pid(), "statically linked");
+        let (status, _) = svc.finish();
+        assert_eq!(status, 0);
+    }
+    // Traced already (here by a parent that traces its child).
+    let tracer = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    pid_t c = fork();
+    if (c == 0) { ptrace(PTRACE_TRACEME, 0, 0, 0); raise(SIGSTOP); for (;;) pause(); }
+    int st; waitpid(c, &st, 0);
+    ptrace(PTRACE_CONT, c, 0, 0);
+    printf("%d\n", c); fflush(stdout);
+    getchar();
+    kill(c, SIGKILL);
+    return 0;
+}
+"#;
+    if let Some(exe) = compile(&dir, "gcc", "tracer", tracer, &["-finstrument-functions"]) {
+        let mut t = Command::new(&exe)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the tracer");
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(t.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the traced child's pid");
+        refused(line.trim(), "already traced by process");
+        let _ = t.stdin.take().expect("stdin").write_all(b"\n");
+        let _ = t.wait();
+    }
+}
