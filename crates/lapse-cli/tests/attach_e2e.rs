@@ -275,6 +275,16 @@ fn attaching_twice_to_an_instrumented_service() {
     twice(&exe, &dir);
 }
 
+#[test]
+fn attaching_twice_to_a_service_built_without_probes() {
+    // (its functions are patched at run time, and unpatched at the end)
+    let dir = work_dir("plain");
+    let Some(exe) = build(&dir, "service", &[]) else {
+        return;
+    };
+    twice(&exe, &dir);
+}
+
 /// One window of `mode` with `extra`; the service's output afterwards.
 fn one_window(name: &str, mode: &str, check: impl FnOnce(&Path, &Value)) {
     let dir = work_dir(name);

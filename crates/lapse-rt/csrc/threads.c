@@ -215,8 +215,8 @@ NOINSTR void lapse_thread_start(struct lapse_tls *t)
         t->in_slow = 1;
         if (!g_ctor_done)
             early_setup(t);
-        else if (g_inited != 1 || thread_setup(t) != 0)
-            t->state = LAPSE_T_OFF;
+        else if (g_inited != 1 ? g_attached == ATTACH_NONE : thread_setup(t) != 0)
+            t->state = LAPSE_T_OFF; /* (an idle attached runtime: set up at the next attach) */
         t->in_slow = 0;
     }
     lapse_unblock(&old);

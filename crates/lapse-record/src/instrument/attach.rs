@@ -31,12 +31,13 @@ use lapse_rt::protocol;
 
 use super::address::AddressBook;
 use super::assemble::{Assembler, Proc};
-use super::inject::{self, Module, Refusal, Slot, StopError, Stopped};
+use super::inject::{self, Arg, Module, Refusal, Slot, StopError, Stopped};
 use super::ipc::Listener;
 use super::ns_ids::NsIds;
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
 use super::pace::Pace;
+use super::patch::{Patching, Plan};
 use super::session::{Session, Watched};
 use super::session_dir::SessionDir;
 use super::threads;
@@ -71,11 +72,13 @@ pub fn record_attached(
     let max_threads = threads::threads_followed().map_err(RecordError::Unsupported)?;
     check_process(pid).map_err(refuse)?;
     let mods = inject::modules(pid);
-    let (dlopen, dlerror) = libc_functions(pid, &mods).map_err(refuse)?;
+    let libc = libc_functions(pid, &mods).map_err(refuse)?;
     let slots = inject::process_slots(&mods);
-    if slots.is_empty() {
-        return Err(refuse(no_probes(pid)));
-    }
+    // (a program without -finstrument-functions probes is patched)
+    let job = match slots.is_empty() {
+        true => Some(patch_job(pid, &mods, opts).ok_or_else(|| refuse(no_probes(pid)))?),
+        false => None,
+    };
     let dir = SessionDir::create()?;
     check_reachable(pid, &dir.runtime_path()).map_err(refuse)?;
     let listener =
@@ -156,12 +159,31 @@ pub fn record_attached(
     );
     s.asm.book.lock().load_proc_maps(pid, start);
     let runtime_path = dir.runtime_path();
-    let attached = attach(pid, &runtime_path, dlopen, dlerror, &vars, &slots).map_err(refuse)?;
+    let attached = attach(pid, &runtime_path, libc, &vars, &slots, job.as_ref()).map_err(refuse)?;
+    if let Some(job) = job {
+        // (what patch.c says of a launched program's patching)
+        let done = dir.plan_done_path();
+        let text = format!("patched {}\nchanged {}\nfailed -\n", attached.patched.len(), attached.changed);
+        let _ = std::fs::write(&done, text);
+        if attached.busy > 0 {
+            opts.notices.say(Notice::Warning(format!(
+                "{} function(s) of {} were running when lapse attached and were left unpatched",
+                attached.busy, job.module
+            )));
+        }
+        s.patching = Some(Patching {
+            plan: job.plan,
+            module: job.module,
+            done,
+        });
+        s.patch_wanted = true;
+    }
     let mut window = Window {
         pid,
         until: duration.map(|d| Instant::now() + d),
-        runtime: attached.0,
-        slots: attached.1,
+        runtime: attached.runtime,
+        slots: attached.slots,
+        patched: attached.patched,
         done: None,
         notices: opts.notices.clone(),
     };
@@ -199,8 +221,15 @@ fn check_process(pid: u32) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The C library's `dlopen` and `dlerror` in the process.
-fn libc_functions(pid: u32, mods: &[Module]) -> Result<(u64, u64), Refusal> {
+/// The C library's functions an attach calls in the process.
+#[derive(Clone, Copy)]
+struct LibC {
+    dlopen: u64,
+    dlerror: u64,
+    mmap: u64,
+}
+
+fn libc_functions(pid: u32, mods: &[Module]) -> Result<LibC, Refusal> {
     let libc = mods.iter().find(|m| {
         Path::new(&m.path)
             .file_name()
@@ -208,14 +237,146 @@ fn libc_functions(pid: u32, mods: &[Module]) -> Result<(u64, u64), Refusal> {
     });
     let found = libc.and_then(|m| {
         let data = std::fs::read(&m.path).ok()?;
-        let open = inject::symbol(&data, "dlopen");
-        let err = inject::symbol(&data, "dlerror");
-        (open != 0 && err != 0).then(|| (m.bias + open, m.bias + err))
+        let at = |name| inject::symbol(&data, name);
+        let (dlopen, dlerror, mmap) = (at("dlopen"), at("dlerror"), at("mmap"));
+        (dlopen != 0 && dlerror != 0 && mmap != 0).then(|| LibC {
+            dlopen: m.bias + dlopen,
+            dlerror: m.bias + dlerror,
+            mmap: m.bias + mmap,
+        })
     });
     found.ok_or_else(|| {
         format!(
-            "process {pid} has no C library that can load the lapse runtime (statically linked, or a C library older than glibc 2.34); record it with --method sample"
+            "process {pid} is statically linked, or its C library is older than glibc 2.34: lapse cannot load its runtime into it; record it with --method sample"
         )
+    })
+}
+
+/// What run-time patching does to a program without probes.
+struct PatchJob {
+    plan: Plan,
+    module: String,
+    bias: u64,
+}
+
+/// The patching plan for process `pid`'s executable (`None`: it has
+/// nothing to patch, or is not to be patched).
+fn patch_job(pid: u32, mods: &[Module], opts: &RecordOptions) -> Option<PatchJob> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let path = exe.display().to_string();
+    let m = mods.iter().find(|m| m.path == path)?;
+    let module = exe.file_name()?.to_string_lossy().into_owned();
+    if !opts.patch.any_in(&module) {
+        return None;
+    }
+    let data = std::fs::read(&exe).ok()?;
+    let wanted = |name: &str| {
+        let demangled = lapse_symbols::demangle(name);
+        opts.patch.wants(&module, &[name, &demangled])
+    };
+    let plan = Plan::for_executable(&data, wanted)?;
+    if plan.sites.is_empty() {
+        return None;
+    }
+    Some(PatchJob {
+        plan,
+        module,
+        bias: m.bias,
+    })
+}
+
+/// A function entry patched with a jump: where, and the bytes it had.
+struct Patched {
+    addr: u64,
+    orig: Vec<u8>,
+}
+
+const PROT_READ_EXEC: u64 = 5;
+const MAP_PRIVATE_ANONYMOUS_FIXED_NOREPLACE: u64 = 0x02 | 0x20 | 0x10_0000;
+const PAGE: u64 = 4096;
+
+/// Maps the plan's stub region in the stopped process (or finds it, left
+/// by an earlier attach), writes the stubs, and patches every site no
+/// thread is at; returns the sites patched and how many were busy (a
+/// thread was there) or changed (not the bytes the plan expects).
+fn apply_plan(
+    stopped: &mut Stopped,
+    libc: LibC,
+    runtime: Runtime,
+    job: &PatchJob,
+) -> Result<(Vec<Patched>, usize, usize), Refusal> {
+    let pid = stopped.pid;
+    let plan = &job.plan;
+    let region = job.bias.wrapping_add(plan.region as u64);
+    let len = (plan.stubs.len() as u64).div_ceil(PAGE) * PAGE;
+    if !mapped_at(pid, region, len) {
+        let got = stopped.call(
+            libc.mmap,
+            &[
+                Arg::Val(region),
+                Arg::Val(len),
+                Arg::Val(PROT_READ_EXEC),
+                Arg::Val(MAP_PRIVATE_ANONYMOUS_FIXED_NOREPLACE),
+                Arg::Val(u64::MAX),
+                Arg::Val(0),
+            ],
+        )?;
+        if got != region {
+            return Err(format!(
+                "process {pid} has something else where the patching stubs must go ({region:#x}); nothing was patched"
+            ));
+        }
+    }
+    let mut stubs = plan.stubs.clone();
+    let entry = runtime.addr("lapse_patch_entry");
+    let slot = plan.entry_slot as usize;
+    stubs[slot..slot + 8].copy_from_slice(&entry.to_le_bytes());
+    stopped
+        .mem()
+        .write(region, &stubs)
+        .map_err(|e| format!("cannot write the patching stubs into process {pid}: {e}"))?;
+    let rips = stopped.rips();
+    let (mut busy, mut changed) = (0, 0);
+    let mut done = Vec::new();
+    for site in &plan.sites {
+        let addr = job.bias.wrapping_add(site.at);
+        let n = site.orig.len() as u64;
+        // (inclusive: a thread in a system call restarts it two bytes back)
+        if rips.iter().any(|&r| (addr..=addr + n).contains(&r)) {
+            busy += 1;
+            continue;
+        }
+        if inject::holds_call(&site.orig) {
+            continue; // (left alone, counted so in the note)
+        }
+        let mut now = vec![0u8; site.orig.len()];
+        if stopped.mem().read(addr, &mut now).is_err() || now != site.orig {
+            changed += 1;
+            continue;
+        }
+        let target = region.wrapping_add(u64::from(site.stub));
+        let rel = target.wrapping_sub(addr + 5) as i64 as i32;
+        let mut bytes = vec![0xcc; site.orig.len()];
+        bytes[0] = 0xe9;
+        bytes[1..5].copy_from_slice(&rel.to_le_bytes());
+        if stopped.mem().write(addr, &bytes).is_ok() {
+            done.push(Patched {
+                addr,
+                orig: site.orig.clone(),
+            });
+        }
+    }
+    Ok((done, busy, changed))
+}
+
+/// Whether `pid` has a mapping of at least `len` bytes starting at `addr`.
+fn mapped_at(pid: u32, addr: u64, len: u64) -> bool {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    text.lines().any(|l| {
+        let mut range = l.split(' ').next().unwrap_or("").split('-');
+        let lo = range.next().and_then(|v| u64::from_str_radix(v, 16).ok());
+        let hi = range.next().and_then(|v| u64::from_str_radix(v, 16).ok());
+        matches!((lo, hi), (Some(lo), Some(hi)) if lo == addr && hi - lo >= len)
     })
 }
 
@@ -223,7 +384,8 @@ fn no_probes(pid: u32) -> Refusal {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
     let how = match crate::method::detect_probes(&exe) {
         crate::method::Probes::Mcount => "it was built with -pg, whose probes attaching does not turn on yet",
-        _ => "it has no -finstrument-functions probes (attaching patches no code yet)",
+        crate::method::Probes::None => "run-time patching found nothing to patch in it (no function symbols, or --patch named none of its functions)",
+        _ => "its kind of probes (sanitizer coverage, the lapse crate's) cannot be turned on in a running process yet",
     };
     format!(
         "cannot attach instrumentation to process {pid}: {how}; record it with --method sample, or start it under lapse record"
@@ -289,14 +451,23 @@ fn loaded_runtime(stopped: &Stopped, mods: &[Module]) -> Option<Runtime> {
 
 /// Stops the process, loads (or finds) the runtime, connects it and points
 /// the probe imports at it; the threads run on when this returns.
+/// What an attach changed in the process.
+struct Attached {
+    runtime: Runtime,
+    slots: Vec<Slot>,
+    patched: Vec<Patched>,
+    busy: usize,
+    changed: usize,
+}
+
 fn attach(
     pid: u32,
     runtime_path: &Path,
-    dlopen: u64,
-    dlerror: u64,
+    libc: LibC,
     vars: &[u8],
     slots: &[(u64, usize)],
-) -> Result<(Runtime, Vec<Slot>), Refusal> {
+    job: Option<&PatchJob>,
+) -> Result<Attached, Refusal> {
     let mut stopped = Stopped::stop(pid).map_err(|e| match e {
         StopError::Gone => format!("process {pid} ended before lapse could attach"),
         StopError::Refused(why) => why,
@@ -306,9 +477,9 @@ fn attach(
         None => {
             let mut path = runtime_path.as_os_str().as_encoded_bytes().to_vec();
             path.push(0);
-            let handle = stopped.call(dlopen, Some(&path), RTLD_NOW_FLAG)?;
+            let handle = stopped.call(libc.dlopen, &[Arg::Bytes(&path), Arg::Val(RTLD_NOW_FLAG)])?;
             if handle == 0 {
-                let msg = stopped.call(dlerror, None, 0).unwrap_or(0);
+                let msg = stopped.call(libc.dlerror, &[]).unwrap_or(0);
                 let why = if msg == 0 {
                     String::new()
                 } else {
@@ -326,7 +497,7 @@ fn attach(
             Runtime { bias: m.bias }
         }
     };
-    let rc = stopped.call(runtime.addr("lapse_rt_attach"), Some(vars), 0)? as u32 as i32;
+    let rc = stopped.call(runtime.addr("lapse_rt_attach"), &[Arg::Bytes(vars)])? as u32 as i32;
     match rc {
         0 => {}
         -1 => return Err(format!("process {pid} is recorded by lapse already (started under lapse record)")),
@@ -347,7 +518,17 @@ fn attach(
             done.push(Slot { addr, original });
         }
     }
-    Ok((runtime, done))
+    let (patched, busy, changed) = match job {
+        Some(job) => apply_plan(&mut stopped, libc, runtime, job)?,
+        None => (Vec::new(), 0, 0),
+    };
+    Ok(Attached {
+        runtime,
+        slots: done,
+        patched,
+        busy,
+        changed,
+    })
 }
 
 const RTLD_NOW_FLAG: u64 = 2;
@@ -358,6 +539,7 @@ struct Window {
     until: Option<Instant>,
     runtime: Runtime,
     slots: Vec<Slot>,
+    patched: Vec<Patched>,
     /// Set once detached.
     done: Option<i32>,
     notices: crate::Notices,
@@ -409,8 +591,13 @@ impl Window {
         for slot in &self.slots {
             let _ = stopped.mem().write_u64(slot.addr, slot.original);
         }
+        // (a thread in a stub runs on into the function's original code,
+        // which follows the displaced instructions it ran there)
+        for site in &self.patched {
+            let _ = stopped.mem().write(site.addr, &site.orig);
+        }
         stopped
-            .call(self.runtime.addr("lapse_rt_detach"), None, 0)
+            .call(self.runtime.addr("lapse_rt_detach"), &[])
             .map(|_| ())
             .map_err(|why| format!("detaching from process {pid}: {why}"))
     }

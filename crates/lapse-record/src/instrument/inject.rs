@@ -89,14 +89,42 @@ pub(super) fn modules(pid: u32) -> Vec<Module> {
     out
 }
 
-/// The address of dynamic symbol `name` in ELF `data` (0: none).
+/// The address of symbol `name` in ELF `data`, dynamic or else local (0:
+/// none).
 pub(super) fn symbol(data: &[u8], name: &str) -> u64 {
     let Ok(file) = object::File::parse(data) else {
         return 0;
     };
     file.dynamic_symbols()
+        .chain(file.symbols())
         .find(|s| s.is_definition() && s.name().is_ok_and(|n| n == name))
         .map_or(0, |s| s.address())
+}
+
+/// Whether x86-64 code `bytes` holds a call (whose return address would
+/// be inside them: patched over, a return there would land in a jump's
+/// middle).
+pub(super) fn holds_call(bytes: &[u8]) -> bool {
+    use iced_x86::{Decoder, DecoderOptions, FlowControl};
+    let mut d = Decoder::new(64, bytes, DecoderOptions::NONE);
+    while d.can_decode() {
+        let i = d.decode();
+        if matches!(
+            i.flow_control(),
+            FlowControl::Call | FlowControl::IndirectCall
+        ) {
+            return true;
+        }
+    }
+    false
+}
+
+/// An argument of an injected call.
+#[derive(Clone, Copy)]
+pub(super) enum Arg<'a> {
+    Val(u64),
+    /// Copied below the thread's stack; the argument is its address.
+    Bytes(&'a [u8]),
 }
 
 /// `len` bytes of ELF `data` at link-time address `addr` (as mapped).
@@ -245,6 +273,15 @@ impl Stopped {
         &self.mem
     }
 
+    /// Every stopped thread's instruction pointer.
+    pub fn rips(&self) -> Vec<u64> {
+        self.threads
+            .keys()
+            .filter_map(|&t| ptrace::get_regs(t).ok())
+            .map(|r| r.rip)
+            .collect()
+    }
+
     /// The thread injected calls run on: the main thread if it is there.
     fn caller(&self) -> Option<i32> {
         let main = self.pid as i32;
@@ -254,14 +291,13 @@ impl Stopped {
         self.threads.keys().min().copied()
     }
 
-    /// Makes a stopped thread call `func(arg0, arg1)`, where `data` (if
-    /// any) is copied below its stack and `arg0` is then its address;
-    /// returns the call's result (`rax`). The thread's registers are put
-    /// back afterwards, whatever happened.
-    pub fn call(&mut self, func: u64, data: Option<&[u8]>, arg1: u64) -> Result<u64, Refusal> {
+    /// Makes a stopped thread call `func(args...)` (at most six); returns
+    /// the call's result (`rax`). The thread's registers are put back
+    /// afterwards, whatever happened.
+    pub fn call(&mut self, func: u64, args: &[Arg<'_>]) -> Result<u64, Refusal> {
         let tid = self.caller().ok_or("no thread left to run the call")?;
         let saved = ptrace::get_regs(tid).map_err(|e| format!("cannot read registers: {e}"))?;
-        let result = self.call_on(tid, &saved, func, data, arg1);
+        let result = self.call_on(tid, &saved, func, args);
         if let Err(e) = ptrace::set_regs(tid, &saved) {
             return Err(format!("cannot restore thread {tid}'s registers: {e}"));
         }
@@ -273,18 +309,22 @@ impl Stopped {
         tid: i32,
         saved: &Regs,
         func: u64,
-        data: Option<&[u8]>,
-        arg1: u64,
+        args: &[Arg<'_>],
     ) -> Result<u64, Refusal> {
         let mut r = *saved;
         let mut sp = saved.rsp.wrapping_sub(BELOW_SP) & !15;
-        let mut arg0 = 0;
-        if let Some(bytes) = data {
-            sp = sp.wrapping_sub(bytes.len() as u64 + 16) & !15;
-            self.mem
-                .write(sp, bytes)
-                .map_err(|e| format!("cannot write to the process's stack: {e}"))?;
-            arg0 = sp;
+        let mut vals = [0u64; 6];
+        for (k, a) in args.iter().take(6).enumerate() {
+            vals[k] = match *a {
+                Arg::Val(v) => v,
+                Arg::Bytes(bytes) => {
+                    sp = sp.wrapping_sub(bytes.len() as u64 + 16) & !15;
+                    self.mem
+                        .write(sp, bytes)
+                        .map_err(|e| format!("cannot write to the process's stack: {e}"))?;
+                    sp
+                }
+            };
         }
         // (16-byte aligned before the return address is pushed, as a call leaves it)
         sp -= 8;
@@ -293,8 +333,7 @@ impl Stopped {
             .map_err(|e| format!("cannot write to the process's stack: {e}"))?;
         r.rsp = sp;
         r.rip = func;
-        r.rdi = arg0;
-        r.rsi = arg1;
+        [r.rdi, r.rsi, r.rdx, r.rcx, r.r8, r.r9] = vals;
         r.rax = 0;
         r.orig_rax = u64::MAX; // (no system call to restart meanwhile)
         r.eflags &= !0x400; // (direction flag clear, as the ABI wants at a call)
