@@ -261,6 +261,41 @@ fn twice(exe: &Path, dir: &Path) {
         let nap = per_call("nap");
         assert!(nap < 50.0, "nap: {nap:.1} µs per call on the CPU");
     }
+    // What stays behind: one copy of the runtime (the second attach found
+    // the first's), and no tracer.
+    let pid = svc.pid();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let mut runtimes: Vec<&str> = maps
+        .lines()
+        .filter(|l| l.contains("liblapse_rt"))
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .collect();
+    runtimes.dedup();
+    assert_eq!(runtimes.len(), 1, "{maps}");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    assert!(status.contains("TracerPid:\t0"), "{status}");
+    // ... and the program's code as in its file (every patched byte back).
+    let exe_path = exe.to_str().expect("utf-8");
+    let file = std::fs::read(exe).expect("read the program");
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("open its memory");
+    let mut code_maps = 0;
+    for l in maps.lines().filter(|l| l.ends_with(exe_path)) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if !f[1].contains('x') {
+            continue;
+        }
+        let (lo, hi) = f[0].split_once('-').expect("range");
+        let lo = u64::from_str_radix(lo, 16).expect("hex");
+        let hi = u64::from_str_radix(hi, 16).expect("hex");
+        let off = usize::from_str_radix(f[2], 16).expect("hex");
+        let len = ((hi - lo) as usize).min(file.len() - off);
+        let mut now = vec![0u8; len];
+        use std::os::unix::fs::FileExt;
+        mem.read_exact_at(&mut now, lo).expect("read its code");
+        assert!(now == file[off..off + len], "the code at {lo:#x} differs from the file");
+        code_maps += 1;
+    }
+    assert!(code_maps >= 1, "{maps}");
     let (status, printed) = svc.finish();
     assert_eq!(status, 0);
     assert_eq!(printed, expected);
@@ -285,24 +320,28 @@ fn attaching_twice_to_a_service_built_without_probes() {
     twice(&exe, &dir);
 }
 
-/// One window of `mode` with `extra`; the service's output afterwards.
-fn one_window(name: &str, mode: &str, check: impl FnOnce(&Path, &Value)) {
-    let dir = work_dir(name);
-    let Some(exe) = build(&dir, "service", &["-finstrument-functions"]) else {
-        return;
-    };
-    let expected = alone(&exe, &dir, mode);
-    let svc = Service::start(&exe, &dir, mode);
-    let data = dir.join("out.lapse");
-    let Some(out) = attach(&svc.pid(), &data, &["--duration", "2"]) else {
-        return;
-    };
-    assert!(out.status.success(), "{}", stderr(&out));
-    let f = LAPSE.report(&data, "functions", &[]);
-    check(&data, &f);
-    let (status, printed) = svc.finish();
-    assert_eq!(status, 0);
-    assert_eq!(printed, expected);
+/// One window of service `mode`, built with -finstrument-functions and
+/// without probes (patched): `check` looks at the recording; the service
+/// must end as if alone.
+fn one_window(name: &str, mode: &str, check: impl Fn(&Path, &Value)) {
+    for (build_name, flags) in [("cyg", &["-finstrument-functions"][..]), ("plain", &[][..])] {
+        let dir = work_dir(&format!("{name}-{build_name}"));
+        let Some(exe) = build(&dir, "service", flags) else {
+            return;
+        };
+        let expected = alone(&exe, &dir, mode);
+        let svc = Service::start(&exe, &dir, mode);
+        let data = dir.join("out.lapse");
+        let Some(out) = attach(&svc.pid(), &data, &["--duration", "2"]) else {
+            return;
+        };
+        assert!(out.status.success(), "{build_name}: {}", stderr(&out));
+        let f = LAPSE.report(&data, "functions", &[]);
+        check(&data, &f);
+        let (status, printed) = svc.finish();
+        assert_eq!(status, 0, "{build_name}");
+        assert_eq!(printed, expected, "{build_name}");
+    }
 }
 
 #[test]
@@ -386,6 +425,23 @@ fn interrupting_lapse_during_the_attach_leaves_the_service_unharmed() {
     let expected = alone(&exe, &dir, "plain");
     let svc = Service::start(&exe, &dir, "plain");
     let data = dir.join("out.lapse");
+    interrupt(&svc, &data);
+    let (status, printed) = svc.finish();
+    assert_eq!(status, 0);
+    assert_eq!(printed, expected);
+    // (the same for a program patched at run time)
+    let Some(exe) = build(&dir, "plain", &[]) else {
+        return;
+    };
+    let svc = Service::start(&exe, &dir, "plain");
+    interrupt(&svc, &data);
+    let (status, printed) = svc.finish();
+    assert_eq!(status, 0);
+    assert_eq!(printed, expected);
+}
+
+/// Interrupts lapse attaching to `svc` at a few moments of its start.
+fn interrupt(svc: &Service, data: &Path) {
     for delay_ms in [0, 30, 300] {
         let lapse = LAPSE
             .command([
@@ -420,7 +476,7 @@ fn interrupting_lapse_during_the_attach_leaves_the_service_unharmed() {
         } else {
             assert_eq!(err.trim().lines().count(), 1, "{err}");
         }
-        let _ = std::fs::remove_file(&data);
+        let _ = std::fs::remove_file(data);
         // (the service runs on: its counts go up)
         let n = svc.counts().1;
         let t = Instant::now();
@@ -429,9 +485,6 @@ fn interrupting_lapse_during_the_attach_leaves_the_service_unharmed() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    let (status, printed) = svc.finish();
-    assert_eq!(status, 0);
-    assert_eq!(printed, expected);
 }
 
 /// lapse's one-line refusal for `pid`, which must name `what`.
