@@ -135,8 +135,18 @@ struct Service {
 
 impl Service {
     fn start(exe: &Path, dir: &Path, mode: &str) -> Service {
+        Self::start_as(exe, dir, mode, None)
+    }
+
+    /// [`Service::start`], as user `uid` (and its group) when given.
+    fn start_as(exe: &Path, dir: &Path, mode: &str, uid: Option<u32>) -> Service {
+        use std::os::unix::process::CommandExt;
         let log = dir.join(format!("{mode}.log"));
-        let child = Command::new(exe)
+        let mut cmd = Command::new(exe);
+        if let Some(uid) = uid {
+            cmd.uid(uid).gid(uid);
+        }
+        let child = cmd
             .arg(&log)
             .arg(mode)
             .stdin(Stdio::piped())
@@ -544,4 +554,48 @@ int main(void) {
         let _ = t.stdin.take().expect("stdin").write_all(b"\n");
         let _ = t.wait();
     }
+}
+
+#[test]
+fn another_users_process() {
+    use std::os::unix::process::CommandExt;
+    if lapse_testkit::root("runs the service and lapse as another user").is_none() {
+        return;
+    }
+    let (dir, lapse) =
+        lapse_testkit::shared_dir_with_lapse(env!("CARGO_BIN_EXE_lapse"), "lapse-attach_e2e-user");
+    let Some(exe) = build(&dir, "service", &["-finstrument-functions"]) else {
+        return;
+    };
+    const NOBODY: u32 = 65534;
+    // Root attaches to nobody's service: the runtime and the socket are
+    // lent to nobody for the window.
+    let expected = alone(&exe, &dir, "plain");
+    let svc = Service::start_as(&exe, &dir, "plain", Some(NOBODY));
+    let data = dir.join("root.lapse");
+    let Some(out) = attach(&svc.pid(), &data, &["--duration", "1"]) else {
+        return;
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    let f = LAPSE.report(&data, "functions", &[]);
+    assert!(num(row(&f, "work"), "calls") >= 100.0);
+    let (status, printed) = svc.finish();
+    assert_eq!((status, printed), (0, expected));
+    // nobody may not attach to root's service: one line, nothing written.
+    let svc = Service::start(&exe, &dir, "plain");
+    let out = Command::new(&lapse)
+        .args(["record", "--method", "instrument", "--pid", &svc.pid(), "--duration", "1"])
+        .args(["-o", "nobody.lapse"])
+        .current_dir(&*dir)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .expect("run lapse as nobody");
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("run lapse as its user or as root"), "{err}");
+    assert!(!dir.join("nobody.lapse").exists());
+    let (status, _) = svc.finish();
+    assert_eq!(status, 0);
 }

@@ -86,6 +86,13 @@ pub fn record_attached(
             path: dir.socket_path(),
             source,
         })?;
+    if let Some((uid, gid)) = owner(pid).filter(|&(uid, _)| uid != process::effective_uid()) {
+        // (only root gets here: ptrace refuses another user's process)
+        dir.lend_to(uid, gid).map_err(|source| RecordError::SessionDir {
+            path: dir.runtime_path(),
+            source,
+        })?;
+    }
     let out = Output::create(&opts.output, opts.notices.clone())?;
     let spill_path = if out.is_in_place() {
         dir.spill_path()
@@ -614,6 +621,21 @@ impl Watched for Window {
     fn stop_pending(&mut self) -> bool {
         self.done.is_some() && process::stop_requested()
     }
+}
+
+/// The effective user and group of process `pid`.
+fn owner(pid: u32) -> Option<(u32, u32)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let id = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    Some((id("Uid:")?, id("Gid:")?))
 }
 
 /// Whether `pid` runs (not gone, not a zombie).

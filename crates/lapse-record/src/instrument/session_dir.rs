@@ -72,6 +72,17 @@ impl SessionDir {
         Ok(path)
     }
 
+    /// Hands the directory, the runtime and the socket to user `uid` (a
+    /// process of that user, attached to by root, must open them; that
+    /// user may then change them, which gains them nothing: the process
+    /// is theirs, and the recorder loads nothing from here).
+    pub fn lend_to(&self, uid: u32, gid: u32) -> io::Result<()> {
+        for p in [self.runtime_path(), self.socket_path(), self.path.clone()] {
+            std::os::unix::fs::chown(&p, Some(uid), Some(gid))?;
+        }
+        Ok(())
+    }
+
     /// Where the runtime says what it did with the plan (`patch.c`), once
     /// a process applied it.
     pub fn plan_done_path(&self) -> PathBuf {
