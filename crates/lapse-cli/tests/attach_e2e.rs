@@ -599,3 +599,45 @@ fn another_users_process() {
     let (status, _) = svc.finish();
     assert_eq!(status, 0);
 }
+
+#[test]
+fn a_process_that_cannot_reach_the_runtime_is_refused() {
+    // A service in its own mount namespace with its own /tmp: lapse's
+    // session directory (under /tmp) is not there for it.
+    if lapse_testkit::root("mounts a private /tmp in a new mount namespace").is_none() {
+        return;
+    }
+    let Some(unshare) = lapse_testkit::tool("unshare") else {
+        return;
+    };
+    let dir = work_dir("namespace");
+    let Some(exe) = build(&dir, "service", &["-finstrument-functions"]) else {
+        return;
+    };
+    let log = dir.join("ns.log");
+    let script = format!(
+        "mount -t tmpfs none /tmp && exec {} {} plain",
+        exe.display(),
+        log.display()
+    );
+    let child = Command::new(unshare)
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start unshare");
+    let svc = Service { child, log };
+    let t = Instant::now();
+    while svc.counts().1 < 50.0 {
+        if t.elapsed() > Duration::from_secs(10) {
+            let (_, out) = svc.finish();
+            return skip(format!("cannot run a service in a private mount namespace: {out}"))
+                .unwrap_or(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    refused(&svc.pid(), "another mount namespace");
+    let (status, _) = svc.finish();
+    assert_eq!(status, 0);
+}

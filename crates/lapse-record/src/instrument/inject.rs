@@ -432,8 +432,38 @@ mod tests {
     }
 
     #[test]
-    fn the_runtime_itself_imports_no_probe() {
-        assert!(probe_slots(lapse_rt::RUNTIME_SO).is_empty());
+    fn a_call_among_displaced_bytes_is_seen() {
+        // endbr64; push %rbp; mov %rsp,%rbp
+        assert!(!holds_call(&[0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5]));
+        // push %rbp; call rel32
+        assert!(holds_call(&[0x55, 0xe8, 0, 0, 0, 0]));
+        // call *%rax
+        assert!(holds_call(&[0xff, 0xd0]));
+        // jmp rel32 (no return comes back here)
+        assert!(!holds_call(&[0xe9, 0, 0, 0, 0]));
+    }
+
+    #[test]
+    fn the_runtime_and_the_c_library_are_left_out_of_the_redirected() {
+        // (the runtime refers to its own hooks through its GOT: the same
+        // bytes under another name count, under its own they do not)
+        let dir = std::env::temp_dir().join(format!("lapse-inject-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut mods = Vec::new();
+        for name in [lapse_rt::RUNTIME_FILE_NAME, "libc.so.6", "libother.so"] {
+            let path = dir.join(name);
+            std::fs::write(&path, lapse_rt::RUNTIME_SO).unwrap();
+            mods.push(Module {
+                path: path.display().to_string(),
+                bias: 0x1000_0000,
+            });
+        }
+        let own = probe_slots(lapse_rt::RUNTIME_SO);
+        let found = process_slots(&mods);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(!own.is_empty());
+        let moved: Vec<(u64, usize)> = own.iter().map(|&(a, k)| (a + 0x1000_0000, k)).collect();
+        assert_eq!(found, moved);
         assert!(probe_slots(b"not an ELF file").is_empty());
     }
 }
