@@ -158,7 +158,10 @@ impl Service {
         // (running: its first lines are written)
         let t = Instant::now();
         while s.counts().1 < 50.0 {
-            assert!(t.elapsed() < Duration::from_secs(30), "the service did not start");
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "the service did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         s
@@ -267,7 +270,10 @@ fn twice(exe: &Path, dir: &Path) {
             num(r, "application_inclusive_ns") / num(r, "calls") / 1e3
         };
         let work = per_call("work");
-        assert!((45.0..=75.0).contains(&work), "work: {work:.1} µs per call on the CPU");
+        assert!(
+            (45.0..=75.0).contains(&work),
+            "work: {work:.1} µs per call on the CPU"
+        );
         let nap = per_call("nap");
         assert!(nap < 50.0, "nap: {nap:.1} µs per call on the CPU");
     }
@@ -302,7 +308,10 @@ fn twice(exe: &Path, dir: &Path) {
         let mut now = vec![0u8; len];
         use std::os::unix::fs::FileExt;
         mem.read_exact_at(&mut now, lo).expect("read its code");
-        assert!(now == file[off..off + len], "the code at {lo:#x} differs from the file");
+        assert!(
+            now == file[off..off + len],
+            "the code at {lo:#x} differs from the file"
+        );
         code_maps += 1;
     }
     assert!(code_maps >= 1, "{maps}");
@@ -412,12 +421,19 @@ fn a_process_killed_during_the_window_leaves_a_usable_file() {
         if let Some(s) = lapse.try_wait().expect("wait") {
             break s;
         }
-        assert!(t.elapsed() < Duration::from_secs(60), "lapse went on after the process was killed");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "lapse went on after the process was killed"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut err = String::new();
     use std::io::Read;
-    let _ = lapse.stderr.take().expect("stderr").read_to_string(&mut err);
+    let _ = lapse
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err);
     if perf_refused(&err) && !data.exists() {
         return skip(err).unwrap_or(());
     }
@@ -478,7 +494,7 @@ fn interrupt(svc: &Service, data: &Path) {
         // window (a file that reads).
         use std::os::unix::process::ExitStatusExt;
         if out.status.success() {
-            let f = LAPSE.report(&data, "functions", &[]);
+            let f = LAPSE.report(data, "functions", &[]);
             assert!(f["session"].is_object());
         } else if out.status.signal() == Some(libc::SIGINT) {
             // (before lapse set anything up: nothing to undo)
@@ -584,7 +600,15 @@ fn another_users_process() {
     // nobody may not attach to root's service: one line, nothing written.
     let svc = Service::start(&exe, &dir, "plain");
     let out = Command::new(&lapse)
-        .args(["record", "--method", "instrument", "--pid", &svc.pid(), "--duration", "1"])
+        .args([
+            "record",
+            "--method",
+            "instrument",
+            "--pid",
+            &svc.pid(),
+            "--duration",
+            "1",
+        ])
         .args(["-o", "nobody.lapse"])
         .current_dir(&*dir)
         .uid(NOBODY)
@@ -632,8 +656,10 @@ fn a_process_that_cannot_reach_the_runtime_is_refused() {
     while svc.counts().1 < 50.0 {
         if t.elapsed() > Duration::from_secs(10) {
             let (_, out) = svc.finish();
-            return skip(format!("cannot run a service in a private mount namespace: {out}"))
-                .unwrap_or(());
+            return skip(format!(
+                "cannot run a service in a private mount namespace: {out}"
+            ))
+            .unwrap_or(());
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -88,10 +88,11 @@ pub fn record_attached(
         })?;
     if let Some((uid, gid)) = owner(pid).filter(|&(uid, _)| uid != process::effective_uid()) {
         // (only root gets here: ptrace refuses another user's process)
-        dir.lend_to(uid, gid).map_err(|source| RecordError::SessionDir {
-            path: dir.runtime_path(),
-            source,
-        })?;
+        dir.lend_to(uid, gid)
+            .map_err(|source| RecordError::SessionDir {
+                path: dir.runtime_path(),
+                source,
+            })?;
     }
     let out = Output::create(&opts.output, opts.notices.clone())?;
     let spill_path = if out.is_in_place() {
@@ -170,7 +171,11 @@ pub fn record_attached(
     if let Some(job) = job {
         // (what patch.c says of a launched program's patching)
         let done = dir.plan_done_path();
-        let text = format!("patched {}\nchanged {}\nfailed -\n", attached.patched.len(), attached.changed);
+        let text = format!(
+            "patched {}\nchanged {}\nfailed -\n",
+            attached.patched.len(),
+            attached.changed
+        );
         let _ = std::fs::write(&done, text);
         if attached.busy > 0 {
             opts.notices.say(Notice::Warning(format!(
@@ -404,7 +409,8 @@ fn no_probes(pid: u32) -> Refusal {
 fn check_reachable(pid: u32, runtime: &Path) -> Result<(), Refusal> {
     use std::os::unix::fs::MetadataExt;
     let ours = std::fs::metadata(runtime).map_err(|e| e.to_string())?;
-    let inside = Path::new(&format!("/proc/{pid}/root")).join(runtime.strip_prefix("/").unwrap_or(runtime));
+    let inside =
+        Path::new(&format!("/proc/{pid}/root")).join(runtime.strip_prefix("/").unwrap_or(runtime));
     match std::fs::metadata(&inside) {
         Ok(m) if m.dev() == ours.dev() && m.ino() == ours.ino() => Ok(()),
         _ => Err(format!(
@@ -484,7 +490,8 @@ fn attach(
         None => {
             let mut path = runtime_path.as_os_str().as_encoded_bytes().to_vec();
             path.push(0);
-            let handle = stopped.call(libc.dlopen, &[Arg::Bytes(&path), Arg::Val(RTLD_NOW_FLAG)])?;
+            let handle =
+                stopped.call(libc.dlopen, &[Arg::Bytes(&path), Arg::Val(RTLD_NOW_FLAG)])?;
             if handle == 0 {
                 let msg = stopped.call(libc.dlerror, &[]).unwrap_or(0);
                 let why = if msg == 0 {
@@ -500,16 +507,26 @@ fn attach(
             let m = inject::modules(pid)
                 .into_iter()
                 .find(|m| m.path == path)
-                .ok_or_else(|| format!("process {pid} loaded the lapse runtime, but it is not mapped"))?;
+                .ok_or_else(|| {
+                    format!("process {pid} loaded the lapse runtime, but it is not mapped")
+                })?;
             Runtime { bias: m.bias }
         }
     };
     let rc = stopped.call(runtime.addr("lapse_rt_attach"), &[Arg::Bytes(vars)])? as u32 as i32;
     match rc {
         0 => {}
-        -1 => return Err(format!("process {pid} is recorded by lapse already (started under lapse record)")),
+        -1 => {
+            return Err(format!(
+                "process {pid} is recorded by lapse already (started under lapse record)"
+            ))
+        }
         -2 => return Err(format!("another lapse is attached to process {pid}")),
-        _ => return Err(format!("the lapse runtime in process {pid} could not connect to the recorder")),
+        _ => {
+            return Err(format!(
+                "the lapse runtime in process {pid} could not connect to the recorder"
+            ))
+        }
     }
     let hooks = [
         runtime.addr("__cyg_profile_func_enter"),
@@ -582,9 +599,9 @@ impl Window {
     fn detach(&self, pid: u32) -> Result<(), Refusal> {
         // (a child that exec'd has another image, without the runtime)
         if pid != self.pid
-            && !inject::modules(pid)
-                .iter()
-                .any(|m| m.bias == self.runtime.bias && m.path.contains(lapse_rt::RUNTIME_FILE_NAME))
+            && !inject::modules(pid).iter().any(|m| {
+                m.bias == self.runtime.bias && m.path.contains(lapse_rt::RUNTIME_FILE_NAME)
+            })
         {
             return Ok(());
         }

@@ -434,7 +434,9 @@ mod tests {
     #[test]
     fn a_call_among_displaced_bytes_is_seen() {
         // endbr64; push %rbp; mov %rsp,%rbp
-        assert!(!holds_call(&[0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5]));
+        assert!(!holds_call(&[
+            0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5
+        ]));
         // push %rbp; call rel32
         assert!(holds_call(&[0x55, 0xe8, 0, 0, 0, 0]));
         // call *%rax

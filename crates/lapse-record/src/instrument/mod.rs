@@ -42,9 +42,9 @@
 //!   (`serials.rs`).
 
 mod address;
-mod attach;
 mod arena;
 mod assemble;
+mod attach;
 mod functions;
 mod inject;
 mod ipc;
@@ -66,6 +66,6 @@ mod unreached;
 mod workers;
 mod wrapup;
 
-pub use recover::{recover, spill_path, RecoverOutcome};
 pub use attach::record_attached;
+pub use recover::{recover, spill_path, RecoverOutcome};
 pub use session::record;

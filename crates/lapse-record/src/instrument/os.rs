@@ -234,60 +234,65 @@ impl OsCollector {
         let cpus = perf::online_cpus();
         let pages = ring_pages(cpus.len());
         for cpu in cpus {
-          let mut ring: Option<PerfEvent> = None;
-          for &pid in tids {
-            let mut attr = target_attr(
-                b::PERF_TYPE_SOFTWARE,
-                u64::from(b::PERF_COUNT_SW_DUMMY),
-                sample_type,
-                inherit,
-            );
-            if running {
-                attr.set_disabled(0);
-                attr.set_enable_on_exec(0);
-            }
-            attr.set_context_switch(1);
-            attr.set_comm(1);
-            attr.set_comm_exec(1);
-            attr.set_task(1);
-            attr.set_mmap(1);
-            attr.set_mmap2(1);
-            attr.set_sample_id_all(1);
-            attr.set_exclude_kernel(1);
-            attr.set_exclude_hv(1);
-            let ev = match PerfEvent::open(&mut attr, pid, cpu, if ring.is_some() { 0 } else { pages }) {
-                Ok(ev) => ev,
-                // (a thread of a running process that ended meanwhile)
-                Err(_) if running && ring.is_some() => continue,
-                Err(e) => return Err(e),
-            };
-            let out = ring.as_ref().unwrap_or(&ev);
-            if faults {
-                let mut fa = target_attr(
+            let mut ring: Option<PerfEvent> = None;
+            for &pid in tids {
+                let mut attr = target_attr(
                     b::PERF_TYPE_SOFTWARE,
-                    u64::from(b::PERF_COUNT_SW_PAGE_FAULTS_MAJ),
+                    u64::from(b::PERF_COUNT_SW_DUMMY),
                     sample_type,
                     inherit,
                 );
                 if running {
-                    fa.set_disabled(0);
-                    fa.set_enable_on_exec(0);
+                    attr.set_disabled(0);
+                    attr.set_enable_on_exec(0);
                 }
-                fa.__bindgen_anon_1.sample_period = 1;
-                fa.set_sample_id_all(1);
-                let f = PerfEvent::open(&mut fa, pid, cpu, 0)?;
-                f.set_output(out)?;
-                redirected.push(f);
-            }
-            match &ring {
-                Some(r) => {
-                    ev.set_output(r)?;
-                    redirected.push(ev);
+                attr.set_context_switch(1);
+                attr.set_comm(1);
+                attr.set_comm_exec(1);
+                attr.set_task(1);
+                attr.set_mmap(1);
+                attr.set_mmap2(1);
+                attr.set_sample_id_all(1);
+                attr.set_exclude_kernel(1);
+                attr.set_exclude_hv(1);
+                let ev = match PerfEvent::open(
+                    &mut attr,
+                    pid,
+                    cpu,
+                    if ring.is_some() { 0 } else { pages },
+                ) {
+                    Ok(ev) => ev,
+                    // (a thread of a running process that ended meanwhile)
+                    Err(_) if running && ring.is_some() => continue,
+                    Err(e) => return Err(e),
+                };
+                let out = ring.as_ref().unwrap_or(&ev);
+                if faults {
+                    let mut fa = target_attr(
+                        b::PERF_TYPE_SOFTWARE,
+                        u64::from(b::PERF_COUNT_SW_PAGE_FAULTS_MAJ),
+                        sample_type,
+                        inherit,
+                    );
+                    if running {
+                        fa.set_disabled(0);
+                        fa.set_enable_on_exec(0);
+                    }
+                    fa.__bindgen_anon_1.sample_period = 1;
+                    fa.set_sample_id_all(1);
+                    let f = PerfEvent::open(&mut fa, pid, cpu, 0)?;
+                    f.set_output(out)?;
+                    redirected.push(f);
                 }
-                None => ring = Some(ev),
+                match &ring {
+                    Some(r) => {
+                        ev.set_output(r)?;
+                        redirected.push(ev);
+                    }
+                    None => ring = Some(ev),
+                }
             }
-          }
-          events.extend(ring);
+            events.extend(ring);
         }
         Ok(OsCollector {
             events,
