@@ -605,21 +605,36 @@ impl Window {
         {
             return Ok(());
         }
-        let mut stopped = match Stopped::stop(pid) {
-            Ok(s) => s,
-            Err(StopError::Gone) => return Ok(()),
-            Err(StopError::Refused(why)) => {
-                return Err(format!("cannot detach from process {pid}: {why}"))
+        let runtime = runtime_range(pid, self.runtime.bias);
+        let mut tries = 0;
+        let mut stopped = loop {
+            let stopped = match Stopped::stop(pid) {
+                Ok(s) => s,
+                Err(StopError::Gone) => return Ok(()),
+                Err(StopError::Refused(why)) => {
+                    return Err(format!("cannot detach from process {pid}: {why}"))
+                }
+            };
+            for slot in &self.slots {
+                let _ = stopped.mem().write_u64(slot.addr, slot.original);
             }
+            // (a thread in a stub runs on into the function's original
+            // code, which follows the displaced instructions it ran there)
+            for site in &self.patched {
+                let _ = stopped.mem().write(site.addr, &site.orig);
+            }
+            // No probe starts now; one a thread is inside (its rip in the
+            // runtime) is let finish before the runtime lets its buffers
+            // go, a few times (a thread waiting in the runtime for the
+            // recorder does not finish: it is detached as it is).
+            let inside = stopped.rips().iter().any(|r| runtime.contains(r));
+            tries += 1;
+            if !inside || tries >= DETACH_TRIES {
+                break stopped;
+            }
+            drop(stopped);
+            std::thread::sleep(Duration::from_millis(1));
         };
-        for slot in &self.slots {
-            let _ = stopped.mem().write_u64(slot.addr, slot.original);
-        }
-        // (a thread in a stub runs on into the function's original code,
-        // which follows the displaced instructions it ran there)
-        for site in &self.patched {
-            let _ = stopped.mem().write(site.addr, &site.orig);
-        }
         stopped
             .call(self.runtime.addr("lapse_rt_detach"), &[])
             .map(|_| ())
@@ -638,6 +653,30 @@ impl Watched for Window {
     fn stop_pending(&mut self) -> bool {
         self.done.is_some() && process::stop_requested()
     }
+}
+
+/// How often detaching stops the process again to find no thread inside
+/// the runtime.
+const DETACH_TRIES: u32 = 50;
+
+/// The addresses of the runtime mapped at `bias` in `pid`.
+fn runtime_range(pid: u32, bias: u64) -> std::ops::Range<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mut range = bias..bias;
+    for l in text
+        .lines()
+        .filter(|l| l.contains(lapse_rt::RUNTIME_FILE_NAME))
+    {
+        let mut ends = l.split(' ').next().unwrap_or("").split('-');
+        let lo = ends.next().and_then(|v| u64::from_str_radix(v, 16).ok());
+        let hi = ends.next().and_then(|v| u64::from_str_radix(v, 16).ok());
+        if let (Some(lo), Some(hi)) = (lo, hi) {
+            if lo >= bias && lo < bias + (1 << 30) {
+                range.end = range.end.max(hi);
+            }
+        }
+    }
+    range
 }
 
 /// The effective user and group of process `pid`.
