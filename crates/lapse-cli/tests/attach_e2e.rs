@@ -354,7 +354,13 @@ fn one_window(name: &str, mode: &str, check: impl Fn(&Path, &Value)) {
         let Some(out) = attach(&svc.pid(), &data, &["--duration", "2"]) else {
             return;
         };
-        assert!(out.status.success(), "{build_name}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(out.status.success(), "{build_name}: {err}");
+        // (no process or thread of the window went unseen by the runtime)
+        assert!(
+            !err.contains("without lapse's runtime"),
+            "{build_name}: {err}"
+        );
         let f = LAPSE.report(&data, "functions", &[]);
         check(&data, &f);
         let (status, printed) = svc.finish();

@@ -5,10 +5,11 @@
 //! The window is recorded by the same session as a launched target's
 //! (`session.rs`); what differs is its start and end (`inject.rs` does the
 //! work on the stopped process):
-//! - start: the kernel's events are opened on each thread the process has
-//!   (each following the threads it creates), the runtime is loaded and
-//!   connected, the probe imports pointed at it, and the mappings the
-//!   process has are noted;
+//! - start: with every thread stopped, the runtime is loaded and
+//!   connected, the probes are turned on, and the kernel's events are
+//!   opened on each thread (each following the threads it creates: none is
+//!   missed, and no child forked before the runtime was there is seen);
+//!   then the threads run on and the mappings the process has are noted;
 //! - end: the probe imports get their old values back, the runtime hands
 //!   every thread's events over and goes idle, and the threads run on;
 //!   children forked during the window are detached the same way.
@@ -114,16 +115,35 @@ pub fn record_attached(
             "system calls are not recorded when attaching to a running process".into(),
         ));
     }
-    let tids: Vec<i32> = proc_scan::threads(pid)
-        .ok_or(RecordError::NoSuchProcess(pid))?
-        .iter()
-        .map(|&(t, _)| t as i32)
-        .collect();
-    let census_max = max_threads.saturating_add(max_threads / 4);
-    let os = OsCollector::open_threads(&tids, true, faults, opts.inherit, census_max)?;
-    let clock = TickClock::calibrate(os.tsc_scale());
     // (from now on Ctrl-C ends the window, whatever the attach is doing)
     process::catch_stop_signals();
+    let start = clock::monotonic_now();
+    let runtime_path = dir.runtime_path();
+    let (attached, stopped) =
+        attach(pid, &runtime_path, libc, &vars, &slots, job.as_ref()).map_err(refuse)?;
+    let mut window = Window {
+        pid,
+        until: duration.map(|d| Instant::now() + d),
+        runtime: attached.runtime,
+        slots: attached.slots,
+        patched: attached.patched,
+        done: None,
+        notices: opts.notices.clone(),
+    };
+    // The kernel's events go on while every thread is still stopped: on
+    // each thread there is (each following the threads it creates), none
+    // missed, and no child forked before the runtime was there.
+    let census_max = max_threads.saturating_add(max_threads / 4);
+    let os = OsCollector::open_threads(&stopped.tids(), true, faults, opts.inherit, census_max);
+    drop(stopped);
+    let os = match os {
+        Ok(os) => os,
+        Err(e) => {
+            window.end(&HashMap::new());
+            return Err(e.into());
+        }
+    };
+    let clock = TickClock::calibrate(os.tsc_scale());
     let mut s = Session {
         out,
         asm: Assembler::new(AddressBook::default(), clock, max_threads),
@@ -156,7 +176,6 @@ pub fn record_attached(
         patch_wanted: false,
     };
     s.pool = Pool::start(workers::workers_wanted(), &s.asm.book, clock);
-    let start = clock::monotonic_now();
     s.asm.procs.insert(
         pid,
         Proc {
@@ -166,14 +185,12 @@ pub fn record_attached(
         },
     );
     s.asm.book.lock().load_proc_maps(pid, start);
-    let runtime_path = dir.runtime_path();
-    let attached = attach(pid, &runtime_path, libc, &vars, &slots, job.as_ref()).map_err(refuse)?;
     if let Some(job) = job {
         // (what patch.c says of a launched program's patching)
         let done = dir.plan_done_path();
         let text = format!(
             "patched {}\nchanged {}\nfailed -\n",
-            attached.patched.len(),
+            window.patched.len(),
             attached.changed
         );
         let _ = std::fs::write(&done, text);
@@ -190,15 +207,6 @@ pub fn record_attached(
         });
         s.patch_wanted = true;
     }
-    let mut window = Window {
-        pid,
-        until: duration.map(|d| Instant::now() + d),
-        runtime: attached.runtime,
-        slots: attached.slots,
-        patched: attached.patched,
-        done: None,
-        notices: opts.notices.clone(),
-    };
     let run = s.run(opts, &mut window, start, start_unix_ns, faults);
     // (the process must never be left attached, whatever ended the run)
     window.end(&HashMap::new());
@@ -463,8 +471,10 @@ fn loaded_runtime(stopped: &Stopped, mods: &[Module]) -> Option<Runtime> {
 }
 
 /// Stops the process, loads (or finds) the runtime, connects it and points
-/// the probe imports at it; the threads run on when this returns.
-/// What an attach changed in the process.
+/// the probe imports at it; the threads run on once the [`Stopped`]
+/// returned is dropped.
+/// What an attach changed in the process (the counts: sites left alone
+/// because a thread was at them, or their bytes were not the plan's).
 struct Attached {
     runtime: Runtime,
     slots: Vec<Slot>,
@@ -480,7 +490,7 @@ fn attach(
     vars: &[u8],
     slots: &[(u64, usize)],
     job: Option<&PatchJob>,
-) -> Result<Attached, Refusal> {
+) -> Result<(Attached, Stopped), Refusal> {
     let mut stopped = Stopped::stop(pid).map_err(|e| match e {
         StopError::Gone => format!("process {pid} ended before lapse could attach"),
         StopError::Refused(why) => why,
@@ -546,13 +556,16 @@ fn attach(
         Some(job) => apply_plan(&mut stopped, libc, runtime, job)?,
         None => (Vec::new(), 0, 0),
     };
-    Ok(Attached {
-        runtime,
-        slots: done,
-        patched,
-        busy,
-        changed,
-    })
+    Ok((
+        Attached {
+            runtime,
+            slots: done,
+            patched,
+            busy,
+            changed,
+        },
+        stopped,
+    ))
 }
 
 const RTLD_NOW_FLAG: u64 = 2;

@@ -273,6 +273,13 @@ impl Stopped {
         &self.mem
     }
 
+    /// The stopped threads.
+    pub fn tids(&self) -> Vec<i32> {
+        let mut t: Vec<i32> = self.threads.keys().copied().collect();
+        t.sort_unstable();
+        t
+    }
+
     /// Every stopped thread's instruction pointer.
     pub fn rips(&self) -> Vec<u64> {
         self.threads
