@@ -18,7 +18,9 @@
 //! - Calls open when the window starts are shown as open (their exits come
 //!   without entries: the report's rule for calls open at the start), and
 //!   calls still open at its end are open at the end.
-//! - A program built with `-pg`, or without probes, is refused for now.
+//! - A program built with `-pg` or `-pg -mfentry` is patched like one
+//!   without probes (its `mcount` calls stay the C library's); sanitizer
+//!   coverage and the lapse crate's probes are not turned on.
 //! - Calls into other libraries are not traced while attached, and the
 //!   runtime installs no signal handlers (the program's stay as they are).
 //! - The exit status recorded for an attached process is 0 (lapse is not
@@ -403,7 +405,6 @@ fn mapped_at(pid: u32, addr: u64, len: u64) -> bool {
 fn no_probes(pid: u32) -> Refusal {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
     let how = match crate::method::detect_probes(&exe) {
-        crate::method::Probes::Mcount => "it was built with -pg, whose probes attaching does not turn on yet",
         crate::method::Probes::None => "run-time patching found nothing to patch in it (no function symbols, or --patch named none of its functions)",
         _ => "its kind of probes (sanitizer coverage, the lapse crate's) cannot be turned on in a running process yet",
     };
