@@ -393,13 +393,23 @@ fn apply_plan(
 
 /// Whether `pid` has a mapping of at least `len` bytes starting at `addr`.
 fn mapped_at(pid: u32, addr: u64, len: u64) -> bool {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    text.lines().any(|l| {
-        let mut range = l.split(' ').next().unwrap_or("").split('-');
-        let lo = range.next().and_then(|v| u64::from_str_radix(v, 16).ok());
-        let hi = range.next().and_then(|v| u64::from_str_radix(v, 16).ok());
-        matches!((lo, hi), (Some(lo), Some(hi)) if lo == addr && hi - lo >= len)
-    })
+    maps_of(pid)
+        .lines()
+        .filter_map(range_of)
+        .any(|(lo, hi)| lo == addr && hi - lo >= len)
+}
+
+fn maps_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default()
+}
+
+/// The address range of a `/proc/PID/maps` line.
+fn range_of(line: &str) -> Option<(u64, u64)> {
+    let (lo, hi) = line.split(' ').next()?.split_once('-')?;
+    Some((
+        u64::from_str_radix(lo, 16).ok()?,
+        u64::from_str_radix(hi, 16).ok()?,
+    ))
 }
 
 fn no_probes(pid: u32) -> Refusal {
@@ -675,16 +685,17 @@ const DETACH_TRIES: u32 = 50;
 
 /// The addresses of the runtime mapped at `bias` in `pid`.
 fn runtime_range(pid: u32, bias: u64) -> std::ops::Range<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    runtime_range_in(&maps_of(pid), bias)
+}
+
+/// The addresses of the runtime mapped at `bias`, from maps `text`.
+fn runtime_range_in(text: &str, bias: u64) -> std::ops::Range<u64> {
     let mut range = bias..bias;
     for l in text
         .lines()
         .filter(|l| l.contains(lapse_rt::RUNTIME_FILE_NAME))
     {
-        let mut ends = l.split(' ').next().unwrap_or("").split('-');
-        let lo = ends.next().and_then(|v| u64::from_str_radix(v, 16).ok());
-        let hi = ends.next().and_then(|v| u64::from_str_radix(v, 16).ok());
-        if let (Some(lo), Some(hi)) = (lo, hi) {
+        if let Some((lo, hi)) = range_of(l) {
             if lo >= bias && lo < bias + (1 << 30) {
                 range.end = range.end.max(hi);
             }
@@ -711,4 +722,47 @@ fn owner(pid: u32) -> Option<(u32, u32)> {
 /// Whether `pid` runs (not gone, not a zombie).
 fn alive(pid: u32) -> bool {
     proc_scan::session_of(pid).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runtime_range_spans_its_mappings_at_its_bias() {
+        // (two copies: the one at 0x7f00_0000_0000 is asked for; a stack
+        // line and another file are not the runtime)
+        let maps = "\
+7f0000000000-7f0000004000 r--p 00000000 08:01 11 /tmp/lapse-1-a/liblapse_rt.so (deleted)
+7f0000004000-7f0000030000 r-xp 00004000 08:01 11 /tmp/lapse-1-a/liblapse_rt.so (deleted)
+7f0000030000-7f0000040000 rw-p 00030000 08:01 11 /tmp/lapse-1-a/liblapse_rt.so (deleted)
+7f0000040000-7f0000050000 r-xp 00000000 08:01 12 /usr/lib/libother.so
+7f5000000000-7f5000040000 r-xp 00000000 08:01 13 /tmp/lapse-2-b/liblapse_rt.so
+7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]
+";
+        let r = runtime_range_in(maps, 0x7f00_0000_0000);
+        assert_eq!(r, 0x7f00_0000_0000..0x7f00_0004_0000);
+        assert!(r.contains(&0x7f00_0000_5000) && !r.contains(&0x7f00_0004_0000));
+        // (nothing there: an empty range)
+        assert!(runtime_range_in(maps, 0x1000).is_empty());
+        assert_eq!(range_of("10-20 r-xp 0 0 0"), Some((0x10, 0x20)));
+        assert_eq!(range_of("garbage"), None);
+    }
+
+    #[test]
+    fn the_runtime_gets_its_variables_as_lines() {
+        let dir = SessionDir::create().expect("session dir");
+        let vars = runtime_vars(&dir, Path::new("/out/x.spill"), 42, false);
+        assert_eq!(vars.last(), Some(&0), "NUL-terminated");
+        let text = std::str::from_utf8(&vars[..vars.len() - 1]).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        let socket = format!("LAPSE_SOCKET={}", dir.socket_path().display());
+        assert_eq!(lines[0], socket);
+        assert_eq!(lines[1], "LAPSE_SPILL=/out/x.spill");
+        assert_eq!(lines[2], "LAPSE_SESSION=42");
+        assert!(lines[3].starts_with("LAPSE_FLUSH_TICKS="));
+        assert_eq!(&lines[4..], ["LAPSE_NO_LIBCALLS=1", "LAPSE_NO_INHERIT=1"]);
+        let inherit = runtime_vars(&dir, Path::new("/s"), 1, true);
+        assert!(!String::from_utf8_lossy(&inherit).contains("NO_INHERIT"));
+    }
 }
