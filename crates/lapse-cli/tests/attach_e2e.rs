@@ -204,6 +204,36 @@ impl Service {
     }
 }
 
+/// The code of process `pid`'s executable `exe` is as in its file (every
+/// patched byte back).
+fn assert_code_as_in_file(exe: &Path, pid: &str) {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let exe_path = exe.to_str().expect("utf-8");
+    let file = std::fs::read(exe).expect("read the program");
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("open its memory");
+    let mut code_maps = 0;
+    for l in maps.lines().filter(|l| l.ends_with(exe_path)) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if !f[1].contains('x') {
+            continue;
+        }
+        let (lo, hi) = f[0].split_once('-').expect("range");
+        let lo = u64::from_str_radix(lo, 16).expect("hex");
+        let hi = u64::from_str_radix(hi, 16).expect("hex");
+        let off = usize::from_str_radix(f[2], 16).expect("hex");
+        let len = ((hi - lo) as usize).min(file.len() - off);
+        let mut now = vec![0u8; len];
+        use std::os::unix::fs::FileExt;
+        mem.read_exact_at(&mut now, lo).expect("read its code");
+        assert!(
+            now == file[off..off + len],
+            "the code at {lo:#x} differs from the file"
+        );
+        code_maps += 1;
+    }
+    assert!(code_maps >= 1, "{maps}");
+}
+
 /// What the service prints when nothing attaches to it.
 fn alone(exe: &Path, dir: &Path, mode: &str) -> String {
     let out = Command::new(exe)
@@ -300,30 +330,7 @@ fn twice(exe: &Path, dir: &Path) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     assert!(status.contains("TracerPid:\t0"), "{status}");
     // ... and the program's code as in its file (every patched byte back).
-    let exe_path = exe.to_str().expect("utf-8");
-    let file = std::fs::read(exe).expect("read the program");
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("open its memory");
-    let mut code_maps = 0;
-    for l in maps.lines().filter(|l| l.ends_with(exe_path)) {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if !f[1].contains('x') {
-            continue;
-        }
-        let (lo, hi) = f[0].split_once('-').expect("range");
-        let lo = u64::from_str_radix(lo, 16).expect("hex");
-        let hi = u64::from_str_radix(hi, 16).expect("hex");
-        let off = usize::from_str_radix(f[2], 16).expect("hex");
-        let len = ((hi - lo) as usize).min(file.len() - off);
-        let mut now = vec![0u8; len];
-        use std::os::unix::fs::FileExt;
-        mem.read_exact_at(&mut now, lo).expect("read its code");
-        assert!(
-            now == file[off..off + len],
-            "the code at {lo:#x} differs from the file"
-        );
-        code_maps += 1;
-    }
-    assert!(code_maps >= 1, "{maps}");
+    assert_code_as_in_file(exe, &pid);
     let (status, printed) = svc.finish();
     assert_eq!(status, 0);
     assert_eq!(printed, expected);
@@ -464,6 +471,56 @@ fn a_process_killed_during_the_window_leaves_a_usable_file() {
     assert!(status.success(), "{err}");
     let f = LAPSE.report(&data, "functions", &[]);
     assert!(num(row(&f, "work"), "calls") >= 100.0);
+}
+
+#[test]
+fn after_lapse_is_killed_during_the_window_the_next_attach_cleans_up() {
+    for (build_name, flags) in [("cyg", &["-finstrument-functions"][..]), ("plain", &[][..])] {
+        let dir = work_dir(&format!("lapse-killed-{build_name}"));
+        let Some(exe) = build(&dir, "service", flags) else {
+            return;
+        };
+        let expected = alone(&exe, &dir, "plain");
+        let svc = Service::start(&exe, &dir, "plain");
+        let data = dir.join("killed.lapse");
+        let mut lapse = LAPSE
+            .command([
+                "record",
+                "--method",
+                "instrument",
+                "--pid",
+                &svc.pid(),
+                "-o",
+                data.to_str().expect("utf-8"),
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start lapse");
+        std::thread::sleep(Duration::from_millis(1500));
+        let _ = lapse.kill();
+        let _ = lapse.wait();
+        // The runtime notices and stops recording: what it spills stops
+        // growing.
+        let spill = dir.join("killed.lapse.spill");
+        let size = || std::fs::metadata(&spill).map_or(0, |m| m.len());
+        std::thread::sleep(Duration::from_millis(1500));
+        let first = size();
+        std::thread::sleep(Duration::from_millis(1000));
+        assert_eq!(size(), first, "{build_name}: the spill still grows");
+        // The next attach finds what the dead one left on, records, and
+        // turns it all off.
+        let again = dir.join("again.lapse");
+        let Some(out) = attach(&svc.pid(), &again, &["--duration", "1"]) else {
+            return;
+        };
+        assert!(out.status.success(), "{build_name}: {}", stderr(&out));
+        let f = LAPSE.report(&again, "functions", &[]);
+        assert!(num(row(&f, "work"), "calls") >= 100.0, "{build_name}");
+        assert_code_as_in_file(&exe, &svc.pid());
+        let (status, printed) = svc.finish();
+        assert_eq!(status, 0, "{build_name}");
+        assert_eq!(printed, expected, "{build_name}");
+    }
 }
 
 #[test]

@@ -46,6 +46,23 @@ NOINSTR static void forget_thread(struct lapse_tls *t)
     t->state = LAPSE_T_NEW;
 }
 
+/* Every registered thread forgets its buffers (handed over first with
+ * `flush`), the connection goes, the runtime is idle. */
+NOINSTR static void go_idle(int flush)
+{
+    if (flush)
+        lapse_flush_all();
+    for (int i = 0; i < LAPSE_MAX_THREADS; i++) {
+        struct lapse_tls *t = __atomic_exchange_n(&g_threads[i], NULL, __ATOMIC_ACQ_REL);
+        if (t)
+            forget_thread(t);
+    }
+    forget_thread(&lapse_t);
+    __atomic_store_n(&g_inited, 2, __ATOMIC_RELEASE);
+    lapse_drop_connection();
+    g_attached = ATTACH_IDLE;
+}
+
 /* `vars`: "NAME=value" lines, as the environment would have them (the
  * recorder writes them into the process's stack). 0 when connected; -1 when
  * a preloaded runtime records this process already, -2 when another
@@ -54,8 +71,11 @@ EXPORT int lapse_rt_attach(const char *vars)
 {
     if (g_inited == 1 && g_attached != ATTACH_ON)
         return -1;
-    if (g_attached == ATTACH_ON)
-        return -2;
+    if (g_attached == ATTACH_ON) {
+        if (g_inited == 1 && !lapse_recorder_gone())
+            return -2;
+        go_idle(0); /* (the last recorder died without detaching) */
+    }
     lapse_env_give(vars);
     if (g_attached == ATTACH_IDLE) {
         lapse_transport_reattach();
@@ -82,15 +102,26 @@ EXPORT int lapse_rt_detach(void)
 {
     if (g_attached != ATTACH_ON)
         return -1;
-    lapse_flush_all();
-    for (int i = 0; i < LAPSE_MAX_THREADS; i++) {
-        struct lapse_tls *t = __atomic_exchange_n(&g_threads[i], NULL, __ATOMIC_ACQ_REL);
-        if (t)
-            forget_thread(t);
-    }
-    forget_thread(&lapse_t);
-    __atomic_store_n(&g_inited, 2, __ATOMIC_RELEASE);
-    lapse_drop_connection();
-    g_attached = ATTACH_IDLE;
+    go_idle(1);
     return 0;
+}
+
+/* The slow path of an attached runtime's thread (t, the caller's own, with
+ * signals blocked): when the recorder is gone without detaching (killed),
+ * nobody will; the runtime stops recording, and each thread, as it gets
+ * here, forgets its buffers and leaves the registry (it may end before the
+ * next attach). Its probes then cost a call each (the slow path's first
+ * test) until a later attach turns them off. 1 when t stopped so. Cost
+ * while the recorder is there: fstat and poll once per hand-over. */
+NOINSTR int lapse_attach_orphaned(struct lapse_tls *t)
+{
+    if (g_attached != ATTACH_ON || t->state != LAPSE_T_ACTIVE)
+        return 0;
+    if (g_inited == 1 && !lapse_recorder_gone())
+        return 0;
+    __atomic_store_n(&g_inited, 2, __ATOMIC_RELEASE);
+    if (t->slot >= 0)
+        __atomic_store_n(&g_threads[t->slot], NULL, __ATOMIC_RELEASE);
+    forget_thread(t);
+    return 1;
 }

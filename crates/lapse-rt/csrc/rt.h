@@ -287,6 +287,8 @@ void lapse_transport_reattach(void);
 /* ---- attach.c ---- */
 enum { ATTACH_NONE = 0, ATTACH_ON = 1, ATTACH_IDLE = 2 /* detached, may attach again */ };
 extern int g_attached;
+/* The recorder died without detaching: t stops recording (1), see attach.c. */
+int lapse_attach_orphaned(struct lapse_tls *t);
 
 /* ---- env.c ---- */
 extern int g_no_inherit; /* --no-inherit: children are not recorded */

@@ -228,7 +228,9 @@ NOINSTR void lapse_hand_over_due(struct lapse_tls *t)
     lapse_block(&old);
     if (t->state == LAPSE_T_ACTIVE && !t->in_slow) {
         t->in_slow = 1;
-        if (lapse_ticks() > t->deadline)
+        if (g_attached && lapse_attach_orphaned(t))
+            ; /* (stopped recording) */
+        else if (lapse_ticks() > t->deadline)
             lapse_flush_own(t, 1);
         t->in_slow = 0;
     }
@@ -263,6 +265,11 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
         return;
     }
     t->in_slow = 1;
+    if (g_attached && lapse_attach_orphaned(t)) {
+        t->in_slow = 0;
+        lapse_unblock(&old);
+        return;
+    }
     if (t->state == LAPSE_T_EARLY && g_ctor_done) {
         /* start-up has been (another thread's early probes): hand them over */
         struct lapse_early early;

@@ -249,6 +249,8 @@ struct LibC {
     dlopen: u64,
     dlerror: u64,
     mmap: u64,
+    /// Its empty `__cyg_profile_func_enter` and `_exit` (0: none).
+    cyg: [u64; 2],
 }
 
 fn libc_functions(pid: u32, mods: &[Module]) -> Result<LibC, Refusal> {
@@ -261,10 +263,14 @@ fn libc_functions(pid: u32, mods: &[Module]) -> Result<LibC, Refusal> {
         let data = std::fs::read(&m.path).ok()?;
         let at = |name| inject::symbol(&data, name);
         let (dlopen, dlerror, mmap) = (at("dlopen"), at("dlerror"), at("mmap"));
+        let cyg = ["__cyg_profile_func_enter", "__cyg_profile_func_exit"]
+            .map(|name| at(name))
+            .map(|a| if a == 0 { 0 } else { m.bias + a });
         (dlopen != 0 && dlerror != 0 && mmap != 0).then(|| LibC {
             dlopen: m.bias + dlopen,
             dlerror: m.bias + dlerror,
             mmap: m.bias + mmap,
+            cyg,
         })
     });
     found.ok_or_else(|| {
@@ -363,6 +369,25 @@ fn apply_plan(
     for site in &plan.sites {
         let addr = job.bias.wrapping_add(site.at);
         let n = site.orig.len() as u64;
+        let target = region.wrapping_add(u64::from(site.stub));
+        let rel = target.wrapping_sub(addr + 5) as i64 as i32;
+        let mut bytes = vec![0xcc; site.orig.len()];
+        bytes[0] = 0xe9;
+        bytes[1..5].copy_from_slice(&rel.to_le_bytes());
+        let mut now = vec![0u8; site.orig.len()];
+        if stopped.mem().read(addr, &mut now).is_err() {
+            changed += 1;
+            continue;
+        }
+        if now == bytes {
+            // (patched by an attach whose recorder died before detaching:
+            // this one puts it back at its end)
+            done.push(Patched {
+                addr,
+                orig: site.orig.clone(),
+            });
+            continue;
+        }
         // (inclusive: a thread in a system call restarts it two bytes back)
         if rips.iter().any(|&r| (addr..=addr + n).contains(&r)) {
             busy += 1;
@@ -371,16 +396,10 @@ fn apply_plan(
         if inject::holds_call(&site.orig) {
             continue; // (left alone, counted so in the note)
         }
-        let mut now = vec![0u8; site.orig.len()];
-        if stopped.mem().read(addr, &mut now).is_err() || now != site.orig {
+        if now != site.orig {
             changed += 1;
             continue;
         }
-        let target = region.wrapping_add(u64::from(site.stub));
-        let rel = target.wrapping_sub(addr + 5) as i64 as i32;
-        let mut bytes = vec![0xcc; site.orig.len()];
-        bytes[0] = 0xe9;
-        bytes[1..5].copy_from_slice(&rel.to_le_bytes());
         if stopped.mem().write(addr, &bytes).is_ok() {
             done.push(Patched {
                 addr,
@@ -556,6 +575,9 @@ fn attach(
     let mut done = Vec::new();
     for &(addr, k) in slots {
         let original = match stopped.mem().read_u64(addr) {
+            // (left pointing at the runtime by an attach whose recorder
+            // died before detaching: it was bound to the C library's)
+            Ok(v) if v == hooks[k] && libc.cyg[k] != 0 => libc.cyg[k],
             Ok(v) => v,
             Err(_) => continue,
         };
