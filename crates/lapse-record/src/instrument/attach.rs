@@ -264,7 +264,7 @@ fn libc_functions(pid: u32, mods: &[Module]) -> Result<LibC, Refusal> {
         let at = |name| inject::symbol(&data, name);
         let (dlopen, dlerror, mmap) = (at("dlopen"), at("dlerror"), at("mmap"));
         let cyg = ["__cyg_profile_func_enter", "__cyg_profile_func_exit"]
-            .map(|name| at(name))
+            .map(at)
             .map(|a| if a == 0 { 0 } else { m.bias + a });
         (dlopen != 0 && dlerror != 0 && mmap != 0).then(|| LibC {
             dlopen: m.bias + dlopen,
