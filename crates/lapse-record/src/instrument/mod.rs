@@ -1,6 +1,7 @@
 //! Recording with instrumentation: the target runs with the lapse runtime
-//! preloaded; its event buffers arrive over a socket, the kernel's records
-//! over perf rings, and both are merged into the data file as they come.
+//! preloaded (or, attached to while it runs, has it loaded: `attach.rs`);
+//! its event buffers arrive over a socket, the kernel's records over perf
+//! rings, and both are merged into the data file as they come.
 //!
 //! Choices where the spec is silent:
 //! - **Fork**: the child's stream starts with `enter` events, at the fork's
