@@ -25,7 +25,9 @@ const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 /// output depends on nothing that timing changes: a hash of `work`'s
 /// results for 0..1000, how many later results disagreed, and how many of
 /// the extra threads or children (argv[2]: `threads`, `fork`) failed.
-/// With `signals`, a 1 ms interval timer runs `tick` in a signal handler;
+/// A line "f" on its stdin forks a child that calls `work` and `nap` until
+/// stdin closes. With `signals`, a 1 ms interval timer runs `tick` in a
+/// signal handler;
 /// with `blocked`, the threads swap roles: the main thread sleeps.
 const SERVICE: &str = r#"
 #define _GNU_SOURCE
@@ -64,6 +66,7 @@ static volatile long works, naps, failed, mismatches;
 static uint64_t table[1000];
 static int logfd;
 static const char *mode = "";
+static pid_t child;
 QUIET static void note(void) {
     char line[80];
     struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
@@ -80,7 +83,22 @@ static void *napper(void *a) {
         if (nap() != 0 && strcmp(mode, "signals")) failed++;
         naps++;
         if (naps % 20 == 0) note();
-        if (poll(&p, 1, 0) > 0) stop = 1;
+        if (poll(&p, 1, 0) > 0) {
+            char c = 0;
+            if (read(0, &c, 1) == 1 && c == 'f' && !child) {
+                /* a child that lives on until stdin closes */
+                child = fork();
+                if (child == 0) {
+                    for (uint64_t i = 0; poll(&p, 1, 0) <= 0; i++) {
+                        if (work(i % 1000) != table[i % 1000]) _exit(1);
+                        nap();
+                    }
+                    _exit(0);
+                }
+            } else {
+                stop = 1;
+            }
+        }
         if (naps % 300 == 0 && !strcmp(mode, "threads")) {
             pthread_t t;
             if (pthread_create(&t, 0, extra, 0) || pthread_join(t, 0)) failed++;
@@ -119,6 +137,8 @@ int main(int argc, char **argv) {
     pthread_create(&t, 0, blocked ? worker : napper, 0);
     if (blocked) napper(0); else worker(0);
     pthread_join(t, 0);
+    int st = 0;
+    if (child && (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st))) failed++;
     if (!strcmp(mode, "signals")) printf("ticked %s\n", ticks > 0 ? "yes" : "no");
     printf("table %016llx mismatches %ld failed %ld\n", (unsigned long long)h, mismatches, failed);
     return 0;
@@ -232,6 +252,21 @@ fn assert_code_as_in_file(exe: &Path, pid: &str) {
         code_maps += 1;
     }
     assert!(code_maps >= 1, "{maps}");
+}
+
+/// What lapse (started with its stderr piped) did once it ended; fails
+/// the test when it goes on for minutes (a hang, not a slow machine).
+fn ended(mut lapse: Child) -> std::process::Output {
+    let t = Instant::now();
+    while lapse.try_wait().expect("wait for lapse").is_none() {
+        if t.elapsed() > Duration::from_secs(120) {
+            let _ = lapse.kill();
+            let out = lapse.wait_with_output().expect("wait for lapse");
+            panic!("lapse did not end: {}", stderr(&out));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    lapse.wait_with_output().expect("wait for lapse")
 }
 
 /// What the service prints when nothing attaches to it.
@@ -416,6 +451,82 @@ fn a_thread_asleep_in_a_system_call_sleeps_on() {
 }
 
 #[test]
+fn a_child_forked_during_the_window_that_lives_on_is_detached_too() {
+    for (build_name, flags) in [("cyg", &["-finstrument-functions"][..]), ("plain", &[][..])] {
+        let dir = work_dir(&format!("child-{build_name}"));
+        let Some(exe) = build(&dir, "service", flags) else {
+            return;
+        };
+        let expected = alone(&exe, &dir, "plain");
+        let mut svc = Service::start(&exe, &dir, "plain");
+        let pid = svc.pid();
+        let data = dir.join("out.lapse");
+        let lapse = LAPSE
+            .command([
+                "record",
+                "--method",
+                "instrument",
+                "--pid",
+                &pid,
+                "--duration",
+                "2",
+                "-o",
+                data.to_str().expect("utf-8"),
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start lapse");
+        // (the window is open once the runtime is in and the threads run)
+        let t = Instant::now();
+        let attached = || {
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            maps.contains("liblapse_rt") && status.contains("TracerPid:\t0")
+        };
+        while !attached() {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "lapse did not attach"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        svc.child
+            .stdin
+            .as_mut()
+            .expect("stdin")
+            .write_all(b"f")
+            .expect("ask for a child");
+        let out = ended(lapse);
+        let err = stderr(&out);
+        if perf_refused(&err) && !data.exists() {
+            return skip(err).unwrap_or(());
+        }
+        assert!(out.status.success(), "{build_name}: {err}");
+        assert!(!err.contains("warning"), "{build_name}: {err}");
+        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            + &std::fs::read_dir(format!("/proc/{pid}/task"))
+                .expect("tasks")
+                .flatten()
+                .map(|e| std::fs::read_to_string(e.path().join("children")).unwrap_or_default())
+                .collect::<String>();
+        let kid = children
+            .split_whitespace()
+            .next()
+            .expect("the child lives")
+            .to_owned();
+        let status = std::fs::read_to_string(format!("/proc/{kid}/status")).expect("status");
+        assert!(status.contains("TracerPid:\t0"), "{status}");
+        assert_code_as_in_file(&exe, &kid);
+        let p = LAPSE.report(&data, "processes", &[]);
+        assert!(rows(&p).len() >= 2, "{build_name}: {p:#}");
+        let (status, printed) = svc.finish();
+        assert_eq!(status, 0, "{build_name}");
+        assert_eq!(printed, expected, "{build_name}");
+    }
+}
+
+#[test]
 fn signal_handlers_running_during_the_attach() {
     one_window("signals", "signals", |_, f| {
         assert!(num(row(f, "tick"), "calls") >= 100.0, "{f:#}");
@@ -566,7 +677,7 @@ fn interrupt(svc: &Service, data: &Path) {
         std::thread::sleep(Duration::from_millis(delay_ms));
         // SAFETY: signalling the child we started.
         unsafe { libc::kill(lapse.id() as i32, libc::SIGINT) };
-        let out = lapse.wait_with_output().expect("wait for lapse");
+        let out = ended(lapse);
         let err = stderr(&out);
         if perf_refused(&err) && !data.exists() {
             return skip(err).unwrap_or(());
