@@ -130,6 +130,7 @@ pub fn record_attached(
         slots: attached.slots,
         patched: attached.patched,
         done: None,
+        done_at: None,
         notices: opts.notices.clone(),
     };
     // The kernel's events go on while every thread is still stopped: on
@@ -612,6 +613,8 @@ struct Window {
     patched: Vec<Patched>,
     /// Set once detached.
     done: Option<i32>,
+    /// When it was detached.
+    done_at: Option<Instant>,
     notices: crate::Notices,
 }
 
@@ -639,6 +642,7 @@ impl Window {
             }
         }
         self.done = Some(0);
+        self.done_at = Some(Instant::now());
         0
     }
 
@@ -696,10 +700,17 @@ impl Watched for Window {
         Ok(Some(self.end(procs)))
     }
 
+    /// Once detached, the runtimes handed everything over before they
+    /// let go: what is queued is read, and the recording ends, soon even
+    /// when a process could not be detached (it stays connected).
     fn stop_pending(&mut self) -> bool {
-        self.done.is_some() && process::stop_requested()
+        self.done_at
+            .is_some_and(|at| process::stop_requested() || at.elapsed() > DRAIN_AFTER)
     }
 }
+
+/// How long after the detach the recording ends at the latest.
+const DRAIN_AFTER: Duration = Duration::from_secs(1);
 
 /// How often detaching stops the process again to find no thread inside
 /// the runtime.
