@@ -6,7 +6,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: [&str; 20] = [
+const SOURCES: [&str; 21] = [
     "csrc/probe.c",
     "csrc/calibrate.c",
     "csrc/trampoline.c",
@@ -27,6 +27,7 @@ const SOURCES: [&str; 20] = [
     "csrc/patch.c",
     "csrc/filter.c",
     "csrc/control.c",
+    "csrc/attach.c",
 ];
 
 /// The object `lapse build` links into the programs it builds (sanitizer

@@ -370,7 +370,9 @@ pub struct RecordArgs {
     /// The data file to write (an existing one is replaced only when recording succeeds).
     #[arg(short, long, default_value = DEFAULT_FILE)]
     pub output: PathBuf,
-    /// Attach to the running process PID instead of launching a command.
+    /// Attach to the running process PID instead of launching a command
+    /// (sampling; with --method instrument, lapse loads its runtime into the
+    /// process with ptrace, turns its probes on, and off again at the end).
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
     /// Stop recording after this many seconds: with --pid, detach then

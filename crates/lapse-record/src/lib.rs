@@ -48,17 +48,21 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     check_rate(opts.rate, sample_rate_limit())?;
     let argv = match &opts.target {
         Target::Command(argv) => argv,
-        &Target::Pid { pid, .. } => {
-            if opts.method == MethodChoice::Instrument {
-                return Err(RecordError::Unsupported(
-                    "attaching to a running process (--pid) records by sampling; drop --method instrument".into(),
-                ));
-            }
+        &Target::Pid { pid, duration } => {
             check_attachable(pid)?;
             if !opts.filters.is_empty() {
                 return Err(RecordError::Unsupported(
                     "--filter, --exclude, --depth and --min-time are for instrumentation of a launched command, not with --pid".into(),
                 ));
+            }
+            let c = &opts.control;
+            if c.start_paused || c.delay.is_some() || c.signal.is_some() {
+                return Err(RecordError::Unsupported(
+                    "--start-paused, --delay and --signal need lapse to start the program, not --pid".into(),
+                ));
+            }
+            if opts.method == MethodChoice::Instrument {
+                return instrument::record_attached(opts, pid, duration);
             }
             return record_sampling(opts);
         }

@@ -33,6 +33,7 @@ static char g_vars[N_NAMES][VAR_MAX]; /* "NAME=value", or "" */
 static char g_self[VAR_MAX];          /* this library's path, as in LD_PRELOAD */
 static char g_preload_rest[VAR_MAX];  /* LD_PRELOAD without it (--no-inherit) */
 int g_no_inherit;
+static int g_given; /* attached: g_vars came from lapse_env_give */
 
 NOINSTR static int has_name(const char *entry, const char *name)
 {
@@ -62,6 +63,8 @@ NOINSTR void lapse_env_init(void)
     if (dladdr((void *)lapse_env_init, &info) && info.dli_fname &&
         strlen(info.dli_fname) < sizeof g_self)
         strcpy(g_self, info.dli_fname);
+    if (g_given)
+        return; /* (attached: the process's environment is its own) */
     for (size_t i = 0; i < N_NAMES; i++) {
         const char *v = getenv(g_names[i]);
         g_vars[i][0] = 0;
@@ -186,4 +189,26 @@ NOINSTR long lapse_env_fix(char *const envp[], long n, char **out, char *preload
     }
     out[k] = NULL;
     return k;
+}
+
+/* Attach (attach.c): no environment to read, the recorder hands the
+ * variables over as "NAME=value" lines; only lapse's own are kept. */
+NOINSTR void lapse_env_give(const char *vars)
+{
+    for (size_t i = 0; i < N_NAMES; i++)
+        g_vars[i][0] = 0;
+    for (const char *line = vars; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        for (size_t i = 0; i < N_NAMES; i++) {
+            size_t n = strlen(g_names[i]);
+            if (len < VAR_MAX && len > n && strncmp(line, g_names[i], n) == 0 && line[n] == '=') {
+                memcpy(g_vars[i], line, len);
+                g_vars[i][len] = 0;
+            }
+        }
+        line = end ? end + 1 : line + len;
+    }
+    g_no_inherit = lapse_env(LAPSE_ENV_NO_INHERIT) != NULL;
+    g_given = 1;
 }

@@ -187,14 +187,23 @@ NOINSTR static void lapse_init_connected(void)
         if (endp && *endp == 0 && v > 0)
             g_flush_ticks = v;
     }
-    if (lapse_threads_init() != 0)
-        return;
-    pthread_atfork(lapse_before_fork, lapse_after_fork_parent, lapse_after_fork_child);
-    install_handlers();
+    /* (once per process image: an attached runtime starts again at each attach) */
+    static int registered;
+    if (!registered) {
+        if (lapse_threads_init() != 0)
+            return;
+        pthread_atfork(lapse_before_fork, lapse_after_fork_parent, lapse_after_fork_child);
+        registered = 1;
+    }
+    /* (attached: the program's signal dispositions stay as they are) */
+    if (g_attached == ATTACH_NONE)
+        install_handlers();
     __atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
-    if (getenv(LAPSE_ENV_CALIBRATE)) {
+    int calibrate = g_attached == ATTACH_ON || getenv(LAPSE_ENV_CALIBRATE) != NULL;
+    if (calibrate) {
         /* only the first process measures; its children inherit the value */
-        unsetenv(LAPSE_ENV_CALIBRATE);
+        if (g_attached == ATTACH_NONE)
+            unsetenv(LAPSE_ENV_CALIBRATE);
         struct lapse_tls *t = &lapse_t;
         uint32_t in_slow = t->in_slow; /* we may be inside the first probe */
         t->in_slow = 0;

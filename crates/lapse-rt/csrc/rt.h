@@ -314,9 +314,20 @@ void lapse_disconnect(void);
 /* Lets the inherited connection go (a child that is not recorded). */
 void lapse_drop_connection(void);
 void lapse_transport_after_fork(void);
+/* Attach again (attach.c): the last recorder's leaving is forgotten. */
+void lapse_transport_reattach(void);
+
+/* ---- attach.c ---- */
+enum { ATTACH_NONE = 0, ATTACH_ON = 1, ATTACH_IDLE = 2 /* detached, may attach again */ };
+extern int g_attached;
+/* The recorder died without detaching: t stops recording (1), see attach.c. */
+int lapse_attach_orphaned(struct lapse_tls *t);
 
 /* ---- env.c ---- */
 extern int g_no_inherit; /* --no-inherit: children are not recorded */
+/* Attach (attach.c): lapse's variables from `vars` ("NAME=value" lines)
+ * instead of the environment, from now on. */
+void lapse_env_give(const char *vars);
 /* Copies lapse's variables; with --no-inherit, removes them from environ. */
 void lapse_env_init(void);
 /* The value start-up saw for a LAPSE_ENV_* variable, or NULL. */

@@ -219,8 +219,8 @@ NOINSTR void lapse_thread_start(struct lapse_tls *t)
         t->in_slow = 1;
         if (!g_ctor_done)
             early_setup(t);
-        else if (g_inited != 1 || thread_setup(t) != 0)
-            t->state = LAPSE_T_OFF;
+        else if (g_inited != 1 ? g_attached == ATTACH_NONE : thread_setup(t) != 0)
+            t->state = LAPSE_T_OFF; /* (an idle attached runtime: set up at the next attach) */
         t->in_slow = 0;
     }
     lapse_unblock(&old);
@@ -232,7 +232,9 @@ NOINSTR void lapse_hand_over_due(struct lapse_tls *t)
     lapse_block(&old);
     if (t->state == LAPSE_T_ACTIVE && !t->in_slow) {
         t->in_slow = 1;
-        if (lapse_ticks() > t->deadline)
+        if (g_attached && lapse_attach_orphaned(t))
+            ; /* (stopped recording) */
+        else if (lapse_ticks() > t->deadline)
             lapse_flush_own(t, 1);
         t->in_slow = 0;
     }
@@ -267,6 +269,11 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
         return;
     }
     t->in_slow = 1;
+    if (g_attached && lapse_attach_orphaned(t)) {
+        t->in_slow = 0;
+        lapse_unblock(&old);
+        return;
+    }
     if (t->state == LAPSE_T_EARLY && g_ctor_done) {
         /* start-up has been (another thread's early probes): hand them over */
         struct lapse_early early;
@@ -277,8 +284,8 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
     if (t->state == LAPSE_T_NEW) {
         if (!g_ctor_done)
             early_setup(t);
-        else if (g_inited != 1 || thread_setup(t) != 0)
-            t->state = LAPSE_T_OFF;
+        else if (g_inited != 1 ? g_attached == ATTACH_NONE : thread_setup(t) != 0)
+            t->state = LAPSE_T_OFF; /* (an idle attached runtime: set up at the next attach) */
         e = NULL;
     }
     if (t->state == LAPSE_T_EARLY) {

@@ -423,3 +423,12 @@ NOINSTR void lapse_transport_after_fork(void)
     g_reconnects = 0;
     g_cut_here_ns = 0;
 }
+
+/* Attach again (attach.c): a new recorder, a new count of reconnections. */
+NOINSTR void lapse_transport_reattach(void)
+{
+    g_recorder_gone = 0;
+    g_reconnects = 0;
+    g_cut_here_ns = 0;
+    g_stuck = 0;
+}

@@ -1,6 +1,7 @@
 //! Recording with instrumentation: the target runs with the lapse runtime
-//! preloaded; its event buffers arrive over a socket, the kernel's records
-//! over perf rings, and both are merged into the data file as they come.
+//! preloaded (or, attached to while it runs, has it loaded: `attach.rs`);
+//! its event buffers arrive over a socket, the kernel's records over perf
+//! rings, and both are merged into the data file as they come.
 //!
 //! Choices where the spec is silent:
 //! - **Fork**: the child's stream starts with `enter` events, at the fork's
@@ -45,7 +46,9 @@ mod address;
 mod arena;
 mod assemble;
 mod filters;
+mod attach;
 mod functions;
+mod inject;
 mod ipc;
 mod ns_ids;
 mod os;
@@ -67,5 +70,6 @@ mod workers;
 mod wrapup;
 
 pub use filters::RecordFilters;
+pub use attach::record_attached;
 pub use recover::{recover, spill_path, RecoverOutcome};
 pub use session::record;

@@ -207,56 +207,98 @@ impl OsCollector {
         inherit: bool,
         max_threads: usize,
     ) -> Result<OsCollector, PerfError> {
+        let mut os = Self::open_threads(&[pid], false, faults, inherit, max_threads)?;
+        if syscalls {
+            match SyscallEvents::open(pid, inherit) {
+                Ok(s) => os.syscalls = Some(s),
+                Err(why) => os.syscalls_refused = Some(why),
+            }
+        }
+        Ok(os)
+    }
+
+    /// The same events on threads `tids` (each followed with the threads it
+    /// creates), counting at once when `running` (a process attached to:
+    /// no exec to wait for). A thread that ended meanwhile is left out;
+    /// system calls are not followed.
+    pub fn open_threads(
+        tids: &[i32],
+        running: bool,
+        faults: bool,
+        inherit: bool,
+        max_threads: usize,
+    ) -> Result<OsCollector, PerfError> {
         let sample_type = u64::from(b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME);
         let mut events = Vec::new();
         let mut redirected = Vec::new();
         let cpus = perf::online_cpus();
         let pages = ring_pages(cpus.len());
         for cpu in cpus {
-            let mut attr = target_attr(
-                b::PERF_TYPE_SOFTWARE,
-                u64::from(b::PERF_COUNT_SW_DUMMY),
-                sample_type,
-                inherit,
-            );
-            attr.set_context_switch(1);
-            attr.set_comm(1);
-            attr.set_comm_exec(1);
-            attr.set_task(1);
-            attr.set_mmap(1);
-            attr.set_mmap2(1);
-            attr.set_sample_id_all(1);
-            attr.set_exclude_kernel(1);
-            attr.set_exclude_hv(1);
-            let ev = PerfEvent::open(&mut attr, pid, cpu, pages)?;
-            if faults {
-                let mut fa = target_attr(
+            let mut ring: Option<PerfEvent> = None;
+            for &pid in tids {
+                let mut attr = target_attr(
                     b::PERF_TYPE_SOFTWARE,
-                    u64::from(b::PERF_COUNT_SW_PAGE_FAULTS_MAJ),
+                    u64::from(b::PERF_COUNT_SW_DUMMY),
                     sample_type,
                     inherit,
                 );
-                fa.__bindgen_anon_1.sample_period = 1;
-                fa.set_sample_id_all(1);
-                let f = PerfEvent::open(&mut fa, pid, cpu, 0)?;
-                f.set_output(&ev)?;
-                redirected.push(f);
+                if running {
+                    attr.set_disabled(0);
+                    attr.set_enable_on_exec(0);
+                }
+                attr.set_context_switch(1);
+                attr.set_comm(1);
+                attr.set_comm_exec(1);
+                attr.set_task(1);
+                attr.set_mmap(1);
+                attr.set_mmap2(1);
+                attr.set_sample_id_all(1);
+                attr.set_exclude_kernel(1);
+                attr.set_exclude_hv(1);
+                let ev = match PerfEvent::open(
+                    &mut attr,
+                    pid,
+                    cpu,
+                    if ring.is_some() { 0 } else { pages },
+                ) {
+                    Ok(ev) => ev,
+                    // (a thread of a running process that ended meanwhile)
+                    Err(_) if running && ring.is_some() => continue,
+                    Err(e) => return Err(e),
+                };
+                let out = ring.as_ref().unwrap_or(&ev);
+                if faults {
+                    let mut fa = target_attr(
+                        b::PERF_TYPE_SOFTWARE,
+                        u64::from(b::PERF_COUNT_SW_PAGE_FAULTS_MAJ),
+                        sample_type,
+                        inherit,
+                    );
+                    if running {
+                        fa.set_disabled(0);
+                        fa.set_enable_on_exec(0);
+                    }
+                    fa.__bindgen_anon_1.sample_period = 1;
+                    fa.set_sample_id_all(1);
+                    let f = PerfEvent::open(&mut fa, pid, cpu, 0)?;
+                    f.set_output(out)?;
+                    redirected.push(f);
+                }
+                match &ring {
+                    Some(r) => {
+                        ev.set_output(r)?;
+                        redirected.push(ev);
+                    }
+                    None => ring = Some(ev),
+                }
             }
-            events.push(ev);
+            events.extend(ring);
         }
-        let (syscalls, syscalls_refused) = if syscalls {
-            match SyscallEvents::open(pid, inherit) {
-                Ok(s) => (Some(s), None),
-                Err(why) => (None, Some(why)),
-            }
-        } else {
-            (None, None)
-        };
         Ok(OsCollector {
             events,
             _redirected: redirected,
-            syscalls,
-            syscalls_refused,
+            syscalls: None,
+            syscalls_refused: None,
             layout: SampleIdLayout::new(sample_type),
             queue: Vec::new(),
             census: Roster::with_limit(max_threads),

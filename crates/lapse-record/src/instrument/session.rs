@@ -354,11 +354,33 @@ enum Phase {
     Draining,
 }
 
+/// What a recording follows to its end: a launched target (it exits), or
+/// a process attached to (the window ends: duration, Ctrl-C, its exit).
+pub(super) trait Watched {
+    /// `Some(status)` once the target is done with: for an attached
+    /// process, after the window ended and it was detached (`procs`: the
+    /// processes known, its children among them).
+    fn poll_end(&mut self, procs: &HashMap<u32, Proc>) -> Result<Option<i32>, RecordError>;
+    /// Whether a termination signal came for the recorder (passed on to a
+    /// launched target).
+    fn stop_pending(&mut self) -> bool;
+}
+
+impl Watched for HeldChild {
+    fn poll_end(&mut self, _: &HashMap<u32, Proc>) -> Result<Option<i32>, RecordError> {
+        launch::wait(self.pid, false).map_err(RecordError::Wait)
+    }
+
+    fn stop_pending(&mut self) -> bool {
+        launch::forward_pending_signal(self.pid)
+    }
+}
+
 impl Session {
-    fn run(
+    pub(super) fn run(
         &mut self,
         opts: &RecordOptions,
-        child: &mut HeldChild,
+        child: &mut dyn Watched,
         start: Timestamp,
         start_unix_ns: u64,
         faults: bool,
@@ -402,13 +424,13 @@ impl Session {
                                 first.into_iter().chain([self.listener.raw_fd()]).collect();
                             wait_readable(&fds, 5);
                         }
-                        exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
+                        exit_status = child.poll_end(&self.asm.procs)?;
                         phase
                     }
                 }
                 Phase::Running | Phase::Lingering { .. } => {
                     let lingering = matches!(phase, Phase::Lingering { .. });
-                    if launch::forward_pending_signal(child.pid) && lingering {
+                    if child.stop_pending() && lingering {
                         // interrupted while descendants linger: finish the file now
                         phase = Phase::Draining;
                         continue;
@@ -419,7 +441,7 @@ impl Session {
                     }
                     let busy = self.pump(look)?;
                     if look && exit_status.is_none() {
-                        exit_status = launch::wait(child.pid, false).map_err(RecordError::Wait)?;
+                        exit_status = child.poll_end(&self.asm.procs)?;
                     }
                     let next = match phase {
                         Phase::Running if exit_status.is_some() => Phase::Lingering {

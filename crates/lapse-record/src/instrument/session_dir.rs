@@ -79,6 +79,17 @@ impl SessionDir {
         Ok(path)
     }
 
+    /// Hands the directory, the runtime and the socket to user `uid` (a
+    /// process of that user, attached to by root, must open them; that
+    /// user may then change them, which gains them nothing: the process
+    /// is theirs, and the recorder loads nothing from here).
+    pub fn lend_to(&self, uid: u32, gid: u32) -> io::Result<()> {
+        for p in [self.runtime_path(), self.socket_path(), self.path.clone()] {
+            std::os::unix::fs::chown(&p, Some(uid), Some(gid))?;
+        }
+        Ok(())
+    }
+
     /// Writes run-time patching plan number `n` (0600).
     pub fn write_plan(&self, n: usize, bytes: &[u8]) -> io::Result<()> {
         write_private(&self.path.join(format!("{PLAN_NAME}.{n}")), bytes, 0o600)

@@ -13,6 +13,7 @@ pub mod perf_attr;
 pub(crate) mod poll;
 pub(crate) mod proc_scan;
 pub(crate) mod process;
+pub(crate) mod ptrace;
 pub mod records;
 pub(crate) mod shm;
 pub mod signals;
