@@ -421,7 +421,9 @@ int main(void) {
     // (the main thread, the first and every filler: other processes
     // taking ids meanwhile can make the ids go round more than once)
     let said = std::fs::read_to_string(r.dir.join("threads.txt")).expect("the program wrote");
-    let mut said = said.split_whitespace().map(|w| w.parse::<u64>().expect("a number"));
+    let mut said = said
+        .split_whitespace()
+        .map(|w| w.parse::<u64>().expect("a number"));
     let (made, first_tid) = (said.next().expect("count"), said.next().expect("tid"));
     let v = report(&r, "functions");
     for name in ["first", "second"] {

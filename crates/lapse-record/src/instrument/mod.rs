@@ -45,8 +45,8 @@
 mod address;
 mod arena;
 mod assemble;
-mod filters;
 mod attach;
+mod filters;
 mod functions;
 mod inject;
 mod ipc;
@@ -69,7 +69,7 @@ mod unreached;
 mod workers;
 mod wrapup;
 
-pub use filters::RecordFilters;
 pub use attach::record_attached;
+pub use filters::RecordFilters;
 pub use recover::{recover, spill_path, RecoverOutcome};
 pub use session::record;
