@@ -20,6 +20,7 @@
 pub use lapse_data::Method;
 use lapse_data::OutputFile;
 
+mod control;
 mod error;
 mod instrument;
 pub mod linux;

@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 
 use lapse_data::codec::EventEncoder;
-use lapse_data::{ControlEvent, InheritedFrames, Mark, Record, ThreadKey, Timestamp, Toggle};
-use lapse_rt::protocol::{Batch, Control, Msg, RawEvent, Sender, Ticks};
+use lapse_data::{InheritedFrames, Record, ThreadKey, Timestamp};
+use lapse_rt::protocol::{Batch, Msg, RawEvent, Sender, Ticks};
 
 use super::address::AddressBook;
 use super::threads::Threads;
@@ -167,28 +167,13 @@ impl Assembler {
                         &self.clock,
                     ),
                 };
-                let toggle = Toggle {
-                    pid: from.pid,
-                    tid: from.tid,
-                    at,
-                };
-                let event = match op {
-                    Control::Pause => ControlEvent::Pause(toggle),
-                    Control::Resume => ControlEvent::Resume(toggle),
-                    Control::Mark => ControlEvent::Mark(Mark {
-                        pid: from.pid,
-                        tid: from.tid,
-                        at,
-                        text: String::from_utf8_lossy(body).into_owned(),
-                    }),
-                    Control::SignalTaken => {
-                        if !self.signal_taken.contains(&from.pid) {
-                            self.signal_taken.push(from.pid);
-                        }
-                        return Ok(Took::Nothing);
+                match crate::control::event(op, from.pid, from.tid, at, body) {
+                    Some(event) => sink.record(&Record::Control(event))?,
+                    None if !self.signal_taken.contains(&from.pid) => {
+                        self.signal_taken.push(from.pid)
                     }
-                };
-                sink.record(&Record::Control(event))?;
+                    None => {}
+                }
             }
         }
         Ok(Took::Nothing)

@@ -98,17 +98,7 @@ pub fn record_attached(
             })?;
     }
     let out = Output::create(&opts.output, opts.notices.clone())?;
-    let spill_path = if out.is_in_place() {
-        dir.spill_path()
-    } else {
-        std::path::absolute(super::recover::spill_path(&opts.output)).map_err(|source| {
-            RecordError::Output {
-                path: opts.output.clone(),
-                source,
-            }
-        })?
-    };
-    let _ = std::fs::remove_file(&spill_path);
+    let spill_path = super::session::fresh_spill_path(&out, &dir, &opts.output)?;
     let start_unix_ns = clock::realtime_unix_ns();
     let vars = runtime_vars(&dir, &spill_path, start_unix_ns, opts.inherit);
     let faults = opts.os_events.contains(&OsEventSource::Fault);

@@ -144,21 +144,7 @@ pub fn record(
             preload = format!("{preload} {old}");
         }
     }
-    // The spill's path is absolute (a target that changes directory still
-    // finds it); an output written in place (/dev/null, a pipe) has no
-    // neighbour to recover into, so its spill stays in the session directory.
-    let spill_path = if out.is_in_place() {
-        dir.spill_path()
-    } else {
-        std::path::absolute(super::recover::spill_path(&opts.output)).map_err(|source| {
-            RecordError::Output {
-                path: opts.output.clone(),
-                source,
-            }
-        })?
-    };
-    // A spill left by an earlier recording to the same output is not this one's.
-    let _ = std::fs::remove_file(&spill_path);
+    let spill_path = fresh_spill_path(&out, &dir, &opts.output)?;
     let spill = spill_path.display().to_string();
     // The session's start (wall clock) is its id: the runtime writes it in
     // the spill, and `lapse recover` merges a spill only into its recording.
@@ -196,23 +182,8 @@ pub fn record(
         env.push((protocol::ENV_FILTER.to_owned(), path.display().to_string()));
     }
     let control = &opts.control;
-    // (the monotonic clock is the timeline's: a delay's end is one instant
-    // for the runtime, which resumes then, and for the file)
-    let resume_at = control
-        .delay
-        .map(|d| Timestamp::from_nanos(clock::monotonic_now().as_nanos() + d.as_nanos() as u64));
-    if control.start_paused || resume_at.is_some() {
-        env.push((protocol::ENV_PAUSED.to_owned(), "1".to_owned()));
-    }
-    if let (Some(at), false) = (resume_at, control.start_paused) {
-        env.push((
-            protocol::ENV_RESUME_NS.to_owned(),
-            at.as_nanos().to_string(),
-        ));
-    }
-    if let Some(sig) = control.signal {
-        env.push((protocol::ENV_SIGNAL.to_owned(), sig.to_string()));
-    }
+    let (control_env, resume_at) = control.runtime_env();
+    env.extend(control_env);
     let patching = if patch {
         super::patch::plan_patching(&dir, program, &mut env, opts)
     } else {
@@ -305,6 +276,30 @@ pub fn record(
         let _ = std::fs::remove_file(&spill_path);
     }
     run
+}
+
+/// Where the runtime spills what it cannot hand over, with no spill of an
+/// earlier recording to the same output left there (it is not this one's).
+/// The path is absolute (a target that changes directory still finds it);
+/// an output written in place (/dev/null, a pipe) has no neighbour to
+/// recover into, so its spill stays in the session directory.
+pub(super) fn fresh_spill_path(
+    out: &Output,
+    dir: &SessionDir,
+    output: &Path,
+) -> Result<std::path::PathBuf, RecordError> {
+    let path = if out.is_in_place() {
+        dir.spill_path()
+    } else {
+        std::path::absolute(super::recover::spill_path(output)).map_err(|source| {
+            RecordError::Output {
+                path: output.to_owned(),
+                source,
+            }
+        })?
+    };
+    let _ = std::fs::remove_file(&path);
+    Ok(path)
 }
 
 /// The record-time filter table for `program`, written to the session

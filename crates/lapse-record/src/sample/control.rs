@@ -12,8 +12,8 @@
 use std::io;
 use std::path::Path;
 
-use lapse_data::{ControlEvent, Mark, Record, Timestamp, Toggle};
-use lapse_rt::protocol::{self, Control, Msg};
+use lapse_data::{ControlEvent, Record, Timestamp, Toggle};
+use lapse_rt::protocol::{self, Msg};
 
 use crate::instrument::session_dir::SessionDir;
 use crate::instrument::tick_clock::TickClock;
@@ -72,23 +72,8 @@ impl SampleControl {
             (protocol::ENV_NO_ARENA.to_owned(), "1".to_owned()),
             (protocol::ENV_NO_LIBCALLS.to_owned(), "1".to_owned()),
         ];
-        let resume_at = options.delay.map(|d| {
-            Timestamp::from_nanos(
-                crate::linux::clock::monotonic_now().as_nanos() + d.as_nanos() as u64,
-            )
-        });
-        if options.start_paused || resume_at.is_some() {
-            env.push((protocol::ENV_PAUSED.to_owned(), "1".to_owned()));
-        }
-        if let (Some(at), false) = (resume_at, options.start_paused) {
-            env.push((
-                protocol::ENV_RESUME_NS.to_owned(),
-                at.as_nanos().to_string(),
-            ));
-        }
-        if let Some(sig) = options.signal {
-            env.push((protocol::ENV_SIGNAL.to_owned(), sig.to_string()));
-        }
+        let (control_env, resume_at) = options.runtime_env();
+        env.extend(control_env);
         Ok(Some(SampleControl {
             _dir: dir,
             listener,
@@ -149,28 +134,14 @@ impl SampleControl {
                     continue; // (hello, early events: not this recording's)
                 };
                 let at = self.clock.to_timestamp(ticks);
-                let toggle = Toggle {
-                    pid: from.pid,
-                    tid: from.tid,
-                    at,
-                };
-                let event = match op {
-                    Control::Pause => ControlEvent::Pause(toggle),
-                    Control::Resume => ControlEvent::Resume(toggle),
-                    Control::Mark => ControlEvent::Mark(Mark {
-                        pid: from.pid,
-                        tid: from.tid,
-                        at,
-                        text: String::from_utf8_lossy(protocol::control_text(d)).into_owned(),
-                    }),
-                    Control::SignalTaken => {
-                        if !self.signal_taken.contains(&from.pid) {
-                            self.signal_taken.push(from.pid);
-                        }
-                        continue;
+                let text = protocol::control_text(d);
+                match crate::control::event(op, from.pid, from.tid, at, text) {
+                    Some(event) => write(&Record::Control(event))?,
+                    None if !self.signal_taken.contains(&from.pid) => {
+                        self.signal_taken.push(from.pid)
                     }
-                };
-                write(&Record::Control(event))?;
+                    None => {}
+                }
             }
         }
         for i in closed.into_iter().rev() {
