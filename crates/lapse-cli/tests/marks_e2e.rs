@@ -508,6 +508,24 @@ fn the_api_is_a_no_op_without_lapse() {
         return;
     };
     assert_eq!(ok(out).stdout, native, "under lapse");
+    // The plain build, patched at run time: the header's own helpers are
+    // not patched (they are lapse's, not the program's work).
+    let Some(out) = record(&dir, &plain, &[], "p.lapse") else {
+        return;
+    };
+    assert_eq!(ok(out).stdout, native, "patched under lapse");
+    let f = LAPSE.in_dir(&dir).report("p.lapse", "functions", &[]);
+    let names: Vec<&str> = rows(&f)
+        .iter()
+        .filter_map(|r| r["function"].as_str())
+        .collect();
+    assert!(names.contains(&"main"), "patched: {names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("lapse_api_") || n.starts_with("lapse_nop_")),
+        "{names:?}"
+    );
 }
 
 #[test]

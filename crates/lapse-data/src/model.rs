@@ -144,10 +144,10 @@ impl SessionHeader {
     /// and system, all its threads) while recording `events` events.
     pub fn recorder_cpu_note(cpu_ns: u64, events: u64) -> String {
         let per_second = if cpu_ns > 0 {
-            format!(
-                " ({:.0} M events per recorder CPU-second)",
-                events as f64 / cpu_ns as f64 * 1e3
-            )
+            let m = events as f64 / cpu_ns as f64 * 1e3;
+            // (a short recording's rate still says something: 0.19, not 0)
+            let digits = if m < 10.0 { 2 } else { 0 };
+            format!(" ({m:.digits$} M events per recorder CPU-second)")
         } else {
             String::new()
         };
@@ -807,6 +807,20 @@ mod tests {
         // What is not known does not erase what is.
         t.merge(thread("", None, None));
         assert_eq!(t, thread("other", Some(100), Some(1200)));
+    }
+
+    #[test]
+    fn the_recorder_cpu_note_gives_a_short_recordings_rate_too() {
+        let note = SessionHeader::recorder_cpu_note;
+        assert_eq!(
+            note(314_504_000, 60_514),
+            "recorder CPU time: 314.504 ms (0.19 M events per recorder CPU-second)"
+        );
+        assert_eq!(
+            note(1_000_000_000, 57_000_000),
+            "recorder CPU time: 1000.000 ms (57 M events per recorder CPU-second)"
+        );
+        assert_eq!(note(0, 5), "recorder CPU time: 0.000 ms");
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub enum Skip {
     PartOfAnother,
     /// Left out by `--patch` or `--no-patch`.
     NotSelected,
+    /// The helpers of lapse's own header (`lapse header`): they talk to
+    /// the recorder, they are not the program's work.
+    LapseApi,
     /// No room for its stub below the executable.
     NoRoom,
     /// The program carries its own unwinder (a static libgcc): the runtime
@@ -86,6 +89,7 @@ impl fmt::Display for Skip {
             Skip::StartUp => "C run-time start-up code",
             Skip::PartOfAnother => "a part of another function, entered by a jump",
             Skip::NotSelected => "not selected (--patch, --no-patch)",
+            Skip::LapseApi => "lapse's own header (lapse.h)",
             Skip::NoRoom => "no room for its stub below the executable",
             Skip::OwnUnwinder => "the program has its own unwinder (static libgcc), which lapse cannot keep away from the return trampoline",
             Skip::UnwinderStart => "the unwinder's own start, which reads its return address",
@@ -112,6 +116,10 @@ const UNWIND_SLOT: usize = 8;
 
 /// Functions that the C run-time's start-up files add (no caller, or run
 /// before the runtime could see them).
+/// The prefixes of the helpers `lapse header`'s functions use (static
+/// functions, so in every program that includes it).
+const LAPSE_API: &[&str] = &["lapse_api_", "lapse_nop_"];
+
 const START_UP: &[&str] = &[
     "_start",
     "_init",
@@ -228,6 +236,10 @@ impl Plan {
             }
             if name.contains(".cold") {
                 plan.skip(Skip::PartOfAnother, name);
+                continue;
+            }
+            if LAPSE_API.iter().any(|p| name.starts_with(p)) {
+                plan.skip(Skip::LapseApi, name);
                 continue;
             }
             if own_unwinder && name.starts_with(UNWINDER_START) {
