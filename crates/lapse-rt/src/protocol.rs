@@ -122,7 +122,7 @@ pub mod at {
 
 /// The shared arena (`struct lapse_arena` in `csrc/lapse_rt.h`): a header,
 /// then as many buffers of [`BUF_EVENTS`] events as the runtime chose at
-/// start-up ([`ENV_BUFFERS`](crate::protocol::ENV_BUFFERS), at most
+/// start-up ([`ENV_BUFFERS`], at most
 /// [`MAX_BUFS`](crate::protocol::arena::MAX_BUFS)).
 pub mod arena {
     pub const MAGIC: u32 = 0x4150_534c;
