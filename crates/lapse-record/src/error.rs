@@ -21,12 +21,15 @@ pub enum RecordError {
     NoSuchProcess(u32),
     #[error("process {0} is a kernel thread: it has no user space to record")]
     KernelThread(u32),
-    /// The target ran and ended without one event; `status` is its exit
-    /// status (which `record` passes on), `why` the likely reason.
-    #[error("recorded nothing: {command} exited with status {status} without a single instrumented call ({why}); {} was left as it was", path.display())]
+    /// The target ran (and ended, or ran on past an attached window)
+    /// without one event; `status` is its exit status (which `record`
+    /// passes on; 0 for a process attached to), `ran` says which, `why`
+    /// the likely reason.
+    #[error("recorded nothing: {command} {ran} without a single instrumented call ({why}); {} was left as it was", path.display())]
     NothingRecorded {
         command: String,
         status: i32,
+        ran: String,
         why: String,
         path: PathBuf,
     },

@@ -475,9 +475,16 @@ impl Session {
             } else {
                 "is it built with -finstrument-functions, or by lapse build for Rust? --method sample needs no probes".to_owned()
             };
+            // (a process attached to is still there: it ran on)
+            let ran = if crate::linux::process::process_exists(self.root) {
+                "ran through the window".to_owned()
+            } else {
+                format!("exited with status {status}")
+            };
             return Err(RecordError::NothingRecorded {
                 command,
                 status,
+                ran,
                 why,
                 path: self.out_path(),
             });
