@@ -818,8 +818,10 @@ fn another_users_process() {
 
 #[test]
 fn a_process_that_cannot_reach_the_runtime_is_refused() {
-    // A service in its own mount namespace with its own /tmp: lapse's
-    // session directory (under /tmp) is not there for it.
+    // A service in its own mount namespace with a fresh tmpfs over the
+    // directory lapse makes its session directory in (TMPDIR): that is not
+    // there for it. (Not over /tmp itself: the test's own files may be
+    // there, as in a clone under /tmp.)
     if lapse_testkit::root("mounts a private /tmp in a new mount namespace").is_none() {
         return;
     }
@@ -831,8 +833,11 @@ fn a_process_that_cannot_reach_the_runtime_is_refused() {
         return;
     };
     let log = dir.join("ns.log");
+    let sessions = dir.join("sessions");
+    std::fs::create_dir_all(&sessions).expect("a directory for sessions");
     let script = format!(
-        "mount -t tmpfs none /tmp && exec {} {} plain",
+        "mount -t tmpfs none {} && exec {} {} plain",
+        sessions.display(),
         exe.display(),
         log.display()
     );
@@ -855,7 +860,27 @@ fn a_process_that_cannot_reach_the_runtime_is_refused() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    refused(&svc.pid(), "another mount namespace");
+    let data = dir.join("out.lapse");
+    let out = LAPSE
+        .command([
+            "record",
+            "--method",
+            "instrument",
+            "--pid",
+            &svc.pid(),
+            "--duration",
+            "1",
+            "-o",
+            data.to_str().expect("utf-8"),
+        ])
+        .env("TMPDIR", &sessions)
+        .output()
+        .expect("run lapse");
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("another mount namespace"), "{err}");
+    assert!(!data.exists());
     let (status, _) = svc.finish();
     assert_eq!(status, 0);
 }
