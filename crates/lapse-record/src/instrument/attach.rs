@@ -32,20 +32,16 @@ use std::time::{Duration, Instant};
 
 use lapse_rt::protocol;
 
-use super::address::AddressBook;
-use super::assemble::{Assembler, Proc};
+use super::assemble::Proc;
 use super::inject::{self, Arg, Module, Refusal, Slot, StopError, Stopped};
 use super::ipc::Listener;
-use super::ns_ids::NsIds;
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
-use super::pace::Pace;
 use super::patch::{Patching, Plan};
 use super::session::{Session, Watched};
 use super::session_dir::SessionDir;
 use super::threads;
 use super::tick_clock::TickClock;
-use super::workers::{self, Pool};
 use crate::linux::proc_scan::{self, read_cmdline};
 use crate::linux::{clock, process};
 use crate::{Notice, OsEventSource, RecordError, RecordOptions, RecordOutcome};
@@ -137,42 +133,7 @@ pub fn record_attached(
         }
     };
     let clock = TickClock::calibrate(os.tsc_scale());
-    let mut s = Session {
-        out,
-        asm: Assembler::new(AddressBook::default(), clock, max_threads),
-        os,
-        listener,
-        conns: Vec::new(),
-        buf: Vec::new(),
-        last_data: Instant::now(),
-        bad_datagrams: 0,
-        root: pid,
-        header: None,
-        flushes: 0,
-        inherit: opts.inherit,
-        announced_functions: 0,
-        announced_procs: Default::default(),
-        retired_end: HashMap::new(),
-        arenas: HashMap::new(),
-        progress: opts.symbol_progress.clone(),
-        pace: Pace::default(),
-        next_look: Instant::now(),
-        handed_over_seen: 0,
-        privileged_target: false,
-        ns: NsIds::default(),
-        without_runtime: Default::default(),
-        cut_off: Default::default(),
-        notices: opts.notices.clone(),
-        pool: None,
-        lent: HashMap::new(),
-        patching: Vec::new(),
-        patch_wanted: false,
-        filtered: false,
-        toggles: Vec::new(),
-        toggle_signal: None,
-        started_paused: false,
-    };
-    s.pool = Pool::start(workers::workers_wanted(), &s.asm.book, clock);
+    let mut s = Session::new(out, os, listener, clock, max_threads, pid, opts);
     s.asm.procs.insert(
         pid,
         Proc {

@@ -208,42 +208,21 @@ pub fn record(
     };
     let clock = TickClock::calibrate(os.tsc_scale());
     launch::catch_termination_signals();
-    let mut s = Session {
+    let mut s = Session::new(
         out,
-        asm: Assembler::new(AddressBook::default(), clock, max_threads),
         os,
         listener,
-        conns: Vec::new(),
-        buf: Vec::new(),
-        last_data: Instant::now(),
-        bad_datagrams: 0,
-        root: child.pid as u32,
-        header: None,
-        flushes: 0,
-        inherit: opts.inherit,
-        announced_functions: 0,
-        announced_procs: HashSet::new(),
-        retired_end: HashMap::new(),
-        arenas: HashMap::new(),
-        progress: opts.symbol_progress.clone(),
-        pace: Pace::default(),
-        next_look: Instant::now(),
-        handed_over_seen: 0,
-        privileged_target: crate::method::runs_privileged(program),
-        ns: NsIds::default(),
-        without_runtime: Default::default(),
-        cut_off: Default::default(),
-        notices: opts.notices.clone(),
-        pool: None,
-        lent: HashMap::new(),
-        patching,
-        patch_wanted: patch,
-        filtered: !opts.filters.is_empty(),
-        toggles: Vec::new(),
-        toggle_signal: control.signal,
-        started_paused: control.start_paused || resume_at.is_some(),
-    };
-    s.pool = Pool::start(workers::workers_wanted(), &s.asm.book, clock);
+        clock,
+        max_threads,
+        child.pid as u32,
+        opts,
+    );
+    s.privileged_target = crate::method::runs_privileged(program);
+    s.patching = patching;
+    s.patch_wanted = patch;
+    s.filtered = !opts.filters.is_empty();
+    s.toggle_signal = control.signal;
+    s.started_paused = control.start_paused || resume_at.is_some();
     let start = clock::monotonic_now();
     s.asm.procs.insert(
         s.root,
@@ -276,6 +255,60 @@ pub fn record(
         let _ = std::fs::remove_file(&spill_path);
     }
     run
+}
+
+impl Session {
+    /// A session of the process `root` (launched or attached to), with
+    /// nothing seen yet and its worker threads started; what only a
+    /// launch knows (patching, filters, a paused start) is the caller's
+    /// to set.
+    pub(super) fn new(
+        out: Output,
+        os: OsCollector,
+        listener: Listener,
+        clock: TickClock,
+        max_threads: usize,
+        root: u32,
+        opts: &RecordOptions,
+    ) -> Session {
+        let mut s = Session {
+            out,
+            asm: Assembler::new(AddressBook::default(), clock, max_threads),
+            os,
+            listener,
+            conns: Vec::new(),
+            buf: Vec::new(),
+            last_data: Instant::now(),
+            bad_datagrams: 0,
+            root,
+            header: None,
+            flushes: 0,
+            inherit: opts.inherit,
+            announced_functions: 0,
+            announced_procs: HashSet::new(),
+            retired_end: HashMap::new(),
+            arenas: HashMap::new(),
+            progress: opts.symbol_progress.clone(),
+            pace: Pace::default(),
+            next_look: Instant::now(),
+            handed_over_seen: 0,
+            privileged_target: false,
+            ns: NsIds::default(),
+            without_runtime: Default::default(),
+            cut_off: Default::default(),
+            notices: opts.notices.clone(),
+            pool: None,
+            lent: HashMap::new(),
+            patching: Vec::new(),
+            patch_wanted: false,
+            filtered: false,
+            toggles: Vec::new(),
+            toggle_signal: None,
+            started_paused: false,
+        };
+        s.pool = Pool::start(workers::workers_wanted(), &s.asm.book, clock);
+        s
+    }
 }
 
 /// Where the runtime spills what it cannot hand over, with no spill of an
