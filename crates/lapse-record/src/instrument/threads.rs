@@ -24,7 +24,7 @@ use std::collections::HashMap;
 
 use smallvec::SmallVec;
 
-use lapse_data::codec::EventEncoder;
+use lapse_data::codec::{EventAppender, EventEncoder};
 use lapse_data::{EventKind, FunctionId, OsEvent, ThreadKey, Timestamp};
 use lapse_rt::protocol::{
     RawEvent, Ticks, DROPPED_COUNT_SHIFT, HOLE_FN, MARK_DROPPED, MARK_LIMIT, MARK_NOT_ENTRY,
@@ -180,7 +180,14 @@ impl ThreadStream {
     fn push(&mut self, ts: Timestamp, kind: EventKind, call: OpenCall) {
         let mut last_ts = self.last_ts;
         let pending = self.pending.get_or_insert_with(Box::default);
-        append(&mut last_ts, &mut self.stack, pending, ts, kind, call);
+        append(
+            &mut last_ts,
+            &mut self.stack,
+            &mut pending.appender(),
+            ts,
+            kind,
+            call,
+        );
         self.last_ts = last_ts;
     }
 
@@ -259,7 +266,8 @@ impl ThreadStream {
         // encoder's bytes cannot then be taken to change them)
         let mut stack_local = std::mem::take(&mut s.stack);
         let mut pending_local = s.pending.take().unwrap_or_default();
-        let (slots, stack, pending) = (&mut *cache.slots, &mut stack_local, &mut *pending_local);
+        let mut appender = pending_local.appender();
+        let (slots, stack, pending) = (&mut *cache.slots, &mut stack_local, &mut appender);
         let (mut calls, appended_before) = (0u64, pending.len());
         // One plain loop over the events with its state in locals (a
         // closure called per event kept reloading it from memory).
@@ -341,6 +349,7 @@ impl ThreadStream {
             );
         }
         let appended = (pending.len() - appended_before) as u64;
+        drop(appender);
         s.stack = stack_local;
         s.pending = Some(pending_local);
         cache.version = version;
@@ -374,7 +383,7 @@ impl ThreadStream {
 fn append(
     last_ts: &mut Timestamp,
     stack: &mut Stack,
-    pending: &mut EventEncoder,
+    pending: &mut EventAppender,
     ts: Timestamp,
     kind: EventKind,
     call: OpenCall,
@@ -426,7 +435,7 @@ fn append(
 /// innermost call of its function (its own repair closes those above).
 #[cold]
 #[inline(never)]
-fn exit_below(stack: &mut Stack, pending: &mut EventEncoder, ts: Timestamp, call: OpenCall) {
+fn exit_below(stack: &mut Stack, pending: &mut EventAppender, ts: Timestamp, call: OpenCall) {
     let innermost = stack.iter().rposition(|f| f.function == call.function);
     let placed = stack
         .iter()
@@ -450,7 +459,7 @@ fn exit_below(stack: &mut Stack, pending: &mut EventEncoder, ts: Timestamp, call
 fn unwind_below(
     last_ts: &mut Timestamp,
     stack: &mut Stack,
-    pending: &mut EventEncoder,
+    pending: &mut EventAppender,
     ts: Timestamp,
     floor: u64,
 ) {
