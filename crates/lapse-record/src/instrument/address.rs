@@ -79,8 +79,9 @@ struct AddressSpace {
     /// closed, another mapped at its address), and the same mapping
     /// reported twice. Kept with their times, in no order.
     shadowed: Vec<Mapping>,
-    /// Bumped whenever a mapping is shadowed (caches of resolved
-    /// addresses may be stale).
+    /// Bumped whenever a mapping is added or shadowed (caches of resolved
+    /// addresses may be stale: an address resolved before its mapping was
+    /// known is `[unknown]`, for good unless the cache is emptied).
     version: u64,
     /// absolute function address → id, for addresses only one mapping
     /// ever held (valid at any time).
@@ -113,6 +114,9 @@ impl AddressSpace {
         }
         self.functions
             .retain(|&a, _| !m.holds(a) && !m.holds_site(a));
+        // (a cache outside the book may hold an address of this range as
+        // unknown, resolved before the mapping was reported)
+        self.version += 1;
     }
 
     fn shadow(&mut self, m: Mapping) {
@@ -526,6 +530,20 @@ mod tests {
         // An address no mapping ever replaced may still be cached.
         map(&mut book, "[c]", 0x2000_0000, 100);
         assert_eq!(module_at(&mut book, 0x2000_0040, 50), ("[c]".into(), true));
+    }
+
+    #[test]
+    fn an_address_resolved_before_its_mapping_is_not_unknown_after_it() {
+        // Offline (no /proc to fall back on, as for a process that is gone):
+        // the first answer is [unknown]; the mapping reported afterwards
+        // must change the version, or the recorder's per-process caches
+        // keep [unknown] for the address for the rest of the process.
+        let mut book = AddressBook::resume(&[], &[], &[]);
+        assert_eq!(module_at(&mut book, 0x1000_0040, 150).0, "[unknown]");
+        let v = book.version(1, 0);
+        map(&mut book, "[a]", 0x1000_0000, 100);
+        assert_ne!(book.version(1, 0), v, "cached answers are stale");
+        assert_eq!(module_at(&mut book, 0x1000_0040, 150), ("[a]".into(), true));
     }
 
     #[test]
