@@ -283,20 +283,18 @@ fn alone(exe: &Path, dir: &Path, mode: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The arguments of `lapse record --method instrument --pid PID extra -o data`.
+fn attach_args<'a>(pid: &'a str, data: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["record", "--method", "instrument", "--pid", pid];
+    args.extend_from_slice(extra);
+    args.extend(["-o", data.to_str().expect("utf-8")]);
+    args
+}
+
 /// `lapse record --method instrument --pid PID extra -o data`; `None`
 /// (a skip) when perf events are refused here.
 fn attach(pid: &str, data: &Path, extra: &[&str]) -> Option<std::process::Output> {
-    let mut args = vec![
-        "record",
-        "--method",
-        "instrument",
-        "--pid",
-        pid,
-        "-o",
-        data.to_str().expect("utf-8"),
-    ];
-    args.extend_from_slice(extra);
-    let out = LAPSE.run(&args);
+    let out = LAPSE.run(attach_args(pid, data, extra));
     let err = stderr(&out);
     if perf_refused(&err) && !data.exists() {
         return skip(format!("perf events are not available here: {err}"));
@@ -464,17 +462,7 @@ fn a_child_forked_during_the_window_that_lives_on_is_detached_too() {
         let pid = svc.pid();
         let data = dir.join("out.lapse");
         let lapse = LAPSE
-            .command([
-                "record",
-                "--method",
-                "instrument",
-                "--pid",
-                &pid,
-                "--duration",
-                "2",
-                "-o",
-                data.to_str().expect("utf-8"),
-            ])
+            .command(attach_args(&pid, &data, &["--duration", "2"]))
             .stderr(Stdio::piped())
             .spawn()
             .expect("start lapse");
@@ -541,15 +529,7 @@ fn a_process_killed_during_the_window_leaves_a_usable_file() {
     let mut svc = Service::start(&exe, &dir, "plain");
     let data = dir.join("out.lapse");
     let mut lapse = LAPSE
-        .command([
-            "record",
-            "--method",
-            "instrument",
-            "--pid",
-            &svc.pid(),
-            "-o",
-            data.to_str().expect("utf-8"),
-        ])
+        .command(attach_args(&svc.pid(), &data, &[]))
         .stderr(Stdio::piped())
         .spawn()
         .expect("start lapse");
@@ -594,15 +574,7 @@ fn after_lapse_is_killed_during_the_window_the_next_attach_cleans_up() {
         let svc = Service::start(&exe, &dir, "plain");
         let data = dir.join("killed.lapse");
         let mut lapse = LAPSE
-            .command([
-                "record",
-                "--method",
-                "instrument",
-                "--pid",
-                &svc.pid(),
-                "-o",
-                data.to_str().expect("utf-8"),
-            ])
+            .command(attach_args(&svc.pid(), &data, &[]))
             .stderr(Stdio::null())
             .spawn()
             .expect("start lapse");
@@ -661,15 +633,7 @@ fn interrupting_lapse_during_the_attach_leaves_the_service_unharmed() {
 fn interrupt(svc: &Service, data: &Path) {
     for delay_ms in [0, 30, 300] {
         let lapse = LAPSE
-            .command([
-                "record",
-                "--method",
-                "instrument",
-                "--pid",
-                &svc.pid(),
-                "-o",
-                data.to_str().expect("utf-8"),
-            ])
+            .command(attach_args(&svc.pid(), data, &[]))
             .stderr(Stdio::piped())
             .spawn()
             .expect("start lapse");
@@ -861,17 +825,7 @@ fn a_process_that_cannot_reach_the_runtime_is_refused() {
     }
     let data = dir.join("out.lapse");
     let out = LAPSE
-        .command([
-            "record",
-            "--method",
-            "instrument",
-            "--pid",
-            &svc.pid(),
-            "--duration",
-            "1",
-            "-o",
-            data.to_str().expect("utf-8"),
-        ])
+        .command(attach_args(&svc.pid(), &data, &["--duration", "1"]))
         .env("TMPDIR", &sessions)
         .output()
         .expect("run lapse");
