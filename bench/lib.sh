@@ -1,6 +1,17 @@
 # What the benchmark scripts share; each sources it after `set -euo pipefail`:
 #   . "$(dirname "$0")/../lib.sh"
-# Only functions: nothing runs, nothing is built, no variable is set here.
+# Only functions: nothing runs, nothing is built, no variable is set until
+# a script calls one.
+
+# The places every script needs: HERE (the script's folder), ROOT (the
+# repository), WL (the shared workloads: $WORKLOADS, else beside the
+# repository, else /work/shared/workloads).
+bench_paths() {
+    HERE=$(cd "$(dirname "$0")" && pwd)
+    ROOT=$(cd "$HERE/../.." && pwd)
+    WL=${WORKLOADS:-$ROOT/../shared/workloads}
+    [ -d "$WL" ] || WL=/work/shared/workloads
+}
 
 # The median of the numbers on stdin, one per line: the middle value, or
 # the mean of the two middle values when there is an even number of them.

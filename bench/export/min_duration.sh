@@ -13,10 +13,7 @@ set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
 N=${1:-2000000}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-WL=${WORKLOADS:-$ROOT/../shared/workloads}
-[ -d "$WL" ] || WL=/work/shared/workloads
+bench_paths
 OUT=$(mktemp -d /tmp/lapse-export-bench.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 

@@ -15,13 +15,11 @@
 #
 # usage: bench/instrument/accuracy.sh [RUNS]   (HOGS=N for N busy loops)
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 
 RUNS=${1:-${RUNS:-3}}
 HOGS=${HOGS:-0}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-WL=${WORKLOADS:-$ROOT/../shared/workloads}
-[ -d "$WL" ] || WL=/work/shared/workloads
+bench_paths
 OUT=$(mktemp -d /tmp/lapse-accuracy.XXXXXX)
 HOG_PIDS=()
 cleanup() {

@@ -19,10 +19,7 @@ set -euo pipefail
 
 RUNS=${1:-${RUNS:-9}}
 OTHER=${2:-}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-WL=${WORKLOADS:-$ROOT/../shared/workloads}
-[ -d "$WL" ] || WL=/work/shared/workloads
+bench_paths
 OUT=$(mktemp -d /tmp/lapse-keepup.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 

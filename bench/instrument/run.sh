@@ -19,10 +19,7 @@ set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
 RUNS=${1:-${RUNS:-5}}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-WL=${WORKLOADS:-$ROOT/../shared/workloads}
-[ -d "$WL" ] || WL=/work/shared/workloads
+bench_paths
 OUT=$(mktemp -d /tmp/lapse-bench.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 

@@ -26,10 +26,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-WL=${WORKLOADS:-$ROOT/../shared/workloads}
-[ -d "$WL" ] || WL=/work/shared/workloads
+bench_paths
 N=${N:-5000000}
 RUNS=${RUNS:-3}
 OUT=$(mktemp -d /tmp/lapse-scale.XXXXXX)

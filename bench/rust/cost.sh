@@ -24,10 +24,7 @@ for a in "$@"; do
         *) RUNS=$a ;;
     esac
 done
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-WL=${WORKLOADS:-$ROOT/../shared/workloads}
-[ -d "$WL" ] || WL=/work/shared/workloads
+bench_paths
 OUT=$(mktemp -d /tmp/lapse-bench-rust.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 
