@@ -71,9 +71,11 @@ pub enum EventLayout {
 /// in the column layout.
 pub fn encode_events(events: &[Event], out: &mut Vec<u8>) {
     let mut enc = EventEncoder::with_capacity(events.len());
+    let mut appender = enc.appender();
     for e in events {
-        enc.push(e.ts, e.kind, e.function);
+        appender.push(e.ts, e.kind, e.function);
     }
+    drop(appender);
     enc.write_to(out);
 }
 
@@ -106,18 +108,10 @@ impl EventEncoder {
         }
     }
 
-    /// Appends one event (not earlier than the previous one).
-    #[inline(always)]
+    /// Appends one event (not earlier than the previous one). For many in a
+    /// row, [`EventEncoder::appender`] does the same for less.
     pub fn push(&mut self, ts: Timestamp, kind: EventKind, function: FunctionId) {
-        let ts = ts.as_nanos();
-        if self.count == 0 {
-            self.base = ts;
-            self.prev = ts;
-        }
-        varint::put(&mut self.words, event_word(kind, function));
-        varint::put(&mut self.deltas, ts.wrapping_sub(self.prev));
-        self.prev = ts;
-        self.count += 1;
+        self.appender().push(ts, kind, function);
     }
 
     /// The encoder opened for a burst of pushes (the recorder's hot loop):
@@ -194,8 +188,8 @@ const WORD_MAX: usize = 5;
 const DELTA_MAX: usize = 10;
 
 impl EventAppender<'_> {
-    /// Appends one event (not earlier than the previous one), as
-    /// [`EventEncoder::push`] does.
+    /// Appends one event (not earlier than the previous one): its word to
+    /// the words, its time since the previous one to the deltas.
     #[inline(always)]
     pub fn push(&mut self, ts: Timestamp, kind: EventKind, function: FunctionId) {
         let ts = ts.as_nanos();
