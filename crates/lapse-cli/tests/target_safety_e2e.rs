@@ -528,15 +528,15 @@ fn thousands_of_short_processes_in_turn_are_recorded_whole_and_let_go() {
     // (each child: `child` and its 100 calls of `work`)
     let children = rows.iter().filter(|r| r["calls"].as_u64() == Some(101));
     assert_eq!(children.count(), 16_000);
-    // What the recorder holds at its peak is the processes of the last
-    // 0.5-0.7 s (ended, waiting out their grace: RETIRE_AFTER and
-    // ARENA_GRACE), so it follows the fork rate, which is highest on an idle
-    // machine: 2,000 processes make it reach that level as 16,000 do, and
-    // what is kept per process for the whole run (1.6 KiB each before, 22
-    // MiB here) shows as the difference. Measured with this debug build:
-    // 2,000 -> 16,000 grew 3.6-3.8 MiB idle, 1.0-6.2 MiB beside three CPU
-    // hogs (300 -> 8,000 grew 9-11 MiB idle: the run of 300 is too short to
-    // reach the level). (Release: 20,000 processes, 53.0 MiB before, 31.7 now.)
+    // An ended process is let go as soon as everything it sent is read (a
+    // read of its connection that began after its end found it empty) and
+    // 20 ms have passed; with a fixed 500 ms grace the recorder held the
+    // last half second's processes, so its peak followed the fork rate (CI
+    // once grew 25 MiB from 2,000 to 16,000 processes). Keeping 1.6 KiB per
+    // process for the whole run (the first design) would add 22 MiB here.
+    // Measured with this debug build: 2,000 -> 16,000 grew 2.3-3.5 MiB idle
+    // and 6 MiB beside two CPU hogs; release: 26.6 MiB at 2,000 and at
+    // 16,000 processes, 28.7 at 64,000 (41 at 2,000 with the grace).
     let peak = recorder_peak_mib(&info);
     assert!(
         peak - few <= 12.0,

@@ -9,6 +9,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::path::Path;
 
+use lapse_data::Timestamp;
 use lapse_rt::protocol::MAX_DATAGRAM;
 
 use crate::linux::socket::{Received, SeqpacketConn, SeqpacketListener};
@@ -27,6 +28,9 @@ pub struct Conn {
     pub id: u64,
     /// The last read found nothing more queued.
     pub drained: bool,
+    /// When the last read that found nothing more queued began: every
+    /// datagram sent before then has been read.
+    pub emptied_at: Timestamp,
     /// Processes that have sent on this connection (fork children share it).
     pub pids: Vec<u32>,
 }
@@ -53,6 +57,7 @@ impl Listener {
             socket,
             id: self.accepted.get(),
             drained: false,
+            emptied_at: Timestamp::from_nanos(0),
             pids: Vec::new(),
         }))
     }

@@ -37,12 +37,15 @@ const UNRELIABLE_SPREAD_PCT: u32 = 400;
 const HELLO_WAIT: Duration = Duration::from_millis(500);
 /// After the target exited, how long descendants may keep the session open silently.
 const LINGER: Duration = Duration::from_secs(2);
-/// An ended thread's stream is dropped this long after its end (its last
-/// datagram was sent before it exited, so it is in by then).
-pub(super) const RETIRE_AFTER: Duration = Duration::from_millis(500);
-/// An ended process's arena is let go this long after its end (before its
-/// threads are retired), once its connection has nothing queued.
-const ARENA_GRACE: Duration = Duration::from_millis(200);
+/// An ended thread or process is let go once everything it sent is read
+/// (its connections found empty by a read that began after its end, nothing
+/// of it left in an arena) and at least this long after its end. Its OS
+/// events are in by then: the kernel's records are applied in time order
+/// only once every ring was read past them and a margin (2 ms), and its
+/// `perf` events leave it at its exit record. (500 ms before the reads were
+/// known to have begun after the end: the recorder then held the last half
+/// second's processes of a program that forks child after child.)
+pub(super) const RETIRE_AFTER: Duration = Duration::from_millis(20);
 /// Datagrams read from one connection before looking at the others.
 const READ_BURST: usize = 256;
 /// While buffers keep coming, new connections and the target's exit are
@@ -742,6 +745,7 @@ impl Session {
         buf.resize(MAX_DATAGRAM + 64, 0);
         let mut got = false;
         let mut n = 0;
+        let began = clock::monotonic_now();
         self.conns[i].0.drained = false;
         while n < max && !self.conns[i].1 {
             let got_one = self.conns[i]
@@ -756,11 +760,13 @@ impl Session {
                 }
                 Recv::WouldBlock => {
                     self.conns[i].0.drained = true;
+                    self.conns[i].0.emptied_at = began;
                     break;
                 }
                 Recv::Closed => {
                     self.conns[i].1 = true;
                     self.conns[i].0.drained = true;
+                    self.conns[i].0.emptied_at = began;
                     let id = self.conns[i].0.id;
                     self.orphan_or_salvage(id)?;
                 }
@@ -1117,31 +1123,29 @@ impl Session {
         Ok(())
     }
 
-    /// Arenas of processes that ended a while ago, once their connection
-    /// (shared with a parent or children that live on) has nothing queued:
-    /// what they left is taken and the mapping let go, so a program that
-    /// forks child after child does not make the recorder grow. Runs before
-    /// the processes' threads are retired.
+    /// Arenas of processes that ended, once their connection (shared with
+    /// a parent or children that live on) was found empty by a read that
+    /// began after the end: every datagram the process sent was read by
+    /// then, and nothing writes to its arena any more. What they left is
+    /// taken and the mapping let go at once, so a program that forks child
+    /// after child does not make the recorder hold (and look through) the
+    /// arenas of the last moments' processes. Runs before the processes'
+    /// threads are retired.
     fn release_ended_arenas(&mut self) -> Result<(), RecordError> {
-        let now = clock::monotonic_now();
-        let grace = ARENA_GRACE.as_nanos() as u64;
-        let drained: HashSet<u64> = self
+        let emptied: HashMap<u64, Timestamp> = self
             .conns
             .iter()
             .filter(|c| c.0.drained)
-            .map(|c| c.0.id)
+            .map(|c| (c.0.id, c.0.emptied_at))
             .collect();
-        let done: Vec<(u64, u32)> = self
+        let done: HashSet<(u64, u32)> = self
             .arenas
             .iter()
             .filter(|((conn, pid), arena)| {
-                (drained.contains(conn) || arena.is_orphan())
-                    && self
-                        .os
-                        .processes
-                        .get(pid)
-                        .and_then(|p| p.end)
-                        .is_some_and(|end| now.since(end) > grace)
+                let Some(end) = self.os.processes.get(pid).and_then(|p| p.end) else {
+                    return false;
+                };
+                arena.is_orphan() || emptied.get(conn).is_some_and(|&at| at > end)
             })
             .map(|(k, _)| *k)
             .collect();

@@ -138,7 +138,7 @@ impl Session {
             .threads()
             .filter_map(|(key, t)| {
                 let end = t.end.get()?;
-                (now.since(end) > after && self.all_in(key)).then_some((key, end))
+                (now.since(end) > after && self.all_in(key, end)).then_some((key, end))
             })
             .take(RETIRE_AT_ONCE)
             .collect();
@@ -185,7 +185,14 @@ impl Session {
             .os
             .processes
             .iter()
-            .filter(|&(&pid, p)| pid != root && p.end.is_some_and(|e| now.since(e) > after))
+            .filter(|&(&pid, p)| {
+                pid != root
+                    && p.end.is_some_and(|e| {
+                        // (fork children share their parent's connection,
+                        // which stays open while it lives)
+                        now.since(e) > after && self.conns_read_since(pid, e)
+                    })
+            })
             .map(|(&pid, _)| pid)
             .collect();
         if ended.is_empty() {
@@ -195,13 +202,6 @@ impl Session {
         let mut busy: HashSet<u32> = self.asm.threads.streams().map(|(k, _)| k.pid).collect();
         busy.extend(self.os.threads().map(|(k, _)| k.pid));
         busy.extend(self.arenas.keys().map(|&(_, pid)| pid));
-        // (a connection still has datagrams queued: fork children share
-        // their parent's, which stays open while it lives)
-        let unread = self
-            .conns
-            .iter()
-            .filter(|(c, closed)| !c.drained && !*closed);
-        busy.extend(unread.flat_map(|(c, _)| c.pids.iter().copied()));
         for pid in ended.into_iter().filter(|pid| !busy.contains(pid)) {
             let life = self.os.processes.remove(&pid).unwrap_or_default();
             let info = self.process_record(pid, life, None, None);
@@ -268,20 +268,26 @@ impl Session {
         info
     }
 
-    /// Whether everything thread `key` sent has been read: no buffer of it
-    /// in its process's arenas, and nothing queued on its connections.
-    fn all_in(&self, key: ThreadKey) -> bool {
-        let conns_read = self
-            .conns
-            .iter()
-            .filter(|(c, _)| c.pids.contains(&key.pid))
-            .all(|(c, closed)| c.drained || *closed);
-        conns_read
+    /// Whether everything thread `key`, which ended at `end`, sent has been
+    /// read: no buffer of it in its process's arenas, and each of its
+    /// connections closed or found empty by a read that began after `end`.
+    fn all_in(&self, key: ThreadKey, end: Timestamp) -> bool {
+        self.conns_read_since(key.pid, end)
             && self
                 .arenas
                 .iter()
                 .filter(|((_, pid), _)| *pid == key.pid)
                 .all(|(_, a)| !a.holds(key.tid))
+    }
+
+    /// Whether every connection process `pid` sent on is closed or was
+    /// found empty by a read that began after `since`: whatever it sent
+    /// before then has been read.
+    fn conns_read_since(&self, pid: u32, since: Timestamp) -> bool {
+        self.conns
+            .iter()
+            .filter(|(c, _)| c.pids.contains(&pid))
+            .all(|(c, closed)| *closed || (c.drained && c.emptied_at > since))
     }
 
     pub(super) fn finish(
