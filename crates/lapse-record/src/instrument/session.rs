@@ -520,6 +520,11 @@ impl Session {
             busy |= self.read_orphans(|_| true)?;
         }
         self.poll_os(false)?;
+        if accept {
+            // (an ended process's arena is looked through at every turn
+            // until it is let go: not for up to a flush's 100 ms)
+            self.release_ended_arenas()?;
+        }
         self.flush_periodic(false)?;
         Ok(busy)
     }
