@@ -492,18 +492,18 @@ fn thousands_of_short_processes_in_turn_are_recorded_whole_and_let_go() {
     };
     assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
     let few = recorder_peak_mib(&info(&run));
-    let Some(out) = run.record(&[], &["16000"]) else {
+    let Some(out) = run.record(&[], &["24000"]) else {
         return;
     };
     assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "forked 16000\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "forked 24000\n");
     let r = run.report();
     assert_eq!(r.calls_of("main"), 1);
-    assert_eq!(r.calls_of("child"), 16_000);
-    assert_eq!(r.calls_of("work"), 1_600_000);
+    assert_eq!(r.calls_of("child"), 24_000);
+    assert_eq!(r.calls_of("work"), 2_400_000);
     assert_eq!(run.events_lost(&r), 0);
     let info = info(&run);
-    assert!(info.contains("processes:   16001"), "{info}");
+    assert!(info.contains("processes:   24001"), "{info}");
     // Every child's record: its command (inherited), its parent, its end.
     let out = Command::new(env!("CARGO_BIN_EXE_lapse"))
         .args([
@@ -519,7 +519,7 @@ fn thousands_of_short_processes_in_turn_are_recorded_whole_and_let_go() {
         .expect("run lapse report");
     let v: Value = serde_json::from_slice(&out.stdout).expect("report is JSON");
     let rows = v["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 16001);
+    assert_eq!(rows.len(), 24001);
     let root = run.exe.display().to_string();
     for row in rows {
         let command = row["command"].as_str().unwrap_or_default();
@@ -527,20 +527,25 @@ fn thousands_of_short_processes_in_turn_are_recorded_whole_and_let_go() {
     }
     // (each child: `child` and its 100 calls of `work`)
     let children = rows.iter().filter(|r| r["calls"].as_u64() == Some(101));
-    assert_eq!(children.count(), 16_000);
+    assert_eq!(children.count(), 24_000);
     // An ended process is let go as soon as everything it sent is read (a
     // read of its connection that began after its end found it empty) and
     // 20 ms have passed; with a fixed 500 ms grace the recorder held the
     // last half second's processes, so its peak followed the fork rate (CI
-    // once grew 25 MiB from 2,000 to 16,000 processes). Keeping 1.6 KiB per
-    // process for the whole run (the first design) would add 22 MiB here.
-    // Measured with this debug build: 2,000 -> 16,000 grew 2.3-3.5 MiB idle
-    // and 6 MiB beside two CPU hogs; release: 26.6 MiB at 2,000 and at
-    // 16,000 processes, 28.7 at 64,000 (41 at 2,000 with the grace).
+    // once grew 25 MiB from 2,000 to 16,000 processes). What a starved
+    // recorder has read but not yet seen end still varies with the load:
+    // measured with this debug build, 2,000 -> 16,000 grew 2.3-3.5 MiB idle
+    // and 6-12 MiB beside three CPU hogs, 2,000 -> 30,000 0.8 MiB idle and
+    // 11.8 beside three hogs (not more with more processes). Keeping 1.6 KiB
+    // per process for the whole run (the first design) would add 34 MiB
+    // here. (24,000: the kernel reuses pids past 32,768 here, and two
+    // processes of one pid would be one row.) Release: 26.6 MiB at 2,000
+    // and at 16,000 processes, 28.7 at 64,000 (41 at 2,000 with the grace).
     let peak = recorder_peak_mib(&info);
+    eprintln!("recorder peak: {few} MiB after 2,000 processes, {peak} MiB after 24,000");
     assert!(
-        peak - few <= 12.0,
-        "recorder peak memory {peak} MiB after 16,000 processes, {few} MiB after 2,000"
+        peak - few <= 18.0,
+        "recorder peak memory {peak} MiB after 24,000 processes, {few} MiB after 2,000"
     );
 }
 

@@ -46,6 +46,9 @@ const LINGER: Duration = Duration::from_secs(2);
 /// known to have begun after the end: the recorder then held the last half
 /// second's processes of a program that forks child after child.)
 pub(super) const RETIRE_AFTER: Duration = Duration::from_millis(20);
+/// More arenas than this are looked through for ended processes' at every
+/// turn of the loop, not only every [`LOOK_EVERY`].
+const ARENAS_LOOKED_THROUGH: usize = 8;
 /// Datagrams read from one connection before looking at the others.
 const READ_BURST: usize = 256;
 /// While buffers keep coming, new connections and the target's exit are
@@ -520,9 +523,10 @@ impl Session {
             busy |= self.read_orphans(|_| true)?;
         }
         self.poll_os(false)?;
-        if accept {
+        if accept || self.arenas.len() > ARENAS_LOOKED_THROUGH {
             // (an ended process's arena is looked through at every turn
-            // until it is let go: not for up to a flush's 100 ms)
+            // until it is let go: not for up to a flush's 100 ms, and not
+            // a whole burst's worth of short processes at once)
             self.release_ended_arenas()?;
         }
         self.flush_periodic(false)?;
@@ -821,6 +825,18 @@ impl Session {
             msg.map_ids(pid, |p, t| ns.tid(p, t))
         };
         let from = msg.from();
+        // (taken before it was sent: everything sent before then is read)
+        let sent = match msg {
+            Msg::Hello { ticks, .. }
+            | Msg::Fork { ticks, .. }
+            | Msg::Exec { ticks, .. }
+            | Msg::Control { ticks, .. } => Some(self.asm.clock.to_timestamp(ticks)),
+            _ => None,
+        };
+        if let Some(at) = sent {
+            let c = &mut self.conns[conn].0;
+            c.stamped_at = c.stamped_at.max(at);
+        }
         if !self.inherit && from.pid != self.root {
             return Ok(()); // --no-inherit: only the command's own process
         }
@@ -1137,11 +1153,10 @@ impl Session {
     /// arenas of the last moments' processes. Runs before the processes'
     /// threads are retired.
     fn release_ended_arenas(&mut self) -> Result<(), RecordError> {
-        let emptied: HashMap<u64, Timestamp> = self
+        let read: HashMap<u64, Timestamp> = self
             .conns
             .iter()
-            .filter(|c| c.0.drained)
-            .map(|c| (c.0.id, c.0.emptied_at))
+            .map(|c| (c.0.id, c.0.read_through()))
             .collect();
         let done: HashSet<(u64, u32)> = self
             .arenas
@@ -1150,7 +1165,7 @@ impl Session {
                 let Some(end) = self.os.processes.get(pid).and_then(|p| p.end) else {
                     return false;
                 };
-                arena.is_orphan() || emptied.get(conn).is_some_and(|&at| at > end)
+                arena.is_orphan() || read.get(conn).is_some_and(|&at| at > end)
             })
             .map(|(k, _)| *k)
             .collect();

@@ -280,14 +280,15 @@ impl Session {
                 .all(|(_, a)| !a.holds(key.tid))
     }
 
-    /// Whether every connection process `pid` sent on is closed or was
-    /// found empty by a read that began after `since`: whatever it sent
-    /// before then has been read.
+    /// Whether every connection process `pid` sent on is closed or has
+    /// been read through a time after `since` (found empty by a read that
+    /// began after it, or a datagram sent after it was read): whatever it
+    /// sent before then has been read.
     fn conns_read_since(&self, pid: u32, since: Timestamp) -> bool {
         self.conns
             .iter()
             .filter(|(c, _)| c.pids.contains(&pid))
-            .all(|(c, closed)| *closed || (c.drained && c.emptied_at > since))
+            .all(|(c, closed)| *closed || c.read_through() > since)
     }
 
     pub(super) fn finish(
