@@ -132,6 +132,7 @@ impl Report {
 
 #[test]
 fn sigprof_handler_calling_traced_code_runs_as_natively_and_every_call_counts() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // A profiling timer every 100 µs of CPU time whose handler makes 2,000
     // traced calls: handlers land between a probe's claim of a slot and its
     // write, and fill and hand over the buffer under it (before the fix:
@@ -179,6 +180,7 @@ int main(void) {
 
 #[test]
 fn siglongjmp_out_of_a_handler_keeps_the_target_alive_and_counts_what_it_abandons() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // The handler jumps back into main's loop: the probe it interrupted never
     // writes its event. That slot is a hole, counted as lost, not garbage.
     let Some(run) = build(
@@ -256,6 +258,7 @@ fn record_matches_native(run: &Run, key: &str, calls: u64) {
 
 #[test]
 fn a_daemon_that_closes_every_descriptor_and_opens_sockets_gets_no_datagram_of_lapse() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // Before the fix the runtime kept writing to "its" descriptor number,
     // which by then was one of the program's sockets: the program received
     // lapse's hand-over datagrams, and the recording had 0 events.
@@ -293,6 +296,7 @@ int main(void) {
 
 #[test]
 fn a_program_that_dup2s_its_log_over_high_descriptors_keeps_them_all() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // Before the fix the runtime closed descriptor 900 (the program's log by
     // then) and spilled the whole recording.
     let Some(run) = build(
@@ -339,7 +343,11 @@ fn recorder_peak_mib(info: &str) -> f64 {
         .unwrap_or_else(|| panic!("no recorder peak memory note in: {info}"))
 }
 
-/// Held by the tests that run hundreds or thousands of threads.
+/// Held by every test of this file: they bound the recorder's memory and
+/// what it loses, and a sibling's recording beside them (thousands of
+/// threads, a compiler, a CPU-heavy target) changes both. (A recorder's
+/// peak after 24,000 short processes once reached 134 MiB beside the
+/// others, against 34-46 MiB alone or beside CPU hogs.)
 static THOUSANDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The program of bench/instrument/threads.sh (`n` threads alive at once,
@@ -452,6 +460,7 @@ fn threads_past_the_recorders_limit_are_left_out_whole_and_counted_as_lost() {
 
 #[test]
 fn a_thread_limit_that_is_not_a_number_is_refused_before_anything_runs() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     let Some(run) = build("limit_bad", "int main(void) { puts(\"ran\"); return 0; }") else {
         return;
     };
@@ -818,6 +827,7 @@ fn record_under_parent(
 
 #[test]
 fn the_target_gets_the_signal_dispositions_and_mask_lapse_inherited() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // Rust programs ignore SIGPIPE; a target that inherited that would write
     // on into a closed pipe (`lapse record -- prog | head`) and not end by
     // the signal as it does natively.
@@ -860,6 +870,7 @@ int main(int argc, char **argv) {
 
 #[test]
 fn lapse_runs_under_a_64_kib_stack_limit_and_the_target_inherits_it() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // Before: `ulimit -s 64` aborted lapse itself ("stack overflow") before
     // the target ran; the limit is the target's to inherit, not lapse's.
     use std::os::unix::process::CommandExt;
@@ -916,6 +927,7 @@ int main(void) {
 
 #[test]
 fn a_setuid_or_instantly_killed_target_passes_its_status_on_and_lapse_says_why() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // Before: "recorded nothing ... is it built with -finstrument-functions?"
     // and status 1 for a set-user-ID program (the dynamic linker ignores
     // LD_PRELOAD there), and nothing said for a sampling run with no sample.
@@ -984,6 +996,7 @@ fn a_setuid_or_instantly_killed_target_passes_its_status_on_and_lapse_says_why()
 
 #[test]
 fn a_child_exec_d_after_a_privilege_drop_gets_no_ld_so_error_and_the_file_says_so() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // Before: the dynamic linker printed "ERROR: ld.so: object ... cannot be
     // preloaded" on the child's stderr (the runtime is readable by root
     // only), and the file said nothing of the child.
@@ -1062,6 +1075,7 @@ fn every_call_after_a_cut_is_counted_or_lost(name: &str, body: &str, why: &str) 
 
 #[test]
 fn a_program_that_closes_every_descriptor_under_a_limit_of_3_has_every_call_counted() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // Before: the recorder let the arena go when the connection closed, the
     // runtime could open neither a connection nor the spill, and 100,000 calls
     // "recorded nothing"; with more, most were lost uncounted and the file
@@ -1089,6 +1103,7 @@ int main(void) {
 
 #[test]
 fn a_seccomp_filter_that_forbids_sockets_and_sendmsg_loses_no_call_uncounted() {
+    let _alone = THOUSANDS.lock().unwrap_or_else(|e| e.into_inner());
     // Before: the first refused send closed the connection, the recorder let
     // the arena go, and every later buffer went to the spill file: the
     // recording held a fraction of the calls and said it was complete.

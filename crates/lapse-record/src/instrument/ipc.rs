@@ -31,26 +31,22 @@ pub struct Conn {
     /// When the last read that found nothing more queued began: every
     /// datagram sent before then has been read.
     pub emptied_at: Timestamp,
-    /// The latest time a datagram read on it says its sender's clock showed
-    /// before sending it: every datagram sent before then has been read
-    /// too (a socket keeps its datagrams in the order they were sent).
+    /// The latest time a datagram read on it was sent after, by its
+    /// sender's clock reading (less the conversion's margin): every
+    /// datagram sent before then has been read too (a socket keeps its
+    /// datagrams in the order they were sent).
     pub stamped_at: Timestamp,
     /// Processes that have sent on this connection (fork children share it).
     pub pids: Vec<u32>,
 }
 
-/// How far a runtime's clock reading, converted to the kernel's clock, may
-/// be off (the conversion's error is far below this).
-const STAMP_MARGIN_NS: u64 = 1_000_000;
-
 impl Conn {
     /// A time before which everything sent on this connection has been
     /// read: the last read that found it empty began then, or a datagram
-    /// sent after then was read (a margin below its sender's stamp). With
-    /// a backlog the connection is never found empty, but the stamps go on.
+    /// sent after then was read. With a backlog the connection is never
+    /// found empty, but the stamps go on.
     pub fn read_through(&self) -> Timestamp {
-        let stamped = self.stamped_at.as_nanos().saturating_sub(STAMP_MARGIN_NS);
-        self.emptied_at.max(Timestamp::from_nanos(stamped))
+        self.emptied_at.max(self.stamped_at)
     }
 }
 

@@ -826,14 +826,12 @@ impl Session {
         };
         let from = msg.from();
         // (taken before it was sent: everything sent before then is read)
-        let sent = match msg {
-            Msg::Hello { ticks, .. }
-            | Msg::Fork { ticks, .. }
-            | Msg::Exec { ticks, .. }
-            | Msg::Control { ticks, .. } => Some(self.asm.clock.to_timestamp(ticks)),
-            _ => None,
-        };
-        if let Some(at) = sent {
+        if let Msg::Hello { ticks, .. }
+        | Msg::Fork { ticks, .. }
+        | Msg::Exec { ticks, .. }
+        | Msg::Control { ticks, .. } = msg
+        {
+            let at = self.sent_after(ticks);
             let c = &mut self.conns[conn].0;
             c.stamped_at = c.stamped_at.max(at);
         }
@@ -930,6 +928,22 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// A time on the kernel's clock that a runtime's clock reading `ticks`
+    /// surely came after: measured back from now, so that a conversion rate
+    /// measured over 10 ms (when the kernel publishes none; off by about
+    /// 1e-4) errs by that share of the reading's age only, and a margin of
+    /// 1 ms plus a tenth of a percent of the age covers it.
+    fn sent_after(&self, ticks: Ticks) -> Timestamp {
+        let (now_ticks, now) = (clock::ticks_now(), clock::monotonic_now());
+        let clock = &self.asm.clock;
+        let age = clock
+            .to_timestamp(Ticks::new(now_ticks))
+            .as_nanos()
+            .saturating_sub(clock.to_timestamp(ticks).as_nanos());
+        let margin = 1_000_000 + age / 1000;
+        Timestamp::from_nanos(now.as_nanos().saturating_sub(age.saturating_add(margin)))
     }
 
     /// Takes buffer `buf` of `arena`, which `from` handed over: added to
