@@ -38,8 +38,9 @@ const HELLO_WAIT: Duration = Duration::from_millis(500);
 /// After the target exited, how long descendants may keep the session open silently.
 const LINGER: Duration = Duration::from_secs(2);
 /// An ended thread or process is let go once everything it sent is read
-/// (its connections found empty by a read that began after its end, nothing
-/// of it left in an arena) and at least this long after its end. Its OS
+/// (each of its connections read through a time after its end, see
+/// `Conn::read_through`; nothing of it left in an arena) and at least this
+/// long after its end. Its OS
 /// events are in by then: the kernel's records are applied in time order
 /// only once every ring was read past them and a margin (2 ms), and its
 /// `perf` events leave it at its exit record. (500 ms before the reads were
@@ -1159,9 +1160,9 @@ impl Session {
     }
 
     /// Arenas of processes that ended, once their connection (shared with
-    /// a parent or children that live on) was found empty by a read that
-    /// began after the end: every datagram the process sent was read by
-    /// then, and nothing writes to its arena any more. What they left is
+    /// a parent or children that live on) has been read through a time
+    /// after the end (`Conn::read_through`): every datagram the process
+    /// sent was read by then, and nothing writes to its arena any more. What they left is
     /// taken and the mapping let go at once, so a program that forks child
     /// after child does not make the recorder hold (and look through) the
     /// arenas of the last moments' processes. Runs before the processes'

@@ -270,7 +270,7 @@ impl Session {
 
     /// Whether everything thread `key`, which ended at `end`, sent has been
     /// read: no buffer of it in its process's arenas, and each of its
-    /// connections closed or found empty by a read that began after `end`.
+    /// connections closed or read through a time after `end`.
     fn all_in(&self, key: ThreadKey, end: Timestamp) -> bool {
         self.conns_read_since(key.pid, end)
             && self
