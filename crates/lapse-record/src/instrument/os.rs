@@ -172,6 +172,21 @@ enum Queued {
     },
 }
 
+impl Queued {
+    /// The thread the record is of (none for a gap in system calls).
+    fn thread(&self) -> Option<ThreadKey> {
+        match *self {
+            Queued::SyscallGap => None,
+            Queued::Switch { thread, .. }
+            | Queued::Fault { thread }
+            | Queued::Syscall { thread, .. }
+            | Queued::Fork { thread, .. }
+            | Queued::Exit { thread }
+            | Queued::Comm { thread, .. } => Some(thread),
+        }
+    }
+}
+
 pub struct OsCollector {
     events: Vec<PerfEvent>,
     /// Extra events (faults) whose output goes to `events`' rings.
@@ -191,6 +206,11 @@ pub struct OsCollector {
     /// Threads the kernel said began since the session last took them
     /// (for runtimes in another PID namespace: see ns_ids.rs).
     pub born: Vec<ThreadKey>,
+    /// Records of a thread that began with the id of an ended thread the
+    /// recorder still holds (the kernel hands ids out again): kept back, in
+    /// order, until the session lets the ended one go ([`Self::unpark`]),
+    /// so that they start a census of their own instead of landing on it.
+    parked: Vec<(u64, Queued)>,
 }
 
 impl OsCollector {
@@ -307,6 +327,7 @@ impl OsCollector {
             refused_records: 0,
             scratch: Vec::new(),
             born: Vec::new(),
+            parked: Vec::new(),
         })
     }
 
@@ -475,20 +496,26 @@ impl OsCollector {
 
     fn apply(&mut self, time: u64, q: Queued, book: &mut AddressBook) {
         let ts = Timestamp::from_nanos(time);
-        let thread = match q {
-            Queued::SyscallGap => {
-                for c in self.census.values_mut() {
-                    c.off.in_syscall = MaybeTime::NONE;
-                }
-                return;
+        let Some(thread) = q.thread() else {
+            // (a gap in system calls)
+            for c in self.census.values_mut() {
+                c.off.in_syscall = MaybeTime::NONE;
             }
-            Queued::Switch { thread, .. }
-            | Queued::Fault { thread }
-            | Queued::Syscall { thread, .. }
-            | Queued::Fork { thread, .. }
-            | Queued::Exit { thread }
-            | Queued::Comm { thread, .. } => thread,
+            return;
         };
+        // A thread id the kernel gave out again while its ended thread is
+        // still held: the new thread's records wait for that one to go.
+        // (Not a fork before the end: the runtime may tell of a thread's
+        // end, at an exec, before its fork record is applied.)
+        let begins_again = matches!(q, Queued::Fork { .. })
+            && self
+                .census
+                .get(thread)
+                .is_some_and(|c| c.life.end.get().is_some_and(|end| end.as_nanos() <= time));
+        if begins_again || self.is_parked(thread) {
+            self.parked.push((time, q));
+            return;
+        }
         let Some(c) = self.census.entry_or_default(thread) else {
             // (past the threads followed at once: not followed)
             self.refused_records += 1;
@@ -544,9 +571,13 @@ impl OsCollector {
                 let pid = thread.pid;
                 c.life.start = ts.into();
                 if pid == thread.tid && pid != ppid {
-                    let p = self.processes.entry(pid).or_default();
-                    p.ppid = Some(ppid);
-                    p.start = Some(ts);
+                    // (a new process: an ended one with its id was let go)
+                    let life = ProcessLife {
+                        ppid: Some(ppid),
+                        start: Some(ts),
+                        end: None,
+                    };
+                    self.processes.insert(pid, life);
                     book.fork(ppid, pid, ts);
                 }
             }
@@ -586,6 +617,36 @@ impl OsCollector {
         let mut events = off.done;
         events.sort_by_key(|e| e.from());
         (life, events)
+    }
+
+    /// Whether thread `thread`'s id began again while its ended thread is
+    /// held: the new one's records are kept back until [`Self::unpark`].
+    pub fn is_parked(&self, thread: ThreadKey) -> bool {
+        !self.parked.is_empty() && self.parked.iter().any(|(_, q)| q.thread() == Some(thread))
+    }
+
+    /// The threads whose ids began again while their ended threads are held.
+    pub fn parked_threads(&self) -> Vec<ThreadKey> {
+        let mut keys: Vec<ThreadKey> = self.parked.iter().filter_map(|(_, q)| q.thread()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
+    /// The ended thread with `thread`'s id was let go ([`Self::forget`]):
+    /// the records of the one that began with its id since are applied now,
+    /// in their order.
+    pub fn unpark(&mut self, thread: ThreadKey, book: &mut AddressBook) {
+        if !self.is_parked(thread) {
+            return;
+        }
+        let (mine, rest) = std::mem::take(&mut self.parked)
+            .into_iter()
+            .partition(|(_, q)| q.thread() == Some(thread));
+        self.parked = rest;
+        for (time, q) in mine {
+            self.apply(time, q, book);
+        }
     }
 
     /// What the kernel said of a thread so far.
@@ -720,8 +781,76 @@ mod tests {
                 refused_records: 0,
                 scratch: Vec::new(),
                 born: Vec::new(),
+                parked: Vec::new(),
             }
         }
+    }
+
+    #[test]
+    fn a_process_id_given_out_again_while_its_ended_process_is_held_waits_for_it() {
+        // Process 7 (a child of 1) runs 1,000-2,000 ns; the recorder still
+        // holds it (it has not read all it sent) when the kernel gives 7 to
+        // a new child at 5,000. The new one's records wait; once the old one
+        // is let go they make a process and a thread of their own, not the
+        // old one's with a second start.
+        let mut book = AddressBook::default();
+        let mut os = OsCollector::empty(usize::MAX);
+        let main = ThreadKey::new(7, 7);
+        let fork = || Queued::Fork {
+            thread: main,
+            ppid: 1,
+        };
+        let switch = |out| Queued::Switch {
+            thread: main,
+            out,
+            preempted: false,
+        };
+        os.apply(1_000, fork(), &mut book);
+        os.apply(2_000, Queued::Exit { thread: main }, &mut book);
+        assert!(!os.is_parked(main));
+        os.apply(5_000, fork(), &mut book);
+        os.apply(6_000, switch(true), &mut book);
+        os.apply(7_000, switch(false), &mut book);
+        assert!(os.is_parked(main));
+        assert_eq!(os.parked_threads(), vec![main]);
+        // (the old one, as the session lets it go)
+        let life = os.thread(main).expect("the old thread").clone();
+        assert_eq!(life.start.get(), Some(Timestamp::from_nanos(1_000)));
+        assert_eq!(life.end.get(), Some(Timestamp::from_nanos(2_000)));
+        assert_eq!(os.processes[&7].end, Some(Timestamp::from_nanos(2_000)));
+        let (_, off) = os.forget(main);
+        assert!(off.is_empty());
+        os.processes.remove(&7);
+        os.unpark(main, &mut book);
+        assert!(!os.is_parked(main));
+        let life = os.thread(main).expect("the new thread").clone();
+        assert_eq!(life.start.get(), Some(Timestamp::from_nanos(5_000)));
+        assert_eq!(life.end.get(), None);
+        let p = &os.processes[&7];
+        assert_eq!((p.start, p.end), (Some(Timestamp::from_nanos(5_000)), None));
+        // (its time off the CPU is its own)
+        let mut off = Vec::new();
+        let none: Result<(), ()> = os.take_blocks(true, |key, events| {
+            off.extend(events.into_iter().map(|e| (key, e.get())));
+            Ok(())
+        });
+        assert_eq!(none, Ok(()));
+        let (from, to) = (Timestamp::from_nanos(6_000), Timestamp::from_nanos(7_000));
+        assert_eq!(off.len(), 1);
+        assert_eq!((off[0].1.from, off[0].1.to), (from, to));
+        // A thread whose end the runtime told first (it exec'd at 9,000)
+        // and whose fork record (8,000) comes after is one thread.
+        let execer = ThreadKey::new(7, 8);
+        os.thread_mut(execer).expect("room").end = Timestamp::from_nanos(9_000).into();
+        let fork = Queued::Fork {
+            thread: execer,
+            ppid: 7,
+        };
+        os.apply(8_000, fork, &mut book);
+        assert!(!os.is_parked(execer));
+        let life = os.thread(execer).expect("the thread");
+        assert_eq!(life.start.get(), Some(Timestamp::from_nanos(8_000)));
+        assert_eq!(life.end.get(), Some(Timestamp::from_nanos(9_000)));
     }
 
     /// Threads `tids` of process 1 as a barrier leaves them, recorded the

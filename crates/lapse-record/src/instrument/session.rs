@@ -67,6 +67,9 @@ pub(super) struct Session {
     pub(super) os: OsCollector,
     pub(super) listener: Listener,
     pub(super) conns: Vec<(Conn, bool)>,
+    /// When the last look for new connections that found none began: a
+    /// program that connected before then has its connection in `conns`.
+    pub(super) accepted_through: Timestamp,
     pub(super) buf: Vec<u8>,
     pub(super) last_data: Instant,
     pub(super) bad_datagrams: u64,
@@ -286,6 +289,7 @@ impl Session {
             conns: Vec::new(),
             buf: Vec::new(),
             last_data: Instant::now(),
+            accepted_through: Timestamp::from_nanos(0),
             bad_datagrams: 0,
             root,
             header: None,
@@ -743,9 +747,11 @@ impl Session {
     }
 
     fn accept(&mut self) -> Result<(), RecordError> {
+        let began = clock::monotonic_now();
         while let Some(c) = self.listener.accept().map_err(RecordError::Receive)? {
             self.conns.push((c, false));
         }
+        self.accepted_through = began;
         Ok(())
     }
 
@@ -896,6 +902,9 @@ impl Session {
             _ => {
                 // (what follows may look at any thread's stream)
                 self.sync_workers()?;
+                if self.begins_again(&msg, datagram) {
+                    self.replace(thread_of(from))?;
+                }
                 let hello = matches!(msg, Msg::Hello { .. });
                 if hello && self.asm.is_exec(from.pid) {
                     // The old image's last datagrams are on its own (now
@@ -931,6 +940,57 @@ impl Session {
         Ok(())
     }
 
+    /// Whether `msg` is the first of a thread whose id an ended thread the
+    /// recorder still holds had (the kernel hands ids out again): a fork
+    /// child's first message, or a new program's hello (not an exec: that
+    /// one announced itself), sent after the process with its id ended; or
+    /// a thread's first events, after the thread with its id ended. (A
+    /// starved recorder often reads a process's first message after the
+    /// kernel told of its end: the times tell the two apart.)
+    fn begins_again(&self, msg: &Msg, datagram: &[u8]) -> bool {
+        let from = msg.from();
+        let ended_before = |ticks: Ticks| {
+            let end = self.os.processes.get(&from.pid).and_then(|p| p.end);
+            end.is_some_and(|end| self.sent_after(ticks) > end)
+        };
+        match *msg {
+            Msg::Child { fork_ticks, .. } => ended_before(fork_ticks),
+            Msg::Hello { ticks, .. } => {
+                let old = self.asm.procs.get(&from.pid);
+                old.is_some_and(|p| p.said_hello && p.exec_at.is_none()) && ended_before(ticks)
+            }
+            Msg::Events { batch, .. } => {
+                self.thread_begins_again(from, &batch, protocol::events(datagram))
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `batch` is the first of a new thread with the id of one
+    /// still held (see [`Self::begins_again`]).
+    fn thread_begins_again(
+        &self,
+        from: Sender,
+        batch: &Batch,
+        mut events: impl Iterator<Item = protocol::RawEvent>,
+    ) -> bool {
+        let key = thread_of(from);
+        // (a main thread begins with its process: its child or hello message)
+        if from.pid == from.tid
+            || batch.first_index != 0
+            || !self.asm.threads.get(key).is_some_and(|s| s.has_sent())
+        {
+            return false;
+        }
+        // (a buffer the old thread sent twice has its events before its end)
+        let end = self.os.thread(key).and_then(|t| t.end.get());
+        let first = events.find(|e| e.function != protocol::HOLE_FN);
+        match (end, first) {
+            (Some(end), Some(e)) => self.sent_after(e.ticks) > end,
+            _ => false,
+        }
+    }
+
     /// A time on the kernel's clock that a runtime's clock reading `ticks`
     /// surely came after: measured back from now, so that a conversion rate
     /// measured over 10 ms (when the kernel publishes none; off by about
@@ -959,6 +1019,9 @@ impl Session {
         buf: usize,
         backlog: bool,
     ) -> Result<(), RecordError> {
+        if self.thread_begins_again(from, batch, arena.events(buf, batch.count as usize)) {
+            self.replace(thread_of(from))?;
+        }
         let idle = self.pool.as_ref().is_none_or(|p| p.in_flight() == 0);
         if idle && !backlog {
             // (nothing is lent while no job is out: the stream is here)
@@ -1122,7 +1185,10 @@ impl Session {
     /// arenas; the buffers handed over quietly first (every datagram of
     /// their connection has been read). Events the runtime did hand over
     /// are skipped by index.
-    fn salvage(&mut self, which: impl Fn(&(u64, u32)) -> bool) -> Result<(), RecordError> {
+    pub(super) fn salvage(
+        &mut self,
+        which: impl Fn(&(u64, u32)) -> bool,
+    ) -> Result<(), RecordError> {
         let keys: Vec<(u64, u32)> = self.arenas.keys().copied().filter(|k| which(k)).collect();
         for key in keys {
             let Some(mut arena) = self.arenas.remove(&key) else {
@@ -1192,7 +1258,7 @@ impl Session {
 
     /// Threads the kernel said began: their ids in a runtime's namespace
     /// are read while they live (see ns_ids.rs).
-    fn note_born(&mut self) {
+    pub(super) fn note_born(&mut self) {
         for thread in self.os.born.drain(..) {
             if !self.ns.is_empty() {
                 self.ns.thread_began(thread.pid, thread.tid);

@@ -172,6 +172,12 @@ impl ThreadStream {
         self.stack.len()
     }
 
+    /// Whether the runtime has sent events for the thread (its next batch
+    /// is not numbered 0).
+    pub fn has_sent(&self) -> bool {
+        self.next_index > 0
+    }
+
     pub fn last_ts(&self) -> Timestamp {
         self.last_ts
     }

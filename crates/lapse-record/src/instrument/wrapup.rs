@@ -21,6 +21,8 @@ use crate::{Notice, RecordError, RecordOutcome};
 
 /// Threads let go in one flush at most.
 const RETIRE_AT_ONCE: usize = 16_384;
+/// How far up its parents a process's connection is looked for.
+const MAX_ANCESTORS: usize = 64;
 
 impl Session {
     /// Writes the processes, threads and functions that appeared since the
@@ -133,6 +135,7 @@ impl Session {
         // (a slice at a time: after a storm of 100,000 threads ends, a list
         // of all of them would add to the recorder's peak; the rest go at
         // the next flush, a tenth of a second later)
+        let parked = self.os.parked_threads();
         let ended: Vec<(ThreadKey, Timestamp)> = self
             .os
             .threads()
@@ -143,32 +146,97 @@ impl Session {
             .take(RETIRE_AT_ONCE)
             .collect();
         for (key, real_end) in ended {
-            let (life, mut held) = self.os.forget(key);
-            let mut end = real_end; // (when it sent no events)
-            let os = match self.asm.threads.retire(key, real_end, &mut held) {
-                Some(r) => {
-                    self.out.events(key, &r.events)?;
-                    end = r.end;
-                    r.os
-                }
-                None => held.into_iter().map(HeldOsEvent::get).collect(),
-            };
-            if !os.is_empty() {
-                self.out.record(&Record::OsEvents(OsEventBlock {
-                    pid: key.pid,
-                    tid: key.tid,
-                    serial: 0,
-                    events: os,
-                }))?;
+            if parked.contains(&key) {
+                // (its id began again: the new thread's records wait for it)
+                self.replace(key)?;
+            } else if self.os.thread(key).is_some() {
+                self.retire_thread(key, real_end)?;
             }
-            if self.inherit || key.pid == self.root {
-                let record = self.thread_record(key, life, Some(end));
-                self.out.record(&Record::Thread(record))?;
-            }
-            self.out.let_go(key);
-            let last = self.retired_end.entry(key.pid).or_insert(end);
-            *last = (*last).max(end);
         }
+        Ok(())
+    }
+
+    /// Lets thread `key`, which ended at `real_end`, go now: its last
+    /// events, OS events and complete thread record are written, and
+    /// nothing of it is kept (a later thread with its id is another).
+    fn retire_thread(&mut self, key: ThreadKey, real_end: Timestamp) -> Result<(), RecordError> {
+        let (life, mut held) = self.os.forget(key);
+        let mut end = real_end; // (when it sent no events)
+        let os = match self.asm.threads.retire(key, real_end, &mut held) {
+            Some(r) => {
+                self.out.events(key, &r.events)?;
+                end = r.end;
+                r.os
+            }
+            None => held.into_iter().map(HeldOsEvent::get).collect(),
+        };
+        if !os.is_empty() {
+            self.out.record(&Record::OsEvents(OsEventBlock {
+                pid: key.pid,
+                tid: key.tid,
+                serial: 0,
+                events: os,
+            }))?;
+        }
+        if self.inherit || key.pid == self.root {
+            let record = self.thread_record(key, life, Some(end));
+            self.out.record(&Record::Thread(record))?;
+        }
+        self.out.let_go(key);
+        let last = self.retired_end.entry(key.pid).or_insert(end);
+        *last = (*last).max(end);
+        Ok(())
+    }
+
+    /// A thread began with the id of `key`, an ended thread still held (the
+    /// kernel hands ids out again; a starved recorder holds an ended thread
+    /// until it has read all it sent): the ended one is let go now, and with
+    /// it its whole process when it was a main thread (a process id used
+    /// again), so that the new one's events, kernel records and process
+    /// record start afresh instead of landing on the old ones. The new
+    /// thread's kernel records, kept back meanwhile, are applied then.
+    pub(super) fn replace(&mut self, key: ThreadKey) -> Result<(), RecordError> {
+        self.sync_workers()?;
+        let pid = key.pid;
+        let end_of = |s: &Self, k: ThreadKey| {
+            let kernel = s.os.thread(k).and_then(|t| t.end.get());
+            let stream = s.asm.threads.get(k).map(|t| t.last_ts());
+            kernel.or(stream).unwrap_or_default()
+        };
+        if pid == key.tid {
+            // (the old process is gone: what it left in an arena is all
+            // it will ever send)
+            self.salvage(|k| k.1 == pid)?;
+            let mut keys: Vec<ThreadKey> = self
+                .asm
+                .threads
+                .streams()
+                .map(|(k, _)| k)
+                .filter(|k| k.pid == pid)
+                .collect();
+            keys.extend(
+                self.os
+                    .threads()
+                    .filter(|(k, t)| k.pid == pid && !t.end.is_none())
+                    .map(|(k, _)| k),
+            );
+            keys.sort_unstable();
+            keys.dedup();
+            for k in keys {
+                let end = end_of(self, k);
+                self.retire_thread(k, end)?;
+            }
+            self.retire_process(pid)?;
+        } else {
+            let end = end_of(self, key);
+            self.retire_thread(key, end)?;
+        }
+        for k in self.os.parked_threads() {
+            if k == key || (pid == key.tid && k.pid == pid) {
+                self.os.unpark(k, &mut self.asm.book.lock());
+            }
+        }
+        self.note_born();
         Ok(())
     }
 
@@ -203,18 +271,28 @@ impl Session {
         busy.extend(self.os.threads().map(|(k, _)| k.pid));
         busy.extend(self.arenas.keys().map(|&(_, pid)| pid));
         for pid in ended.into_iter().filter(|pid| !busy.contains(pid)) {
-            let life = self.os.processes.remove(&pid).unwrap_or_default();
-            let info = self.process_record(pid, life, None, None);
-            if self.inherit {
-                self.out.record(&Record::Process(info))?;
-            }
-            self.announced_procs.remove(&pid);
-            self.asm.threads.forget_process(pid);
+            self.retire_process(pid)?;
+        }
+        Ok(())
+    }
+
+    /// Writes process `pid`'s record and forgets it (its threads were let
+    /// go).
+    fn retire_process(&mut self, pid: u32) -> Result<(), RecordError> {
+        let life = self.os.processes.remove(&pid).unwrap_or_default();
+        let info = self.process_record(pid, life, None, None);
+        if self.inherit {
+            self.out.record(&Record::Process(info))?;
+        }
+        self.announced_procs.remove(&pid);
+        self.asm.threads.forget_process(pid);
+        // (a process that began with its id since has mappings there already)
+        if !self.os.is_parked(ThreadKey::new(pid, pid)) {
             self.asm.book.forget(pid);
-            self.ns.forget(pid);
-            for (c, _) in &mut self.conns {
-                c.pids.retain(|&p| p != pid);
-            }
+        }
+        self.ns.forget(pid);
+        for (c, _) in &mut self.conns {
+            c.pids.retain(|&p| p != pid);
         }
         Ok(())
     }
@@ -280,14 +358,33 @@ impl Session {
                 .all(|(_, a)| !a.holds(key.tid))
     }
 
-    /// Whether every connection process `pid` sent on is closed or has
-    /// been read through a time after `since` (found empty by a read that
-    /// began after it, or a datagram sent after it was read): whatever it
-    /// sent before then has been read.
+    /// Whether every connection process `pid` may have sent on is closed
+    /// or has been read through a time after `since` (found empty by a read
+    /// that began after it, or a datagram sent after it was read): whatever
+    /// it sent before then has been read. Those are the connections it was
+    /// read from; while none was (a starved recorder can learn a process's
+    /// end from the kernel before it reads its first message), the ones its
+    /// nearest ancestor was read from, which a fork child keeps using; and
+    /// any connection nothing was read from yet, or not taken yet from the
+    /// socket's queue (a new program's, an exec's).
     fn conns_read_since(&self, pid: u32, since: Timestamp) -> bool {
+        if self.accepted_through <= since {
+            return false;
+        }
+        let listed = |p: u32| self.conns.iter().any(|(c, _)| c.pids.contains(&p));
+        let mut sender = pid;
+        for _ in 0..MAX_ANCESTORS {
+            if listed(sender) {
+                break;
+            }
+            match self.os.processes.get(&sender).and_then(|l| l.ppid) {
+                Some(parent) if parent != sender => sender = parent,
+                _ => break,
+            }
+        }
         self.conns
             .iter()
-            .filter(|(c, _)| c.pids.contains(&pid))
+            .filter(|(c, _)| c.pids.is_empty() || c.pids.contains(&sender))
             .all(|(c, closed)| *closed || c.read_through() > since)
     }
 
@@ -311,6 +408,12 @@ impl Session {
                 source,
                 exit_status: exit_status.unwrap_or(0),
             });
+        }
+        // (a thread whose id began again: the ended one goes first)
+        for key in self.os.parked_threads() {
+            if self.os.is_parked(key) {
+                self.replace(key)?;
+            }
         }
         // (threads let go have their records written already)
         let mut keys: Vec<ThreadKey> = self.asm.threads.streams().map(|(k, _)| k).collect();
