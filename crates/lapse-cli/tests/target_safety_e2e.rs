@@ -1105,10 +1105,12 @@ fn a_setuid_or_instantly_killed_target_passes_its_status_on_and_lapse_says_why()
         return skip(stderr(&out)).unwrap_or(());
     }
     assert_eq!(out.status.code(), Some(128 + 9), "{}", stderr(&out));
+    // (on a busy machine its start-up can take a sample's worth of CPU:
+    // then lapse says the samples are too few)
+    let said = stderr(&out);
     assert!(
-        stderr(&out).contains("no sample was taken"),
-        "{}",
-        stderr(&out)
+        said.contains("no sample was taken") || said.contains("too few to say where the time went"),
+        "{said}"
     );
 }
 
