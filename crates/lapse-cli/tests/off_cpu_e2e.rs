@@ -6,9 +6,10 @@
 //! perf_event_open is refused or gcc is missing.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use lapse_testkit::{compile, perf_refused, row, skip, Lapse, WorkDir};
+use lapse_testkit::{compile, perf_refused, row, skip, Hogs, Lapse, WorkDir};
 use serde_json::Value;
 
 const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
@@ -227,6 +228,80 @@ fn blocked_and_sleeping_functions_get_their_off_cpu_time() {
         in_wait as f64 / 1e6,
         ms(wait, "off_cpu_inclusive_ns"),
         0.001,
+    );
+}
+
+#[test]
+fn other_processes_samples_filling_a_starved_recorders_ring_cost_no_off_cpu_period() {
+    // Where allowed, --off-cpu samples the CPU with a timer on each CPU for
+    // every task, each sample with its 16 KiB stack copy. Beside two CPU
+    // hogs, with the recorder starved (stopped here for 400 ms, as a busy
+    // machine can), the hogs' samples filled that ring, and the target's
+    // switch records, kept in the same ring, were lost with them:
+    // take_a_nap's 100 ms came out as 0 in three runs of three (and a CI
+    // run lost wait_for_pipe's 200 ms). They have a ring of their own now.
+    let dir = work_dir("starved");
+    let Some(exe) = gcc(&dir, "spin_block_sleep", SPIN_BLOCK_SLEEP) else {
+        return;
+    };
+    let data = dir.join("out.lapse");
+    let hogs = Hogs::start(2);
+    let lapse = LAPSE
+        .command([
+            "record".as_ref(),
+            "--method".as_ref(),
+            "sample".as_ref(),
+            "--off-cpu".as_ref(),
+            "-o".as_ref(),
+            data.as_os_str(),
+            "--".as_ref(),
+            exe.as_os_str(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lapse record");
+    let pid = lapse.id() as libc::pid_t;
+    std::thread::sleep(Duration::from_millis(100));
+    {
+        // (continued whatever happens)
+        struct Continue(libc::pid_t);
+        impl Drop for Continue {
+            fn drop(&mut self) {
+                // SAFETY: a signal to our own child, not reaped yet
+                unsafe { libc::kill(self.0, libc::SIGCONT) };
+            }
+        }
+        let _stopped = Continue(pid);
+        // SAFETY: as above
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let out = lapse.wait_with_output().expect("lapse's output");
+    drop(hogs);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if perf_refused(&stderr) {
+        return skip(stderr).unwrap_or(());
+    }
+    assert!(out.status.success(), "lapse record failed: {stderr}");
+    let (blocked, slept) = (
+        measured(&out.stdout, "blocked"),
+        measured(&out.stdout, "slept"),
+    );
+    let f = LAPSE.report(&data, "functions", &[]);
+    let wait = row(&f, "wait_for_pipe");
+    assert_within(
+        "wait_for_pipe off-CPU",
+        ms(wait, "off_cpu_inclusive_ns"),
+        blocked,
+        5.0 + 0.05 * blocked,
+    );
+    let nap = row(&f, "take_a_nap");
+    assert_within(
+        "take_a_nap off-CPU",
+        ms(nap, "off_cpu_inclusive_ns"),
+        slept,
+        5.0 + 0.05 * slept,
     );
 }
 

@@ -10,7 +10,8 @@
 //! switches, which at 10,000 switches a second costs the target more than
 //! the off-CPU samples themselves (BENCHMARKS.md). Samples of other
 //! processes are discarded (and counted, as SPEC 1.2 says); the side
-//! records then come from the per-thread off-CPU events.
+//! records then come from the per-thread off-CPU events, which write to a
+//! ring of their own on each CPU.
 
 use perf_event_open_sys::bindings as sys;
 
@@ -24,7 +25,9 @@ use crate::linux::poll::wait_readable;
 use crate::linux::records::SampleIdLayout;
 use crate::{CallGraph, RecordError, RecordOptions};
 
-/// Ring size per CPU: 4 MiB holds about 250 samples with 16 KiB stacks, a
+/// Ring size per CPU (and, with `--off-cpu` on a CPU-wide timer, as much
+/// again for the target's switches and side records): 4 MiB holds about
+/// 250 samples with 16 KiB stacks, a
 /// quarter second of one CPU at 1 kHz, several drain intervals' worth.
 pub(crate) const RING_PAGES: usize = 1024;
 /// The rings of one recording and the merged, time-ordered record batch.
@@ -187,6 +190,13 @@ impl Rings {
             };
             let owner = if plan.cpu_wide { -1 } else { first };
             let leader = PerfEvent::open(&mut attr, owner, cpu, RING_PAGES)?;
+            // A CPU-wide timer samples every task, each sample with its
+            // stack copy: on a busy machine other processes' samples fill
+            // its ring while the recorder waits for a CPU, and the
+            // target's switches and side records went with them (a test
+            // beside two CPU hogs lost the 200 ms a function spent
+            // blocked). They get a ring of their own then.
+            let mut off_leader: Option<PerfEvent> = None;
             for (i, &tid) in tids.iter().enumerate() {
                 let mut attrs = Vec::with_capacity(2);
                 if i > 0 && !plan.cpu_wide {
@@ -196,11 +206,21 @@ impl Rings {
                     attrs.push(plan.off_cpu_attr(enable_on_exec));
                 }
                 for mut attr in attrs {
-                    match PerfEvent::open(&mut attr, tid, cpu, 0) {
+                    let off_cpu = attr.context_switch() != 0;
+                    let owns_ring = off_cpu && plan.cpu_wide && off_leader.is_none();
+                    let pages = if owns_ring { RING_PAGES } else { 0 };
+                    match PerfEvent::open(&mut attr, tid, cpu, pages) {
                         Ok(e) => {
-                            e.set_output(&leader)?;
-                            if attr.context_switch() != 0 {
+                            if off_cpu {
                                 off_cpu_ids.push(e.id()?);
+                            }
+                            if owns_ring {
+                                off_leader = Some(e);
+                                continue;
+                            }
+                            match &off_leader {
+                                Some(ring) if off_cpu => e.set_output(ring)?,
+                                _ => e.set_output(&leader)?,
                             }
                             events.push(e);
                         }
@@ -211,6 +231,7 @@ impl Rings {
                 }
             }
             events.push(leader);
+            events.extend(off_leader);
         }
         Ok(Rings {
             events,
