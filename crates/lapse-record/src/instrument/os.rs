@@ -210,7 +210,7 @@ pub struct OsCollector {
     /// recorder still holds (the kernel hands ids out again): kept back, in
     /// order, until the session lets the ended one go ([`Self::unpark`]),
     /// so that they start a census of their own instead of landing on it.
-    parked: Vec<(u64, Queued)>,
+    parked: HashMap<ThreadKey, Vec<(u64, Queued)>>,
 }
 
 impl OsCollector {
@@ -327,7 +327,7 @@ impl OsCollector {
             refused_records: 0,
             scratch: Vec::new(),
             born: Vec::new(),
-            parked: Vec::new(),
+            parked: HashMap::new(),
         })
     }
 
@@ -513,7 +513,7 @@ impl OsCollector {
                 .get(thread)
                 .is_some_and(|c| c.life.end.get().is_some_and(|end| end.as_nanos() <= time));
         if begins_again || self.is_parked(thread) {
-            self.parked.push((time, q));
+            self.parked.entry(thread).or_default().push((time, q));
             return;
         }
         let Some(c) = self.census.entry_or_default(thread) else {
@@ -622,14 +622,13 @@ impl OsCollector {
     /// Whether thread `thread`'s id began again while its ended thread is
     /// held: the new one's records are kept back until [`Self::unpark`].
     pub fn is_parked(&self, thread: ThreadKey) -> bool {
-        !self.parked.is_empty() && self.parked.iter().any(|(_, q)| q.thread() == Some(thread))
+        self.parked.contains_key(&thread)
     }
 
     /// The threads whose ids began again while their ended threads are held.
     pub fn parked_threads(&self) -> Vec<ThreadKey> {
-        let mut keys: Vec<ThreadKey> = self.parked.iter().filter_map(|(_, q)| q.thread()).collect();
+        let mut keys: Vec<ThreadKey> = self.parked.keys().copied().collect();
         keys.sort_unstable();
-        keys.dedup();
         keys
     }
 
@@ -637,14 +636,7 @@ impl OsCollector {
     /// the records of the one that began with its id since are applied now,
     /// in their order.
     pub fn unpark(&mut self, thread: ThreadKey, book: &mut AddressBook) {
-        if !self.is_parked(thread) {
-            return;
-        }
-        let (mine, rest) = std::mem::take(&mut self.parked)
-            .into_iter()
-            .partition(|(_, q)| q.thread() == Some(thread));
-        self.parked = rest;
-        for (time, q) in mine {
+        for (time, q) in self.parked.remove(&thread).unwrap_or_default() {
             self.apply(time, q, book);
         }
     }
@@ -781,7 +773,7 @@ mod tests {
                 refused_records: 0,
                 scratch: Vec::new(),
                 born: Vec::new(),
-                parked: Vec::new(),
+                parked: HashMap::new(),
             }
         }
     }

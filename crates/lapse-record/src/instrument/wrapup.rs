@@ -135,7 +135,6 @@ impl Session {
         // (a slice at a time: after a storm of 100,000 threads ends, a list
         // of all of them would add to the recorder's peak; the rest go at
         // the next flush, a tenth of a second later)
-        let parked = self.os.parked_threads();
         let ended: Vec<(ThreadKey, Timestamp)> = self
             .os
             .threads()
@@ -146,7 +145,7 @@ impl Session {
             .take(RETIRE_AT_ONCE)
             .collect();
         for (key, real_end) in ended {
-            if parked.contains(&key) {
+            if self.os.is_parked(key) {
                 // (its id began again: the new thread's records wait for it)
                 self.replace(key)?;
             } else if self.os.thread(key).is_some() {
@@ -231,11 +230,20 @@ impl Session {
             let end = end_of(self, key);
             self.retire_thread(key, end)?;
         }
-        for k in self.os.parked_threads() {
-            if k == key || (pid == key.tid && k.pid == pid) {
-                self.os.unpark(k, &mut self.asm.book.lock());
+        let mut book = self.asm.book.lock();
+        if pid == key.tid {
+            for k in self
+                .os
+                .parked_threads()
+                .into_iter()
+                .filter(|k| k.pid == pid)
+            {
+                self.os.unpark(k, &mut book);
             }
+        } else {
+            self.os.unpark(key, &mut book);
         }
+        drop(book);
         self.note_born();
         Ok(())
     }
