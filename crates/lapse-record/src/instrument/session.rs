@@ -995,9 +995,14 @@ impl Session {
     /// surely came after: measured back from now, so that a conversion rate
     /// measured over 10 ms (when the kernel publishes none; off by about
     /// 1e-4) errs by that share of the reading's age only, and a margin of
-    /// 1 ms plus a tenth of a percent of the age covers it.
+    /// 1 ms plus a tenth of a percent of the age covers it. The kernel's
+    /// clock is read first: a recorder preempted between the two readings
+    /// (milliseconds on a loaded machine) then gets an earlier time, never a
+    /// later one (read the other way round, a process's own first message
+    /// could pass for one sent after its end).
     fn sent_after(&self, ticks: Ticks) -> Timestamp {
-        let (now_ticks, now) = (clock::ticks_now(), clock::monotonic_now());
+        let now = clock::monotonic_now();
+        let now_ticks = clock::ticks_now();
         let clock = &self.asm.clock;
         let age = clock
             .to_timestamp(Ticks::new(now_ticks))
