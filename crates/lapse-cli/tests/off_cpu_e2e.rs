@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lapse_testkit::{compile, perf_refused, row, skip, Hogs, Lapse, WorkDir};
+use lapse_testkit::{compile, perf_refused, row, skip, stop_for, Hogs, Lapse, WorkDir};
 use serde_json::Value;
 
 const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
@@ -107,6 +107,28 @@ int main(void) {
 }
 "#;
 
+/// The blocked and the sleeping function of [`SPIN_BLOCK_SLEEP`]: their
+/// off-CPU time is the time the program measured around them (a few ms of
+/// it may be on the CPU: entering and leaving the call, waking up).
+/// Returns their rows.
+fn assert_waits(f: &Value, blocked: f64, slept: f64) -> (&Value, &Value) {
+    let wait = row(f, "wait_for_pipe");
+    assert_within(
+        "wait_for_pipe off-CPU",
+        ms(wait, "off_cpu_inclusive_ns"),
+        blocked,
+        5.0 + 0.05 * blocked,
+    );
+    let nap = row(f, "take_a_nap");
+    assert_within(
+        "take_a_nap off-CPU",
+        ms(nap, "off_cpu_inclusive_ns"),
+        slept,
+        5.0 + 0.05 * slept,
+    );
+    (wait, nap)
+}
+
 #[test]
 fn blocked_and_sleeping_functions_get_their_off_cpu_time() {
     let dir = work_dir("spin-block-sleep");
@@ -141,23 +163,7 @@ fn blocked_and_sleeping_functions_get_their_off_cpu_time() {
         f["session"]
     );
 
-    // The blocked and the sleeping function: their off-CPU time is the time
-    // the program measured around them (a few ms of it may be on the CPU:
-    // entering and leaving the call, waking up).
-    let wait = row(&f, "wait_for_pipe");
-    assert_within(
-        "wait_for_pipe off-CPU",
-        ms(wait, "off_cpu_inclusive_ns"),
-        blocked,
-        5.0 + 0.05 * blocked,
-    );
-    let nap = row(&f, "take_a_nap");
-    assert_within(
-        "take_a_nap off-CPU",
-        ms(nap, "off_cpu_inclusive_ns"),
-        slept,
-        5.0 + 0.05 * slept,
-    );
+    let (wait, nap) = assert_waits(&f, blocked, slept);
     // Neither ran: no CPU samples in them (at most one, if a tick fell in
     // the few µs they spend entering the call).
     assert!(ms(wait, "estimated_inclusive_ns") <= 2.0, "{wait}");
@@ -261,22 +267,8 @@ fn other_processes_samples_filling_a_starved_recorders_ring_cost_no_off_cpu_peri
         .stderr(Stdio::piped())
         .spawn()
         .expect("start lapse record");
-    let pid = lapse.id() as libc::pid_t;
     std::thread::sleep(Duration::from_millis(100));
-    {
-        // (continued whatever happens)
-        struct Continue(libc::pid_t);
-        impl Drop for Continue {
-            fn drop(&mut self) {
-                // SAFETY: a signal to our own child, not reaped yet
-                unsafe { libc::kill(self.0, libc::SIGCONT) };
-            }
-        }
-        let _stopped = Continue(pid);
-        // SAFETY: as above
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-        std::thread::sleep(Duration::from_millis(400));
-    }
+    stop_for(lapse.id(), Duration::from_millis(400));
     let out = lapse.wait_with_output().expect("lapse's output");
     drop(hogs);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -289,20 +281,7 @@ fn other_processes_samples_filling_a_starved_recorders_ring_cost_no_off_cpu_peri
         measured(&out.stdout, "slept"),
     );
     let f = LAPSE.report(&data, "functions", &[]);
-    let wait = row(&f, "wait_for_pipe");
-    assert_within(
-        "wait_for_pipe off-CPU",
-        ms(wait, "off_cpu_inclusive_ns"),
-        blocked,
-        5.0 + 0.05 * blocked,
-    );
-    let nap = row(&f, "take_a_nap");
-    assert_within(
-        "take_a_nap off-CPU",
-        ms(nap, "off_cpu_inclusive_ns"),
-        slept,
-        5.0 + 0.05 * slept,
-    );
+    assert_waits(&f, blocked, slept);
 }
 
 /// Attaching: a process that forever spins 20 ms of CPU, then sleeps 30 ms.

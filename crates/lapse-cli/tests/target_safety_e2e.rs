@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use lapse_testkit::{compile, perf_refused, printed, skip, stderr, Lapse, WorkDir, INSTRUMENTED};
+use lapse_testkit::{
+    compile, perf_refused, printed, skip, stderr, stop_for, Lapse, WorkDir, INSTRUMENTED,
+};
 use serde_json::Value;
 
 const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
@@ -575,21 +577,8 @@ fn record_starved(run: &Run, args: &[&str]) -> Option<Output> {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start lapse record");
-    let pid = lapse.id() as libc::pid_t;
-    // (continued whatever happens, so that no test leaves it stopped)
-    struct Continue(libc::pid_t);
-    impl Drop for Continue {
-        fn drop(&mut self) {
-            // SAFETY: a signal to our own child, not reaped yet
-            unsafe { libc::kill(self.0, libc::SIGCONT) };
-        }
-    }
     while lapse.try_wait().expect("wait for lapse").is_none() {
-        let stopped = Continue(pid);
-        // SAFETY: as above
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-        std::thread::sleep(Duration::from_millis(150));
-        drop(stopped);
+        stop_for(lapse.id(), Duration::from_millis(150));
         std::thread::sleep(Duration::from_millis(50));
     }
     let out = lapse.wait_with_output().expect("lapse's output");

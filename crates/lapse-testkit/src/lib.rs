@@ -229,6 +229,24 @@ pub const EXPORT_FORMATS: [&str; 9] = [
     "perfetto",
 ];
 
+/// Stops process `pid` (the test's own child: a recorder) for `time`, as a
+/// busy machine can starve it; it is continued even when the test fails
+/// meanwhile.
+pub fn stop_for(pid: u32, time: std::time::Duration) {
+    let signal = |sig: &str| {
+        let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+    };
+    struct Continue<F: Fn()>(F);
+    impl<F: Fn()> Drop for Continue<F> {
+        fn drop(&mut self) {
+            (self.0)();
+        }
+    }
+    let _continue = Continue(|| signal("-CONT"));
+    signal("-STOP");
+    std::thread::sleep(time);
+}
+
 /// Busy loops (`sh -c 'while :; do :; done'`) while alive, killed when
 /// dropped: a busy machine for a test that must hold on one.
 pub struct Hogs(Vec<std::process::Child>);
