@@ -902,8 +902,8 @@ impl Session {
             _ => {
                 // (what follows may look at any thread's stream)
                 self.sync_workers()?;
-                if self.begins_again(&msg, datagram) {
-                    self.replace(thread_of(from))?;
+                if let Some(thread) = self.begins_again(&msg, datagram) {
+                    self.replace(thread)?;
                 }
                 let hello = matches!(msg, Msg::Hello { .. });
                 if hello && self.asm.is_exec(from.pid) {
@@ -940,29 +940,34 @@ impl Session {
         Ok(())
     }
 
-    /// Whether `msg` is the first of a thread whose id an ended thread the
-    /// recorder still holds had (the kernel hands ids out again): a fork
+    /// The ended thread the recorder still holds whose id `msg` shows
+    /// given out again (the kernel hands ids out again), if any: a fork
     /// child's first message, or a new program's hello (not an exec: that
-    /// one announced itself), sent after the process with its id ended; or
-    /// a thread's first events, after the thread with its id ended. (A
-    /// starved recorder often reads a process's first message after the
-    /// kernel told of its end: the times tell the two apart.)
-    fn begins_again(&self, msg: &Msg, datagram: &[u8]) -> bool {
+    /// one announced itself), sent after the process with its pid ended
+    /// (its main thread, and with it the process); or a thread's first
+    /// events, after the thread with its id ended. (A starved recorder
+    /// often reads a process's first message after the kernel told of its
+    /// end: the times tell the two apart.)
+    fn begins_again(&self, msg: &Msg, datagram: &[u8]) -> Option<ThreadKey> {
         let from = msg.from();
+        let process = ThreadKey::new(from.pid, from.pid);
         let ended_before = |ticks: Ticks| {
             let end = self.os.processes.get(&from.pid).and_then(|p| p.end);
             end.is_some_and(|end| self.sent_after(ticks) > end)
         };
         match *msg {
-            Msg::Child { fork_ticks, .. } => ended_before(fork_ticks),
+            Msg::Child { fork_ticks, .. } => ended_before(fork_ticks).then_some(process),
             Msg::Hello { ticks, .. } => {
                 let old = self.asm.procs.get(&from.pid);
-                old.is_some_and(|p| p.said_hello && p.exec_at.is_none()) && ended_before(ticks)
+                let image = old.is_some_and(|p| p.said_hello && p.exec_at.is_none());
+                (image && ended_before(ticks)).then_some(process)
             }
             Msg::Events { batch, .. } => {
-                self.thread_begins_again(from, &batch, protocol::events(datagram))
+                let events = protocol::events(datagram);
+                let again = self.thread_begins_again(from, &batch, events);
+                again.then(|| thread_of(from))
             }
-            _ => false,
+            _ => None,
         }
     }
 
