@@ -257,13 +257,21 @@ fn spill() -> Vec<u8> {
         m.extend_from_slice(&d.to_ne_bytes());
         m
     };
-    let mut events = header(2, 0, 0, 0, 4, 0);
-    for (i, (f, exit)) in [(0x1000u64, 0u64), (0x1040, 0), (0x1040, 1), (0x1000, 1)]
-        .into_iter()
-        .enumerate()
-    {
+    // main, a call of 0x1040 (a leaf: its exit 10 ticks after, in its slot),
+    // a call of 0x1080 in two slots, main's exit
+    let leaf = protocol::LEAF_BIT | (10 << protocol::LEAF_SHIFT);
+    let slots = [
+        (0x1000u64, 0u64, 0x7000u64),
+        (0x1040, 0, 0x6f00 | leaf),
+        (0x1080, 0, 0x6f00),
+        (0x1080, 1, 0x6f00),
+        (0x1000, 1, 0x7000),
+    ];
+    let mut events = header(2, 0, 0, 0, slots.len() as u32, 0);
+    for (i, (f, exit, sp)) in slots.into_iter().enumerate() {
         events.extend_from_slice(&f.to_ne_bytes());
-        events.extend_from_slice(&(((1000 + 10 * i as u64) << 1) | exit).to_ne_bytes());
+        events.extend_from_slice(&(((1000 + 20 * i as u64) << 1) | exit).to_ne_bytes());
+        events.extend_from_slice(&sp.to_ne_bytes());
     }
     let datagrams = [
         header(1, 0, 20 * 1024, 900, 1, 0),

@@ -279,7 +279,7 @@ impl Drop for KillOnDrop {
 /// The spill's `EVENTS` datagrams (see `csrc/lapse_rt.h`: a `u32` length,
 /// then a 48-byte header: kind at 4, flags at 6, pid at 8, tid at 12, first
 /// event index at 16, count at 32): (pid, tid, first, count, discard).
-fn spilled_batches(spill: &[u8]) -> Vec<(u32, u32, u64, u64, bool)> {
+fn spilled_batches(spill: &[u8]) -> Vec<(u32, u32, u64, u64, bool, u64)> {
     let u16_at = |b: &[u8], at: usize| u16::from_ne_bytes([b[at], b[at + 1]]);
     let u32_at = |b: &[u8], at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().unwrap());
     let u64_at = |b: &[u8], at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().unwrap());
@@ -293,12 +293,22 @@ fn spilled_batches(spill: &[u8]) -> Vec<(u32, u32, u64, u64, bool)> {
         pos += 4 + len;
         if d.len() >= 48 && u16_at(d, 4) == 2 {
             let discard = u16_at(d, 6) & 1 == 1;
+            let slots = u64::from(u32_at(d, 32));
+            // (a leaf call's slot, lapse_rt.h's LAPSE_LEAF_BIT, is two events)
+            let events = d[48..]
+                .chunks_exact(24)
+                .map(|e| {
+                    let (f, stamp, sp) = (u64_at(e, 0), u64_at(e, 8), u64_at(e, 16));
+                    1 + u64::from(f >= 4096 && stamp & 1 == 0 && sp >> 63 == 1)
+                })
+                .sum();
             out.push((
                 u32_at(d, 8),
                 u32_at(d, 12),
                 u64_at(d, 16),
-                u64::from(u32_at(d, 32)),
+                slots,
                 discard,
+                events,
             ));
         }
     }
@@ -389,11 +399,12 @@ int main(void) {
     let discarded: u64 = batches.iter().filter(|b| b.4).map(|b| b.3).sum();
     assert!(discarded > 0, "the calibration's buffers are in the spill");
     // The program's own events: numbered 0.. without overlap, all there
-    // (main's enter and exit, 100,000 calls of work).
+    // (main's enter and exit, 100,000 calls of work, most of them a slot
+    // for both their events).
     let mut real: Vec<(u64, u64)> = batches
         .iter()
         .filter(|b| !b.4)
-        .map(|b| (b.2, b.2 + b.3))
+        .map(|b| (b.2, b.2 + b.5))
         .collect();
     real.sort_unstable();
     let mut next = 0;
@@ -405,6 +416,8 @@ int main(void) {
         next = *to;
     }
     assert_eq!(next, 200_002);
+    let slots: u64 = batches.iter().filter(|b| !b.4).map(|b| b.3).sum();
+    assert!(slots < 150_000, "work's calls take a slot each: {slots}");
 }
 
 /// A killed recorder leaves its session directory behind (the next

@@ -79,12 +79,12 @@ NOINSTR void lapse_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t 
     if (count == 0) {
         lapse_arena_release(b);
     } else if (b->arena >= 0) {
-        lapse_arena_note_delivery(t, count, lapse_arena_hand_over(t, b, count));
+        lapse_arena_note_delivery(t, count + b->leaves, lapse_arena_hand_over(t, b, count));
     } else {
         struct lapse_msg m =
             lapse_msg_events(g_pid, t->tid, b->first, t->stalled, count, t->discard);
         int rc = lapse_send_msg(&m, b->base, count * sizeof(struct lapse_event));
-        lapse_arena_note_delivery(t, count, rc != SEND_LOST && rc != SEND_TIMEOUT);
+        lapse_arena_note_delivery(t, count + b->leaves, rc != SEND_LOST && rc != SEND_TIMEOUT);
     }
     *b = (struct lapse_buf){0};
 }
@@ -117,6 +117,27 @@ NOINSTR int lapse_is_parked_slot(const struct lapse_tls *t, const struct lapse_e
     return 0;
 }
 
+/* The leaf slots of f's first `count`, for a hand-over that came while a
+ * leaf exit was being written into one (rt.h: lapse_leaf_exit): that slot
+ * is sealed first unless the exit is in it already, so that it stays as
+ * counted here. */
+NOINSTR static uint32_t leaves_under_merge(struct lapse_tls *t, struct lapse_buf *f,
+                                           uint32_t count)
+{
+    struct lapse_event *m = t->merging;
+    t->merging = NULL;
+    if (m < f->base || m >= f->base + count)
+        return f->leaves;
+    if (!(m->sp & LAPSE_LEAF_BIT))
+        m->sp |= LAPSE_SEAL_BIT;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const struct lapse_event *e = &f->base[i];
+        n += e->fn >= LAPSE_MARK_LIMIT && (e->sp & LAPSE_LEAF_BIT) && !(e->stamp & 1);
+    }
+    return n;
+}
+
 /* The filling buffer stops filling: the parked ones (older) go first, then
  * this one, unless a slot of it (or of an older one) is still being written:
  * then it is parked after them. */
@@ -132,8 +153,11 @@ NOINSTR static void retire_fill(struct lapse_tls *t)
         t->skipped = 0;
         return;
     }
-    /* the next buffer's numbering leaves a gap for events lost meanwhile */
-    t->next = f->first + count + t->skipped;
+    /* the next buffer's numbering leaves a gap for events lost meanwhile
+     * (events, not slots: a leaf call's slot holds two) */
+    if (t->merging)
+        f->leaves = leaves_under_merge(t, f, count);
+    t->next = f->first + count + f->leaves + t->skipped;
     t->skipped = 0;
     if (!t->nparked && lapse_written_prefix(f, count) == count) {
         lapse_hand_over(t, f, count, 1);

@@ -112,7 +112,8 @@ NOINSTR int lapse_min_time_exit(struct lapse_tls *t, uintptr_t fn)
         k++;
     }
     uint64_t entered = p->stamp >> 1;
-    if (p->fn != fn || (p->stamp & 1) || entered < claimed || now - entered >= g_filter.min_ticks)
+    if (p->fn != fn || (p->stamp & 1) || (p->sp & LAPSE_LEAF_BIT) || entered < claimed ||
+        now - entered >= g_filter.min_ticks)
         return 0;
     /* The slots from `from` on become markers: a marker just before the
      * entry (its siblings dropped before it), the ones after it, this call. */

@@ -34,7 +34,7 @@
 #define LAPSE_ENV_CONTROL_ONLY "LAPSE_CONTROL_ONLY" /* set: no events, only pause/resume/marks (sampling) */
 
 /* ---- datagrams ---- */
-#define LAPSE_MAGIC 0x3353504cu /* "LPS3" little-endian (24-byte events, 48-byte header) */
+#define LAPSE_MAGIC 0x3453504cu /* "LPS4" little-endian (24-byte events, leaf calls in one, 48-byte header) */
 
 #define LAPSE_MSG_HELLO 1      /* a process (or a new exec image) starts */
 #define LAPSE_MSG_EVENTS 2     /* a thread's events follow the header */
@@ -162,6 +162,22 @@ LAPSE_AT(lapse_msg, arena_seq, 40);
 #define LAPSE_MARK_DROPPED 5   /* --min-time: sp = function | calls << 48, calls of the function
                                   dropped as too short (filter.c); stamp: the first one's entry */
 #define LAPSE_MARK_LIMIT 4096
+/* A leaf call in one slot: an exit whose thread's last slot is its own
+ * call's entry (same fn and sp, nothing recorded in between) is written into
+ * that slot instead of a new one: bit 63 of the entry's sp set, bits 47-62
+ * the ticks from the entry to the exit (1 to LAPSE_LEAF_MAX_TICKS). Only
+ * for a sp below 2^47 (every user stack unless a program maps one higher
+ * on a 5-level-paging machine), in a function's slot (fn >= LAPSE_MARK_LIMIT:
+ * markers keep their sp as it is). Half the slots for leaf calls, which
+ * are most calls of call-heavy programs: half the bytes the recorder reads
+ * from the thread's core, and half its work for them. */
+#define LAPSE_LEAF_BIT 0x8000000000000000ull
+#define LAPSE_LEAF_SHIFT 47
+#define LAPSE_LEAF_MAX_TICKS 0xffffull
+/* A function's slot without LAPSE_LEAF_BIT whose sp has this bit: an entry
+ * sealed by a hand-over while a leaf exit was being written into it (the
+ * exit went to a slot of its own). Its sp is the rest. */
+#define LAPSE_SEAL_BIT 0x4000000000000000ull
 struct lapse_event {
     uint64_t fn;
     uint64_t stamp;

@@ -60,7 +60,9 @@ struct lapse_buf {
     uint64_t first;           /* index of its first event in the thread's stream */
     uint64_t claimed;         /* ticks when taken: a slot stamped before is not written yet */
     int32_t arena;            /* arena buffer index, or -1 for a private buffer */
-    uint32_t count;           /* events claimed, once it stopped filling (parked) */
+    uint32_t count;           /* slots claimed, once it stopped filling (parked) */
+    uint32_t leaves;          /* slots of it that hold a leaf call (two events): the
+                                 leaf exits that went into them, counted as they go */
     struct lapse_arena *owner; /* the arena it is in (an older one after a reconnection) */
 };
 
@@ -95,6 +97,8 @@ struct lapse_tls {
     uint32_t tid;
     uint32_t state;
     uint32_t in_slow;     /* the slow path is running on this thread */
+    struct lapse_event *merging; /* the slot a leaf exit is being written into
+                                    (lapse_leaf_exit), for a hand-over under it */
     uint32_t discard;     /* calibration: hand-overs are marked discard */
     uint32_t dtor_rounds; /* pthread key destructor calls so far */
     int32_t slot;         /* index in the thread registry, -1 if none */
@@ -452,6 +456,67 @@ void lapse_paused_probe(void);
 void lapse_control_init(void);
 
 /* ---- the probe (probe.c's hooks, scope.c's) ---- */
+/* An exit of `fn` whose frame is at `sp`, written into its entry's slot
+ * when that is the thread's last one (lapse_rt.h: LAPSE_LEAF_BIT). 1 when
+ * it was; 0 when the exit needs a slot of its own: another event came
+ * between, the entry is in a buffer handed over already (the slot is the
+ * first of this one), the call took too long to say in 16 bits of ticks,
+ * or the buffer is due (the slow path hands it over).
+ *
+ * The buffer counts its leaf slots: their second events number the next
+ * buffer's first. Signals: a handler that claimed a slot before the last
+ * look at the cursor moved it, and the exit then takes its own slot, after
+ * the handler's events. One that hands the buffer over while the exit is
+ * being written finds the slot in `merging`: it seals the slot if the exit
+ * is not in it yet (LAPSE_SEAL_BIT; the write is a compare-and-exchange,
+ * which then fails, and the exit takes a slot of the next buffer), counts
+ * the buffer's leaf slots itself, and clears `merging`, so that the exit
+ * is not counted twice. (A hand-over between that last test and the count
+ * would count it in the next buffer too: one event counted lost that was
+ * not, never the other way.) */
+static inline __attribute__((always_inline, no_instrument_function)) int
+lapse_leaf_exit(struct lapse_tls *t, uintptr_t fn, uintptr_t sp)
+{
+    /* Only a cursor inside the filling buffer, past its first slot, points
+     * after a slot of it. (With no buffer, the deadline is 0 and the cursor
+     * is anything: the probes that go to the slow path still move it.) */
+    struct lapse_event *c = t->cur, *b = t->fill.base;
+    if (!b || c <= b || c > b + BUF_USABLE || !t->deadline)
+        return 0;
+    struct lapse_event *p = c - 1;
+    uint64_t stamp = p->stamp;
+    if (p->fn != fn || p->sp != sp || (stamp & 1) || (sp >> LAPSE_LEAF_SHIFT) != 0)
+        return 0;
+    uint64_t now = lapse_ticks();
+    uint64_t ticks = now - (stamp >> 1);
+    /* (an entry stamped before the buffer was claimed is left from its last use) */
+    if (ticks - 1 >= LAPSE_LEAF_MAX_TICKS || now > t->deadline || (stamp >> 1) < t->fill.claimed)
+        return 0;
+    uint64_t leaf = sp | LAPSE_LEAF_BIT | (ticks << LAPSE_LEAF_SHIFT);
+    /* (a handler's leaf exit under this one's: the outer one's slot back after) */
+    struct lapse_event *outer = t->merging;
+    t->merging = p;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    int ok = 0;
+    if (__atomic_load_n(&t->cur, __ATOMIC_RELAXED) == c) {
+#if defined(__x86_64__)
+        uint64_t was = sp;
+        __asm__ volatile("cmpxchgq %2, %1" : "+a"(was), "+m"(p->sp) : "r"(leaf) : "memory", "cc");
+        ok = was == sp;
+#else
+        ok = __atomic_compare_exchange_n(&p->sp, &(uint64_t){sp}, leaf, 0, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED);
+#endif
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        if (ok && __atomic_load_n(&t->merging, __ATOMIC_RELAXED) == p)
+            t->fill.leaves++;
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    /* (unless a hand-over took the outer one's slot in hand meanwhile) */
+    t->merging = __atomic_load_n(&t->merging, __ATOMIC_RELAXED) == p ? outer : NULL;
+    return ok;
+}
+
 /* Records one event of the calling thread: `fn` entered (is_exit 0) or
  * left, with the stack pointer of the function that made the probe. */
 static inline __attribute__((always_inline, no_instrument_function)) void
@@ -464,6 +529,8 @@ lapse_probe(void *fn, uint64_t is_exit, uintptr_t sp)
             lapse_paused_probe();
         return;
     }
+    if (is_exit && lapse_leaf_exit(t, (uintptr_t)fn, sp))
+        return;
     /* Claim the slot first, in one instruction: a signal handler that fires
      * before the write gets the slots after this one, never this one. */
     struct lapse_event *e = lapse_claim(t);

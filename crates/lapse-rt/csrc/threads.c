@@ -201,7 +201,7 @@ NOINSTR void lapse_early_send(struct lapse_tls *t, struct lapse_early *early)
         lapse_send_msg(&m, early->buf.base, early->count * sizeof(struct lapse_event));
     }
     /* the thread's own events go on after these */
-    t->first_next = early->count + early->lost;
+    t->first_next = early->count + early->buf.leaves + early->lost;
     if (t->state == LAPSE_T_ACTIVE && !t->fill.base)
         t->next = t->first_next;
     if (early->map)

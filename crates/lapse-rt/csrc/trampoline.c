@@ -219,6 +219,8 @@ INLINE int put_event(struct lapse_tls *t, struct lapse_hook *h, uintptr_t fn, ui
             lapse_paused_probe();
         return HOOK_DONE;
     }
+    if (is_exit && lapse_leaf_exit(t, fn, sp))
+        return HOOK_DONE;
     struct lapse_event *e = lapse_claim(t);
     uint64_t now = lapse_ticks();
     if (__builtin_expect(lapse_in_guard(e) || now > t->deadline, 0)) {

@@ -8,8 +8,9 @@
 //! constant and offset this file relies on against it; the C compiler checks
 //! the header's own `LAPSE_AT`/`LAPSE_SIZE` pins against the real layout.
 
-/// `"LPS3"` read as a little-endian u32 (events of 24 bytes, 48-byte header).
-pub const MAGIC: u32 = 0x3353_504c;
+/// `"LPS4"` read as a little-endian u32 (events of 24 bytes, a leaf call in
+/// one, [`LEAF_BIT`]; 48-byte header).
+pub const MAGIC: u32 = 0x3453_504c;
 pub const HEADER_LEN: usize = 48;
 pub const EVENT_LEN: usize = 24;
 /// Bytes of a thread buffer (an arena buffer or a private one).
@@ -43,6 +44,15 @@ pub const MARK_DROPPED: u64 = 5;
 pub const DROPPED_COUNT_SHIFT: u32 = 48;
 /// `function` values below this are holes or markers, not functions.
 pub const MARK_LIMIT: u64 = 4096;
+/// A leaf call in one slot (`LAPSE_LEAF_BIT`): a function's slot whose `sp`
+/// has this bit holds its entry and, from bit [`LEAF_SHIFT`], the ticks to
+/// its exit.
+pub const LEAF_BIT: u64 = 1 << 63;
+pub const LEAF_SHIFT: u32 = 47;
+/// A function's slot without [`LEAF_BIT`] whose `sp` has this bit: an entry
+/// a hand-over sealed while a leaf exit was being written into it (the exit
+/// took a slot of its own); its `sp` is the rest.
+pub const SEAL_BIT: u64 = 1 << 62;
 
 /// Message kinds (`LAPSE_MSG_*`).
 pub mod kind {
@@ -585,17 +595,57 @@ pub struct RawEvent {
     /// Where the frame is on its thread's stack (`csrc/lapse_rt.h`): a frame
     /// whose `sp` lies at or below a later entry's is gone.
     pub sp: u64,
+    /// An entry whose call's exit is in the same slot (a leaf call,
+    /// [`LEAF_BIT`]): the ticks from the entry to the exit; 0 for others.
+    pub leaf: u16,
 }
 
 impl RawEvent {
-    /// An event from its three stored words (`fn`, `ticks << 1 | is_exit`, `sp`).
+    /// An event from its three stored words (`fn`, `ticks << 1 | is_exit`,
+    /// `sp`, with a leaf call's exit in its top bits).
     #[inline]
     pub fn from_words(function: u64, stamp: u64, sp: u64) -> RawEvent {
+        let call = function >= MARK_LIMIT;
+        let leaf = call && sp & LEAF_BIT != 0 && stamp & 1 == 0;
         RawEvent {
             function,
             ticks: Ticks(stamp >> 1),
             is_exit: stamp & 1 == 1,
-            sp,
+            sp: if leaf {
+                sp & ((1 << LEAF_SHIFT) - 1)
+            } else if call {
+                sp & !SEAL_BIT
+            } else {
+                sp
+            },
+            leaf: if leaf { (sp >> LEAF_SHIFT) as u16 } else { 0 },
+        }
+    }
+
+    /// When its call ended, for a leaf call in one slot (else its own ticks).
+    #[inline]
+    pub fn leaf_exit(&self) -> Ticks {
+        Ticks(self.ticks.0.wrapping_add(u64::from(self.leaf)))
+    }
+
+    /// How many events its slot holds: two for a leaf call, else one (the
+    /// runtime numbers events, not slots).
+    #[inline]
+    pub fn events(&self) -> u64 {
+        1 + u64::from(self.leaf != 0)
+    }
+
+    /// A leaf call's exit as an event of its own (for a slot whose entry the
+    /// recorder had already); any other event as it is.
+    pub fn exit_of_leaf(&self) -> RawEvent {
+        if self.leaf == 0 {
+            return *self;
+        }
+        RawEvent {
+            ticks: self.leaf_exit(),
+            is_exit: true,
+            leaf: 0,
+            ..*self
         }
     }
 }

@@ -5,8 +5,7 @@
 //! that only jumps to the hook is a call of that function; a hook call of
 //! code inlined further into a function is none.
 
-use std::path::Path;
-use std::process::Command;
+mod driver;
 
 const DRIVER: &str = r#"
 #include "sancov.c"
@@ -93,26 +92,8 @@ int main(void)
 /// The driver's answers: one line per case, `name kind function-offset`.
 fn answers() -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let csrc = Path::new(env!("CARGO_MANIFEST_DIR")).join("csrc");
-    let driver = dir.path().join("driver.c");
-    std::fs::write(&driver, DRIVER).unwrap();
-    let exe = dir.path().join("sancov_sites");
-    let out = Command::new("cc")
-        .args(["-O2", "-std=gnu11", "-Wall", "-I"])
-        .arg(&csrc)
-        .arg(&driver)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("a C compiler (cc) runs");
-    assert!(
-        out.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = Command::new(&exe).output().unwrap();
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout)
+    let exe = driver::build(dir.path(), "sancov_sites", DRIVER, &[]);
+    driver::output(&exe, &[])
         .lines()
         .map(str::to_owned)
         .collect()

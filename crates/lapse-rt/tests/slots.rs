@@ -5,8 +5,7 @@
 //! a fast path that looks at all the stamps at once: these cases are the ones
 //! where it and the slot-by-slot look could disagree.
 
-use std::path::Path;
-use std::process::Command;
+mod driver;
 
 const DRIVER: &str = r#"
 #include "rt.h"
@@ -44,44 +43,18 @@ int main(int argc, char **argv)
 }
 "#;
 
-fn build(dir: &Path) -> std::path::PathBuf {
-    let csrc = Path::new(env!("CARGO_MANIFEST_DIR")).join("csrc");
-    let driver = dir.join("driver.c");
-    std::fs::write(&driver, DRIVER).unwrap();
-    let exe = dir.join("slots");
-    let out = Command::new("cc")
-        .args(["-O2", "-std=gnu11", "-I"])
-        .arg(&csrc)
-        .arg(&driver)
-        .arg(csrc.join("slots.c"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("a C compiler (cc) runs");
-    assert!(
-        out.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
-
 #[test]
 fn a_buffer_counts_as_written_up_to_its_first_slot_stamped_before_the_claim() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = build(dir.path());
+    let exe = driver::build(dir.path(), "slots", DRIVER, &["slots.c"]);
     let ask = |count: u32, a: i64, b: i64, stamp: u64| -> u32 {
-        let out = Command::new(&exe)
-            .args([
-                count.to_string(),
-                a.to_string(),
-                b.to_string(),
-                stamp.to_string(),
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+        let args = [
+            count.to_string(),
+            a.to_string(),
+            b.to_string(),
+            stamp.to_string(),
+        ];
+        driver::output(&exe, &args).trim().parse().unwrap()
     };
     const FULL: u32 = 2560;
     // every slot written, whatever the count (the fast path's four lanes

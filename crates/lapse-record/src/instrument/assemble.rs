@@ -367,6 +367,7 @@ mod tests {
             ticks: Ticks::new(ticks),
             is_exit,
             sp: 0,
+            leaf: 0,
         });
         asm.message(msg, events, &[], sink)
             .expect("a sink that cannot fail")

@@ -861,6 +861,7 @@ mod tests {
             ticks: Ticks::new(ticks),
             is_exit,
             sp,
+            leaf: 0,
         };
         let events = [
             ev(0x4010, 100, false, 0x7000), // body

@@ -233,17 +233,27 @@ impl ThreadStream {
         clock: &TickClock,
     ) -> Filled {
         let s = self;
-        let skip = s.next_index.saturating_sub(first_index);
+        // (indices count events: a leaf call's slot holds two)
+        let mut skip = s.next_index.saturating_sub(first_index);
         let mut lost = 0;
         if first_index > s.next_index {
             lost = first_index - s.next_index;
             s.next_index = first_index;
         }
+        // Events taken already (a copy sent at an exit-time flush, then the
+        // buffer itself) go; a slot whose entry came in the copy and which
+        // holds its leaf call's exit now gives that exit alone.
         let mut raw = raw;
-        if skip > 0 {
-            // (not raw.skip(): that would test for it at every event)
-            raw.nth(usize::try_from(skip - 1).unwrap_or(usize::MAX));
+        let mut exit_only = None;
+        while skip > 0 {
+            let Some(e) = raw.next() else { break };
+            if e.events() > skip {
+                exit_only = Some(e.exit_of_leaf());
+                break;
+            }
+            skip -= e.events();
         }
+        let raw = exit_only.into_iter().chain(raw);
         // The first event that is not a hole dates the batch: its stall, and
         // the base of its tick conversion. Holes (slots whose probe never
         // wrote them) are lost events.
@@ -263,6 +273,7 @@ impl ThreadStream {
         let mut last_ts = s.last_ts;
         let mut last_ticks = None;
         let mut holes = 0u64;
+        let mut leaves = 0u64;
         let mut markers = 0u64;
         let mut untraced = 0u64;
         let mut not_entry = 0u64;
@@ -316,7 +327,8 @@ impl ThreadStream {
                 continue;
             }
             calls += 1;
-            last_ticks = Some(e.ticks);
+            let exit_ticks = e.leaf_exit();
+            last_ticks = Some(exit_ticks);
             let slot = ((e.function >> 4) as usize) % CACHE_SLOTS;
             let f = if slots[slot].0 == e.function {
                 slots[slot].1
@@ -345,14 +357,15 @@ impl ThreadStream {
                 sp: e.sp,
                 switch: false,
             };
-            append(
-                &mut last_ts,
-                stack,
-                pending,
-                timeline.to_timestamp(e.ticks),
-                kind,
-                call,
-            );
+            let ts = timeline.to_timestamp(e.ticks);
+            if e.leaf != 0 {
+                // (a leaf call in one slot: its entry, then its exit)
+                leaves += 1;
+                let exit = timeline.to_timestamp(exit_ticks);
+                append_leaf(&mut last_ts, stack, pending, ts, exit, call);
+            } else {
+                append(&mut last_ts, stack, pending, ts, kind, call);
+            }
         }
         let appended = (pending.len() - appended_before) as u64;
         drop(appender);
@@ -360,7 +373,7 @@ impl ThreadStream {
         s.pending = Some(pending_local);
         cache.version = version;
         s.last_ts = last_ts;
-        s.next_index += calls + markers + holes;
+        s.next_index += calls + leaves + markers + holes;
         if let Some(ticks) = last_ticks {
             s.stalls.seen_until(seg.to_timestamp(ticks));
         }
@@ -405,13 +418,7 @@ fn append(
             // catch at the same place is closed by the runtime's unwind
             // marker instead). A stack pointer of 0 is unknown: it proves
             // nothing.
-            while let Some(&top) = stack.last() {
-                if top.sp >= call.sp || call.sp == 0 || top.sp == 0 || top.switch {
-                    break;
-                }
-                stack.pop();
-                pending.push(ts, EventKind::Unwind, top.function);
-            }
+            close_gone(stack, pending, ts, call.sp);
             if stack.len() < MAX_TRACKED_DEPTH {
                 stack.push(call);
             }
@@ -432,6 +439,39 @@ fn append(
         }
     }
     pending.push(ts, kind, call.function);
+}
+
+/// Appends a leaf call (its entry at `ts`, its exit at `exit`, nothing
+/// between): what [`append`] does for the two, without the stack's push
+/// and pop.
+#[inline(always)]
+fn append_leaf(
+    last_ts: &mut Timestamp,
+    stack: &mut Stack,
+    pending: &mut EventAppender,
+    ts: Timestamp,
+    exit: Timestamp,
+    call: OpenCall,
+) {
+    let ts = ts.max(*last_ts);
+    let exit = exit.max(ts);
+    *last_ts = exit;
+    close_gone(stack, pending, ts, call.sp);
+    pending.push(ts, EventKind::Enter, call.function);
+    pending.push(exit, EventKind::Exit, call.function);
+}
+
+/// An entry at `sp` closes the open calls its frame proves gone: those
+/// whose frame lies below it (see [`append`]).
+#[inline(always)]
+fn close_gone(stack: &mut Stack, pending: &mut EventAppender, ts: Timestamp, sp: u64) {
+    while let Some(&top) = stack.last() {
+        if top.sp >= sp || sp == 0 || top.sp == 0 || top.switch {
+            break;
+        }
+        stack.pop();
+        pending.push(ts, EventKind::Unwind, top.function);
+    }
 }
 
 /// An exit that is not the top call's: it closes the innermost call of its
@@ -725,7 +765,8 @@ impl Threads {
     ) -> Option<EventEncoder> {
         if self.admit(key, first_index).is_none() {
             // (a thread past the limit: all it sends is lost)
-            let n = raw.count() as u64;
+            // (a leaf call's slot is two events)
+            let n: u64 = raw.map(|e| e.events()).sum();
             self.lost_events = self.lost_events.saturating_add(n);
             return None;
         }
@@ -871,7 +912,14 @@ mod tests {
             ticks: Ticks::new(ticks),
             is_exit,
             sp,
+            leaf: 0,
         }
+    }
+
+    /// A leaf call in one slot, as the runtime writes it.
+    fn leaf(function: u64, ticks: u64, exit_after: u16, sp: u64) -> RawEvent {
+        let sp = sp | lapse_rt::protocol::LEAF_BIT | (u64::from(exit_after) << 47);
+        RawEvent::from_words(function, ticks << 1, sp)
     }
 
     /// Thread 1/1's events from index `first` (no hand-over waits).
@@ -904,6 +952,20 @@ mod tests {
     #[test]
     #[ignore = "a timing (run it with --release --ignored --nocapture)"]
     fn per_event_cost() {
+        // as the runtime sends it: a slot for each leaf call (its entry and
+        // exit); and, for comparison, two slots a call (the runtime before
+        // leaf slots, and calls that are not leaves)
+        for leaves in [true, false] {
+            let (decode, write, bytes) = per_event_cost_of(leaves);
+            println!(
+                "per event, {}: add_events {decode:.2} ns, writing {write:.2} ns ({bytes:.3} bytes)",
+                if leaves { "leaf slots" } else { "a slot an event" },
+            );
+        }
+    }
+
+    /// (add_events, writing: ns an event; bytes an event)
+    fn per_event_cost_of(leaves: bool) -> (f64, f64, f64) {
         use std::time::Instant;
         let clock = TickClock::calibrate(None);
         let mut book = AddressBook::default();
@@ -924,8 +986,13 @@ mod tests {
                 }
                 while buf.len() < per_buf {
                     ticks += 9 + (ticks % 7);
-                    let exit = buf.len() % 2 == usize::from(first);
-                    buf.push(at(0x40_1200, ticks, exit, 0x7fe0));
+                    if leaves {
+                        buf.push(leaf(0x40_1200, ticks, 9, 0x7fe0));
+                        ticks += 9;
+                    } else {
+                        let exit = buf.len() % 2 == usize::from(first);
+                        buf.push(at(0x40_1200, ticks, exit, 0x7fe0));
+                    }
                 }
                 bufs.push(buf);
             }
@@ -948,14 +1015,13 @@ mod tests {
                 index += buf.len() as u64;
             }
         }
-        let n = (rounds * buffers * per_buf) as f64;
-        println!(
-            "per event: add_events {:.2} ns, writing {:.2} ns ({:.3} bytes)",
+        let n = t.events as f64;
+        assert!(n >= (rounds * buffers * per_buf) as f64);
+        (
             decode as f64 / n,
             write as f64 / n,
-            w.bytes_written() as f64 / n
-        );
-        assert!(t.events as f64 >= n);
+            w.bytes_written() as f64 / n,
+        )
     }
 
     #[test]
@@ -975,6 +1041,89 @@ mod tests {
         assert_eq!(t.events, 3);
         add(&mut t, &mut book, &clock, 10, [raw(0x4020, 400, true)]);
         assert_eq!(t.lost_events, 7);
+    }
+
+    #[test]
+    fn a_leaf_slot_is_an_entry_and_an_exit_and_proves_frames_gone_like_an_entry() {
+        // main > foo (never seen to return); main calls bar, a leaf, from
+        // above foo's frame: foo is gone before bar starts. Then main's exit.
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let evs = [
+            at(0x4010, 1_000, false, 0x7000), // main
+            at(0x4020, 2_000, false, 0x6f00), // foo
+            leaf(0x4030, 3_000, 900, 0x6f80), // bar, 900 ticks
+            at(0x4010, 10_000, true, 0x7000), // main returns
+        ];
+        add(&mut t, &mut book, &clock, 0, evs);
+        let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
+        let (main, foo, bar) = (id(0x4010), id(0x4020), id(0x4030));
+        let events = t
+            .get_mut(ThreadKey::new(1, 1))
+            .and_then(|s| s.take_batch(true))
+            .unwrap()
+            .events();
+        use EventKind::*;
+        let kinds: Vec<_> = events.iter().map(|e| (e.kind, e.function)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (Enter, main),
+                (Enter, foo),
+                (Unwind, foo),
+                (Enter, bar),
+                (Exit, bar),
+                (Exit, main)
+            ]
+        );
+        // bar's time is its 900 ticks, on the recorder's clock
+        let (enter, exit) = (events[3].ts, events[4].ts);
+        // (the batch's first event dates its conversion)
+        let seg = clock.segment(Ticks::new(1_000));
+        let at = |n: u64| seg.to_timestamp(Ticks::new(3_000 + n)).as_nanos();
+        let took = exit.as_nanos() - enter.as_nanos();
+        assert_eq!(took, at(900) - at(0));
+        assert!(took > 0);
+        assert_eq!(t.events, 6);
+        // five events in four slots: the next batch, numbered from 5, loses
+        // nothing
+        add(&mut t, &mut book, &clock, 5, [raw(0x4010, 20_000, false)]);
+        assert_eq!(t.lost_events, 0);
+    }
+
+    #[test]
+    fn a_leaf_slot_whose_entry_came_in_a_copy_gives_its_exit_alone() {
+        // An exit-time flush sent a copy of the buffer while bar was running
+        // (its entry a plain slot); the buffer itself came after, with bar's
+        // exit in that slot, and main's exit.
+        let clock = TickClock::calibrate(None);
+        let mut book = AddressBook::default();
+        let mut t = Threads::default();
+        let copy = [
+            at(0x4010, 1_000, false, 0x7000),
+            at(0x4030, 3_000, false, 0x6f80),
+        ];
+        add(&mut t, &mut book, &clock, 0, copy);
+        let whole = [
+            at(0x4010, 1_000, false, 0x7000),
+            leaf(0x4030, 3_000, 900, 0x6f80),
+            at(0x4010, 10_000, true, 0x7000),
+        ];
+        add(&mut t, &mut book, &clock, 0, whole);
+        let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
+        let (main, bar) = (id(0x4010), id(0x4030));
+        use EventKind::*;
+        assert_eq!(
+            stream_of(&mut t, 1, 1),
+            [(Enter, main), (Enter, bar), (Exit, bar), (Exit, main)]
+        );
+        assert_eq!((t.events, t.lost_events), (4, 0));
+        // and a copy that had bar's whole call: nothing of it again
+        let mut t = Threads::default();
+        add(&mut t, &mut book, &clock, 0, [whole[0], whole[1]]);
+        add(&mut t, &mut book, &clock, 0, whole);
+        assert_eq!((t.events, t.lost_events), (4, 0));
     }
 
     #[test]

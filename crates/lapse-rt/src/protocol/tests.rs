@@ -78,6 +78,10 @@ fn every_header_constant_matches() {
         ("MARK_NOT_ENTRY", MARK_NOT_ENTRY),
         ("MARK_DROPPED", MARK_DROPPED),
         ("MARK_LIMIT", MARK_LIMIT),
+        ("LEAF_BIT", LEAF_BIT),
+        ("LEAF_SHIFT", u64::from(LEAF_SHIFT)),
+        ("SEAL_BIT", SEAL_BIT),
+        ("LEAF_MAX_TICKS", u64::from(u16::MAX)),
         ("FLAG_DISCARD", u64::from(FLAG_DISCARD)),
         ("FILTER_MAGIC", u64::from(filter::MAGIC)),
         ("FILTER_ON", u64::from(filter::ON)),
@@ -292,6 +296,7 @@ fn events_datagram_round_trips() {
             ticks: Ticks::new(99),
             is_exit: true,
             sp: 0x7ffd_0000_1000,
+            leaf: 0,
         }]
     );
 }
@@ -362,4 +367,23 @@ fn a_control_mark_carries_its_text_and_its_time() {
     d.pop();
     d[at::CONTROL_OP..at::CONTROL_OP + 4].copy_from_slice(&99u32.to_ne_bytes());
     assert_eq!(Msg::parse(&d), Err(ParseError::BadCount));
+}
+
+#[test]
+fn a_leaf_slot_reads_as_its_entry_with_the_ticks_to_its_exit() {
+    let sp = 0x7ffc_0000_f000u64;
+    let e = RawEvent::from_words(0x40_1000, 500 << 1, sp | LEAF_BIT | (123 << LEAF_SHIFT));
+    assert_eq!((e.is_exit, e.sp, e.leaf), (false, sp, 123));
+    assert_eq!(e.leaf_exit(), Ticks::new(623));
+    // a plain entry and exit
+    let e = RawEvent::from_words(0x40_1000, (500 << 1) | 1, sp);
+    assert_eq!((e.is_exit, e.sp, e.leaf), (true, sp, 0));
+    assert_eq!(e.leaf_exit(), Ticks::new(500));
+    // a sealed entry (its exit went to a slot of its own)
+    let e = RawEvent::from_words(0x40_1000, 500 << 1, sp | SEAL_BIT);
+    assert_eq!((e.is_exit, e.sp, e.leaf), (false, sp, 0));
+    // a marker's sp is its own (a dropped-calls count in its top bits)
+    let dropped = 0x40_1000 | (5u64 << DROPPED_COUNT_SHIFT) | LEAF_BIT;
+    let m = RawEvent::from_words(MARK_DROPPED, 500 << 1, dropped);
+    assert_eq!((m.sp, m.leaf), (dropped, 0));
 }
