@@ -508,8 +508,16 @@ lapse_leaf_exit(struct lapse_tls *t, uintptr_t fn, uintptr_t sp)
                                          __ATOMIC_RELAXED);
 #endif
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        if (ok && __atomic_load_n(&t->merging, __ATOMIC_RELAXED) == p)
-            t->fill.leaves++;
+        /* (one instruction, whatever the compiler: a handler's own leaf
+         * exit between a load and a store would be counted and then lost,
+         * and the next buffer numbered one event short) */
+        if (ok && __atomic_load_n(&t->merging, __ATOMIC_RELAXED) == p) {
+#if defined(__x86_64__)
+            __asm__ volatile("incl %0" : "+m"(t->fill.leaves) : : "cc");
+#else
+            __atomic_fetch_add(&t->fill.leaves, 1, __ATOMIC_RELAXED);
+#endif
+        }
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     /* (unless a hand-over took the outer one's slot in hand meanwhile) */

@@ -918,7 +918,8 @@ mod tests {
 
     /// A leaf call in one slot, as the runtime writes it.
     fn leaf(function: u64, ticks: u64, exit_after: u16, sp: u64) -> RawEvent {
-        let sp = sp | lapse_rt::protocol::LEAF_BIT | (u64::from(exit_after) << 47);
+        use lapse_rt::protocol::{LEAF_BIT, LEAF_SHIFT};
+        let sp = sp | LEAF_BIT | (u64::from(exit_after) << LEAF_SHIFT);
         RawEvent::from_words(function, ticks << 1, sp)
     }
 
