@@ -213,6 +213,51 @@ impl EventAppender<'_> {
         self.count += 1;
     }
 
+    /// Appends a call without calls inside it: its entry at `ts` (not
+    /// earlier than the previous event) and its exit at `exit` (not earlier
+    /// than `ts`). The same bytes as two pushes; when the word and both
+    /// deltas take one byte each (a small function's id, called and
+    /// returning within 127 ns), two two-byte stores.
+    #[inline(always)]
+    pub fn push_leaf(&mut self, ts: Timestamp, exit: Timestamp, function: FunctionId) {
+        let (ts, exit) = (ts.as_nanos(), exit.as_nanos());
+        if self.count == 0 {
+            self.base = ts;
+            self.prev = ts;
+        }
+        if self.words_len + 2 * WORD_MAX > self.words_cap
+            || self.deltas_len + 2 * DELTA_MAX > self.deltas_cap
+        {
+            self.grow();
+        }
+        let word = event_word(EventKind::Enter, function);
+        let (into, within) = (ts.wrapping_sub(self.prev), exit.wrapping_sub(ts));
+        // SAFETY: room for the longest varints of two events was made above.
+        unsafe {
+            if (word | into | within) < 0x80 {
+                let words = (word | (word | 1) << 8) as u16;
+                let deltas = (into | within << 8) as u16;
+                self.words
+                    .add(self.words_len)
+                    .cast::<u16>()
+                    .write_unaligned(words.to_le());
+                self.deltas
+                    .add(self.deltas_len)
+                    .cast::<u16>()
+                    .write_unaligned(deltas.to_le());
+                self.words_len += 2;
+                self.deltas_len += 2;
+            } else {
+                self.words_len = put_raw(self.words, self.words_len, word);
+                self.words_len = put_raw(self.words, self.words_len, word | 1);
+                self.deltas_len = put_raw(self.deltas, self.deltas_len, into);
+                self.deltas_len = put_raw(self.deltas, self.deltas_len, within);
+            }
+        }
+        self.prev = exit;
+        self.count += 2;
+    }
+
     /// Events in the encoder, with those appended so far.
     pub fn len(&self) -> usize {
         self.count
@@ -497,6 +542,46 @@ mod tests {
         }
         assert_eq!(appended, plain);
         assert_eq!(appended.events(), events);
+    }
+
+    #[test]
+    fn a_leaf_push_makes_the_bytes_of_its_entry_and_exit_pushed_apart() {
+        // one-byte words and deltas (the two-store path), then each of the
+        // three too large for one byte, then a first leaf of a new encoder;
+        // from empty encoders, so both grow
+        let leaves: Vec<(u64, u64, u32)> = (0..3000u64)
+            .map(|i| match i % 4 {
+                0 => (i * 1000, i * 1000 + 127, 63), // the largest one-byte values
+                1 => (i * 1000 + 10, i * 1000 + 138, 5), // exit 128 ns after
+                2 => (i * 1000 + 300, i * 1000 + 310, 64), // a two-byte word
+                _ => (i * 1000 + 500, i * 1000 + 500, 1), // entry 190 ns after
+            })
+            .collect();
+        let (mut apart, mut leafed) = (EventEncoder::default(), EventEncoder::default());
+        let mut a = leafed.appender();
+        for &(ts, exit, f) in &leaves {
+            let (ts, exit, f) = (
+                Timestamp::from_nanos(ts),
+                Timestamp::from_nanos(exit),
+                FunctionId(f),
+            );
+            apart.push(ts, EventKind::Enter, f);
+            apart.push(exit, EventKind::Exit, f);
+            a.push_leaf(ts, exit, f);
+        }
+        assert_eq!(a.len(), 6000);
+        drop(a);
+        assert_eq!(leafed, apart);
+        let mut first = EventEncoder::default();
+        first.appender().push_leaf(
+            Timestamp::from_nanos(7),
+            Timestamp::from_nanos(9),
+            FunctionId(2),
+        );
+        assert_eq!(
+            first.events(),
+            [ev(7, EventKind::Enter, 2), ev(9, EventKind::Exit, 2)]
+        );
     }
 
     #[test]

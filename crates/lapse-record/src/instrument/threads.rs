@@ -288,7 +288,10 @@ impl ThreadStream {
         let (mut calls, appended_before) = (0u64, pending.len());
         // One plain loop over the events with its state in locals (a
         // closure called per event kept reloading it from memory).
-        for e in raw {
+        let mut raw = raw;
+        // (an event the leaf run below read and did not take)
+        let mut next = None;
+        while let Some(e) = next.take().or_else(|| raw.next()) {
             if e.function < MARK_LIMIT {
                 match e.function {
                     HOLE_FN => holes += 1,
@@ -363,6 +366,29 @@ impl ThreadStream {
                 leaves += 1;
                 let exit = timeline.to_timestamp(exit_ticks);
                 append_leaf(&mut last_ts, stack, pending, ts, exit, call);
+                // Most of a call-heavy thread's slots are leaf calls in a
+                // row from one frame (a loop calling small functions): the
+                // same steps, in a loop that holds only what they need.
+                // It stops at the first slot that is not a leaf call whose
+                // function the cache holds, or whose frame proves a call
+                // gone, and leaves it to the loop above.
+                let keeps = frames_kept_below(stack);
+                for n in raw.by_ref() {
+                    let slot = ((n.function >> 4) as usize) % CACHE_SLOTS;
+                    let (cached, f) = slots[slot];
+                    if n.leaf == 0 || cached != n.function || n.sp > keeps {
+                        next = Some(n);
+                        break;
+                    }
+                    calls += 1;
+                    leaves += 1;
+                    let exit_ticks = n.leaf_exit();
+                    last_ticks = Some(exit_ticks);
+                    let ts = timeline.to_timestamp(n.ticks).max(last_ts);
+                    let exit = timeline.to_timestamp(exit_ticks).max(ts);
+                    last_ts = exit;
+                    pending.push_leaf(ts, exit, f);
+                }
             } else {
                 append(&mut last_ts, stack, pending, ts, kind, call);
             }
@@ -457,8 +483,18 @@ fn append_leaf(
     let exit = exit.max(ts);
     *last_ts = exit;
     close_gone(stack, pending, ts, call.sp);
-    pending.push(ts, EventKind::Enter, call.function);
-    pending.push(exit, EventKind::Exit, call.function);
+    pending.push_leaf(ts, exit, call.function);
+}
+
+/// The highest frame an entry can have without closing a call as gone
+/// (see [`close_gone`]): every frame when the top call's place is unknown
+/// or the top call is a context switch's.
+#[inline(always)]
+fn frames_kept_below(stack: &Stack) -> u64 {
+    match stack.last() {
+        Some(top) if top.sp != 0 && !top.switch => top.sp,
+        _ => u64::MAX,
+    }
 }
 
 /// An entry at `sp` closes the open calls its frame proves gone: those
@@ -1091,6 +1127,92 @@ mod tests {
         // nothing
         add(&mut t, &mut book, &clock, 5, [raw(0x4010, 20_000, false)]);
         assert_eq!(t.lost_events, 0);
+    }
+
+    #[test]
+    fn a_run_of_leaf_slots_gives_what_the_slots_give_one_buffer_each() {
+        // main, then leaf calls from its frame: a run of f1, f2 (new to the
+        // cache: it ends the run, and starts the next), foo's entry (not a
+        // leaf), a leaf foo calls, one from above foo's frame (foo is gone:
+        // it ends that run), one with an
+        // unknown frame (sp 0: proves nothing), a marker, a last leaf, and
+        // main's exit (ticks after the clock's reference: none saturates
+        // at time 0)
+        let clock = TickClock::calibrate(None);
+        let t0 = clock.calibration().ref_ticks;
+        let slots = [
+            at(0x4010, t0 + 1_000, false, 0x7000), // main
+            leaf(0x4030, t0 + 1_100, 20, 0x6f80),  // f1 (resolved)
+            leaf(0x4030, t0 + 1_200, 21, 0x6f80),  // f1 (the run)
+            leaf(0x4030, t0 + 1_300, 22, 0x6f80),
+            leaf(0x4040, t0 + 1_400, 23, 0x6f80), // f2: not in the cache
+            leaf(0x4040, t0 + 1_500, 24, 0x6f80),
+            leaf(0x4040, t0 + 1_600, 25, 0x6f80),
+            at(0x4020, t0 + 1_700, false, 0x6f00), // foo
+            leaf(0x4030, t0 + 1_750, 29, 0x6e80),  // f1, from foo
+            leaf(0x4030, t0 + 1_800, 26, 0x6f80),  // f1 from main: foo is gone
+            leaf(0x4030, t0 + 1_900, 27, 0),       // a frame not known
+            at(MARK_UNTRACED, t0 + 1_950, false, 0),
+            leaf(0x4030, t0 + 2_000, 28, 0x6f80),
+            at(0x4010, t0 + 3_000, true, 0x7000), // main returns
+        ];
+        let mut book = AddressBook::default();
+        let mut whole = Threads::default();
+        add(&mut whole, &mut book, &clock, 0, slots);
+        let mut id = |a| book.resolve(1, 0, a, Timestamp::default()).0;
+        let (main, foo, f1, f2) = (id(0x4010), id(0x4020), id(0x4030), id(0x4040));
+        let events = whole
+            .get_mut(ThreadKey::new(1, 1))
+            .and_then(|s| s.take_batch(true))
+            .unwrap()
+            .events();
+        use EventKind::*;
+        let mut want = vec![(Enter, main)];
+        for f in [f1, f1, f1, f2, f2, f2] {
+            want.extend([(Enter, f), (Exit, f)]);
+        }
+        want.extend([(Enter, foo), (Enter, f1), (Exit, f1), (Unwind, foo)]);
+        for f in [f1, f1, f1] {
+            want.extend([(Enter, f), (Exit, f)]);
+        }
+        want.push((Exit, main));
+        let kinds: Vec<_> = events.iter().map(|e| (e.kind, e.function)).collect();
+        assert_eq!(kinds, want);
+        // 23 events from 14 slots (ten leaf calls, a marker), and the unwind
+        // the recorder made; the next buffer is numbered by the runtime's
+        // events and markers
+        assert_eq!(whole.events, 24);
+        add(
+            &mut whole,
+            &mut book,
+            &clock,
+            24,
+            [raw(0x4010, t0 + 9_000, false)],
+        );
+        assert_eq!(whole.lost_events, 0);
+
+        // The same slots, one buffer each (no run: a run needs a slot after
+        // a leaf in the same buffer): the same events, at the same times
+        // (each buffer dates its own conversion: within a nanosecond).
+        let mut apart = Threads::default();
+        for (i, slot) in slots.into_iter().enumerate() {
+            let first = slots[..i].iter().map(|s| s.events()).sum();
+            add(&mut apart, &mut book, &clock, first, [slot]);
+        }
+        let one_each = apart
+            .get_mut(ThreadKey::new(1, 1))
+            .and_then(|s| s.take_batch(true))
+            .unwrap()
+            .events();
+        assert_eq!(one_each.len(), events.len());
+        for (a, b) in one_each.iter().zip(&events) {
+            assert_eq!((a.kind, a.function), (b.kind, b.function));
+            assert!(
+                a.ts.as_nanos().abs_diff(b.ts.as_nanos()) <= 1,
+                "{a:?} {b:?}"
+            );
+        }
+        assert_eq!(apart.lost_events, 0);
     }
 
     #[test]
