@@ -14,7 +14,7 @@ use lapse_rt::protocol::MAX_DATAGRAM;
 
 use crate::linux::socket::{Received, SeqpacketConn, SeqpacketListener};
 
-pub use crate::linux::poll::{any_readable, wait_readable};
+pub use crate::linux::poll::{readable_within, wait_readable};
 pub use crate::linux::socket::Recv;
 
 pub struct Listener {

@@ -16,7 +16,7 @@ use super::ipc::{wait_readable, Conn, Listener, Recv};
 use super::ns_ids::NsIds;
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
-use super::pace::{self, Pace, Spun};
+use super::pace::{self, Pace, Seen};
 use super::patch::Patching;
 use super::session_dir::SessionDir;
 use super::stalls::HeldOsEvent;
@@ -424,6 +424,8 @@ impl Session {
         start_unix_ns: u64,
         faults: bool,
     ) -> Result<RecordOutcome, RecordError> {
+        // (the naps of pace::watch end on time)
+        crate::linux::poll::fine_timer_slack();
         let mut exit_status = None;
         let mut phase = Phase::AwaitHello {
             deadline: Instant::now() + HELLO_WAIT,
@@ -609,7 +611,7 @@ impl Session {
     }
 
     /// Nothing came in the last round: waits for the next datagram, the
-    /// kernel's records or a new connection, spinning while buffers come
+    /// kernel's records or a new connection, watching while buffers come
     /// densely (see `pace.rs`), else asleep for at most 20 ms.
     fn idle(&mut self) {
         let mut fds: Vec<i32> = self.conns.iter().map(|c| c.0.raw_fd()).collect();
@@ -620,15 +622,15 @@ impl Session {
             let _ = self.collect_workers(Duration::from_micros(200));
             return;
         }
-        if let Some(until) = self.pace.spin_until() {
+        if let Some(until) = self.pace.watch_until() {
             let seen = self.handed_over_seen;
-            match pace::spin(until, &fds, || self.handed_over() != seen) {
-                Spun::Moved => return,
-                Spun::Readable => {
+            match pace::watch(until, &fds, || self.handed_over() != seen) {
+                Seen::Moved => return,
+                Seen::Readable => {
                     self.next_look = Instant::now(); // (it may be a connection)
                     return;
                 }
-                Spun::Out => {}
+                Seen::Nothing => {}
             }
         }
         // Asleep, the recorder is woken by datagrams: the runtime is told to
