@@ -4,12 +4,14 @@
 //!
 //! Data-file seeds start with the target's mode byte (0: checksums repaired,
 //! 1: as they are), and each recording also comes with its chunks stored
-//! uncompressed, so that mutations reach the decoders without zstd between.
+//! uncompressed, so that mutations reach the decoders without zstd or LZ4
+//! between.
 
 use std::fs;
 use std::path::Path;
 
 use lapse_data::format::{self, ChunkHeader};
+use lapse_data::packing::Packing;
 use lapse_data::*;
 use lapse_rt::protocol;
 
@@ -62,9 +64,10 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) {
     fs::write(dir.join(name), bytes).unwrap();
 }
 
-/// A small file of every kind of chunk: tables, events of two threads, samples.
+/// A small file of every kind of chunk: tables, events of two threads (in
+/// LZ4 chunks, as the recorder writes them), samples.
 fn synthetic() -> Vec<u8> {
-    let mut w = DataWriter::new(Vec::new()).unwrap();
+    let mut w = DataWriter::new(Vec::new()).unwrap().events_lz4();
     w.write_record(&Record::Session(SessionHeader {
         command: vec!["./app".into(), "1".into()],
         start_unix_ns: 1,
@@ -221,7 +224,8 @@ fn uncompressed(bytes: &[u8]) -> Vec<u8> {
         let start = pos + format::CHUNK_HEADER_LEN;
         let body = &bytes[start..start + h.stored_len as usize];
         pos = start + h.stored_len as usize;
-        if h.flags & format::FLAG_ZSTD == 0 {
+        let packing = Packing::of_flags(h.flags).unwrap();
+        if !packing.is_compressed() {
             out.extend_from_slice(&bytes[start - format::CHUNK_HEADER_LEN..pos]);
             continue;
         }
@@ -230,10 +234,11 @@ fn uncompressed(bytes: &[u8]) -> Vec<u8> {
         } else {
             &[][..]
         };
-        let raw = zstd::bulk::decompress(&body[prefix.len()..], h.raw_len as usize).unwrap();
+        let mut raw = vec![0; h.raw_len as usize];
+        packing.unpack_into(&body[prefix.len()..], &mut raw).unwrap();
         out.extend(format::encode_chunk(
             h.tag,
-            h.flags & !format::FLAG_ZSTD, // (the event layout stays said)
+            h.flags & !packing.flag(), // (the event layout stays said)
             prefix,
             &raw,
             raw.len() as u32,

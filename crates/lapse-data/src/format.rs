@@ -19,7 +19,9 @@ pub const MAGIC: &[u8; 8] = b"LAPSEDAT";
 /// The version this lapse writes. 2: event chunks may be in columns
 /// ([`FLAG_COLUMNS`]), which a lapse that reads version 1 only would take
 /// for interleaved events (garbage, millions of them) instead of refusing.
-pub const VERSION: u16 = 2;
+/// 3: event chunks may be LZ4-compressed ([`FLAG_LZ4`]), which a lapse that
+/// reads version 2 would take for stored bytes.
+pub const VERSION: u16 = 3;
 /// The oldest version this lapse reads (1: every event chunk interleaved).
 pub const OLDEST_VERSION: u16 = 1;
 pub const FILE_HEADER_LEN: usize = 16;
@@ -84,6 +86,9 @@ pub const TAG_EVENTS: u8 = 2;
 pub const TAG_SAMPLES: u8 = 3;
 
 pub const FLAG_ZSTD: u8 = 1;
+/// A chunk compressed as one LZ4 block (the recorder's event chunks; see
+/// [`crate::packing`]).
+pub const FLAG_LZ4: u8 = 4;
 /// An event chunk in the column layout ([`crate::codec::EventLayout`]);
 /// without it, the interleaved layout of older files.
 pub const FLAG_COLUMNS: u8 = 2;

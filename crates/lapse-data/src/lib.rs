@@ -24,6 +24,7 @@ pub mod error;
 pub mod format;
 pub mod model;
 pub mod output;
+pub mod packing;
 pub mod reader;
 mod scan;
 pub mod varint;

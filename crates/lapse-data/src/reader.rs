@@ -10,6 +10,7 @@ use crate::codec;
 use crate::error::DataError;
 use crate::format;
 use crate::model::*;
+use crate::packing::Packing;
 use crate::scan::Scan;
 pub use crate::scan::{EventChunkRef, SampleChunkRef};
 
@@ -235,10 +236,10 @@ impl DataFile {
         body_start: usize,
         body_len: usize,
         raw_len: u32,
-        compressed: bool,
+        packing: Packing,
     ) -> Result<Vec<u8>, DataError> {
         let mut out = Vec::new();
-        self.raw_body_into(body_start, body_len, raw_len, compressed, &mut out)?;
+        self.raw_body_into(body_start, body_len, raw_len, packing, &mut out)?;
         Ok(out)
     }
 
@@ -250,36 +251,20 @@ impl DataFile {
         body_start: usize,
         body_len: usize,
         raw_len: u32,
-        compressed: bool,
+        packing: Packing,
         out: &mut Vec<u8>,
     ) -> Result<(), DataError> {
         let data = self.bytes.get();
         let body = &data[body_start..body_start + body_len];
         out.clear();
-        if !compressed {
+        if !packing.is_compressed() {
             // (raw_len == body_len was checked when the file was opened)
             out.extend_from_slice(body);
             return Ok(());
         }
-        // One decompression context per thread, reused: creating one per chunk
-        // costs more than decompressing a small chunk.
-        thread_local! {
-            static DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-                const { std::cell::RefCell::new(None) };
-        }
         // Exactly raw_len bytes of room: the decompressor cannot write past it.
         out.resize(raw_len as usize, 0);
-        let written = DCTX.with(|cell| {
-            let mut slot = cell.borrow_mut();
-            if slot.is_none() {
-                *slot = zstd::bulk::Decompressor::new().ok();
-            }
-            match slot.as_mut() {
-                Some(d) => d.decompress_to_buffer(body, &mut out[..]).ok(),
-                None => zstd::bulk::decompress_to_buffer(body, &mut out[..]).ok(),
-            }
-        });
-        if written == Some(raw_len as usize) {
+        if packing.unpack_into(body, out).is_some() {
             Ok(())
         } else {
             out.clear();
@@ -302,7 +287,7 @@ impl DataFile {
             chunk.body_start,
             chunk.body_len,
             chunk.raw_len,
-            chunk.compressed,
+            chunk.packing,
             out,
         )
     }
@@ -326,7 +311,7 @@ impl DataFile {
             chunk.body_start,
             chunk.body_len,
             chunk.raw_len,
-            chunk.compressed,
+            chunk.packing,
         )?;
         codec::decode_events(&raw, chunk.layout, chunk.count as usize, out)
             .ok_or_else(|| self.undecodable(chunk))
@@ -341,7 +326,7 @@ impl DataFile {
             chunk.body_start,
             chunk.body_len,
             chunk.raw_len,
-            chunk.compressed,
+            chunk.packing,
         )?;
         codec::decode_samples(&raw, out).ok_or_else(|| DataError::Corrupt {
             path: self.path.clone(),

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use crate::codec::EventLayout;
 use crate::format::{self, ChunkHeader};
 use crate::model::*;
+use crate::packing::Packing;
 
 /// An event chunk, indexed but not yet decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +29,7 @@ pub struct EventChunkRef {
     pub(crate) body_start: usize,
     pub(crate) body_len: usize,
     pub(crate) raw_len: u32,
-    pub(crate) compressed: bool,
+    pub(crate) packing: Packing,
     /// How its events are laid out (the chunk's flags say).
     pub layout: EventLayout,
 }
@@ -49,7 +50,7 @@ pub struct SampleChunkRef {
     pub(crate) body_start: usize,
     pub(crate) body_len: usize,
     pub(crate) raw_len: u32,
-    pub(crate) compressed: bool,
+    pub(crate) packing: Packing,
 }
 
 /// Most placeholders a table may hold for ids the file skipped.
@@ -153,7 +154,10 @@ impl Scan {
             return Err("checksum mismatch".into());
         }
         let next = body_start + body_len;
-        let compressed = head.flags & format::FLAG_ZSTD != 0;
+        let Some(packing) = Packing::of_flags(head.flags) else {
+            return Err("chunk flags name two compressions".into());
+        };
+        let compressed = packing.is_compressed();
         match head.tag {
             format::TAG_RECORD => self.record(&head, body)?,
             format::TAG_EVENTS => {
@@ -184,7 +188,7 @@ impl Scan {
                     body_start: body_start + format::EVENT_PREFIX_LEN,
                     body_len: payload.len(),
                     raw_len: head.raw_len,
-                    compressed,
+                    packing,
                     layout: if head.flags & format::FLAG_COLUMNS != 0 {
                         EventLayout::Columns
                     } else {
@@ -215,7 +219,7 @@ impl Scan {
                     body_start,
                     body_len,
                     raw_len: head.raw_len,
-                    compressed,
+                    packing,
                 });
             }
             // A chunk kind from a newer writer: skip it, it is framed and checked.
@@ -226,7 +230,10 @@ impl Scan {
 
     /// Decodes and takes in a record chunk.
     fn record(&mut self, head: &ChunkHeader, body: &[u8]) -> Result<(), String> {
-        let compressed = head.flags & format::FLAG_ZSTD != 0;
+        let Some(packing) = Packing::of_flags(head.flags) else {
+            return Err("chunk flags name two compressions".into());
+        };
+        let compressed = packing.is_compressed();
         check_stored(compressed, body.len(), head.raw_len)?;
         check_expansion(
             "record",
@@ -237,12 +244,15 @@ impl Scan {
         )?;
         let raw;
         let bytes = if compressed {
-            // At most raw_len bytes come out: more is an error, not an allocation.
-            raw = zstd::bulk::decompress(body, head.raw_len as usize)
-                .map_err(|e| format!("record does not decompress: {e}"))?;
-            if raw.len() != head.raw_len as usize {
-                return Err("record does not decompress to its stated size".into());
-            }
+            // Exactly raw_len bytes come out (bounded above): more or fewer
+            // is an error, not an allocation.
+            raw = {
+                let mut out = vec![0; head.raw_len as usize];
+                packing
+                    .unpack_into(body, &mut out)
+                    .ok_or("record does not decompress to its stated size")?;
+                out
+            };
             &raw[..]
         } else {
             body

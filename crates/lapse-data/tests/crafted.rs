@@ -8,6 +8,7 @@ use std::path::Path;
 
 use lapse_data::alloc_count::{peak_during, Counting};
 use lapse_data::format::{self, encode_chunk, event_prefix, file_header};
+use lapse_data::packing::{Packer, Packing};
 use lapse_data::*;
 
 #[global_allocator]
@@ -45,10 +46,15 @@ fn packed_record(record: &Record) -> Vec<u8> {
 /// An event chunk announcing `count` events and `raw_len` decoded bytes,
 /// whose body is `raw` compressed.
 fn event_chunk(count: u32, raw: &[u8], raw_len: u32) -> Vec<u8> {
-    let packed = zstd::bulk::compress(raw, 3).unwrap();
+    event_chunk_packed(Packing::Zstd, count, raw, raw_len)
+}
+
+/// [`event_chunk`], compressed with `packing`.
+fn event_chunk_packed(packing: Packing, count: u32, raw: &[u8], raw_len: u32) -> Vec<u8> {
+    let packed = Packer::new().unwrap().pack(packing, raw).unwrap().to_vec();
     encode_chunk(
         format::TAG_EVENTS,
-        format::FLAG_ZSTD,
+        packing.flag() | format::FLAG_COLUMNS,
         &event_prefix(1, 1, count),
         &packed,
         raw_len,
@@ -190,20 +196,64 @@ fn event_counts_and_sizes_must_be_what_the_writer_writes() {
 #[test]
 fn decompression_stops_at_the_stated_size() {
     // Stated: 10 events in 21 bytes. Held: 4 MiB of zeros.
-    let mut bytes = with_records(&[]);
-    bytes.extend(event_chunk(10, &vec![0u8; 4 * MB], 21));
-    let f = open(bytes).unwrap();
-    assert_eq!(f.event_chunks.len(), 1);
-    let mut out = Vec::new();
+    for packing in [Packing::Zstd, Packing::Lz4] {
+        let mut bytes = with_records(&[]);
+        bytes.extend(event_chunk_packed(packing, 10, &vec![0u8; 4 * MB], 21));
+        let f = open(bytes).unwrap();
+        assert_eq!(f.event_chunks.len(), 1);
+        let mut out = Vec::new();
+        let mut raw = Vec::new();
+        let (results, peak) = peak_during(|| {
+            (
+                f.read_events(&f.event_chunks[0], &mut out).is_err(),
+                f.read_event_bytes(&f.event_chunks[0], &mut raw).is_err(),
+            )
+        });
+        assert_eq!(results, (true, true), "{packing:?}");
+        assert!(peak < 64 * 1024, "{packing:?}: {peak} bytes");
+    }
+}
+
+#[test]
+fn lz4_event_chunks_read_and_two_compressions_at_once_are_refused() {
+    // two calls of function 1, 10 ns each, in columns
     let mut raw = Vec::new();
-    let (results, peak) = peak_during(|| {
-        (
-            f.read_events(&f.event_chunks[0], &mut out).is_err(),
-            f.read_event_bytes(&f.event_chunks[0], &mut raw).is_err(),
-        )
-    });
-    assert_eq!(results, (true, true));
-    assert!(peak < 64 * 1024, "{peak} bytes");
+    let ev = |ts, kind| Event {
+        ts: Timestamp::from_nanos(ts),
+        kind,
+        function: FunctionId(1),
+    };
+    let events = [
+        ev(100, EventKind::Enter),
+        ev(110, EventKind::Exit),
+        ev(120, EventKind::Enter),
+        ev(130, EventKind::Exit),
+    ];
+    lapse_data::codec::encode_events(&events, &mut raw);
+    let mut bytes = with_records(&[]);
+    bytes.extend(event_chunk_packed(Packing::Lz4, 4, &raw, raw.len() as u32));
+    let f = open(bytes).unwrap();
+    let mut out = Vec::new();
+    f.read_events(&f.event_chunks[0], &mut out).unwrap();
+    assert_eq!(out, events);
+    let packed = Packer::new()
+        .unwrap()
+        .pack(Packing::Lz4, &raw)
+        .unwrap()
+        .to_vec();
+    let both = format::FLAG_ZSTD | format::FLAG_LZ4 | format::FLAG_COLUMNS;
+    let mut bytes = with_records(&[]);
+    bytes.extend(encode_chunk(
+        format::TAG_EVENTS,
+        both,
+        &event_prefix(1, 1, 4),
+        &packed,
+        raw.len() as u32,
+    ));
+    let f = open(bytes).unwrap();
+    assert!(f.event_chunks.is_empty());
+    let damage = f.damage.expect("damage");
+    assert!(damage.what.contains("two compressions"), "{}", damage.what);
 }
 
 #[test]
@@ -216,6 +266,7 @@ fn a_file_holds_at_most_the_events_its_size_allows() {
     let count = format::MAX_CHUNK_EVENTS;
     let zeros = vec![0u8; 1 + 2 * count as usize];
     let bomb = event_chunk(count, &zeros, zeros.len() as u32);
+    let lz4_bomb = event_chunk_packed(Packing::Lz4, count, &zeros, zeros.len() as u32);
     // The most an uncompressed chunk can hold in 8 KiB.
     let plain = encode_chunk(
         format::TAG_EVENTS,
@@ -224,7 +275,7 @@ fn a_file_holds_at_most_the_events_its_size_allows() {
         &zeros[..2001],
         2001,
     );
-    for chunk in [bomb, plain] {
+    for chunk in [bomb, lz4_bomb, plain] {
         let mut bytes = with_records(&[]);
         while bytes.len() + chunk.len() <= 8192 {
             bytes.extend_from_slice(&chunk);
@@ -309,10 +360,10 @@ fn file_header_alone_is_not_a_recording() {
 }
 
 #[test]
-fn versions_one_and_two_are_read_and_others_refused() {
+fn versions_one_to_three_are_read_and_others_refused() {
     let bytes = with_records(&[]);
     assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), format::VERSION);
-    for (version, read) in [(0u16, false), (1, true), (2, true), (3, false)] {
+    for (version, read) in [(0u16, false), (1, true), (2, true), (3, true), (4, false)] {
         let mut b = bytes.clone();
         b[8..10].copy_from_slice(&version.to_le_bytes());
         match open(b) {

@@ -49,7 +49,11 @@ impl Output {
             source,
         };
         let (pending, file) = OutputFile::create(path, "partial").map_err(err)?;
-        let writer = DataWriter::new(BufWriter::with_capacity(1 << 20, file)).map_err(err)?;
+        // (event chunks in LZ4: compressed while the target runs; see
+        // lapse_data::packing)
+        let writer = DataWriter::new(BufWriter::with_capacity(1 << 20, file))
+            .map_err(err)?
+            .events_lz4();
         Ok(Output {
             file: pending,
             writer,

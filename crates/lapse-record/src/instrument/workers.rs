@@ -253,9 +253,10 @@ fn work(
 ) {
     let mut caches: HashMap<u32, FnCache> = HashMap::new();
     let mut forgotten = book.forgotten.load(Ordering::Acquire);
-    let Ok(mut writer) = DataWriter::chunks_only(Vec::new()) else {
+    let Ok(writer) = DataWriter::chunks_only(Vec::new()) else {
         return;
     };
+    let mut writer = writer.events_lz4();
     loop {
         let job = {
             let rx = jobs.lock().unwrap_or_else(PoisonError::into_inner);
