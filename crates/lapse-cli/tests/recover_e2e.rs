@@ -330,6 +330,7 @@ fn spilled_calibration_buffers_keep_their_discard_mark() {
         "early_stop",
         r#"
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -343,21 +344,40 @@ __attribute__((no_instrument_function)) static void stop_recorder(int c, char **
 }
 __attribute__((section(".preinit_array"), used)) static void (*preinit)(int, char **, char **) = stop_recorder;
 NOINLINE void work(long i) { sink ^= (uint64_t)i; }
-/* Until `pid` has exited (a zombie or gone): its sockets are closed, so
- * what the runtime sends from here on goes to the spill. (Before that, on
- * a busy machine, datagrams could still land in the dying recorder's
- * socket and be lost with it, which this test is not about.) */
+/* Whether the thread whose stat file is `path` has exited (a zombie or
+ * gone): its descriptors are let go by then. */
+__attribute__((no_instrument_function)) static int exited(const char *path) {
+    char stat[512];
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = 0;
+    char *p = strrchr(stat, ')');
+    return !p || p[2] == 'Z' || p[2] == 'X';
+}
+/* Until every thread of `pid` has exited: its sockets are closed, so what
+ * the runtime sends from here on goes to the spill. Its main thread alone
+ * is not enough: that is a zombie as soon as it has exited itself, while
+ * the recorder's worker thread may still be on its way out with the
+ * connection open; on a busy machine the second loop and the runtime's end
+ * all ran in that time, to a recorder that still looked connected, and
+ * nothing was spilled. (Before then, datagrams can still land in the dying
+ * recorder's socket and be lost with it, which this test is not about.) */
 __attribute__((no_instrument_function)) static void wait_dead(pid_t pid) {
-    char path[64], stat[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    char dir[64], path[128];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
     for (;;) {
-        FILE *f = fopen(path, "r");
-        if (!f) return;
-        size_t n = fread(stat, 1, sizeof stat - 1, f);
-        fclose(f);
-        stat[n] = 0;
-        char *p = strrchr(stat, ')');
-        if (!p || p[2] == 'Z' || p[2] == 'X') return;
+        DIR *d = opendir(dir);
+        if (!d) return;
+        int alive = 0;
+        for (struct dirent *e; (e = readdir(d));) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
+            alive |= !exited(path);
+        }
+        closedir(d);
+        if (!alive) return;
         usleep(1000);
     }
 }
