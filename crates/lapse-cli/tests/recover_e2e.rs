@@ -469,14 +469,21 @@ fn the_spill_stops_growing_at_its_limit_and_the_target_runs_on() {
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #define NOINLINE __attribute__((noinline))
 volatile uint64_t sink;
 NOINLINE void work(long i) { sink += (uint64_t)i; }
+/* The recorder has put its file in place (a busy machine may take longer
+ * than any fixed sleep: recover needs the file's header and mappings). */
+__attribute__((no_instrument_function)) static int in_place(void) {
+    struct stat st;
+    return stat("out.lapse", &st) == 0 && st.st_size > 0;
+}
 int main(void) {
     /* full buffers, handed over: the recorder puts the file in place */
     for (long i = 0; i < 10000; i++) work(i);
-    usleep(400000);
+    for (int i = 0; i < 100000 && !in_place(); i++) usleep(1000);
     kill(getppid(), SIGKILL);
     for (long i = 10000; i < 1000000; i++) work(i);
     FILE *f = fopen("done.tmp", "w"); fprintf(f, "%d %llu\n", (int)getpid(), (unsigned long long)sink); fclose(f);
