@@ -631,12 +631,21 @@ fn interrupting_lapse_during_the_attach_leaves_the_service_unharmed() {
 
 /// Interrupts lapse attaching to `svc` at a few moments of its start.
 fn interrupt(svc: &Service, data: &Path) {
+    use std::os::unix::process::CommandExt;
     for delay_ms in [0, 30, 300] {
-        let lapse = LAPSE
-            .command(attach_args(&svc.pid(), data, &[]))
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start lapse");
+        let mut cmd = LAPSE.command(attach_args(&svc.pid(), data, &[]));
+        // SIGINT at its default, as a shell starts a command in the
+        // foreground: a test run as a background job of a script inherits
+        // it ignored, and the kernel drops a SIGINT that comes before lapse
+        // has caught it (here while it is still being loaded).
+        // SAFETY: signal is async-signal-safe; the child execs next.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            })
+        };
+        let lapse = cmd.stderr(Stdio::piped()).spawn().expect("start lapse");
         std::thread::sleep(Duration::from_millis(delay_ms));
         // SAFETY: signalling the child we started.
         unsafe { libc::kill(lapse.id() as i32, libc::SIGINT) };

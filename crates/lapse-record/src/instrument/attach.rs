@@ -68,6 +68,13 @@ pub fn record_attached(
     duration: Option<Duration>,
 ) -> Result<RecordOutcome, RecordError> {
     let refuse = RecordError::Unsupported;
+    // Ctrl-C ends the window whatever the attach is doing, and is caught
+    // from the start: what comes before the attach (the program's ELF files
+    // read, the runtime written, the clock timed) takes hundreds of ms on a
+    // busy machine, and a SIGINT then was lost where lapse's parent left it
+    // ignored (a background job of a script): lapse attached and recorded
+    // on forever.
+    process::catch_stop_signals();
     let max_threads = threads::threads_followed().map_err(RecordError::Unsupported)?;
     check_process(pid).map_err(refuse)?;
     let mods = inject::modules(pid);
@@ -103,8 +110,12 @@ pub fn record_attached(
             "system calls are not recorded when attaching to a running process".into(),
         ));
     }
-    // (from now on Ctrl-C ends the window, whatever the attach is doing)
-    process::catch_stop_signals();
+    // (interrupted before the process was touched: nothing to undo)
+    if process::stop_requested() {
+        return Err(refuse(format!(
+            "interrupted before attaching to process {pid}; it runs on as it was"
+        )));
+    }
     let start = clock::monotonic_now();
     let runtime_path = dir.runtime_path();
     let (attached, stopped) =
