@@ -262,6 +262,10 @@ pub(crate) fn record_pid(
     duration: Option<Duration>,
     file: File,
 ) -> Result<RecordOutcome, RecordError> {
+    // (Ctrl-C is caught from the start: a SIGINT before the handler, where
+    // lapse's parent left it ignored, would be lost and the recording would
+    // go on until the process ends)
+    process::catch_stop_signals();
     let mut plan = Plan::from_options(opts)?;
     plan.foreign_owner = foreign_owner(pid);
     let threads = crate::linux::proc_scan::threads(pid)
@@ -271,7 +275,6 @@ pub(crate) fn record_pid(
     process::raise_fd_limit();
     let tids: Vec<i32> = threads.iter().map(|(tid, _)| *tid as i32).collect();
     let mut rings = Rings::open(&mut plan, &tids, false)?;
-    process::catch_stop_signals();
     let (layout, id_layout) = plan.layouts();
     let start = monotonic_now();
     let command = read_cmdline(pid).unwrap_or_else(|| vec!["--pid".into(), pid.to_string()]);
