@@ -3,8 +3,9 @@
 //!
 //! zstd (level [`format::ZSTD_LEVEL`]) everywhere, except in the event
 //! chunks of a recording (`DataWriter::events_lz4`): there LZ4 block
-//! compression takes about a third of zstd's time for about twice the
-//! bytes (calls.c: 0.55 instead of 0.27 bytes a call; SPEC 7 allows 1).
+//! compression takes about a third of zstd's time for up to twice the
+//! bytes (`mt`'s chunks: 8-10 × instead of 17-22 ×; calls.c: 0.56 instead
+//! of 0.49 bytes a call; SPEC 7 allows 1).
 //! The recorder compresses while the target runs, on a core the target
 //! may want; tools that write files afterwards keep zstd's size.
 

@@ -49,7 +49,7 @@ impl<W: Write> DataWriter<W> {
     }
 
     /// Compresses event chunks with LZ4 instead of zstd: a third of the
-    /// time for twice the bytes (see [`crate::packing`]). The recorder's
+    /// time for up to twice the bytes (see [`crate::packing`]). The recorder's
     /// choice; every other chunk stays zstd.
     pub fn events_lz4(mut self) -> Self {
         self.events = Packing::Lz4;
