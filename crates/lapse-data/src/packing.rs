@@ -101,8 +101,8 @@ impl Packer {
         })
     }
 
-    /// `raw` compressed with `packing` (not [`Packing::Stored`]); the bytes
-    /// are the packer's until the next call.
+    /// `raw` compressed with `packing` (`raw` itself for
+    /// [`Packing::Stored`]); the bytes are the packer's until the next call.
     pub fn pack<'a>(&'a mut self, packing: Packing, raw: &'a [u8]) -> std::io::Result<&'a [u8]> {
         match packing {
             Packing::Stored => Ok(raw),

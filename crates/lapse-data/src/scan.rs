@@ -159,7 +159,7 @@ impl Scan {
         };
         let compressed = packing.is_compressed();
         match head.tag {
-            format::TAG_RECORD => self.record(&head, body)?,
+            format::TAG_RECORD => self.record(&head, packing, body)?,
             format::TAG_EVENTS => {
                 let Some((prefix, payload)) =
                     body.split_first_chunk::<{ format::EVENT_PREFIX_LEN }>()
@@ -229,10 +229,7 @@ impl Scan {
     }
 
     /// Decodes and takes in a record chunk.
-    fn record(&mut self, head: &ChunkHeader, body: &[u8]) -> Result<(), String> {
-        let Some(packing) = Packing::of_flags(head.flags) else {
-            return Err("chunk flags name two compressions".into());
-        };
+    fn record(&mut self, head: &ChunkHeader, packing: Packing, body: &[u8]) -> Result<(), String> {
         let compressed = packing.is_compressed();
         check_stored(compressed, body.len(), head.raw_len)?;
         check_expansion(

@@ -150,15 +150,7 @@ mod tests {
         // of it (a spinning watch takes all of it that the scheduler gives,
         // two thirds of a core beside two busy threads on two cores)
         crate::linux::poll::fine_timer_slack();
-        let cpu = || {
-            let mut t = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: a valid timespec to write into
-            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-            Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-        };
+        let cpu = || Duration::from_nanos(crate::linux::process::thread_cpu_ns());
         let (t0, c0) = (Instant::now(), cpu());
         let mut looks = 0u64;
         let out = watch(t0 + Duration::from_millis(50), &[], || {

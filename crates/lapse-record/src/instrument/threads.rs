@@ -332,7 +332,7 @@ impl ThreadStream {
             calls += 1;
             let exit_ticks = e.leaf_exit();
             last_ticks = Some(exit_ticks);
-            let slot = ((e.function >> 4) as usize) % CACHE_SLOTS;
+            let slot = cache_slot(e.function);
             let f = if slots[slot].0 == e.function {
                 slots[slot].1
             } else {
@@ -374,7 +374,7 @@ impl ThreadStream {
                 // gone, and leaves it to the loop above.
                 let keeps = frames_kept_below(stack);
                 for n in raw.by_ref() {
-                    let slot = ((n.function >> 4) as usize) % CACHE_SLOTS;
+                    let slot = cache_slot(n.function);
                     let (cached, f) = slots[slot];
                     if n.leaf == 0 || cached != n.function || n.sp > keeps {
                         next = Some(n);
@@ -484,6 +484,12 @@ fn append_leaf(
     *last_ts = exit;
     close_gone(stack, pending, ts, call.sp);
     pending.push_leaf(ts, exit, call.function);
+}
+
+/// Where the address cache keeps function address `addr`.
+#[inline(always)]
+fn cache_slot(addr: u64) -> usize {
+    ((addr >> 4) as usize) % CACHE_SLOTS
 }
 
 /// The highest frame an entry can have without closing a call as gone
@@ -1134,10 +1140,9 @@ mod tests {
         // main, then leaf calls from its frame: a run of f1, f2 (new to the
         // cache: it ends the run, and starts the next), foo's entry (not a
         // leaf), a leaf foo calls, one from above foo's frame (foo is gone:
-        // it ends that run), one with an
-        // unknown frame (sp 0: proves nothing), a marker, a last leaf, and
-        // main's exit (ticks after the clock's reference: none saturates
-        // at time 0)
+        // it ends that run), one with an unknown frame (sp 0: proves
+        // nothing), a marker, a last leaf, and main's exit (ticks after the
+        // clock's reference: none saturates at time 0)
         let clock = TickClock::calibrate(None);
         let t0 = clock.calibration().ref_ticks;
         let slots = [

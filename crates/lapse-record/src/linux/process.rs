@@ -83,13 +83,23 @@ pub fn stop_requested() -> bool {
 /// The CPU time this process has used so far (user and system, all its
 /// threads), in nanoseconds.
 pub fn own_cpu_ns() -> u64 {
+    cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// The CPU time the calling thread has used so far, in nanoseconds.
+#[cfg(test)]
+pub fn thread_cpu_ns() -> u64 {
+    cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: clock_gettime fills the timespec it is given; this clock
-    // always exists for the calling process.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    // SAFETY: clock_gettime fills the timespec it is given; the CPU-time
+    // clocks always exist for the calling process and thread.
+    let rc = unsafe { libc::clock_gettime(clock, &mut t) };
     if rc != 0 {
         return 0;
     }
