@@ -133,7 +133,9 @@ NOINSTR static uint32_t leaves_under_merge(struct lapse_tls *t, struct lapse_buf
     uint32_t n = 0;
     for (uint32_t i = 0; i < count; i++) {
         const struct lapse_event *e = &f->base[i];
-        n += e->fn >= LAPSE_MARK_LIMIT && (e->sp & LAPSE_LEAF_BIT) && !(e->stamp & 1);
+        /* (a slot not written since the claim is a hole, whatever it held) */
+        n += e->fn >= LAPSE_MARK_LIMIT && (e->sp & LAPSE_LEAF_BIT) && !(e->stamp & 1) &&
+             e->stamp >= (f->claimed << 1);
     }
     return n;
 }

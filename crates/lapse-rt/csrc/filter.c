@@ -152,10 +152,7 @@ NOINSTR int lapse_min_time_exit(struct lapse_tls *t, uintptr_t fn)
         return 0;
     }
     for (unsigned i = 0; i < n; i++) {
-        from[i].fn = item[i].fn;
-        from[i].sp = item[i].sp;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        from[i].stamp = item[i].stamp; /* (last: the slot counts as written) */
+        lapse_put(&from[i], item[i].fn, item[i].stamp, item[i].sp);
     }
     return 1;
 }

@@ -151,6 +151,23 @@ lapse_claim(struct lapse_tls *t)
 #endif
 }
 
+/* Writes a claimed slot: its stamp last, after the other two words. A slot
+ * counts as written once its stamp is newer than its buffer's claim
+ * (lapse_written_prefix); a signal handler that lands between these stores
+ * and never returns (siglongjmp) then leaves a hole (lapse_hand_over), not
+ * a fresh stamp over a word left from the buffer's last use: a stale `sp`
+ * with LAPSE_LEAF_BIT would read as a leaf call's second event, which the
+ * buffer's leaf count never had, and the next buffer's first event would be
+ * taken for one the recorder had already. */
+static inline __attribute__((always_inline, no_instrument_function)) void
+lapse_put(struct lapse_event *e, uint64_t fn, uint64_t stamp, uintptr_t sp)
+{
+    e->fn = fn;
+    e->sp = sp;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    e->stamp = stamp;
+}
+
 static inline uint64_t lapse_ticks(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -550,9 +567,7 @@ lapse_probe(void *fn, uint64_t is_exit, uintptr_t sp)
         lapse_slow_path(t, e, fn, is_exit, now, sp);
         return;
     }
-    e->fn = (uint64_t)fn;
-    e->stamp = (now << 1) | is_exit;
-    e->sp = sp;
+    lapse_put(e, (uint64_t)fn, (now << 1) | is_exit, sp);
 }
 
 #endif

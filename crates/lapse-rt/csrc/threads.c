@@ -259,9 +259,7 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
         /* Re-entered (a fault inside the slow path, or calibration): record
          * into the current buffer if the slot is one, else count a loss. */
         if (is_open_slot(&t->fill, e)) {
-            e->fn = (uint64_t)fn;
-            e->stamp = stamp;
-            e->sp = sp;
+            lapse_put(e, (uint64_t)fn, stamp, sp);
         } else if (t->state == LAPSE_T_ACTIVE) {
             t->skipped++;
         }
@@ -290,15 +288,11 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
     }
     if (t->state == LAPSE_T_EARLY) {
         if (is_open_slot(&t->fill, e)) {
-            e->fn = (uint64_t)fn;
-            e->stamp = stamp;
-            e->sp = sp;
+            lapse_put(e, (uint64_t)fn, stamp, sp);
         } else if (lapse_claimed_count(&t->fill, t->cur) < BUF_USABLE) {
             /* (stamped now: the probe's reading predates the buffer) */
             struct lapse_event *slot = t->cur++;
-            slot->fn = (uint64_t)fn;
-            slot->stamp = (lapse_ticks() << 1) | is_exit;
-            slot->sp = sp;
+            lapse_put(slot, (uint64_t)fn, (lapse_ticks() << 1) | is_exit, sp);
         } else {
             t->skipped++;  /* full: counted, handed over with the rest */
             t->deadline = 0; /* (every probe comes here: none writes) */
@@ -310,9 +304,7 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
          * the buffer between this probe's claim and here). */
         int placed = 0;
         if (is_open_slot(&t->fill, e) || lapse_is_parked_slot(t, e)) {
-            e->fn = (uint64_t)fn;
-            e->stamp = stamp;
-            e->sp = sp;
+            lapse_put(e, (uint64_t)fn, stamp, sp);
             placed = 1;
         }
         int full = !t->fill.base || lapse_claimed_count(&t->fill, t->cur) >= BUF_USABLE;
@@ -321,9 +313,7 @@ NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *f
         if (!placed && t->state == LAPSE_T_ACTIVE) {
             /* the hand-over took time: stamp the event after it */
             struct lapse_event *slot = t->cur++;
-            slot->fn = (uint64_t)fn;
-            slot->stamp = (lapse_ticks() << 1) | is_exit;
-            slot->sp = sp;
+            lapse_put(slot, (uint64_t)fn, (lapse_ticks() << 1) | is_exit, sp);
         }
     }
     t->in_slow = 0;

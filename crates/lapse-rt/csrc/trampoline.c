@@ -236,14 +236,10 @@ INLINE int put_event(struct lapse_tls *t, struct lapse_hook *h, uintptr_t fn, ui
             h->pend[k].e = e;
             return HOOK_DUE;
         }
-        e->fn = (uint64_t)fn;
-        e->stamp = (now << 1) | is_exit;
-        e->sp = sp;
+        lapse_put(e, fn, (now << 1) | is_exit, sp);
         return HOOK_DUE;
     }
-    e->fn = (uint64_t)fn;
-    e->stamp = (now << 1) | is_exit;
-    e->sp = sp;
+    lapse_put(e, fn, (now << 1) | is_exit, sp);
     return HOOK_DONE;
 }
 
