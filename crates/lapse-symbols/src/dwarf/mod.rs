@@ -117,7 +117,7 @@ impl DwarfInfo {
         }
         self.lines
             .get_or_init(|| LineLookup::new(&self.sections))
-            .location(addr)
+            .location(&self.sections, addr)
     }
 
     fn context(&self) -> Option<&addr2line::Context<Reader>> {

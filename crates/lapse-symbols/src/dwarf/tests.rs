@@ -159,3 +159,129 @@ fn damaged_dwarf_answers_less_and_never_panics() {
         }
     }
 }
+
+/// A three-unit C program (built in a directory `name` of its own) built with its debug sections compressed (as
+/// distributions ship them) and `.debug_aranges`, and where each of its
+/// functions starts; `None` when gcc cannot build it.
+fn compressed_program(name: &str) -> Option<(SectionData, Vec<(String, u64)>)> {
+    lapse_testkit::tool("gcc")?;
+    let tmp = std::env::temp_dir();
+    let dir = lapse_testkit::WorkDir::new(tmp.to_str()?, name);
+    let mut sources = Vec::new();
+    for (i, name) in ["first", "second", "third"].into_iter().enumerate() {
+        // (enough types and code that each unit is a good part of the section)
+        let mut text = format!("struct s{i} {{ int a, b, c; double d[4]; }};\n");
+        for k in 0..40 {
+            text += &format!(
+                "__attribute__((noinline)) int {name}_{k}(struct s{i} *p, int n) {{\n    \
+                 for (int j = 0; j < n; j++) p->a += p->b * j + {k};\n    return p->a;\n}}\n"
+            );
+        }
+        if i == 2 {
+            text += "int main(void) { struct s2 v = {0}; return third_0(&v, 3); }\n";
+        }
+        let path = dir.join(format!("{name}.c"));
+        std::fs::write(&path, text).expect("write a unit");
+        sources.push(path);
+    }
+    let exe = dir.join("prog");
+    let built = std::process::Command::new("gcc")
+        .args(["-O1", "-g", "-gz=zlib", "-o"])
+        .arg(&exe)
+        .args(&sources)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        return lapse_testkit::skip("gcc cannot compress debug sections (-gz=zlib)");
+    }
+    let bytes = SectionData::from_vec(std::fs::read(&exe).expect("the program"));
+    let file = object::File::parse(&*bytes).expect("an ELF");
+    let functions = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+        .filter_map(|s| Some((s.name().ok()?.to_owned(), s.address())))
+        .collect();
+    Some((bytes, functions))
+}
+
+#[test]
+fn a_compressed_debug_info_is_inflated_only_through_the_units_asked_for() {
+    let Some((bytes, functions)) = compressed_program("dwarf-gz") else {
+        return;
+    };
+    let at = |name: &str| {
+        functions
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, a)| a)
+            .expect("the function")
+    };
+    let dwarf = dwarf_of(&bytes);
+    let reference = addr2line::Context::from_dwarf(dwarf.sections.dwarf(FRAME_SECTIONS))
+        .expect("addr2line reads the program");
+    let expected = |addr| match reference.find_location(addr) {
+        Ok(Some(loc)) => (loc.file.map(str::to_owned), loc.line),
+        _ => (None, None),
+    };
+    let inflated = |dwarf: &DwarfInfo| dwarf.lines.get().and_then(|l| l.inflated());
+
+    let first = dwarf.location(at("first_7"));
+    assert!(first.0.as_deref().is_some_and(|f| f.ends_with("first.c")));
+    assert_eq!(first, expected(at("first_7")));
+    let (after_first, size) = inflated(&dwarf).expect("read unit by unit");
+    assert!(
+        after_first * 2 < size,
+        "{after_first} of {size} bytes inflated for the first unit"
+    );
+    let second = dwarf.location(at("second_3"));
+    assert!(second.0.as_deref().is_some_and(|f| f.ends_with("second.c")));
+    assert_eq!(second, expected(at("second_3")));
+    let (after_second, _) = inflated(&dwarf).expect("still unit by unit");
+    assert!(after_first < after_second && after_second < size);
+    // An earlier unit is read again from what was inflated, not again.
+    assert_eq!(dwarf.location(at("first_30")), expected(at("first_30")));
+    assert_eq!(inflated(&dwarf), Some((after_second, size)));
+
+    // Every function answers as addr2line does; one outside every unit
+    // `.debug_aranges` lists (the C runtime's `_start`, when it has no
+    // DWARF) completes the index and reads the section whole.
+    for &(_, addr) in &functions {
+        assert_eq!(dwarf.location(addr), expected(addr), "at {addr:#x}");
+    }
+    if expected(at("_start")).1.is_none() {
+        assert_eq!(inflated(&dwarf), None, "the index was completed");
+    }
+}
+
+#[test]
+fn a_damaged_compressed_debug_info_answers_less_and_never_panics() {
+    let Some((bytes, functions)) = compressed_program("dwarf-gz-damaged") else {
+        return;
+    };
+    let file = object::File::parse(&*bytes).expect("an ELF");
+    let (offset, size) = file
+        .section_by_name(".debug_info")
+        .and_then(|s| object::ObjectSection::file_range(&s))
+        .expect("a .debug_info");
+    // (past the compression header: the stream itself, and its size word)
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for round in 0..24 {
+        let mut damaged = bytes.to_vec();
+        let (from, span) = if round % 6 == 0 {
+            (8, 8)
+        } else {
+            (24, size - 24)
+        };
+        for _ in 0..(1 + round % 3) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            damaged[(offset + from + seed % span) as usize] = (seed >> 32) as u8;
+        }
+        let damaged = SectionData::from_vec(damaged);
+        let dwarf = dwarf_of(&damaged);
+        for &(_, addr) in &functions {
+            let _ = dwarf.location(addr);
+        }
+    }
+}

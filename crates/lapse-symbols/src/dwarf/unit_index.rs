@@ -75,6 +75,10 @@ impl UnitIndex {
             }
         }
 
+        UnitIndex::sorted(ranges)
+    }
+
+    fn sorted(mut ranges: Vec<UnitRange>) -> UnitIndex {
         ranges.sort_unstable_by_key(|r| (r.end, r.unit.0));
         let mut min = u64::MAX;
         for r in ranges.iter_mut().rev() {
@@ -84,6 +88,17 @@ impl UnitIndex {
         UnitIndex {
             ranges: ranges.into_boxed_slice(),
         }
+    }
+
+    /// The units `.debug_aranges` lists, alone; `None` when it lists none
+    /// (it is missing, empty or damaged from its start).
+    pub(super) fn from_aranges(sections: &Sections) -> Option<UnitIndex> {
+        let mut ranges = Vec::new();
+        from_aranges(sections, &mut ranges);
+        if ranges.is_empty() {
+            return None;
+        }
+        Some(UnitIndex::sorted(ranges))
     }
 
     /// The units whose ranges hold `probe`, in `addr2line`'s order. Several
