@@ -102,6 +102,9 @@ impl Sections {
     }
 }
 
+/// The most a chunk grows by before the stream has filled what it has.
+const INFLATE_STEP: usize = 1 << 20;
+
 /// A compressed `.debug_info`, inflated only as far as the units asked for
 /// so far. The C library's units that programs call into lie in its first
 /// half or less; inflating the rest (and faulting in its pages) was most
@@ -174,14 +177,15 @@ impl UnitStream {
     }
 
     /// Inflates into `chunk` until it holds `want` bytes; `None` when the
-    /// stream ends or fails first.
+    /// stream ends or fails first. Memory grows with what the stream gives,
+    /// not with what damaged sizes or offsets ask for.
     fn inflate_to(&mut self, chunk: &mut Vec<u8>, want: usize) -> Option<()> {
-        chunk.reserve_exact(want.saturating_sub(chunk.len()));
         while chunk.len() < want {
+            // (decompress_vec fills the spare capacity only: never past `want`)
+            chunk.reserve_exact((want - chunk.len()).min(INFLATE_STEP));
             let consumed = usize::try_from(self.inflater.total_in()).ok()?;
             let input = self.raw.get(consumed..)?;
             let before = chunk.len();
-            // (decompress_vec fills the spare capacity only: exactly `want`)
             let status = self
                 .inflater
                 .decompress_vec(input, chunk, FlushDecompress::None)

@@ -284,4 +284,21 @@ fn a_damaged_compressed_debug_info_answers_less_and_never_panics() {
             let _ = dwarf.location(addr);
         }
     }
+    // A size word of 2^60 and `.debug_aranges` naming units far past the
+    // real ones: memory grows with what the stream holds, nothing more.
+    let (aranges, aranges_size) = file
+        .section_by_name(".debug_aranges")
+        .and_then(|s| object::ObjectSection::file_range(&s))
+        .expect("gcc writes .debug_aranges");
+    let mut damaged = bytes.to_vec();
+    let at = (offset + 8) as usize;
+    damaged[at..at + 8].copy_from_slice(&(1u64 << 60).to_le_bytes());
+    for k in (aranges..aranges + aranges_size).step_by(7) {
+        damaged[k as usize] ^= 0x5a;
+    }
+    let damaged = SectionData::from_vec(damaged);
+    let dwarf = dwarf_of(&damaged);
+    for &(_, addr) in &functions {
+        let _ = dwarf.location(addr);
+    }
 }
