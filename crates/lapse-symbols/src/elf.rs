@@ -370,7 +370,9 @@ impl ElfModule {
     }
 }
 
-fn map_file(path: &Path) -> Result<SectionData, SymbolError> {
+/// The file at `path`, mapped read-only: what is read of it is what is
+/// faulted in (a symbol table, not the whole library).
+pub fn map_file(path: &Path) -> Result<SectionData, SymbolError> {
     let io = |source| SymbolError::Io {
         path: path.to_owned(),
         source,

@@ -44,7 +44,7 @@ mod symtab;
 pub use bytes::{LoadSegment, Section, SectionData};
 pub use cache::SymbolCache;
 pub use demangle::demangle;
-pub use elf::{ElfModule, SymbolFrame, Symbolized, UnwindSections};
+pub use elf::{map_file, ElfModule, SymbolFrame, Symbolized, UnwindSections};
 pub use error::SymbolError;
 pub use perfmap::PerfMap;
 pub use ranges::{eh_frame_functions, FramePointerUse};

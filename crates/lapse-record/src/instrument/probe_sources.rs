@@ -66,7 +66,8 @@ pub fn of_modules<'a>(
         }
         let source = match patched.get(&name) {
             Some(s) => s,
-            None => std::fs::read(path)
+            // (mapped, not read: the C library's 2 MB for its symbol tables)
+            None => lapse_symbols::map_file(std::path::Path::new(path))
                 .ok()
                 .and_then(|d| compiled_in(&d))
                 .unwrap_or("libcalls"),
