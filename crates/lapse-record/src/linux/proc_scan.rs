@@ -97,6 +97,25 @@ pub(crate) fn threads(pid: u32) -> Option<Vec<(u32, String)>> {
     (!out.is_empty()).then_some(out)
 }
 
+/// Thread `tid` of `pid`: its state letter (`R` running, `S` asleep, `D`
+/// waiting in the kernel, `t` stopped by its tracer...) and the CPU time it
+/// has used (user and system, in clock ticks), from
+/// `/proc/PID/task/TID/stat`; `None` once it is gone.
+pub(crate) fn thread_state(pid: u32, tid: u32) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    parse_thread_state(&stat)
+}
+
+/// [`thread_state`] from a stat line (the command name may hold `)` and
+/// spaces: the fields start after the last `)`).
+fn parse_thread_state(stat: &str) -> Option<(char, u64)> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let state = f.first()?.chars().next()?;
+    let (utime, stime): (u64, u64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
+    Some((state, utime + stime))
+}
+
 /// Executable mappings of `pid` (file-backed and `[vdso]`).
 pub(crate) fn executable_mappings(pid: u32) -> Vec<ProcMapping> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
@@ -150,6 +169,17 @@ mod tests {
         assert_eq!(anon.path, "");
         assert!(parse_maps_line("7fff-8000 r-xp 00000000 00:00 0 [vdso]").is_some());
         assert!(parse_maps_line("garbage").is_none());
+    }
+
+    #[test]
+    fn a_threads_state_and_cpu_time() {
+        let line = "42 (a) b) D 1 42 42 0 -1 4194560 95 0 0 0 7 3 0 0 20 0 2 0 7198344";
+        assert_eq!(super::parse_thread_state(line), Some(('D', 10)));
+        assert_eq!(super::parse_thread_state("42 (x) R 1"), None);
+        assert_eq!(super::parse_thread_state("garbage"), None);
+        let me = std::process::id();
+        let (state, _) = super::thread_state(me, me).expect("our main thread");
+        assert!("RSD".contains(state), "{state}");
     }
 
     #[test]
