@@ -32,11 +32,17 @@ use crate::linux::ptrace::{self, Memory, Regs, Stop};
 
 /// The probe imports attaching redirects.
 const PROBE_IMPORTS: [&str; 2] = ["__cyg_profile_func_enter", "__cyg_profile_func_exit"];
-/// How long a thread may take to stop, or an injected call to return (a
-/// call that does not return waits for a lock a stopped thread holds: the
-/// dynamic loader's, or the allocator's).
+/// How long a thread may take to stop.
 const STOP_WAIT: Duration = Duration::from_secs(2);
+/// How often a thread running an injected call that has not returned is
+/// looked at: a call that never returns waits for a lock a stopped thread
+/// holds (the dynamic loader's, or the allocator's); one that is merely
+/// slow is waited for (see [`stuck`]).
 const CALL_WAIT: Duration = Duration::from_secs(5);
+/// The CPU time (clock ticks: USER_HZ, 100 a second) past which an injected
+/// call that has not returned spins on a lock rather than works: dlopen
+/// takes milliseconds.
+const CALL_SPIN_TICKS: u64 = 500;
 /// Below the stack pointer: the red zone (128 bytes) and some room.
 const BELOW_SP: u64 = 512;
 
@@ -305,7 +311,13 @@ impl Stopped {
         let tid = self.caller().ok_or("no thread left to run the call")?;
         let saved = ptrace::get_regs(tid).map_err(|e| format!("cannot read registers: {e}"))?;
         let result = self.call_on(tid, &saved, func, args);
+        // (a thread that ended has no registers to put back)
+        if !self.threads.contains_key(&tid) {
+            return result;
+        }
         if let Err(e) = ptrace::set_regs(tid, &saved) {
+            // (the call's own failure, when it failed, is what went wrong)
+            result?;
             return Err(format!("cannot restore thread {tid}'s registers: {e}"));
         }
         result
@@ -345,19 +357,12 @@ impl Stopped {
         r.orig_rax = u64::MAX; // (no system call to restart meanwhile)
         r.eflags &= !0x400; // (direction flag clear, as the ABI wants at a call)
         ptrace::set_regs(tid, &r).map_err(|e| format!("cannot set registers: {e}"))?;
+        let first = self.sample(tid);
+        let mut last = first;
         ptrace::cont(tid, 0).map_err(|e| format!("cannot resume thread {tid}: {e}"))?;
         loop {
             match ptrace::wait_stop(tid, CALL_WAIT) {
-                Ok(Some(Stop::Signal(libc::SIGSEGV))) => {
-                    let now = ptrace::get_regs(tid).map_err(|e| e.to_string())?;
-                    if now.rip == 0 {
-                        return Ok(now.rax);
-                    }
-                    return Err(format!(
-                        "the injected call faulted at {:#x} in process {}",
-                        now.rip, self.pid
-                    ));
-                }
+                Ok(Some(Stop::Signal(libc::SIGSEGV))) => return self.returned(tid),
                 Ok(Some(Stop::Signal(sig))) => {
                     // (for the program: delivered when the thread is let go)
                     self.threads.insert(tid, sig);
@@ -370,17 +375,84 @@ impl Stopped {
                     self.threads.remove(&tid);
                     return Err(format!("process {} ended during the attach", self.pid));
                 }
-                Ok(None) | Err(_) => {
-                    let _ = ptrace::interrupt(tid);
-                    let _ = ptrace::wait_stop(tid, STOP_WAIT);
-                    return Err(format!(
-                        "process {} held a lock its loader needs while it was stopped (it was loading a library or allocating); try again",
-                        self.pid
-                    ));
+                Ok(None) => {
+                    let now = self.sample(tid);
+                    if !stuck(first, last, now) {
+                        last = now;
+                        continue;
+                    }
+                    return self.abandon(tid);
                 }
+                Err(e) => return Err(format!("cannot wait for thread {tid}: {e}")),
             }
         }
     }
+
+    /// Thread `tid`'s state and CPU time ([`proc_scan::thread_state`]).
+    fn sample(&self, tid: i32) -> Option<(char, u64)> {
+        proc_scan::thread_state(self.pid, tid as u32)
+    }
+
+    /// The result of an injected call that stopped with SIGSEGV: returned
+    /// (to address 0), or faulted.
+    fn returned(&self, tid: i32) -> Result<u64, Refusal> {
+        let now = ptrace::get_regs(tid).map_err(|e| e.to_string())?;
+        if now.rip == 0 {
+            return Ok(now.rax);
+        }
+        Err(format!(
+            "the injected call faulted at {:#x} in process {}",
+            now.rip, self.pid
+        ))
+    }
+
+    /// Stops thread `tid` in an injected call that will not return, so that
+    /// its registers can be put back. It is waited for as long as it takes:
+    /// a thread let go still running the call would return to address 0
+    /// and kill the process. A call that returns meanwhile is done.
+    fn abandon(&mut self, tid: i32) -> Result<u64, Refusal> {
+        let _ = ptrace::interrupt(tid);
+        let stuck = format!(
+            "process {} held a lock its loader needs while it was stopped (it was loading a library or allocating); try again",
+            self.pid
+        );
+        loop {
+            match ptrace::wait_stop(tid, STOP_WAIT) {
+                Ok(Some(Stop::Signal(libc::SIGSEGV))) => return self.returned(tid),
+                Ok(Some(Stop::Signal(sig))) => {
+                    self.threads.insert(tid, sig);
+                    return Err(stuck);
+                }
+                Ok(Some(Stop::Interrupted)) => return Err(stuck),
+                Ok(Some(Stop::Gone(_))) => {
+                    self.threads.remove(&tid);
+                    return Err(format!("process {} ended during the attach", self.pid));
+                }
+                // (in the kernel still: it stops on its way out)
+                Ok(None) => {}
+                Err(e) => return Err(format!("cannot wait for thread {tid}: {e}")),
+            }
+        }
+    }
+}
+
+/// Whether an injected call that has not returned after another
+/// [`CALL_WAIT`] is stuck, from its thread's state and CPU time when it was
+/// resumed (`first`), at the last look (`last`) and now: asleep (`S`)
+/// without using the CPU since the last look, it waits for a lock a
+/// stopped thread holds; having used more than [`CALL_SPIN_TICKS`] in all,
+/// it spins on one. Running, using the CPU, or waiting in the kernel (`D`:
+/// on a busy machine an RCU grace period, as when a thread of a process
+/// grows its file table, has taken seconds), it is slow and waited for.
+fn stuck(first: Option<(char, u64)>, last: Option<(char, u64)>, now: Option<(char, u64)>) -> bool {
+    // (gone: the next wait says so)
+    let Some((state, cpu)) = now else {
+        return false;
+    };
+    if first.is_some_and(|(_, c)| cpu.saturating_sub(c) > CALL_SPIN_TICKS) {
+        return true;
+    }
+    state == 'S' && last.is_none_or(|(_, c)| c == cpu)
 }
 
 impl Drop for Stopped {
@@ -436,6 +508,25 @@ mod tests {
             assert_ne!(symbol(lapse_rt::RUNTIME_SO, name), 0, "{name}");
         }
         assert_eq!(symbol(lapse_rt::RUNTIME_SO, "no_such_function"), 0);
+    }
+
+    #[test]
+    fn an_injected_call_is_given_up_only_when_blocked_or_spinning() {
+        let first = Some(('t', 100));
+        // Asleep without using the CPU: waiting for a lock a stopped thread holds.
+        assert!(stuck(first, Some(('S', 102)), Some(('S', 102))));
+        // Waiting in the kernel without using the CPU (the attach that failed
+        // under load: fcntl(F_DUPFD) growing the file table, in
+        // synchronize_rcu for seconds) is slow, not blocked.
+        assert!(!stuck(first, Some(('D', 102)), Some(('D', 102))));
+        // Running, or asleep now but it used the CPU since the last look.
+        assert!(!stuck(first, Some(('R', 102)), Some(('R', 102))));
+        assert!(!stuck(first, Some(('R', 102)), Some(('S', 103))));
+        // Seconds of CPU time: spinning.
+        assert!(stuck(first, Some(('R', 500)), Some(('R', 601))));
+        assert!(!stuck(first, Some(('R', 500)), Some(('R', 600))));
+        // Gone: the next wait reports it.
+        assert!(!stuck(first, Some(('S', 102)), None));
     }
 
     #[test]
