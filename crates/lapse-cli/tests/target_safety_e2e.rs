@@ -87,6 +87,14 @@ impl Run {
             .record(extra, &self.data(), &self.exe, args)
     }
 
+    /// Records the program, which must exit 0 under lapse, and gives the
+    /// numbers it printed; `None` means skip.
+    fn record_printed(&self) -> Option<HashMap<String, u64>> {
+        let out = self.record(&[], &[])?;
+        assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
+        Some(printed::<u64>(&out))
+    }
+
     fn report(&self) -> Report {
         report_of(&self.dir, &self.data())
     }
@@ -210,11 +218,9 @@ int main(void) {
     ) else {
         return;
     };
-    let Some(out) = run.record(&[], &[]) else {
+    let Some(p) = run.record_printed() else {
         return;
     };
-    assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
-    let p = printed::<u64>(&out);
     let (jumps, done) = (p["jumps"], p["done"]);
     assert_eq!(done, 10_000_000);
     let r = run.report();
@@ -310,11 +316,9 @@ int main(void) {
     ) else {
         return;
     };
-    let Some(out) = run.record(&[], &[]) else {
+    let Some(p) = run.record_printed() else {
         return;
     };
-    assert_eq!(out.status.code(), Some(0), "lapse said: {}", stderr(&out));
-    let p = printed::<u64>(&out);
     let (plain, jumps, sweeps) = (p["plain"], p["jumps"], p["sweeps"]);
     assert_eq!(sweeps, 24);
     // (with the probes, a call of `stepped` is about 100 instructions)
