@@ -74,7 +74,7 @@ NOINSTR void lapse_hand_over(struct lapse_tls *t, struct lapse_buf *b, uint32_t 
                               int all_written)
 {
     for (uint32_t i = all_written ? count : lapse_written_prefix(b, count); i < count; i++)
-        if (b->base[i].stamp < (b->claimed << 1))
+        if (!lapse_slot_written(b, &b->base[i]))
             b->base[i].fn = LAPSE_HOLE_FN;
     if (count == 0) {
         lapse_arena_release(b);
@@ -111,7 +111,7 @@ NOINSTR int lapse_is_parked_slot(const struct lapse_tls *t, const struct lapse_e
 {
     for (uint32_t i = 0; i < t->nparked; i++) {
         const struct lapse_buf *b = &t->parked[i];
-        if (b->base && e >= b->base && e < b->base + BUF_USABLE && e->stamp < (b->claimed << 1))
+        if (b->base && e >= b->base && e < b->base + BUF_USABLE && !lapse_slot_written(b, e))
             return 1;
     }
     return 0;
@@ -133,9 +133,8 @@ NOINSTR static uint32_t leaves_under_merge(struct lapse_tls *t, struct lapse_buf
     uint32_t n = 0;
     for (uint32_t i = 0; i < count; i++) {
         const struct lapse_event *e = &f->base[i];
-        /* (a slot not written since the claim is a hole, whatever it held) */
         n += e->fn >= LAPSE_MARK_LIMIT && (e->sp & LAPSE_LEAF_BIT) && !(e->stamp & 1) &&
-             e->stamp >= (f->claimed << 1);
+             lapse_slot_written(f, e);
     }
     return n;
 }

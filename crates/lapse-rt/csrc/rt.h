@@ -153,7 +153,7 @@ lapse_claim(struct lapse_tls *t)
 
 /* Writes a claimed slot: its stamp last, after the other two words. A slot
  * counts as written once its stamp is newer than its buffer's claim
- * (lapse_written_prefix); a signal handler that lands between these stores
+ * (lapse_slot_written); a signal handler that lands between these stores
  * and never returns (siglongjmp) then leaves a hole (lapse_hand_over), not
  * a fresh stamp over a word left from the buffer's last use: a stale `sp`
  * with LAPSE_LEAF_BIT would read as a leaf call's second event, which the
@@ -166,6 +166,15 @@ lapse_put(struct lapse_event *e, uint64_t fn, uint64_t stamp, uintptr_t sp)
     e->sp = sp;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     e->stamp = stamp;
+}
+
+/* Whether slot `e` of buffer `b` was written since `b` was claimed: its
+ * stamp, written last (lapse_put), is newer than the claim. A slot that
+ * was not is a hole, whatever it holds from the buffer's last use. */
+static inline __attribute__((always_inline, no_instrument_function)) int
+lapse_slot_written(const struct lapse_buf *b, const struct lapse_event *e)
+{
+    return e->stamp >= (b->claimed << 1);
 }
 
 static inline uint64_t lapse_ticks(void)

@@ -194,7 +194,7 @@ NOINSTR void lapse_early_send(struct lapse_tls *t, struct lapse_early *early)
     if (g_inited == 1 && early->count) {
         uint32_t ok = lapse_written_prefix(&early->buf, early->count);
         for (uint32_t i = ok; i < early->count; i++)
-            if (early->buf.base[i].stamp < (early->buf.claimed << 1))
+            if (!lapse_slot_written(&early->buf, &early->buf.base[i]))
                 early->buf.base[i].fn = LAPSE_HOLE_FN;
         struct lapse_msg m =
             lapse_msg_events(g_pid, lapse_gettid(), 0, 0, early->count, 0);
@@ -244,7 +244,7 @@ NOINSTR void lapse_hand_over_due(struct lapse_tls *t)
 /* e is a slot of b that this thread claimed and nobody wrote yet. */
 NOINSTR static int is_open_slot(const struct lapse_buf *b, const struct lapse_event *e)
 {
-    return b->base && e >= b->base && e < b->base + BUF_USABLE && e->stamp < (b->claimed << 1);
+    return b->base && e >= b->base && e < b->base + BUF_USABLE && !lapse_slot_written(b, e);
 }
 
 NOINSTR void lapse_slow_path(struct lapse_tls *t, struct lapse_event *e, void *fn,
