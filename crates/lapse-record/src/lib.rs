@@ -176,12 +176,8 @@ fn check_attachable(pid: u32) -> Result<(), RecordError> {
     const PF_KTHREAD: u64 = 0x0020_0000;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map_err(|_| RecordError::NoSuchProcess(pid))?;
-    // Fields after the command name (which may hold spaces and parentheses):
-    // state ppid pgrp session tty_nr tpgid flags ...
-    let flags = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(6))
-        .and_then(|f| f.parse::<u64>().ok())
+    let flags = linux::proc_scan::stat_fields(&stat)
+        .and_then(|f| f.get(6)?.parse::<u64>().ok())
         .unwrap_or(0);
     if flags & PF_KTHREAD != 0 {
         return Err(RecordError::KernelThread(pid));

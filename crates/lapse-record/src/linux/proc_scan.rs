@@ -10,18 +10,22 @@ pub(crate) fn hostname() -> String {
         .unwrap_or_default()
 }
 
-/// The command line of a live process, from `/proc/PID/cmdline` (`None`
-/// when it is gone or has none, as a kernel thread).
+/// The fields of a `/proc/.../stat` line after the command name (which
+/// may hold spaces and parentheses): state ppid pgrp session tty_nr tpgid
+/// flags minflt cminflt majflt cmajflt utime stime ...
+pub(crate) fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().collect())
+}
+
 /// The session a live process belongs to (`None` once it is gone).
 pub(crate) fn session_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command name: state ppid pgrp session ...
-    let (_, rest) = stat.rsplit_once(')')?;
-    let mut fields = rest.split_whitespace();
-    if fields.next()? == "Z" {
+    let fields = stat_fields(&stat)?;
+    if *fields.first()? == "Z" {
         return None;
     }
-    fields.nth(2)?.parse().ok()
+    fields.get(3)?.parse().ok()
 }
 
 /// The threads of process `pid` (an id of lapse's namespace) as pairs
@@ -106,11 +110,9 @@ pub(crate) fn thread_state(pid: u32, tid: u32) -> Option<(char, u64)> {
     parse_thread_state(&stat)
 }
 
-/// [`thread_state`] from a stat line (the command name may hold `)` and
-/// spaces: the fields start after the last `)`).
+/// [`thread_state`] from a stat line.
 fn parse_thread_state(stat: &str) -> Option<(char, u64)> {
-    let (_, rest) = stat.rsplit_once(')')?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
+    let f = stat_fields(stat)?;
     let state = f.first()?.chars().next()?;
     let (utime, stime): (u64, u64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
     Some((state, utime + stime))
