@@ -31,7 +31,7 @@ const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 /// results for 0..1000, how many later results disagreed, and how many of
 /// the extra threads or children (argv[2]: `threads`, `fork`) failed.
 /// A line "f" on its stdin forks a child that calls `work` and `nap` until
-/// stdin closes. With `signals`, a 1 ms interval timer runs `tick` in a
+/// stdin closes; "v" vforks a child that sleeps 5 s. With `signals`, a 1 ms interval timer runs `tick` in a
 /// signal handler;
 /// with `blocked`, the threads swap roles: the main thread sleeps.
 const SERVICE: &str = r#"
@@ -90,7 +90,18 @@ static void *napper(void *a) {
         if (naps % 20 == 0) note();
         if (poll(&p, 1, 0) > 0) {
             char c = 0;
-            if (read(0, &c, 1) == 1 && c == 'f' && !child) {
+            if (read(0, &c, 1) == 1 && c == 'v') {
+                /* a vfork child that sleeps 5 s before it ends: this thread
+                 * waits in the kernel meanwhile (state D) */
+                pid_t c = vfork();
+                if (c == 0) {
+                    struct timespec t = {5, 0};
+                    nanosleep(&t, 0);
+                    _exit(0);
+                }
+                int st = 0;
+                if (c < 0 || waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st)) failed++;
+            } else if (c == 'f' && !child) {
                 /* a child that lives on until stdin closes */
                 child = fork();
                 if (child == 0) {
@@ -511,6 +522,51 @@ fn a_child_forked_during_the_window_that_lives_on_is_detached_too() {
         assert_eq!(status, 0, "{build_name}");
         assert_eq!(printed, expected, "{build_name}");
     }
+}
+
+#[test]
+fn a_thread_waiting_for_a_vfork_child_is_waited_for() {
+    // A vfork parent waits in the kernel (state D) until its child execs or
+    // ends, and stops for the attach only then: lapse waits for it instead
+    // of refusing after 2 s ("did not stop within 2 s", as it did).
+    let dir = work_dir("vfork");
+    let Some(exe) = build(&dir, "service", &["-finstrument-functions"]) else {
+        return;
+    };
+    let expected = alone(&exe, &dir, "plain");
+    let mut svc = Service::start(&exe, &dir, "plain");
+    let pid = svc.pid();
+    svc.child
+        .stdin
+        .as_mut()
+        .expect("stdin")
+        .write_all(b"v")
+        .expect("ask for a vfork child");
+    let in_vfork = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("tasks")
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .any(|stat| stat.rsplit(") ").next().is_some_and(|s| s.starts_with('D')))
+    };
+    let t = Instant::now();
+    while !in_vfork() {
+        assert!(t.elapsed() < HANG, "the service did not vfork");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let data = dir.join("out.lapse");
+    let Some(out) = attach(&pid, &data, &["--duration", "1"]) else {
+        return;
+    };
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    // (the window opened after the child ended: the napping thread's calls
+    // are in it)
+    let f = LAPSE.report(&data, "functions", &[]);
+    assert!(num(row(&f, "nap"), "calls") >= 50.0, "{f:#}");
+    let (status, printed) = svc.finish();
+    assert_eq!(status, 0);
+    assert_eq!(printed, expected);
 }
 
 #[test]

@@ -32,8 +32,11 @@ use crate::linux::ptrace::{self, Memory, Regs, Stop};
 
 /// The probe imports attaching redirects.
 const PROBE_IMPORTS: [&str; 2] = ["__cyg_profile_func_enter", "__cyg_profile_func_exit"];
-/// How long a thread may take to stop.
+/// How long a thread may take to stop before it is looked at.
 const STOP_WAIT: Duration = Duration::from_secs(2);
+/// How long a thread on its way to a stop (see [`on_its_way`]) is waited
+/// for in all before the attach is refused.
+const STOP_PATIENCE: Duration = Duration::from_secs(30);
 /// How often a thread running an injected call that has not returned is
 /// looked at: a call that never returns waits for a lock a stopped thread
 /// holds (the dynamic loader's, or the allocator's); one that is merely
@@ -251,7 +254,7 @@ impl Stopped {
                 if ptrace::interrupt(tid).is_err() {
                     continue;
                 }
-                match ptrace::wait_stop(tid, STOP_WAIT) {
+                match wait_until_stopped(pid, tid) {
                     Ok(Some(Stop::Interrupted)) => {
                         s.threads.insert(tid, 0);
                     }
@@ -263,7 +266,7 @@ impl Stopped {
                         let _ = ptrace::detach(tid, 0);
                         return Err(StopError::Refused(format!(
                             "thread {tid} of process {pid} did not stop within {} s",
-                            STOP_WAIT.as_secs()
+                            STOP_PATIENCE.as_secs()
                         )));
                     }
                 }
@@ -436,6 +439,32 @@ impl Stopped {
     }
 }
 
+/// Waits for thread `tid` of `pid`, just interrupted, to stop: in steps of
+/// [`STOP_WAIT`], for as long as it is on its way ([`on_its_way`]), at most
+/// [`STOP_PATIENCE`]. `Ok(None)`: it did not stop.
+fn wait_until_stopped(pid: u32, tid: i32) -> std::io::Result<Option<Stop>> {
+    let mut waited = Duration::ZERO;
+    loop {
+        let stop = ptrace::wait_stop(tid, STOP_WAIT)?;
+        waited += STOP_WAIT;
+        if stop.is_some()
+            || waited >= STOP_PATIENCE
+            || !on_its_way(proc_scan::thread_state(pid, tid as u32))
+        {
+            return Ok(stop);
+        }
+    }
+}
+
+/// Whether an interrupted thread that has not stopped yet will: it stops
+/// on its way back to user space, so one waiting in the kernel (`D`: a
+/// `vfork` parent until its child execs or ends, a slow disk) or runnable
+/// and not given a CPU yet (`R`, on a busy machine) is waited for. Any other
+/// state after [`STOP_WAIT`] is not a way to a stop.
+fn on_its_way(now: Option<(char, u64)>) -> bool {
+    matches!(now, Some(('D' | 'R', _)))
+}
+
 /// Whether an injected call that has not returned after another
 /// [`CALL_WAIT`] is stuck, from its thread's state and CPU time when it was
 /// resumed (`first`), at the last look (`last`) and now: asleep (`S`)
@@ -527,6 +556,18 @@ mod tests {
         assert!(!stuck(first, Some(('R', 500)), Some(('R', 600))));
         // Gone: the next wait reports it.
         assert!(!stuck(first, Some(('S', 102)), None));
+    }
+
+    #[test]
+    fn a_thread_slow_to_stop_is_waited_for_only_on_its_way() {
+        // In the kernel (a vfork parent, a slow disk), or not given a CPU yet.
+        assert!(on_its_way(Some(('D', 7))));
+        assert!(on_its_way(Some(('R', 7))));
+        // Asleep, stopped otherwise, a zombie, or gone: not on its way.
+        for state in ['S', 'T', 't', 'Z'] {
+            assert!(!on_its_way(Some((state, 7))), "{state}");
+        }
+        assert!(!on_its_way(None));
     }
 
     #[test]
