@@ -23,6 +23,8 @@
 #        N=5000000 RUNS=5 bench/instrument/scale.sh 1 2 4 8 16
 #        LAPSE_RECORD_WORKERS=0 bench/instrument/scale.sh ...  (no workers)
 #        LAPSE=/path/to/lapse bench/instrument/scale.sh ...   (that build)
+#        MT=/path/to/mt bench/instrument/scale.sh ...  (a prebuilt mt: on a
+#            machine without a compiler, with LAPSE a stripped release build)
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -40,7 +42,11 @@ else
     (cd "$ROOT" && cargo build --release -q -p lapse-cli)
     L=$ROOT/target/release/lapse
 fi
-gcc -O2 -finstrument-functions -pthread -o "$OUT/mt" "$WL/mt.c"
+if [ -n "${MT:-}" ]; then
+    cp "$MT" "$OUT/mt"
+else
+    gcc -O2 -finstrument-functions -pthread -o "$OUT/mt" "$WL/mt.c"
+fi
 UFTRACE=$(command -v uftrace || true)
 
 log "machine: $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1); N=$N, $RUNS runs each; load $(cut -d' ' -f1-3 /proc/loadavg)"
