@@ -31,8 +31,12 @@ log() { echo "$@" >&2; }
 # Seconds since the epoch, to the nanosecond.
 now() { date +%s.%N; }
 
+# The value of an arithmetic expression of decimal numbers (awk: also on a
+# machine without bc).
+calc() { awk "BEGIN { printf \"%.9g\\n\", $1 }"; }
+
 # Wall seconds of running "$@" (its output dropped; a failure still timed).
-wall() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1 || true; t1=$(now); echo "$t1 - $t0" | bc -l; }
+wall() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1 || true; t1=$(now); calc "$t1 - $t0"; }
 
 # Runs "$@" with lapse's runtime preloaded from $RT but no recorder to
 # talk to: the probes' cost without the recording's.

@@ -74,7 +74,7 @@ PY
         echo "$w" >>"$OUT/wait"
         echo "$c" >>"$OUT/cpu"
         ev=$("$L" info "$OUT/mt.data" | sed -n 's/^events: *\([0-9]*\).*/\1/p')
-        echo "$ev / $c / 1000000" | bc -l >>"$OUT/rate"
+        calc "$ev / $c / 1000000" >>"$OUT/rate"
         if [ -n "$UFTRACE" ]; then
             wall timeout 300 "$UFTRACE" record -d "$OUT/uftrace.data" "$OUT/mt" "$t" "$N" >>"$OUT/uft"
             rm -rf "$OUT/uftrace.data"
@@ -85,6 +85,6 @@ PY
     u=-
     [ -z "$UFTRACE" ] || u=$(printf '%.3f' "$(med "$OUT/uft")")
     printf '%-8s %9.3f %9.3f %6.2f %7.1f %10.3f %10.0f %10s\n' "$t" \
-        "$(med "$OUT/native")" "$l" "$(echo "$l / $first" | bc -l)" \
+        "$(med "$OUT/native")" "$l" "$(calc "$l / $first")" \
         "$(med "$OUT/wait")" "$(med "$OUT/cpu")" "$(med "$OUT/rate")" "$u"
 done
