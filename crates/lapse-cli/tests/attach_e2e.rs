@@ -226,6 +226,12 @@ impl Service {
         }
     }
 
+    /// Writes `what` to its stdin ("f": fork a child, "v": vfork one).
+    fn ask(&mut self, what: &[u8]) {
+        let stdin = self.child.stdin.as_mut().expect("stdin");
+        stdin.write_all(what).expect("write to the service");
+    }
+
     /// Closes its stdin and waits: its status and stdout.
     fn finish(mut self) -> (i32, String) {
         drop(self.child.stdin.take());
@@ -488,12 +494,7 @@ fn a_child_forked_during_the_window_that_lives_on_is_detached_too() {
             assert!(t.elapsed() < HANG, "lapse did not attach");
             std::thread::sleep(Duration::from_millis(10));
         }
-        svc.child
-            .stdin
-            .as_mut()
-            .expect("stdin")
-            .write_all(b"f")
-            .expect("ask for a child");
+        svc.ask(b"f");
         let out = ended(lapse);
         let err = stderr(&out);
         if perf_refused(&err) && !data.exists() {
@@ -536,12 +537,7 @@ fn a_thread_waiting_for_a_vfork_child_is_waited_for() {
     let expected = alone(&exe, &dir, "plain");
     let mut svc = Service::start(&exe, &dir, "plain");
     let pid = svc.pid();
-    svc.child
-        .stdin
-        .as_mut()
-        .expect("stdin")
-        .write_all(b"v")
-        .expect("ask for a vfork child");
+    svc.ask(b"v");
     let in_vfork = || {
         std::fs::read_dir(format!("/proc/{pid}/task"))
             .expect("tasks")
