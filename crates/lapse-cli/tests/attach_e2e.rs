@@ -31,7 +31,7 @@ const LAPSE: Lapse = Lapse::new(env!("CARGO_BIN_EXE_lapse"));
 /// results for 0..1000, how many later results disagreed, and how many of
 /// the extra threads or children (argv[2]: `threads`, `fork`) failed.
 /// A line "f" on its stdin forks a child that calls `work` and `nap` until
-/// stdin closes; "v" vforks a child that sleeps 5 s. With `signals`, a 1 ms interval timer runs `tick` in a
+/// stdin closes; "v" vforks a child that sleeps 5 s ("V": 20 s). With `signals`, a 1 ms interval timer runs `tick` in a
 /// signal handler;
 /// with `blocked`, the threads swap roles: the main thread sleeps.
 const SERVICE: &str = r#"
@@ -90,12 +90,13 @@ static void *napper(void *a) {
         if (naps % 20 == 0) note();
         if (poll(&p, 1, 0) > 0) {
             char c = 0;
-            if (read(0, &c, 1) == 1 && c == 'v') {
-                /* a vfork child that sleeps 5 s before it ends: this thread
-                 * waits in the kernel meanwhile (state D) */
+            if (read(0, &c, 1) == 1 && (c == 'v' || c == 'V')) {
+                /* a vfork child that sleeps 5 s (V: 20 s) before it ends:
+                 * this thread waits in the kernel meanwhile (state D) */
+                time_t secs = c == 'v' ? 5 : 20;
                 pid_t c = vfork();
                 if (c == 0) {
-                    struct timespec t = {5, 0};
+                    struct timespec t = {secs, 0};
                     nanosleep(&t, 0);
                     _exit(0);
                 }
@@ -571,15 +572,8 @@ fn a_thread_waiting_for_a_vfork_child_is_waited_for() {
     let mut svc = Service::start(&exe, &dir, "plain");
     let pid = svc.pid();
     svc.ask(b"v");
-    let in_vfork = || {
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .expect("tasks")
-            .flatten()
-            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-            .any(|stat| stat.rsplit(") ").next().is_some_and(|s| s.starts_with('D')))
-    };
     let t = Instant::now();
-    while !in_vfork() {
+    while !in_vfork(&pid) {
         assert!(t.elapsed() < HANG, "the service did not vfork");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -596,6 +590,87 @@ fn a_thread_waiting_for_a_vfork_child_is_waited_for() {
     let (status, printed) = svc.finish();
     assert_eq!(status, 0);
     assert_eq!(printed, expected);
+}
+
+/// Whether a thread of process `pid` is in the kernel (state D): the
+/// service's thread waiting for its vfork child.
+fn in_vfork(pid: &str) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("tasks")
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .any(|stat| stat.rsplit(") ").next().is_some_and(|s| s.starts_with('D')))
+}
+
+#[test]
+fn ctrl_c_while_lapse_waits_for_a_vfork_parent_ends_the_attach_at_once() {
+    use std::os::unix::process::CommandExt;
+    let dir = work_dir("vfork-interrupted");
+    let Some(exe) = build(&dir, "service", &["-finstrument-functions"]) else {
+        return;
+    };
+    let mut svc = Service::start(&exe, &dir, "plain");
+    let pid = svc.pid();
+    svc.ask(b"V");
+    let t = Instant::now();
+    while !in_vfork(&pid) {
+        assert!(t.elapsed() < HANG, "the service did not vfork");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let data = dir.join("out.lapse");
+    let mut cmd = LAPSE.command(attach_args(&pid, &data, &["--duration", "1"]));
+    // (SIGINT at its default, as in `interrupt` below)
+    // SAFETY: signal is async-signal-safe; the child execs next.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        })
+    };
+    let lapse = cmd.stderr(Stdio::piped()).spawn().expect("start lapse");
+    // Every thread but the vforking one stops at once: Ctrl-C once lapse
+    // has seized them all and waits for that one.
+    let seized = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("tasks")
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+            .all(|status| !status.contains("TracerPid:\t0\n"))
+    };
+    let t = Instant::now();
+    while !seized() {
+        assert!(t.elapsed() < HANG, "lapse did not seize the threads");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: signalling the child we started.
+    unsafe { libc::kill(lapse.id() as i32, libc::SIGINT) };
+    let out = ended(lapse);
+    let err = stderr(&out);
+    // Ended before the child did (20 s: lapse waits up to 30 s for a thread
+    // in the kernel, and ends within a tenth of a second of a Ctrl-C), with
+    // one line, nothing attached.
+    assert!(in_vfork(&pid), "lapse waited for the vfork child: {err}");
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("interrupted while thread"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    assert!(!maps.contains("liblapse_rt"), "the runtime was loaded");
+    // The service runs on untraced; its vfork child is ended here, which
+    // its thread counts as one failure, and nothing else went wrong.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    assert!(status.contains("TracerPid:\t0"), "{status}");
+    let kids: String = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("tasks")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path().join("children")).unwrap_or_default())
+        .collect();
+    for kid in kids.split_whitespace() {
+        // SAFETY: ending the service's sleeping vfork child.
+        unsafe { libc::kill(kid.parse().expect("pid"), libc::SIGKILL) };
+    }
+    let (status, printed) = svc.finish();
+    assert_eq!(status, 0);
+    assert!(printed.contains("mismatches 0 failed 1"), "{printed}");
 }
 
 #[test]

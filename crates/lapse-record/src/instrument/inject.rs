@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use object::{Object, ObjectSegment, ObjectSymbol, ObjectSymbolTable, RelocationTarget};
 
-use crate::linux::proc_scan;
 use crate::linux::ptrace::{self, Memory, Regs, Stop};
+use crate::linux::{proc_scan, process};
 
 /// The probe imports attaching redirects.
 const PROBE_IMPORTS: [&str; 2] = ["__cyg_profile_func_enter", "__cyg_profile_func_exit"];
@@ -264,6 +264,11 @@ impl Stopped {
                     Ok(Some(Stop::Gone(_))) => {}
                     Ok(None) | Err(_) => {
                         let _ = ptrace::detach(tid, 0);
+                        if process::stop_requested() {
+                            return Err(StopError::Refused(format!(
+                                "interrupted while thread {tid} of process {pid} was on its way to a stop; it runs on as it was"
+                            )));
+                        }
                         return Err(StopError::Refused(format!(
                             "thread {tid} of process {pid} did not stop within {} s",
                             STOP_PATIENCE.as_secs()
@@ -439,17 +444,20 @@ impl Stopped {
     }
 }
 
-/// Waits for thread `tid` of `pid`, just interrupted, to stop: in steps of
-/// [`STOP_WAIT`], for as long as it is on its way ([`on_its_way`]), at most
-/// [`STOP_PATIENCE`]. `Ok(None)`: it did not stop.
+/// Waits for thread `tid` of `pid`, just interrupted, to stop: [`STOP_WAIT`],
+/// then for as long as it is on its way ([`on_its_way`]), at most
+/// [`STOP_PATIENCE`] in all; a Ctrl-C ends the wait within a tenth of a
+/// second. `Ok(None)`: it did not stop.
 fn wait_until_stopped(pid: u32, tid: i32) -> std::io::Result<Option<Stop>> {
+    const STEP: Duration = Duration::from_millis(100);
     let mut waited = Duration::ZERO;
     loop {
-        let stop = ptrace::wait_stop(tid, STOP_WAIT)?;
-        waited += STOP_WAIT;
+        let stop = ptrace::wait_stop(tid, STEP)?;
+        waited += STEP;
         if stop.is_some()
             || waited >= STOP_PATIENCE
-            || !on_its_way(proc_scan::thread_state(pid, tid as u32))
+            || process::stop_requested()
+            || (waited >= STOP_WAIT && !on_its_way(proc_scan::thread_state(pid, tid as u32)))
         {
             return Ok(stop);
         }
