@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use lapse_rt::protocol;
 
 use super::assemble::Proc;
-use super::inject::{self, Arg, Module, Refusal, Slot, StopError, Stopped};
+use super::inject::{self, Arg, Module, Purpose, Refusal, Slot, StopError, Stopped};
 use super::ipc::Listener;
 use super::os::OsCollector;
 use super::output::{Output, FLUSH_EVERY};
@@ -489,7 +489,7 @@ fn attach(
     slots: &[(u64, usize)],
     job: Option<&PatchJob>,
 ) -> Result<(Attached, Stopped), Refusal> {
-    let mut stopped = Stopped::stop(pid).map_err(|e| match e {
+    let mut stopped = Stopped::stop(pid, Purpose::Attach).map_err(|e| match e {
         StopError::Gone => format!("process {pid} ended before lapse could attach"),
         StopError::Refused(why) => why,
     })?;
@@ -625,7 +625,7 @@ impl Window {
         let runtime = runtime_range(pid, self.runtime.bias);
         let mut tries = 0;
         let mut stopped = loop {
-            let stopped = match Stopped::stop(pid) {
+            let stopped = match Stopped::stop(pid, Purpose::Detach) {
                 Ok(s) => s,
                 Err(StopError::Gone) => return Ok(()),
                 Err(StopError::Refused(why)) => {

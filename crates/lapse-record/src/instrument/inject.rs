@@ -213,6 +213,15 @@ pub(super) struct Stopped {
     mem: Memory,
 }
 
+/// Why the threads are stopped: a Ctrl-C gives up a wait for one to stop
+/// while attaching (nothing has changed yet), never while detaching (the
+/// process must be put back, and a Ctrl-C is what ends many windows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Purpose {
+    Attach,
+    Detach,
+}
+
 /// Why stopping failed: the process is gone, or a refusal.
 #[derive(Debug)]
 pub(super) enum StopError {
@@ -222,7 +231,7 @@ pub(super) enum StopError {
 
 impl Stopped {
     /// Seizes and stops every thread of `pid`.
-    pub fn stop(pid: u32) -> Result<Stopped, StopError> {
+    pub fn stop(pid: u32, purpose: Purpose) -> Result<Stopped, StopError> {
         let mem = Memory::open(pid).map_err(|e| match e.raw_os_error() {
             Some(libc::ENOENT) | Some(libc::ESRCH) => StopError::Gone,
             _ => StopError::Refused(no_permission(pid, &e)),
@@ -254,7 +263,7 @@ impl Stopped {
                 if ptrace::interrupt(tid).is_err() {
                     continue;
                 }
-                match wait_until_stopped(pid, tid) {
+                match wait_until_stopped(pid, tid, purpose) {
                     Ok(Some(Stop::Interrupted)) => {
                         s.threads.insert(tid, 0);
                     }
@@ -264,7 +273,7 @@ impl Stopped {
                     Ok(Some(Stop::Gone(_))) => {}
                     Ok(None) | Err(_) => {
                         let _ = ptrace::detach(tid, 0);
-                        if process::stop_requested() {
+                        if purpose == Purpose::Attach && process::stop_requested() {
                             return Err(StopError::Refused(format!(
                                 "interrupted while thread {tid} of process {pid} was on its way to a stop; it runs on as it was"
                             )));
@@ -446,9 +455,9 @@ impl Stopped {
 
 /// Waits for thread `tid` of `pid`, just interrupted, to stop: [`STOP_WAIT`],
 /// then for as long as it is on its way ([`on_its_way`]), at most
-/// [`STOP_PATIENCE`] in all; a Ctrl-C ends the wait within a tenth of a
-/// second. `Ok(None)`: it did not stop.
-fn wait_until_stopped(pid: u32, tid: i32) -> std::io::Result<Option<Stop>> {
+/// [`STOP_PATIENCE`] in all; to attach, a Ctrl-C ends the wait within a
+/// tenth of a second. `Ok(None)`: it did not stop.
+fn wait_until_stopped(pid: u32, tid: i32, purpose: Purpose) -> std::io::Result<Option<Stop>> {
     const STEP: Duration = Duration::from_millis(100);
     let mut waited = Duration::ZERO;
     loop {
@@ -456,7 +465,7 @@ fn wait_until_stopped(pid: u32, tid: i32) -> std::io::Result<Option<Stop>> {
         waited += STEP;
         if stop.is_some()
             || waited >= STOP_PATIENCE
-            || process::stop_requested()
+            || (purpose == Purpose::Attach && process::stop_requested())
             || (waited >= STOP_WAIT && !on_its_way(proc_scan::thread_state(pid, tid as u32)))
         {
             return Ok(stop);
