@@ -536,13 +536,7 @@ fn a_child_forked_during_the_window_that_lives_on_is_detached_too() {
         }
         assert!(out.status.success(), "{build_name}: {err}");
         assert!(!err.contains("warning"), "{build_name}: {err}");
-        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-            .unwrap_or_default()
-            + &std::fs::read_dir(format!("/proc/{pid}/task"))
-                .expect("tasks")
-                .flatten()
-                .map(|e| std::fs::read_to_string(e.path().join("children")).unwrap_or_default())
-                .collect::<String>();
+        let children = task_files(&pid, "children").concat();
         let kid = children
             .split_whitespace()
             .next()
@@ -592,13 +586,21 @@ fn a_thread_waiting_for_a_vfork_child_is_waited_for() {
     assert_eq!(printed, expected);
 }
 
-/// Whether a thread of process `pid` is in the kernel (state D): the
-/// service's thread waiting for its vfork child.
-fn in_vfork(pid: &str) -> bool {
+/// File `name` of every thread of process `pid` (`/proc/PID/task/TID/NAME`)
+/// that could be read.
+fn task_files(pid: &str, name: &str) -> Vec<String> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .expect("tasks")
         .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter_map(|e| std::fs::read_to_string(e.path().join(name)).ok())
+        .collect()
+}
+
+/// Whether a thread of process `pid` is in the kernel (state D): the
+/// service's thread waiting for its vfork child.
+fn in_vfork(pid: &str) -> bool {
+    task_files(pid, "stat")
+        .iter()
         .any(|stat| stat.rsplit(") ").next().is_some_and(|s| s.starts_with('D')))
 }
 
@@ -631,10 +633,8 @@ fn ctrl_c_while_lapse_waits_for_a_vfork_parent_ends_the_attach_at_once() {
     // Every thread but the vforking one stops at once: Ctrl-C once lapse
     // has seized them all and waits for that one.
     let seized = || {
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .expect("tasks")
-            .flatten()
-            .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        task_files(&pid, "status")
+            .iter()
             .all(|status| !status.contains("TracerPid:\t0\n"))
     };
     let t = Instant::now();
@@ -659,11 +659,7 @@ fn ctrl_c_while_lapse_waits_for_a_vfork_parent_ends_the_attach_at_once() {
     // its thread counts as one failure, and nothing else went wrong.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     assert!(status.contains("TracerPid:\t0"), "{status}");
-    let kids: String = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("tasks")
-        .flatten()
-        .map(|e| std::fs::read_to_string(e.path().join("children")).unwrap_or_default())
-        .collect();
+    let kids = task_files(&pid, "children").concat();
     for kid in kids.split_whitespace() {
         // SAFETY: ending the service's sleeping vfork child.
         unsafe { libc::kill(kid.parse().expect("pid"), libc::SIGKILL) };
